@@ -1,0 +1,140 @@
+// Ingestion writes (spec §0). Every statement takes a batch `$rows` (UNWIND),
+// MERGEs on stable content-hash ids and sets properties only ON CREATE, so the
+// same input written twice leaves the graph unchanged.
+
+// name: existing_passage_ids
+// Which of $ids are already stored (their embeddings are not recomputed).
+MATCH (n:Passage) WHERE n.passage_id IN $ids RETURN n.passage_id AS id;
+
+// name: existing_proposition_ids
+MATCH (n:Proposition) WHERE n.prop_id IN $ids RETURN n.prop_id AS id;
+
+// name: existing_entity_ids
+MATCH (n:Entity) WHERE n.entity_id IN $ids RETURN n.entity_id AS id;
+
+// name: existing_relation_ids
+MATCH (n:Relation) WHERE n.relation_id IN $ids RETURN n.relation_id AS id;
+
+// name: existing_document_ids
+MATCH (n:Document) WHERE n.doc_id IN $ids RETURN n.doc_id AS id;
+
+// name: upsert_documents
+// rows: {doc_id, tenant, source, title, content_hash, ingested_at}
+UNWIND $rows AS row
+MERGE (d:Document {doc_id: row.doc_id})
+ON CREATE SET d.tenant = row.tenant, d.source = row.source, d.title = row.title,
+              d.content_hash = row.content_hash, d.ingested_at = row.ingested_at
+RETURN count(d) AS n;
+
+// name: upsert_passages
+// rows: {passage_id, doc_id, tenant, title, text, position, token_count, embedding}
+UNWIND $rows AS row
+MERGE (p:Passage {passage_id: row.passage_id})
+ON CREATE SET p.tenant = row.tenant, p.title = row.title, p.text = row.text,
+              p.position = row.position, p.token_count = row.token_count,
+              p.embedding = row.embedding
+WITH p, row
+MATCH (d:Document {doc_id: row.doc_id})
+MERGE (p)-[:PART_OF]->(d)
+RETURN count(p) AS n;
+
+// name: link_next
+// Reading order inside a document. rows: {src, dst} passage ids.
+UNWIND $rows AS row
+MATCH (a:Passage {passage_id: row.src}), (b:Passage {passage_id: row.dst})
+MERGE (a)-[:NEXT]->(b)
+RETURN count(*) AS n;
+
+// name: upsert_entities
+// rows: {entity_id, tenant, name, norm_name, type, embedding}
+UNWIND $rows AS row
+MERGE (e:Entity {entity_id: row.entity_id})
+ON CREATE SET e.tenant = row.tenant, e.name = row.name, e.norm_name = row.norm_name,
+              e.type = row.type, e.embedding = row.embedding
+RETURN count(e) AS n;
+
+// name: upsert_propositions
+// rows: {prop_id, tenant, text, embedding}
+UNWIND $rows AS row
+MERGE (p:Proposition {prop_id: row.prop_id})
+ON CREATE SET p.tenant = row.tenant, p.text = row.text, p.embedding = row.embedding
+RETURN count(p) AS n;
+
+// name: link_states
+// A passage states a proposition. rows: {passage_id, prop_id}
+UNWIND $rows AS row
+MATCH (a:Passage {passage_id: row.passage_id}), (b:Proposition {prop_id: row.prop_id})
+MERGE (a)-[:STATES]->(b)
+RETURN count(*) AS n;
+
+// name: link_proposition_mentions
+// The proposition hyper-edge over its entities. rows: {prop_id, entity_id}
+UNWIND $rows AS row
+MATCH (a:Proposition {prop_id: row.prop_id}), (b:Entity {entity_id: row.entity_id})
+MERGE (a)-[:MENTIONS]->(b)
+RETURN count(*) AS n;
+
+// name: link_passage_mentions
+// rows: {passage_id, entity_id}
+UNWIND $rows AS row
+MATCH (a:Passage {passage_id: row.passage_id}), (b:Entity {entity_id: row.entity_id})
+MERGE (a)-[:MENTIONS]->(b)
+RETURN count(*) AS n;
+
+// name: upsert_relations
+// The relation vocabulary. rows: {relation_id, tenant, name, embedding}
+UNWIND $rows AS row
+MERGE (r:Relation {relation_id: row.relation_id})
+ON CREATE SET r.tenant = row.tenant, r.name = row.name, r.embedding = row.embedding
+RETURN count(r) AS n;
+
+// name: upsert_triples
+// A triple node (provenance) asserted by a passage, plus the RELATES edge between
+// its entities. rows: {triple_id, tenant, passage_id, subject_id, object_id,
+// subject, relation, object, relation_id}
+UNWIND $rows AS row
+MERGE (t:Triple {triple_id: row.triple_id})
+ON CREATE SET t.tenant = row.tenant, t.subject = row.subject, t.relation = row.relation,
+              t.object = row.object, t.relation_id = row.relation_id,
+              t.subject_id = row.subject_id, t.object_id = row.object_id
+WITH t, row
+MATCH (p:Passage {passage_id: row.passage_id})
+MERGE (p)-[:ASSERTS]->(t)
+WITH t, row
+MATCH (s:Entity {entity_id: row.subject_id}), (o:Entity {entity_id: row.object_id})
+MERGE (s)-[r:RELATES {triple_id: row.triple_id}]->(o)
+ON CREATE SET r.relation = row.relation, r.relation_id = row.relation_id
+RETURN count(t) AS n;
+
+// name: upsert_synonyms
+// kNN synonymy edges between entities (spec §1). rows: {src, dst, score}
+UNWIND $rows AS row
+MATCH (a:Entity {entity_id: row.src}), (b:Entity {entity_id: row.dst})
+MERGE (a)-[r:SYNONYM]->(b)
+SET r.score = row.score
+RETURN count(r) AS n;
+
+// name: bump_graph_version
+// Increments the tenant's graph version; in-process caches (PPR snapshot) refresh on change.
+MERGE (m:Meta {meta_id: $meta_id})
+ON CREATE SET m.tenant = $tenant, m.version = 0
+SET m.version = m.version + 1
+RETURN m.version AS version;
+
+// name: graph_version
+MATCH (m:Meta {meta_id: $meta_id}) RETURN m.version AS version;
+
+// name: entity_embeddings
+// All entities of a tenant with their vectors (for synonymy kNN).
+MATCH (e:Entity) WHERE e.tenant = $tenant
+RETURN e.entity_id AS id, e.norm_name AS norm_name, e.embedding AS embedding;
+
+// name: count_nodes
+// Node counts of a tenant by label (idempotency checks, status).
+MATCH (n) WHERE n.tenant = $tenant
+RETURN labels(n)[0] AS label, count(n) AS n;
+
+// name: count_relationships
+// Relationship counts of a tenant by type (source node's tenant).
+MATCH (a)-[r]->() WHERE a.tenant = $tenant
+RETURN type(r) AS type, count(r) AS n;

@@ -1,0 +1,63 @@
+// Reasoning records written back after each query (spec §0), explored in
+// Neo4j Browser: (:Query)-[:FOUND]->(:Path)-[:STEP]->(:Proposition) and
+// (:Query)-[:SELECTED]->(:Passage|:Proposition|:Entity).
+
+// name: write_query
+MERGE (q:Query {query_id: $query_id})
+ON CREATE SET q.tenant = $tenant, q.text = $text, q.mode = $mode, q.created_at = $created_at
+RETURN q.query_id AS query_id;
+
+// name: write_paths
+// rows: {path_id, rank, score, text}
+UNWIND $rows AS row
+MATCH (q:Query {query_id: $query_id})
+MERGE (p:Path {path_id: row.path_id})
+ON CREATE SET p.tenant = $tenant, p.score = row.score, p.text = row.text
+MERGE (q)-[f:FOUND]->(p)
+SET f.rank = row.rank, f.score = row.score
+RETURN count(p) AS n;
+
+// name: write_steps
+// rows: {path_id, prop_id, order, via}: `via` names the entity linking this step to the previous one.
+UNWIND $rows AS row
+MATCH (p:Path {path_id: row.path_id}), (x:Proposition {prop_id: row.prop_id})
+MERGE (p)-[s:STEP {order: row.order}]->(x)
+SET s.via = row.via
+RETURN count(s) AS n;
+
+// name: select_passages
+// rows: {id, rank, weight}
+UNWIND $rows AS row
+MATCH (q:Query {query_id: $query_id}), (x:Passage {passage_id: row.id})
+MERGE (q)-[s:SELECTED]->(x)
+SET s.rank = row.rank, s.weight = row.weight
+RETURN count(s) AS n;
+
+// name: select_propositions
+UNWIND $rows AS row
+MATCH (q:Query {query_id: $query_id}), (x:Proposition {prop_id: row.id})
+MERGE (q)-[s:SELECTED]->(x)
+SET s.rank = row.rank, s.weight = row.weight
+RETURN count(s) AS n;
+
+// name: select_entities
+UNWIND $rows AS row
+MATCH (q:Query {query_id: $query_id}), (x:Entity {entity_id: row.id})
+MERGE (q)-[s:SELECTED]->(x)
+SET s.rank = row.rank, s.weight = row.weight
+RETURN count(s) AS n;
+
+// name: read_query_paths
+// A stored reasoning record: its paths and their steps in order.
+MATCH (q:Query {query_id: $query_id})-[f:FOUND]->(p:Path)-[s:STEP]->(x:Proposition)
+WHERE q.tenant = $tenant
+RETURN q.text AS text, f.rank AS rank, p.path_id AS path_id, p.score AS score,
+       s.order AS step, s.via AS via, x.prop_id AS prop_id, x.text AS proposition
+ORDER BY rank, step;
+
+// name: read_query_selected
+MATCH (q:Query {query_id: $query_id})-[s:SELECTED]->(x)
+WHERE q.tenant = $tenant
+RETURN labels(x)[0] AS label, coalesce(x.passage_id, x.prop_id, x.entity_id) AS id,
+       s.rank AS rank, s.weight AS weight
+ORDER BY label, rank;

@@ -1,0 +1,32 @@
+// Schema: uniqueness constraints on the stable ids of every node label (spec §0).
+// Each is idempotent (IF NOT EXISTS) and runs at store start. Vector indexes are
+// created by the dialect module (ArcadeDB SQL / Neo4j CREATE VECTOR INDEX).
+
+// name: constraint_document
+// Documents are identified by a content hash of tenant + source content.
+CREATE CONSTRAINT document_id IF NOT EXISTS FOR (n:Document) REQUIRE n.doc_id IS UNIQUE;
+
+// name: constraint_passage
+CREATE CONSTRAINT passage_id IF NOT EXISTS FOR (n:Passage) REQUIRE n.passage_id IS UNIQUE;
+
+// name: constraint_entity
+CREATE CONSTRAINT entity_id IF NOT EXISTS FOR (n:Entity) REQUIRE n.entity_id IS UNIQUE;
+
+// name: constraint_proposition
+CREATE CONSTRAINT proposition_id IF NOT EXISTS FOR (n:Proposition) REQUIRE n.prop_id IS UNIQUE;
+
+// name: constraint_relation
+CREATE CONSTRAINT relation_id IF NOT EXISTS FOR (n:Relation) REQUIRE n.relation_id IS UNIQUE;
+
+// name: constraint_triple
+CREATE CONSTRAINT triple_id IF NOT EXISTS FOR (n:Triple) REQUIRE n.triple_id IS UNIQUE;
+
+// name: constraint_query
+CREATE CONSTRAINT query_id IF NOT EXISTS FOR (n:Query) REQUIRE n.query_id IS UNIQUE;
+
+// name: constraint_path
+CREATE CONSTRAINT path_id IF NOT EXISTS FOR (n:Path) REQUIRE n.path_id IS UNIQUE;
+
+// name: constraint_meta
+// One Meta node per tenant holds the graph version counter.
+CREATE CONSTRAINT meta_id IF NOT EXISTS FOR (n:Meta) REQUIRE n.meta_id IS UNIQUE;

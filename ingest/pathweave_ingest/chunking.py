@@ -1,0 +1,26 @@
+"""Split a document into passages by tokens with overlap.
+
+Tokens are the embedder's tokenizer's (so a passage fits the embedder's input);
+a text of at most ``chunk_tokens`` tokens is one passage.
+"""
+
+from __future__ import annotations
+
+
+def chunk_text(text: str, tokenizer, chunk_tokens: int, overlap: int) -> list[tuple[str, int]]:
+    """``text`` -> ``[(passage_text, token_count)]`` (``tokenizer``: a Hugging Face fast tokenizer) windows of ``chunk_tokens`` tokens,
+    consecutive windows sharing ``overlap`` tokens. Raises ValueError if overlap >= chunk_tokens.
+    """
+    if overlap >= chunk_tokens:
+        raise ValueError("chunk overlap must be smaller than the chunk size")
+    offsets = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).offsets
+    if len(offsets) <= chunk_tokens:
+        return [(text, len(offsets))]
+    chunks = []
+    step = chunk_tokens - overlap
+    for start in range(0, len(offsets), step):
+        window = offsets[start:start + chunk_tokens]
+        chunks.append((text[window[0][0]:window[-1][1]].strip(), len(window)))
+        if start + chunk_tokens >= len(offsets):
+            break
+    return chunks

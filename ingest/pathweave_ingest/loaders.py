@@ -1,0 +1,126 @@
+"""Load documents from files: ``.txt``, ``.md``, ``.json`` (a list of
+``{title, text}``), ``.jsonl`` (one such object per line).
+
+Every file is validated before anything is written: an empty file, a binary
+file, bytes that are not UTF-8, a file over the size limit, invalid JSON or
+an item without text each give a :class:`LoadError` naming the file and the
+reason; the other files proceed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+SUPPORTED = (".txt", ".md", ".json", ".jsonl")
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """One document: ``source`` (file path, ``#i`` for the i-th JSON item), title, text."""
+
+    source: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """Why a file (or one item of it) was rejected; nothing of it is ingested."""
+
+    source: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.reason}"
+
+
+def _decode(path: Path, max_bytes: int) -> str:
+    """File text, or ValueError with the reason (size, empty, binary, not UTF-8)."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"file too large ({size} bytes > limit {max_bytes} bytes)")
+    data = path.read_bytes()
+    if not data.strip():
+        raise ValueError("empty file")
+    if b"\x00" in data[:8192]:
+        raise ValueError("binary file (NUL bytes), not text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 (invalid byte at offset {exc.start})") from None
+    return text
+
+
+def _items(path: Path, text: str) -> list[dict]:
+    if path.suffix == ".jsonl":
+        items = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"invalid JSON on line {number}: {exc.msg}") from None
+        return items
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise ValueError("JSON must be a list of {title, text} objects")
+    return data
+
+
+def _title_of(path: Path, text: str) -> str:
+    if path.suffix == ".md":
+        for line in text.splitlines():
+            if line.startswith("# "):
+                return line[2:].strip()
+    return path.stem
+
+
+def load_file(path: Path, max_bytes: int) -> tuple[list[SourceDocument], list[LoadError]]:
+    """Documents of one file and the errors found in it."""
+    if path.suffix.lower() not in SUPPORTED:
+        return [], [LoadError(str(path), f"unsupported file type {path.suffix or '(none)'}; use {', '.join(SUPPORTED)}")]
+    try:
+        text = _decode(path, max_bytes)
+        if path.suffix.lower() in (".txt", ".md"):
+            return [SourceDocument(str(path), _title_of(path, text), text.strip())], []
+        items = _items(path, text)
+    except (OSError, ValueError) as exc:
+        return [], [LoadError(str(path), str(exc))]
+    docs, errors = [], []
+    for index, item in enumerate(items):
+        source = f"{path}#{index}"
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
+            errors.append(LoadError(source, "item needs a non-empty string 'text'"))
+            continue
+        title = item.get("title") if isinstance(item.get("title"), str) else ""
+        docs.append(SourceDocument(source, title.strip(), item["text"].strip()))
+    if not docs and not errors:
+        errors.append(LoadError(str(path), "no documents in file"))
+    return docs, errors
+
+
+def load_path(path: str | Path, max_bytes: int) -> tuple[list[SourceDocument], list[LoadError]]:
+    """Documents of a file or of every supported file under a directory (recursive, sorted).
+
+    Raises FileNotFoundError when ``path`` does not exist.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise FileNotFoundError(f"no such file or directory: {root}")
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED
+    )
+    docs: list[SourceDocument] = []
+    errors: list[LoadError] = []
+    for file in files:
+        found, failed = load_file(file, max_bytes)
+        docs.extend(found)
+        errors.extend(failed)
+    return docs, errors

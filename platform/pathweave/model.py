@@ -1,0 +1,62 @@
+"""Result models of a query (pydantic): ranked passages, reasoning paths,
+seed entities and per-stage timings. The same objects are persisted as the
+reasoning record (spec §0) and returned by the CLI and the API.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Mode = Literal["proprag", "dense", "hipporag2"]
+
+
+class PassageHit(BaseModel):
+    """A ranked passage; ``score`` is the mode's final score (PPR mass or cosine)."""
+
+    passage_id: str
+    doc_id: str = ""
+    title: str
+    text: str
+    score: float
+    rank: int
+
+
+class PathStep(BaseModel):
+    """One proposition on a path; ``via`` names the entity shared with the previous
+    step (None for the first step or a jump)."""
+
+    prop_id: str
+    text: str
+    via: str | None = None
+
+
+class ReasoningPath(BaseModel):
+    """A proposition path found by the beam search (PropRAG §1, stage 2)."""
+
+    path_id: str = ""
+    rank: int
+    score: float
+    steps: list[PathStep]
+
+
+class SeedEntity(BaseModel):
+    """An entity that seeded the stage-2 Personalized PageRank, with its weight in [0, 1]."""
+
+    entity_id: str
+    name: str
+    weight: float
+
+
+class QueryResult(BaseModel):
+    """Everything one query returns. ``timings_ms`` maps stage -> milliseconds."""
+
+    query_id: str
+    question: str
+    mode: Mode
+    passages: list[PassageHit]
+    paths: list[ReasoningPath] = Field(default_factory=list)
+    seeds: list[SeedEntity] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    graph_version: int = 0

@@ -1,0 +1,54 @@
+"""Persist a query's reasoning record to the graph (spec §0) so Neo4j Browser
+users can explore it: ``(:Query)-[:FOUND {rank, score}]->(:Path)-[:STEP {order, via}]->(:Proposition)``
+and ``(:Query)-[:SELECTED {rank, weight}]->(:Passage|:Proposition|:Entity)``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pathweave.model import QueryResult
+from pathweave.store import GraphStore
+
+
+def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
+    """Write ``result`` in one transaction: the Query node, its paths and steps, and the
+    SELECTED edges to its ranked passages, path propositions and seed entities."""
+    qid = result.query_id
+    paths = [{"path_id": p.path_id, "rank": p.rank, "score": p.score,
+              "text": " -> ".join(s.text for s in p.steps)} for p in result.paths]
+    steps = [{"path_id": p.path_id, "prop_id": s.prop_id, "order": i, "via": s.via}
+             for p in result.paths for i, s in enumerate(p.steps)]
+    passages = [{"id": h.passage_id, "rank": h.rank, "weight": h.score} for h in result.passages]
+    props: dict[str, dict] = {}
+    for p in result.paths:
+        for s in p.steps:
+            props.setdefault(s.prop_id, {"id": s.prop_id, "rank": len(props) + 1, "weight": p.score})
+    entities = [{"id": s.entity_id, "rank": i + 1, "weight": s.weight} for i, s in enumerate(result.seeds)]
+    created = datetime.now(timezone.utc).isoformat()
+    steps_to_run = [("write_query", {"query_id": qid, "text": result.question, "mode": result.mode,
+                                     "created_at": created})]
+    for name, rows in (("write_paths", paths), ("write_steps", steps), ("select_passages", passages),
+                       ("select_propositions", list(props.values())), ("select_entities", entities)):
+        if rows:
+            steps_to_run.append((name, {"rows": rows, "query_id": qid}))
+    store.run_in_transaction(steps_to_run)
+
+
+def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
+    """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...]}``.
+
+    Raises KeyError when the tenant has no such query.
+    """
+    rows = store.run("read_query_paths", query_id=query_id)
+    selected = store.run("read_query_selected", query_id=query_id)
+    if not rows and not selected:
+        raise KeyError(f"no reasoning record {query_id!r}")
+    paths: dict[str, dict] = {}
+    for row in rows:
+        path = paths.setdefault(row["path_id"], {"path_id": row["path_id"], "rank": row["rank"],
+                                                 "score": row["score"], "steps": []})
+        path["steps"].append({"order": row["step"], "prop_id": row["prop_id"],
+                              "text": row["proposition"], "via": row["via"]})
+    return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
+            "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected}

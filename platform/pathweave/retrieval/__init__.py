@@ -1,0 +1,1 @@
+"""Retrieval modes: PropRAG (default), dense passages, HippoRAG 2 baseline."""

@@ -1,0 +1,129 @@
+"""LLM-free beam search over proposition paths (PropRAG §3.3; spec §1 stage 2, steps 1-4).
+
+Works on a snapshot restricted to the *allowed* propositions (those stated by
+the stage-1 subgraph's passages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from pathweave.snapshot import GraphSnapshot
+
+
+@dataclass(frozen=True)
+class Path:
+    """Proposition indices (into the snapshot) in order, and the path score."""
+
+    props: tuple[int, ...]
+    score: float
+
+
+@dataclass(frozen=True)
+class BeamParams:
+    """Beam width B, jump points, re-scored candidates M, max depth L_max, paths kept,
+    minimum SYNONYM score for a synonym step (spec §1 defaults: 4, 3, 40, 3, 5, 0.75)."""
+
+    beam_width: int = 4
+    jump_points: int = 3
+    rescore_top: int = 40
+    max_depth: int = 3
+    top_paths: int = 5
+    synonym_step_min: float = 0.75
+
+
+class PropositionGraph:
+    """Neighbourhoods between allowed propositions: sharing an exact entity or a
+    synonymous one (SYNONYM score >= ``synonym_step_min``)."""
+
+    def __init__(self, snapshot: GraphSnapshot, allowed: np.ndarray, synonym_step_min: float) -> None:
+        self.snapshot = snapshot
+        self.allowed = allowed  # (R,) bool
+        synonyms = snapshot.synonyms.copy()
+        synonyms.data = (synonyms.data >= synonym_step_min).astype(np.float64)
+        synonyms.eliminate_zeros()
+        self.entity_reach = (sp.identity(snapshot.n_entities, format="csr") + synonyms).tocsr()
+        self.mentions_t = snapshot.prop_entities.T.tocsr()  # (E, R)
+
+    def entities(self, prop: int) -> np.ndarray:
+        pe = self.snapshot.prop_entities
+        return pe.indices[pe.indptr[prop]:pe.indptr[prop + 1]]
+
+    def neighbours(self, prop: int) -> np.ndarray:
+        """Allowed propositions linked to ``prop`` through an exact or synonymous entity."""
+        entities = self.entities(prop)
+        if len(entities) == 0:
+            return np.zeros(0, dtype=np.int64)
+        reach = self.entity_reach[entities].sum(axis=0).A1 > 0
+        props = self.mentions_t[np.flatnonzero(reach)].indices
+        props = np.unique(props)
+        return props[self.allowed[props]]
+
+    def via(self, previous: int, current: int) -> str | None:
+        """Name of an entity linking two steps (exact first, then synonym), or None for a jump."""
+        names = self.snapshot.entity_names
+        prev, cur = set(self.entities(previous).tolist()), self.entities(current).tolist()
+        for entity in cur:
+            if entity in prev:
+                return names[entity]
+        for entity in cur:
+            linked = self.entity_reach[entity].indices
+            if any(int(x) in prev for x in linked):
+                return names[entity]
+        return None
+
+
+def beam_search(
+    query: np.ndarray, snapshot: GraphSnapshot, allowed: np.ndarray, params: BeamParams,
+    encode: Callable[[list[str]], np.ndarray],
+) -> tuple[list[Path], list[Path], PropositionGraph]:
+    """Beam search from the best allowed propositions.
+
+    ``query``: ``(d,)`` L2-normalized; ``allowed``: ``(R,)`` bool; ``encode``: texts ->
+    ``(n, d)`` normalized (used to re-score the top M candidates by their
+    concatenated text; that score replaces the mean-embedding score).
+    Returns ``(top_paths, initial_paths, graph)``: at most ``top_paths`` paths of the
+    pool (initial B paths + best B of each depth), and the B initial paths.
+    """
+    graph = PropositionGraph(snapshot, allowed, params.synonym_step_min)
+    candidates = np.flatnonzero(allowed)
+    if len(candidates) == 0:
+        return [], [], graph
+    scores = snapshot.prop_emb[candidates] @ query
+    order = candidates[np.argsort(-scores, kind="stable")]
+    cosine = dict(zip(candidates.tolist(), scores.tolist()))
+    initial = [Path((int(p),), float(cosine[int(p)])) for p in order[: params.beam_width]]
+    jumps = [int(p) for p in order[: params.jump_points]]
+    pool = list(initial)
+    beam = list(initial)
+    for _ in range(2, params.max_depth + 1):
+        expanded: dict[frozenset, tuple[int, ...]] = {}
+        for path in beam:
+            for nxt in list(graph.neighbours(path.props[-1])) + jumps:
+                nxt = int(nxt)
+                if nxt in path.props:
+                    continue
+                new = path.props + (nxt,)
+                expanded.setdefault(frozenset(new), new)
+        if not expanded:
+            break
+        paths = list(expanded.values())
+        means = np.stack([snapshot.prop_emb[list(p)].mean(axis=0) for p in paths])
+        means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
+        path_scores = means @ query
+        ranked = np.argsort(-path_scores, kind="stable")
+        if len(paths) > params.beam_width and params.rescore_top > 0:
+            top = ranked[: params.rescore_top]
+            texts = [" ".join(snapshot.prop_texts[i] for i in paths[j]) for j in top]
+            rescored = encode(texts) @ query
+            path_scores = path_scores.copy()
+            path_scores[top] = rescored
+            ranked = top[np.argsort(-rescored, kind="stable")]
+        beam = [Path(paths[j], float(path_scores[j])) for j in ranked[: params.beam_width]]
+        pool.extend(beam)
+    pool.sort(key=lambda p: -p.score)
+    return pool[: params.top_paths], initial, graph

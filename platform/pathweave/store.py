@@ -1,0 +1,134 @@
+"""The graph store: named Cypher statements over Bolt (official ``neo4j`` driver).
+
+The same code serves the managed ArcadeDB server (default) and Neo4j; the few
+backend differences live in :mod:`pathweave.dialect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from neo4j import Driver, GraphDatabase
+
+from pathweave import server
+from pathweave.cypher import load_all, statement
+from pathweave.dialect import ArcadeDialect
+from pathweave.settings import Settings
+
+_SCHEMA_PREFIX = "constraint_"
+
+
+def batched(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """Consecutive slices of ``rows`` of at most ``size`` items."""
+    for start in range(0, len(rows), max(1, size)):
+        yield rows[start:start + size]
+
+
+class GraphStore:
+    """A connection to one store database, scoped to one tenant.
+
+    ``run(name, **params)`` executes the named statement of ``cypher/`` and
+    returns its records as dicts; the tenant is passed as ``$tenant``.
+    """
+
+    def __init__(self, driver: Driver, database: str, dialect: ArcadeDialect, tenant: str,
+                 batch_size: int = 500, dimensions: int = 384) -> None:
+        self.driver = driver
+        self.dimensions = dimensions
+        self.database = database
+        self.dialect = dialect
+        self.tenant = tenant
+        self.batch_size = batch_size
+
+    @property
+    def meta_id(self) -> str:
+        """Id of the tenant's Meta node (graph version counter)."""
+        return f"meta:{self.tenant}"
+
+    def run(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """Run named statement ``name`` in an auto-commit transaction; records as dicts."""
+        params.setdefault("tenant", self.tenant)
+        with self.driver.session(database=self.database) as session:
+            return [record.data() for record in session.run(statement(name), params)]
+
+    def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:
+        """Write ``rows`` with named UNWIND statement ``name`` in batches (one managed
+        transaction each: the driver retries transient errors such as write conflicts)."""
+        written = 0
+        for chunk in batched(rows, self.batch_size):
+            written += len(chunk)
+            self.run_in_transaction([(name, {"rows": list(chunk), **params})])
+        return written
+
+    def run_in_transaction(self, steps: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Run named statements ``(name, params)`` in ONE write transaction: all or nothing."""
+        def work(tx):
+            for name, params in steps:
+                tx.run(statement(name), {"tenant": self.tenant, **params}).consume()
+
+        with self.driver.session(database=self.database) as session:
+            session.execute_write(work)
+
+    def write_all(self, steps: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> None:
+        """Write several named UNWIND batches in ONE transaction (used per group of
+        documents, so a failure leaves nothing partial of them)."""
+        self.run_in_transaction(
+            (name, {"rows": list(chunk)}) for name, rows in steps for chunk in batched(rows, self.batch_size)
+        )
+
+    def existing(self, name: str, ids: Sequence[str]) -> set[str]:
+        """Ids among ``ids`` that statement ``name`` finds in the store."""
+        found: set[str] = set()
+        for chunk in batched(list(ids), 2000):
+            found.update(row["id"] for row in self.run(name, ids=list(chunk)))
+        return found
+
+    def graph_version(self) -> int:
+        """The tenant's graph version (0 before any ingestion)."""
+        rows = self.run("graph_version", meta_id=self.meta_id)
+        return int(rows[0]["version"]) if rows else 0
+
+    def bump_graph_version(self) -> int:
+        """Increment and return the tenant's graph version (after each ingestion batch)."""
+        return int(self.run("bump_graph_version", meta_id=self.meta_id)[0]["version"])
+
+    def counts(self) -> dict[str, int]:
+        """Node counts by label and relationship counts by type for the tenant."""
+        out = {row["label"]: int(row["n"]) for row in self.run("count_nodes")}
+        out.update({f"rel:{row['type']}": int(row["n"]) for row in self.run("count_relationships")})
+        return out
+
+    def ensure_schema(self, dimensions: int) -> None:
+        """Create constraints and vector indexes idempotently."""
+        for name in sorted(load_all()):
+            if name.startswith(_SCHEMA_PREFIX):
+                self.run(name)
+        self.dialect.create_vector_indexes(dimensions)
+
+    def close(self) -> None:
+        self.driver.close()
+
+    def __enter__(self) -> "GraphStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 384) -> GraphStore:
+    """Connect to the configured store (starting the managed server on demand).
+
+    Creates the schema idempotently. Raises :class:`pathweave.server.ServerError`
+    when the managed server cannot start, ``neo4j.exceptions.ServiceUnavailable``
+    when an external store is unreachable.
+    """
+    if settings.store_uri:
+        raise NotImplementedError("external Neo4j stores arrive with the Neo4j dialect")
+    info = server.start(settings)
+    driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
+    dialect = ArcadeDialect(info.http_url, info.user, info.password, settings.store_database)
+    store = GraphStore(driver, settings.store_database, dialect, tenant or settings.tenant,
+                       settings.write_batch_size, dimensions)
+    store.ensure_schema(dimensions)
+    return store
