@@ -155,7 +155,8 @@ def start(settings: Settings) -> ServerInfo:
                 str(directory), str(bolt_port), str(http_port), settings.server_heap,
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env={**os.environ, "PATHWEAVE_SERVER_PASSWORD": password},
+            start_new_session=True, cwd=directory,  # ArcadeDB writes ./log under its cwd
+            env={**os.environ, "PATHWEAVE_SERVER_PASSWORD": password},
         )
         info = _wait_ready(settings, directory, process)
         _ensure_database(info, settings.store_database)
