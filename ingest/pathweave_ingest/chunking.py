@@ -6,6 +6,19 @@ a text of at most ``chunk_tokens`` tokens is one passage.
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
+
+
+@lru_cache(maxsize=4)
+def _untruncated(tokenizer):
+    """A copy of the fast tokenizer's backend with truncation and padding off (the
+    packaged MiniLM tokenizer.json truncates to 128 tokens)."""
+    backend = copy.deepcopy(tokenizer.backend_tokenizer)
+    backend.no_truncation()
+    backend.no_padding()
+    return backend
+
 
 def chunk_text(text: str, tokenizer, chunk_tokens: int, overlap: int) -> list[tuple[str, int]]:
     """``text`` -> ``[(passage_text, token_count)]`` (``tokenizer``: a Hugging Face fast tokenizer) windows of ``chunk_tokens`` tokens,
@@ -13,7 +26,7 @@ def chunk_text(text: str, tokenizer, chunk_tokens: int, overlap: int) -> list[tu
     """
     if overlap >= chunk_tokens:
         raise ValueError("chunk overlap must be smaller than the chunk size")
-    offsets = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).offsets
+    offsets = _untruncated(tokenizer).encode(text, add_special_tokens=False).offsets
     if len(offsets) <= chunk_tokens:
         return [(text, len(offsets))]
     chunks = []

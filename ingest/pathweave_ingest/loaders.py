@@ -107,7 +107,8 @@ def load_file(path: Path, max_bytes: int) -> tuple[list[SourceDocument], list[Lo
 
 
 def load_path(path: str | Path, max_bytes: int) -> tuple[list[SourceDocument], list[LoadError]]:
-    """Documents of a file or of every supported file under a directory (recursive, sorted).
+    """Documents of a file or of every file under a directory (recursive, sorted; hidden
+    files ignored; unsupported types reported as errors).
 
     Raises FileNotFoundError when ``path`` does not exist.
     """
@@ -115,7 +116,7 @@ def load_path(path: str | Path, max_bytes: int) -> tuple[list[SourceDocument], l
     if not root.exists():
         raise FileNotFoundError(f"no such file or directory: {root}")
     files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED
+        p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")
     )
     docs: list[SourceDocument] = []
     errors: list[LoadError] = []

@@ -83,7 +83,7 @@ class Pipeline:
     """
 
     def __init__(self, store: GraphStore, embedder: Embedder, extractor, settings: Settings,
-                 group_size: int = 64) -> None:
+                 group_size: int = 128) -> None:
         self.store = store
         self.embedder = embedder
         self.extractor = extractor
@@ -233,8 +233,10 @@ class Pipeline:
             })
 
     def _embed(self, batch: _Batch) -> dict[str, tuple[str, np.ndarray]]:
-        """Drop rows already stored, embed the new texts, attach vectors. Returns new entities."""
+        """Embed the texts of nodes not yet stored (one encode call for all labels, so
+        length-sorted batches pad little) and attach the vectors. Returns new entities."""
         new_entities: dict[str, tuple[str, np.ndarray]] = {}
+        fresh_by_label: dict[str, list[dict]] = {}
         for label, (existing_stmt, upsert, key) in _EXISTING.items():
             rows = batch.rows.get(upsert, [])
             if upsert != "upsert_passages":  # a passage row also links its document: keep all
@@ -244,17 +246,19 @@ class Pipeline:
             for row in rows:
                 if row[key] not in stored:
                     first.setdefault(row[key], row)
-            fresh = list(first.values())
-            texts = batch.texts.get(label, {})
-            vectors = self.embedder.encode([texts[row[key]] for row in fresh])
-            for row, vector in zip(fresh, vectors):
+            fresh_by_label[label] = list(first.values())
+            batch.rows[upsert] = rows if upsert == "upsert_passages" else fresh_by_label[label]
+            batch.new[label] = len(first)
+        texts = [batch.texts[label][row[_EXISTING[label][2]]]
+                 for label, fresh in fresh_by_label.items() for row in fresh]
+        vectors = iter(self.embedder.encode(texts))
+        for label, fresh in fresh_by_label.items():
+            key = _EXISTING[label][2]
+            for row in fresh:
+                vector = next(vectors)
                 row["embedding"] = vector.tolist()
                 if label == "entity":
                     new_entities[row[key]] = (row["norm_name"], vector)
-            if upsert != "upsert_passages":
-                rows = fresh
-            batch.rows[upsert] = rows
-            batch.new[label] = len(fresh)
         return new_entities
 
     def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]], had_entities: bool) -> int:

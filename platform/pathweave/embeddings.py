@@ -52,7 +52,8 @@ class Embedder:
         self.device = device
         self.batch_size = batch_size
         self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dimension())
         self._lock = threading.Lock()
 
     def encode(self, texts: list[str], show_progress: bool = False) -> np.ndarray:

@@ -124,7 +124,26 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
     when an external store is unreachable.
     """
     if settings.store_uri:
-        raise NotImplementedError("external Neo4j stores arrive with the Neo4j dialect")
+        # Neo4j (bolt://, neo4j://, +s/+ssc variants): the same statements, Neo4jDialect
+        # for vector indexes and GDS. Neo4j Community has one database, "neo4j".
+        from neo4j.exceptions import ClientError
+
+        from pathweave.dialect import Neo4jDialect
+
+        driver = GraphDatabase.driver(settings.store_uri, auth=(settings.store_user, settings.store_password))
+        store = GraphStore(driver, settings.store_database, Neo4jDialect(driver, settings.store_database),
+                           tenant or settings.tenant, settings.write_batch_size, dimensions)
+        try:
+            store.ensure_schema(dimensions)
+        except Exception as error:
+            driver.close()
+            if isinstance(error, ClientError) and error.code == "Neo.ClientError.Database.DatabaseNotFound":
+                raise ValueError(
+                    f"database {settings.store_database!r} does not exist on {settings.store_uri} "
+                    "(Neo4j Community has only 'neo4j': set PATHWEAVE_STORE_DATABASE=neo4j)"
+                ) from error
+            raise
+        return store
     info = server.start(settings)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
     dialect = ArcadeDialect(info.http_url, info.user, info.password, settings.store_database)

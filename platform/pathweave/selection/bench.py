@@ -21,7 +21,7 @@ import numpy as np
 
 from .candidate import CandidateGraph, CandidateNode
 from .greedy import solve_greedy
-from .ilp import solve_ilp
+from .ilp import Connectivity, solve_ilp
 
 
 KIND_WEIGHT_SCALE: dict[str, float] = {"passage": 1.0, "proposition": 0.5, "entity": 0.1}
@@ -54,6 +54,8 @@ def random_candidate_graph(
 
     Raises:
         ValueError: ``n_nodes < n_seeds + 3``.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     if n_nodes < n_seeds + 3:
         raise ValueError(f"n_nodes must be >= {n_seeds + 3}, got {n_nodes}")
@@ -124,23 +126,32 @@ def synthetic_solve_stats(
     seed: int = 0,
     *,
     time_limit_ms: float = 50.0,
-    num_workers: int = 2,
+    reference_limit_ms: float = 3000.0,
+    num_workers: int = 1,
+    connectivity: Connectivity = "order",
+    weight_scale: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Per-size ILP timing/optimality and greedy quality on random graphs.
 
     For each size, ``trials`` graphs from :func:`random_candidate_graph` are
-    solved by greedy, by the ILP cold (no hint) and by the ILP warm-started
-    with the greedy solution (as :func:`~pathweave.selection.select.select`
-    does), each ILP with ``time_limit_ms``.
+    solved by both greedy rules, by the ILP cold (no hint) and by the ILP
+    warm-started with the better greedy solution (as
+    :func:`~pathweave.selection.select.select` does), each within
+    ``time_limit_ms``; then once more warm-started with
+    ``reference_limit_ms`` to get a reference optimum (``0`` skips it).
 
     Returns:
-        ``{"config": {...}, "sizes": {size: stats}}`` where ``stats`` has
+        ``{"config": {...}, "sizes": {size: stats}}``; ``stats`` holds
         ``edges_mean``; ``ilp_ms_p50``/``ilp_ms_p95``/``ilp_ms_max`` (wall ms
-        per call, model build included) and ``ilp_optimal_frac`` for the cold
-        ILP; the same with prefix ``ilp_hint_`` for the warm-started ILP;
-        ``greedy_ms_p95``; ``greedy_over_ilp_mean``/``_min`` (greedy objective
-        / best ILP objective of the trial); ``greedy_optimal_frac``
-        (greedy matched it within 1e-9).
+        per call, model build included) and ``ilp_optimal_frac`` for the
+        warm-started ILP, the same with prefix ``ilp_cold_`` for the cold ILP;
+        ``greedy_ms_p95``/``path_ms_p95`` (frontier / path rule, ms);
+        ``greedy_over_ilp_mean``/``_min`` and ``path_over_ilp_mean``/``_min``
+        (heuristic objective / best ILP objective of the trial) and
+        ``ilp_over_ref_mean`` (time-limited ILP / reference); with a
+        reference also ``ref_ms_p50``/``ref_ms_p95``/``ref_optimal_frac``
+        (time to prove optimality) and ratios are taken against the best of
+        all runs.
 
     Source: graph context optimization seed, graph-context-optimization-ilp.md;
     spec §5.
@@ -148,43 +159,75 @@ def synthetic_solve_stats(
     rng = np.random.default_rng(seed)
     out: dict[str, Any] = {
         "config": {"trials": trials, "budget": budget, "seed": seed,
-                   "time_limit_ms": time_limit_ms, "num_workers": num_workers},
+                   "time_limit_ms": time_limit_ms, "reference_limit_ms": reference_limit_ms,
+                   "num_workers": num_workers, "connectivity": connectivity,
+                   "weight_scale": dict(weight_scale or KIND_WEIGHT_SCALE)},
         "sizes": {},
     }
     for n in sizes:
-        cold_ms, cold_opt, hint_ms, hint_opt = [], [], [], []
-        greedy_ms, ratios, edges = [], [], []
+        rows: dict[str, list[float]] = {k: [] for k in (
+            "edges", "warm_ms", "warm_opt", "cold_ms", "cold_opt", "greedy_ms", "path_ms",
+            "greedy_ratio", "path_ratio", "ilp_ratio", "ref_ms", "ref_opt")}
         for _ in range(trials):
-            g = random_candidate_graph(n, rng)
-            edges.append(len(g.edges))
-            gr = solve_greedy(g, budget)
-            cold = solve_ilp(g, budget, time_limit_ms=time_limit_ms, num_workers=num_workers)
-            warm = solve_ilp(g, budget, time_limit_ms=time_limit_ms,
-                             num_workers=num_workers, hint=gr.selected)
-            greedy_ms.append(gr.solve_ms)
-            cold_ms.append(cold.solve_ms)
-            cold_opt.append(cold.status == "OPTIMAL")
-            hint_ms.append(warm.solve_ms)
-            hint_opt.append(warm.status == "OPTIMAL")
-            best = max(cold.objective, warm.objective)
-            ratios.append(gr.objective / best if best > 0 else 1.0)
-        out["sizes"][n] = {
-            "edges_mean": float(np.mean(edges)),
-            "ilp_ms_p50": _pct(cold_ms, 50),
-            "ilp_ms_p95": _pct(cold_ms, 95),
-            "ilp_ms_max": max(cold_ms),
-            "ilp_optimal_frac": float(np.mean(cold_opt)),
-            "ilp_hint_ms_p50": _pct(hint_ms, 50),
-            "ilp_hint_ms_p95": _pct(hint_ms, 95),
-            "ilp_hint_ms_max": max(hint_ms),
-            "ilp_hint_optimal_frac": float(np.mean(hint_opt)),
-            "greedy_ms_p95": _pct(greedy_ms, 95),
-            "greedy_over_ilp_mean": float(np.mean(ratios)),
-            "greedy_over_ilp_min": float(np.min(ratios)),
-            "greedy_optimal_frac": float(np.mean([r >= 1 - 1e-9 for r in ratios])),
+            g = random_candidate_graph(n, rng, weight_scale=weight_scale)
+            frontier = solve_greedy(g, budget, "frontier")
+            path = solve_greedy(g, budget, "path")
+            hint = max(frontier, path, key=lambda s: s.objective).selected
+            kw = {"num_workers": num_workers, "connectivity": connectivity}
+            cold = solve_ilp(g, budget, time_limit_ms=time_limit_ms, **kw)
+            warm = solve_ilp(g, budget, time_limit_ms=time_limit_ms, hint=hint, **kw)
+            best = max(cold.objective, warm.objective, frontier.objective, path.objective)
+            if reference_limit_ms > 0:
+                ref = solve_ilp(g, budget, time_limit_ms=reference_limit_ms, hint=hint, **kw)
+                rows["ref_ms"].append(ref.solve_ms)
+                rows["ref_opt"].append(ref.status == "OPTIMAL")
+                best = max(best, ref.objective)
+            rows["edges"].append(len(g.edges))
+            rows["greedy_ms"].append(frontier.solve_ms)
+            rows["path_ms"].append(path.solve_ms)
+            rows["cold_ms"].append(cold.solve_ms)
+            rows["cold_opt"].append(cold.status == "OPTIMAL")
+            rows["warm_ms"].append(warm.solve_ms)
+            rows["warm_opt"].append(warm.status == "OPTIMAL")
+            for key, sel in (("greedy_ratio", frontier), ("path_ratio", path), ("ilp_ratio", warm)):
+                rows[key].append(sel.objective / best if best > 0 else 1.0)
+        stats = {
+            "edges_mean": float(np.mean(rows["edges"])),
+            "ilp_ms_p50": _pct(rows["warm_ms"], 50),
+            "ilp_ms_p95": _pct(rows["warm_ms"], 95),
+            "ilp_ms_max": max(rows["warm_ms"]),
+            "ilp_optimal_frac": float(np.mean(rows["warm_opt"])),
+            "ilp_cold_ms_p50": _pct(rows["cold_ms"], 50),
+            "ilp_cold_ms_p95": _pct(rows["cold_ms"], 95),
+            "ilp_cold_optimal_frac": float(np.mean(rows["cold_opt"])),
+            "greedy_ms_p95": _pct(rows["greedy_ms"], 95),
+            "path_ms_p95": _pct(rows["path_ms"], 95),
+            "greedy_over_ilp_mean": float(np.mean(rows["greedy_ratio"])),
+            "greedy_over_ilp_min": float(np.min(rows["greedy_ratio"])),
+            "path_over_ilp_mean": float(np.mean(rows["path_ratio"])),
+            "path_over_ilp_min": float(np.min(rows["path_ratio"])),
+            "ilp_over_ref_mean": float(np.mean(rows["ilp_ratio"])),
         }
+        if reference_limit_ms > 0:
+            stats.update({
+                "ref_ms_p50": _pct(rows["ref_ms"], 50),
+                "ref_ms_p95": _pct(rows["ref_ms"], 95),
+                "ref_optimal_frac": float(np.mean(rows["ref_opt"])),
+            })
+        out["sizes"][n] = stats
     return out
 
 
+def main() -> None:
+    """Print :func:`synthetic_solve_stats` for both weight settings as JSON.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+    """
+    print(json.dumps({
+        "kind_scaled": synthetic_solve_stats(),
+        "uniform": synthetic_solve_stats(weight_scale=UNIFORM_WEIGHT_SCALE),
+    }, indent=2))
+
+
 if __name__ == "__main__":
-    print(json.dumps(synthetic_solve_stats(), indent=2))
+    main()

@@ -19,22 +19,31 @@ def selectable_nodes(graph: CandidateGraph, budget_tokens: int) -> set[str]:
     """Ids (``Q`` included) whose cheapest path from ``Q`` costs ``<= budget_tokens``.
 
     Any other node cannot belong to a connected selection within the budget.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     return {v for v, d in graph.path_costs().items() if d <= budget_tokens}
 
 
-def knapsack_bound(graph: CandidateGraph, budget_tokens: int) -> float:
+def knapsack_bound(
+    graph: CandidateGraph, budget_tokens: int, selectable: set[str] | None = None
+) -> float:
     """Upper bound on the optimal objective (original weight units).
 
     ``w(Q)`` plus the fractional-knapsack value of the selectable non-query
     nodes with capacity ``budget_tokens - l(Q)`` tokens. ``O(|V| log |V|)``.
     Returns ``w(Q)`` alone when nothing else is selectable; assumes
-    ``l(Q) <= budget_tokens`` (checked by the callers).
+    ``l(Q) <= budget_tokens`` (checked by the callers). ``selectable`` may pass
+    a precomputed :func:`selectable_nodes` result.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     capacity = float(budget_tokens - graph.query.cost)
     total = graph.query.weight
     items = []
-    for v in selectable_nodes(graph, budget_tokens):
+    if selectable is None:
+        selectable = selectable_nodes(graph, budget_tokens)
+    for v in selectable:
         if v == graph.query_id:
             continue
         node = graph.node(v)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -122,20 +123,39 @@ class CandidateGraph(BaseModel):
 
     @property
     def query(self) -> CandidateNode:
-        """The query node ``Q``."""
+        """The query node ``Q``.
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+        """
         return self._by_id[self.query_id]
 
     def node(self, node_id: str) -> CandidateNode:
-        """Return the node with id ``node_id``; raises ``KeyError`` if absent."""
+        """Return the node with id ``node_id``; raises ``KeyError`` if absent.
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+        """
         return self._by_id[node_id]
+
+    def node_map(self) -> Mapping[str, CandidateNode]:
+        """Read-only ``{id: node}`` view (fast lookups in hot loops).
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+        """
+        return MappingProxyType(self._by_id)
 
     def adjacency(self) -> dict[str, list[str]]:
         """Undirected adjacency ``{id: [neighbour ids]}`` (deduplicated, every
-        node present, insertion order of ``edges``). Returns a fresh copy."""
+        node present, insertion order of ``edges``). Returns a fresh copy.
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+        """
         return {k: list(v) for k, v in self._adj.items()}
 
     def unique_edges(self) -> list[tuple[str, str]]:
-        """Deduplicated undirected edges, each once, in first-seen order."""
+        """Deduplicated undirected edges, each once, in first-seen order.
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+        """
         out: list[tuple[str, str]] = []
         seen: set[frozenset[str]] = set()
         for u, v in self.edges:
@@ -152,15 +172,18 @@ class CandidateGraph(BaseModel):
         ``Q`` and the endpoint included, so a node ``v`` can only be part of a
         connected selection within budget ``L`` if ``path_costs()[v] <= L``.
         Unreachable nodes are absent. Dijkstra, ``O(|E| log |V|)``.
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
         """
+        by_id, adj = self._by_id, self._adj  # private attrs are slow to access
         dist = {self.query_id: self.query.cost}
         heap = [(self.query.cost, self.query_id)]
         while heap:
             d, u = heapq.heappop(heap)
             if d > dist[u]:
                 continue
-            for v in self._adj[u]:
-                nd = d + self._by_id[v].cost
+            for v in adj[u]:
+                nd = d + by_id[v].cost
                 if nd < dist.get(v, math.inf):
                     dist[v] = nd
                     heapq.heappush(heap, (nd, v))
@@ -171,17 +194,21 @@ class CandidateGraph(BaseModel):
 
         Raises:
             KeyError: an id is not a node of the graph.
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
         """
         chosen = set(ids)
+        adj = self._adj
         for node_id in chosen:
-            self.node(node_id)
+            if node_id not in adj:
+                raise KeyError(node_id)
         if self.query_id not in chosen:
             return False
         seen = {self.query_id}
         stack = [self.query_id]
         while stack:
             u = stack.pop()
-            for v in self._adj[u]:
+            for v in adj[u]:
                 if v in chosen and v not in seen:
                     seen.add(v)
                     stack.append(v)

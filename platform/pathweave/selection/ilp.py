@@ -5,15 +5,16 @@ Common part (spec §5), over the nodes that can fit at all (cheapest path from
 
 * binary ``x_v``; maximize ``sum W(v) x_v`` with ``W(v) = round(w(v) * 1e6)``;
 * budget: ``sum l(v) x_v <= L`` (tokens); ``x_Q = 1``;
-* redundant cut (the seed paper's rule, implied by connectivity): a selected
-  ``v != Q`` has a selected neighbour. That rule alone admits disconnected
-  pairs (two adjacent nodes far from ``Q``), so true connectivity to ``Q`` is
-  enforced by one of two formulations (``connectivity=``):
+* the seed paper's rule (a selected ``v != Q`` has a selected neighbour)
+  admits disconnected pairs (two adjacent nodes far from ``Q``), so true
+  connectivity to ``Q`` is enforced by one of two formulations
+  (``connectivity=``); both imply the seed rule:
 
 ``"flow"`` (spec §5): single-commodity flow. Each undirected edge ``{u, v}``
 gives arcs ``u->v`` and ``v->u`` with integer flow ``y in [0, M]``,
 ``y_uv <= M x_u`` and ``y_uv <= M x_v``; ``Q`` sends ``sum_{v != Q} x_v``
-units and every other node keeps one (inflow - outflow = ``x_v``).
+units and every other node keeps one (inflow - outflow = ``x_v``). The seed
+rule is added as a redundant cut.
 
 ``"order"`` (default, faster in CP-SAT, see bench.py): every selected
 ``v != Q`` picks at least one selected parent arc ``z_uv`` (``z_uv => x_u``,
@@ -27,7 +28,7 @@ non-query nodes that fit the budget (cheapest-first count), not ``|V| - 1``;
 arcs into ``Q`` are omitted; ``d_v`` starts at the hop distance of ``v``; a
 hint (e.g. the greedy selection) is completed to all variables (BFS tree of
 the hint: flows = subtree sizes, order = depth) so CP-SAT starts from a full
-feasible solution.
+feasible solution; presolve is kept light (:data:`SOLVER_PARAMS`).
 
 Source: graph context optimization seed, graph-context-optimization-ilp.md;
 spec §5.
@@ -58,12 +59,23 @@ Connectivity = Literal["flow", "order"]
 
 _MIN_SOLVER_SECONDS = 0.001
 
+SOLVER_PARAMS: dict[str, int] = {
+    "max_presolve_iterations": 1,
+    "cp_model_probing_level": 0,
+    "symmetry_level": 0,
+}
+"""Light presolve: on these small models the default presolve (3 rounds with
+probing and symmetry detection) costs 10-30 ms, a large share of a 50 ms
+limit; measured p50 time to optimality at 30 nodes fell from 20 ms to 8 ms."""
+
 
 def max_selectable_count(costs: Sequence[int], capacity: int) -> int:
     """Most items that fit ``capacity`` tokens (take cheapest first).
 
     Upper bound on how many non-query nodes any feasible selection holds,
     used as the flow capacity / order range ``M``.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     count = 0
     for cost in sorted(costs):
@@ -121,7 +133,7 @@ def solve_ilp(
     budget_tokens: int,
     *,
     time_limit_ms: float = 50.0,
-    num_workers: int = 2,
+    num_workers: int = 1,
     hint: Sequence[str] | None = None,
     connectivity: Connectivity = "order",
     seed: int = 0,
@@ -134,7 +146,9 @@ def solve_ilp(
         time_limit_ms: Wall-time limit in ms for the whole call; model building
             time is deducted from the CP-SAT ``max_time_in_seconds`` (which is
             at least 1 ms).
-        num_workers: CP-SAT ``num_workers`` (2 suits a 2-core machine).
+        num_workers: CP-SAT ``num_workers``. 1 by default: on a 2-core machine
+            a single LP-based worker proved optimality about 2x faster than 2
+            workers at 100-200 nodes (bench.py).
         hint: Optional feasible selection (e.g. greedy's ``selected``), given
             to CP-SAT as a complete solution hint (``AddHint``, warm start).
         connectivity: ``"order"`` (default) or ``"flow"`` (see module doc);
@@ -144,7 +158,8 @@ def solve_ilp(
     Returns:
         :class:`Selection` with ``method="ilp"``; ``status`` is
         ``"OPTIMAL"``/``"FEASIBLE"`` (best incumbent found in the limit) or
-        ``"FALLBACK"`` (no solution in the limit: ``{Q}`` alone).
+        ``"FALLBACK"`` (no solution in the limit, typically because presolve
+        did not finish: the hint if given, else ``{Q}`` alone).
         ``objective``/``bound`` are in original weight units, ``bound`` is the
         smaller of the CP-SAT bound and the knapsack bound, ``solve_ms`` is
         the wall time of the call in ms. Zero-weight leaves the solver left
@@ -163,12 +178,13 @@ def solve_ilp(
     if connectivity not in ("flow", "order"):
         raise ValueError(f"connectivity must be 'flow' or 'order', got {connectivity!r}")
     tree = _hint_tree(graph, hint, budget_tokens) if hint is not None else None
+    nodes = graph.node_map()
     q = graph.query_id
     allowed = selectable_nodes(graph, budget_tokens)
     ids = [n.id for n in graph.nodes if n.id in allowed]
     others = [v for v in ids if v != q]
     big_m = max(1, max_selectable_count(
-        [graph.node(v).cost for v in others], budget_tokens - graph.query.cost
+        [nodes[v].cost for v in others], budget_tokens - graph.query.cost
     ))
     adj = graph.adjacency()
     arcs = [
@@ -181,25 +197,28 @@ def solve_ilp(
 
     model = cp_model.CpModel()
     x = {v: model.new_bool_var(f"x[{v}]") for v in ids}
+    xs = [x[v] for v in ids]
     model.add(x[q] == 1)
-    model.add(
-        cp_model.LinearExpr.weighted_sum([x[v] for v in ids], [graph.node(v).cost for v in ids])
-        <= budget_tokens
-    )
-    for v in others:
-        model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
-    if connectivity == "flow":
-        _add_flow(model, x, q, others, arcs, big_m, tree)
-    else:
-        _add_order(model, x, q, others, arcs, big_m, _hops(adj, q, allowed), tree)
-
-    model.maximize(cp_model.LinearExpr.weighted_sum(
-        [x[v] for v in ids], [round(graph.node(v).weight * WEIGHT_SCALE) for v in ids]
-    ))
+    model.add(cp_model.LinearExpr.weighted_sum(xs, [nodes[v].cost for v in ids]) <= budget_tokens)
+    hint_vars: list = []
+    hint_values: list[int] = []
     if tree is not None:
         hinted = set(hint)
-        for v in ids:
-            model.add_hint(x[v], v in hinted)
+        hint_vars += xs
+        hint_values += [int(v in hinted) for v in ids]
+    if connectivity == "flow":
+        for v in others:  # seed paper's neighbour rule; redundant with the flow
+            model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
+        _add_flow(model, x, q, others, arcs, big_m, tree, hint_vars, hint_values)
+    else:  # parent arcs imply the neighbour rule
+        hops = _hops(adj, q, allowed)
+        _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_values)
+    model.maximize(cp_model.LinearExpr.weighted_sum(
+        xs, [round(nodes[v].weight * WEIGHT_SCALE) for v in ids]
+    ))
+    if hint_vars:  # bulk form of model.add_hint(var, value)
+        model.model_proto.solution_hint.vars.extend([var.index for var in hint_vars])
+        model.model_proto.solution_hint.values.extend(hint_values)
 
     solver = cp_model.CpSolver()
     elapsed = time.perf_counter() - start
@@ -208,9 +227,11 @@ def solve_ilp(
     )
     solver.parameters.num_workers = num_workers
     solver.parameters.random_seed = seed
+    for name, value in SOLVER_PARAMS.items():
+        setattr(solver.parameters, name, value)
     code = solver.solve(model)
 
-    knap = knapsack_bound(graph, budget_tokens)
+    knap = knapsack_bound(graph, budget_tokens, allowed)
     if code == cp_model.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT rejected the selection model: {model.validate()}")
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -222,7 +243,10 @@ def solve_ilp(
             status, optimal = "FEASIBLE", None
             bound = min(solver.best_objective_bound / WEIGHT_SCALE, knap)
     else:  # UNKNOWN in the limit (INFEASIBLE is impossible once l(Q) <= L)
-        order, status, bound, optimal = [q], "FALLBACK", knap, None
+        status, bound, optimal = "FALLBACK", knap, None
+        order = [q]
+        if hint is not None:
+            order = prune_zero_weight_leaves(graph, connected_order(graph, hint))
     return make_selection(
         graph,
         order,
@@ -235,7 +259,7 @@ def solve_ilp(
     )
 
 
-def _add_flow(model, x, q, others, arcs, big_m, tree) -> None:
+def _add_flow(model, x, q, others, arcs, big_m, tree, hint_vars, hint_values) -> None:
     """Single-commodity flow connectivity (see module doc); hints flows."""
     inflow: dict[str, list] = {v: [] for v in x}
     outflow: dict[str, list] = {v: [] for v in x}
@@ -247,7 +271,8 @@ def _add_flow(model, x, q, others, arcs, big_m, tree) -> None:
         inflow[b].append(y)
         if tree is not None:
             parent, _, size = tree
-            model.add_hint(y, size[b] if parent.get(b) == a else 0)
+            hint_vars.append(y)
+            hint_values.append(size[b] if parent.get(b) == a else 0)
     total = cp_model.LinearExpr.sum([x[v] for v in others])
     model.add(cp_model.LinearExpr.sum(outflow[q]) == total)
     for v in others:
@@ -256,7 +281,7 @@ def _add_flow(model, x, q, others, arcs, big_m, tree) -> None:
         )
 
 
-def _add_order(model, x, q, others, arcs, big_m, hops, tree) -> None:
+def _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_values) -> None:
     """Parent-arc + MTZ order connectivity (see module doc); hints z and d."""
     d = {v: model.new_int_var(min(hops[v], big_m), big_m, f"d[{v}]") for v in others}
     parents: dict[str, list] = {v: [] for v in others}
@@ -267,8 +292,10 @@ def _add_order(model, x, q, others, arcs, big_m, hops, tree) -> None:
             model.add(d[b] >= d[a] + 1).only_enforce_if(z)
         parents[b].append(z)
         if tree is not None:
-            model.add_hint(z, tree[0].get(b) == a)
+            hint_vars.append(z)
+            hint_values.append(int(tree[0].get(b) == a))
     for v in others:
         model.add_bool_or(parents[v]).only_enforce_if(x[v])
         if tree is not None:
-            model.add_hint(d[v], min(max(tree[1].get(v, hops[v]), hops[v]), big_m))
+            hint_vars.append(d[v])
+            hint_values.append(min(max(tree[1].get(v, hops[v]), hops[v]), big_m))

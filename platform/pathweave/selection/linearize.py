@@ -46,6 +46,8 @@ class ContextItem(BaseModel):
             selection order).
         weight: Node weight ``w(v)``.
         line: The rendered line.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -66,6 +68,8 @@ class Context(BaseModel):
         tokenizer: ``counter.name``.
         style: Rendering style used.
         items: Rendered items in output order (position ``i`` = line ``i``).
+        omitted: Selected entity ids left out because a selected statement
+            mentions them.
 
     Source: graph context optimization seed, graph-context-optimization-ilp.md;
     spec §5.
@@ -78,10 +82,14 @@ class Context(BaseModel):
     tokenizer: str
     style: Style
     items: list[ContextItem]
+    omitted: list[str] = []
 
 
 def citation_of(node: CandidateNode) -> str | None:
-    """Citation for ``node``: its ``citation``, or its own id for a passage."""
+    """Citation for ``node``: its ``citation``, or its own id for a passage.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+    """
     if node.citation:
         return node.citation
     return node.id if node.kind == "passage" else None
@@ -92,6 +100,8 @@ def render_line(node: CandidateNode, style: Style = "bullets") -> str:
 
     Raises:
         ValueError: unknown ``style`` or a query node.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     if node.kind == "query":
         raise ValueError("the query node is not rendered into the context")
@@ -122,6 +132,8 @@ def assign_costs(
 
     Raises:
         ValueError: unknown ``style``.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     others = [n for n in graph.nodes if n.kind != "query"]
     counts = counter.count_many([render_line(n, style) for n in others])
@@ -134,6 +146,8 @@ def ends_first_order(n: int) -> list[int]:
     """Positions for ranks ``0..n-1``: rank 0 first, 1 last, 2 second, ...
 
     Returns ``pos`` with ``pos[r]`` the output position of the rank-``r`` item.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     pos = []
     front, back = 0, n - 1
@@ -148,6 +162,7 @@ def ends_first_order(n: int) -> list[int]:
 
 
 def _mentions(name: str, texts: list[str]) -> bool:
+    """True iff ``name`` occurs in a text as a whole word (case-insensitive)."""
     pattern = re.compile(r"(?<!\w)" + re.escape(name.strip()) + r"(?!\w)", re.IGNORECASE)
     return bool(name.strip()) and any(pattern.search(t) for t in texts)
 
@@ -182,6 +197,7 @@ def linearize(
     nodes = [graph.node(v) for v in selection.selected if v != graph.query_id]
     statements = [n.text for n in nodes if n.kind in ("passage", "proposition")]
     shown = [n for n in nodes if n.kind != "entity" or not _mentions(n.text, statements)]
+    shown_ids = {n.id for n in shown}
     # Stable sort keeps selection order among equal weights.
     ranked = sorted(shown, key=lambda n: -n.weight)
     slots: list[ContextItem | None] = [None] * len(ranked)
@@ -199,4 +215,5 @@ def linearize(
         tokenizer=counter.name,
         style=style,
         items=items,
+        omitted=[n.id for n in nodes if n.id not in shown_ids],
     )

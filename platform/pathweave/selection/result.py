@@ -6,6 +6,7 @@ spec §5.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from typing import Literal
 
@@ -24,7 +25,7 @@ class Selection(BaseModel):
         requested: Method asked of :func:`~pathweave.selection.select.select`
             (``"ilp"``, ``"greedy"`` or ``"auto"``).
         status: ``"OPTIMAL"``/``"FEASIBLE"`` (CP-SAT status), ``"FALLBACK"``
-            (CP-SAT found nothing in time, ``{Q}`` returned) or
+            (CP-SAT found nothing in time; the hint or ``{Q}`` returned) or
             ``"HEURISTIC"`` (greedy).
         selected: Selected node ids in selection order, ``Q`` first; every
             prefix is connected (greedy: insertion order; ILP: best-first
@@ -65,6 +66,8 @@ def check_budget(graph: CandidateGraph, budget_tokens: int) -> None:
     Raises:
         ValueError: ``budget_tokens < 0`` or ``cost(Q) > budget_tokens``
             (no feasible selection exists, since ``Q`` is always selected).
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
@@ -87,6 +90,8 @@ def prune_zero_weight_leaves(graph: CandidateGraph, order: list[str]) -> list[st
     Raises:
         ValueError: ``order`` does not start with ``Q`` or is not
             prefix-connected.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     adj = graph.adjacency()
     position = {v: i for i, v in enumerate(order)}
@@ -123,9 +128,9 @@ def connected_order(graph: CandidateGraph, chosen: Iterable[str]) -> list[str]:
 
     Repeatedly takes the highest-weight node adjacent to those already taken
     (ties: lower cost, then id), so every prefix is connected.
-    """
-    import heapq
 
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+    """
     chosen = set(chosen)
     adj = graph.adjacency()
     order: list[str] = []
@@ -160,6 +165,8 @@ def make_selection(
     ``objective`` and ``tokens_used`` are recomputed from the graph; ``bound``
     is raised to at least ``objective`` (guards float rounding) and ``gap`` is
     derived from both. ``optimal`` defaults to ``gap <= 1e-9``.
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
     objective = float(sum(graph.node(v).weight for v in order))
     tokens = int(sum(graph.node(v).cost for v in order))

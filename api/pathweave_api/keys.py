@@ -1,0 +1,160 @@
+"""API keys: ``pw_<key id>_<secret>`` bearer tokens, each bound to one tenant.
+
+Stored in a small SQLite file (mode 0600) with the secret hashed by argon2id
+(a password KDF, ``argon2-cffi`` defaults); the plain token is shown once, at
+creation. Verification looks the key id up (so a guessed token costs no KDF
+run unless its id exists), checks it is not revoked, then verifies the
+secret. A successful verification is remembered in memory for
+``api_key_cache_s`` seconds (keyed by a SHA-256 of the token, never stored);
+revocation is read from the file on every request, so it takes effect at once
+in every process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TOKEN = re.compile(r"^pw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    secret_hash TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT,
+    rate_limit_per_s REAL
+)
+"""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A key's public record (never the secret or its hash)."""
+
+    key_id: str
+    tenant: str
+    name: str
+    created_at: str
+    revoked_at: str | None = None
+    rate_limit_per_s: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+def valid_tenant(tenant: str) -> bool:
+    return bool(TENANT_PATTERN.match(tenant or ""))
+
+
+class KeyStore:
+    """The key file. Thread-safe (one SQLite connection per call)."""
+
+    def __init__(self, path: str | Path, cache_s: float = 300.0) -> None:
+        self.path = Path(path)
+        self.cache_s = cache_s
+        self._hasher = PasswordHasher()
+        self._verified: dict[str, tuple[str, str, float]] = {}  # sha256(token) -> (key_id, hash, until)
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(self.path.parent, 0o700)
+        except OSError:
+            pass
+        if not self.path.exists():
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.close(fd)
+        with self._connect() as db:
+            db.execute(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=10)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @staticmethod
+    def _record(row: sqlite3.Row) -> ApiKey:
+        return ApiKey(row["key_id"], row["tenant"], row["name"], row["created_at"], row["revoked_at"],
+                      row["rate_limit_per_s"])
+
+    def create(self, tenant: str, name: str = "", rate_limit_per_s: float | None = None) -> tuple[str, ApiKey]:
+        """A new key for ``tenant``: ``(token, record)``. The token is not stored and cannot be shown again.
+
+        Raises ValueError on an invalid tenant name (letters, digits, ``_.-``, at most 64).
+        """
+        if not valid_tenant(tenant):
+            raise ValueError("tenant must be 1-64 characters: letters, digits, '_', '.', '-' (not first)")
+        if rate_limit_per_s is not None and rate_limit_per_s < 0:
+            raise ValueError("rate limit must be >= 0")
+        key_id = secrets.token_hex(8)
+        secret = secrets.token_urlsafe(32)
+        record = ApiKey(key_id, tenant, name[:200], datetime.now(timezone.utc).isoformat(), None, rate_limit_per_s)
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO api_keys (key_id, tenant, name, secret_hash, created_at, rate_limit_per_s) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (key_id, tenant, record.name, self._hasher.hash(secret), record.created_at, rate_limit_per_s),
+            )
+        return f"pw_{key_id}_{secret}", record
+
+    def list(self, include_revoked: bool = True) -> list[ApiKey]:
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM api_keys ORDER BY created_at").fetchall()
+        keys = [self._record(row) for row in rows]
+        return keys if include_revoked else [k for k in keys if k.active]
+
+    def get(self, key_id: str) -> ApiKey | None:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        return self._record(row) if row else None
+
+    def revoke(self, key_id: str) -> bool:
+        """Revoke a key (False when there is no such active key)."""
+        with self._connect() as db:
+            changed = db.execute("UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
+                                 (datetime.now(timezone.utc).isoformat(), key_id)).rowcount
+        with self._lock:
+            self._verified = {k: v for k, v in self._verified.items() if v[0] != key_id}
+        return bool(changed)
+
+    def authenticate(self, token: str) -> ApiKey | None:
+        """The active key of ``token``, or None (unknown, malformed, revoked or wrong secret)."""
+        match = _TOKEN.match(token or "")
+        if not match:
+            return None
+        key_id, secret = match.groups()
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        if row is None or row["revoked_at"] is not None:
+            return None
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            cached = self._verified.get(digest)
+        if cached and cached[0] == key_id and cached[1] == row["secret_hash"] and cached[2] > now:
+            return self._record(row)
+        try:
+            self._hasher.verify(row["secret_hash"], secret)
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            return None
+        if self.cache_s > 0:
+            with self._lock:
+                if len(self._verified) > 10_000:
+                    self._verified = {k: v for k, v in self._verified.items() if v[2] > now}
+                self._verified[digest] = (key_id, row["secret_hash"], now + self.cache_s)
+        return self._record(row)

@@ -1,0 +1,58 @@
+"""Prometheus metrics of the API process (``GET /metrics``).
+
+Labels never carry tenants, keys or ids: ``route`` is the route template
+(``/v1/jobs/{job_id}``), ``unmatched`` for unknown paths.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+HTTP_REQUESTS = Counter("pathweave_http_requests_total", "HTTP requests by route and status.",
+                        ["method", "route", "status"])
+HTTP_SECONDS = Histogram("pathweave_http_request_duration_seconds", "HTTP request latency by route.",
+                         ["method", "route"],
+                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+QUERIES = Counter("pathweave_queries_total", "Queries answered, by retrieval mode.", ["mode"])
+QUERY_SECONDS = Histogram("pathweave_query_duration_seconds", "Retrieval time (store + ranking) by mode.",
+                          ["mode"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+DOCUMENTS_SUBMITTED = Counter("pathweave_documents_submitted_total", "Documents accepted for ingestion.")
+BATCHES_ENQUEUED = Counter("pathweave_batches_enqueued_total", "Ingestion batches enqueued, by queue mode.",
+                           ["mode"])
+AUTH_FAILURES = Counter("pathweave_auth_failures_total", "Requests refused for a missing or invalid API key.")
+RATE_LIMITED = Counter("pathweave_rate_limited_total", "Requests refused by the per-key rate limit.")
+QUEUE_DEPTH = Gauge("pathweave_ingest_queue_depth", "Ingestion batches waiting (in-process queue or broker).")
+READY = Gauge("pathweave_ready", "1 when the store answers and the models are loaded.")
+
+
+class MetricsMiddleware:
+    """Counts requests and their latency per route template (ASGI)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_wrapper(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            HTTP_REQUESTS.labels(scope["method"], template, str(status[0])).inc()
+            HTTP_SECONDS.labels(scope["method"], template).observe(time.perf_counter() - started)
+
+
+def render() -> tuple[bytes, str]:
+    return generate_latest(), CONTENT_TYPE_LATEST

@@ -1,0 +1,330 @@
+"""Request and response models of the API (pydantic), with OpenAPI examples."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
+HEX32_PATTERN = r"^[0-9a-f]{32}$"
+
+Mode = Literal["proprag", "dense", "hipporag2"]
+DocStatus = Literal["queued", "running", "done", "failed"]
+JobState = Literal["queued", "running", "done", "done_with_errors", "failed"]
+
+_DOC_EXAMPLE = {"title": "Marie Curie",
+                "text": "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903.",
+                "source": "wiki/marie-curie.md"}
+
+
+def _no_nul(value: str, what: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"{what} contains NUL characters (binary data is not text)")
+    return value
+
+
+class DocumentIn(BaseModel):
+    """One document to ingest. ``text`` is plain UTF-8 text (it is chunked into passages)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_DOC_EXAMPLE]})
+
+    title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).")
+    text: str = Field(..., min_length=1, max_length=20_000_000, description="The document text.")
+    source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).")
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        _no_nul(value, "text")
+        if not value.strip():
+            raise ValueError("text is empty (only whitespace)")
+        return value
+
+    @field_validator("title", "source")
+    @classmethod
+    def _short(cls, value: str | None) -> str | None:
+        return _no_nul(value, "field") if value is not None else value
+
+
+class DocumentsRequest(BaseModel):
+    """A batch of documents (JSON). Files go as ``multipart/form-data`` in field ``files``."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"documents": [_DOC_EXAMPLE]}]})
+
+    documents: list[DocumentIn] = Field(..., min_length=1, max_length=1000)
+
+
+class SubmittedDocument(BaseModel):
+    doc_id: str = Field(examples=["doc:3f1c2a9d8e7b6c5a4f3e2d1c"])
+    title: str
+    source: str
+    status: DocStatus
+
+
+class JobLinks(BaseModel):
+    job: str = Field(examples=["/v1/jobs/8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"])
+
+
+class SubmitResponse(BaseModel):
+    """Accepted: the job id to poll. Documents already ingested are ``done`` at once."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "job_id": "8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60", "status": "queued", "total": 1, "enqueued": 1,
+        "already_ingested": 0, "batches": 1, "queue": "inprocess",
+        "documents": [{"doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "title": "Marie Curie",
+                       "source": "wiki/marie-curie.md", "status": "queued"}],
+        "links": {"job": "/v1/jobs/8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"}}]})
+
+    job_id: str
+    status: JobState
+    total: int
+    enqueued: int
+    already_ingested: int
+    batches: int
+    queue: Literal["celery", "inprocess"]
+    documents: list[SubmittedDocument]
+    links: JobLinks
+
+
+class DocumentState(BaseModel):
+    """A document's ingestion state, counts (when done) and timings (ISO 8601, seconds)."""
+
+    doc_id: str
+    status: DocStatus | Literal["deleted"]
+    title: str | None = None
+    source: str | None = None
+    job_id: str | None = None
+    attempts: int | None = None
+    error: str | None = None
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    seconds: float | None = None
+    passages: int | None = None
+    propositions: int | None = None
+    entities: int | None = None
+    triples: int | None = None
+    ingested_at: str | None = None
+
+
+class JobProgress(BaseModel):
+    documents_finished: int = Field(description="Documents done or failed.")
+    fraction: float = Field(ge=0, le=1)
+    passages: int = Field(description="Passages of the documents done so far.")
+
+
+class JobCounts(BaseModel):
+    queued: int
+    running: int
+    done: int
+    failed: int
+    deleted: int
+
+
+class JobResponse(BaseModel):
+    """A job's state: ``done`` when every document is done, ``done_with_errors`` when some failed."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "job_id": "8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60", "status": "running", "created_at": "2025-01-01T12:00:00+00:00",
+        "total": 2, "counts": {"queued": 0, "running": 1, "done": 1, "failed": 0, "deleted": 0},
+        "progress": {"documents_finished": 1, "fraction": 0.5, "passages": 3}, "finished_at": None,
+        "documents": [{"doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "status": "done", "title": "Marie Curie",
+                       "attempts": 1, "passages": 3, "propositions": 7, "entities": 9, "triples": 4,
+                       "seconds": 0.8}]}]})
+
+    job_id: str
+    status: JobState
+    created_at: str | None
+    total: int
+    counts: JobCounts
+    progress: JobProgress
+    finished_at: str | None = None
+    documents: list[DocumentState]
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentState]
+    total: int
+    limit: int
+    offset: int
+
+
+class RemovedCounts(BaseModel):
+    passages: int
+    propositions: int
+    triples: int
+    entities: int
+    entities_kept_for_aliases: int
+    relations: int
+
+
+class DeleteResponse(BaseModel):
+    """What the deletion removed (shared passages, propositions, triples and entities stay)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c",
+        "removed": {"passages": 3, "propositions": 6, "triples": 4, "entities": 2, "entities_kept_for_aliases": 0,
+                    "relations": 1}}]})
+
+    doc_id: str
+    removed: RemovedCounts
+
+
+class QueryRequest(BaseModel):
+    """A question. ``token_budget`` asks for a token-budgeted context (when the selection
+    module is installed; otherwise the answer carries a ``note``)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"question": "Where was the physicist who won the 1903 Nobel Prize born?", "mode": "proprag", "k": 5},
+        {"question": "Which river flows through the capital of Poland?", "mode": "dense", "k": 3,
+         "token_budget": 512},
+    ]})
+
+    question: str = Field(..., min_length=1, max_length=2000)
+    mode: Mode = "proprag"
+    k: int = Field(5, ge=1, le=50, description="Passages to return.")
+    token_budget: int | None = Field(None, ge=16, le=100_000, description="Context token budget.")
+    selection_method: Literal["auto", "ilp", "greedy"] = Field(
+        "auto", description="Context selection method (with token_budget).")
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        _no_nul(value, "question")
+        if not value.strip():
+            raise ValueError("question is empty (only whitespace)")
+        return value
+
+
+class Citation(BaseModel):
+    marker: int = Field(description="The [n] marker: the passage's rank.", examples=[1])
+    passage_id: str
+    doc_id: str
+    title: str
+    source: str | None = None
+
+
+class PassageOut(BaseModel):
+    passage_id: str
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    rank: int
+    citation: int = Field(description="Marker of this passage in ``citations``.")
+
+
+class StepOut(BaseModel):
+    prop_id: str
+    text: str
+    via: str | None = Field(None, description="Entity linking this step to the previous one.")
+    citations: list[int] = Field(default_factory=list,
+                                 description="Markers of returned passages that state this proposition.")
+
+
+class PathOut(BaseModel):
+    path_id: str
+    rank: int
+    score: float
+    steps: list[StepOut]
+
+
+class SeedOut(BaseModel):
+    entity_id: str
+    name: str
+    weight: float
+
+
+class QueryResponse(BaseModel):
+    """Ranked passages, reasoning paths (proprag), citations and the reasoning-record id."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "query_id": "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0", "record_id": "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0",
+        "question": "Where was the physicist who won the 1903 Nobel Prize born?", "mode": "proprag",
+        "graph_version": 3,
+        "passages": [{"passage_id": "passage:9a8b7c6d5e4f3a2b1c0d9e8f", "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c",
+                      "title": "Marie Curie", "text": "Marie Curie was born in Warsaw. ...", "score": 0.0412,
+                      "rank": 1, "citation": 1}],
+        "paths": [{"path_id": "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0:1", "rank": 1, "score": 0.71, "steps": [
+            {"prop_id": "prop:1a2b3c4d5e6f7a8b9c0d1e2f", "text": "Marie Curie won the Nobel Prize in Physics in 1903.",
+             "via": None, "citations": [1]},
+            {"prop_id": "prop:2b3c4d5e6f7a8b9c0d1e2f3a", "text": "Marie Curie was born in Warsaw.",
+             "via": "Marie Curie", "citations": [1]}]}],
+        "seeds": [{"entity_id": "entity:0f1e2d3c4b5a69788796a5b4", "name": "Marie Curie", "weight": 1.0}],
+        "citations": [{"marker": 1, "passage_id": "passage:9a8b7c6d5e4f3a2b1c0d9e8f",
+                       "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "title": "Marie Curie",
+                       "source": "wiki/marie-curie.md"}],
+        "timings_ms": {"snapshot": 0.4, "embed": 6.1, "record": 12.3, "total": 48.2},
+        "context": None, "note": None,
+        "links": {"record": "/v1/queries/5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"}}]})
+
+    query_id: str
+    record_id: str = Field(description="Id of the reasoning record (GET /v1/queries/{id}).")
+    question: str
+    mode: Mode
+    graph_version: int
+    passages: list[PassageOut]
+    paths: list[PathOut]
+    seeds: list[SeedOut]
+    citations: list[Citation]
+    timings_ms: dict[str, float]
+    context: Any | None = Field(None, description="Token-budgeted context (with token_budget, when available).")
+    note: str | None = None
+    links: dict[str, str]
+
+
+class RecordStep(BaseModel):
+    order: int
+    prop_id: str
+    text: str | None = None
+    via: str | None = None
+
+
+class RecordPath(BaseModel):
+    path_id: str
+    rank: int | None = None
+    score: float | None = None
+    steps: list[RecordStep]
+
+
+class RecordSelected(BaseModel):
+    label: str | None = None
+    id: str | None = None
+    rank: int | None = None
+    weight: float | None = None
+
+
+class ReasoningRecord(BaseModel):
+    """The stored reasoning record of a query (as explored in Neo4j Browser)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "query_id": "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0", "text": "Where was Marie Curie born?",
+        "mode": "proprag", "created_at": "2025-01-01T12:00:00+00:00",
+        "paths": [{"path_id": "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0:1", "rank": 1, "score": 0.71, "steps": [
+            {"order": 0, "prop_id": "prop:2b3c4d5e6f7a8b9c0d1e2f3a", "text": "Marie Curie was born in Warsaw.",
+             "via": None}]}],
+        "selected": [{"label": "Passage", "id": "passage:9a8b7c6d5e4f3a2b1c0d9e8f", "rank": 1, "weight": 0.04}]}]})
+
+    query_id: str
+    text: str | None = None
+    mode: str | None = None
+    created_at: str | None = None
+    paths: list[RecordPath]
+    selected: list[RecordSelected]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"status": "ready", "store": True, "models": True, "queue": "inprocess", "broker": None}]})
+
+    status: Literal["ready", "unavailable"]
+    store: bool
+    models: bool
+    queue: Literal["celery", "inprocess"]
+    broker: bool | None = None
+    detail: str | None = None

@@ -1,0 +1,196 @@
+"""The ``pathweave`` command line (typer + rich).
+
+``pathweave db start|stop|status``, ``pathweave ingest PATH``, ``pathweave query "…"``,
+``pathweave demo``, ``pathweave bench musique``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+app = typer.Typer(help="Pathweave: minimal reasoning subgraphs from your documents.", no_args_is_help=True)
+db_app = typer.Typer(help="The managed local store server (ArcadeDB over Bolt).", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks on real data.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(bench_app, name="bench")
+console = Console(stderr=True)
+
+
+def _settings(tenant: str | None = None):
+    from pathweave.settings import get_settings
+
+    settings = get_settings()
+    return settings.model_copy(update={"tenant": tenant}) if tenant else settings
+
+
+@db_app.command("start")
+def db_start() -> None:
+    """Start the managed store server for the configured data directory."""
+    from pathweave import server
+
+    info = server.start(_settings())
+    console.print(f"store running: pid {info.pid}, bolt {info.bolt_uri}, http {info.http_url}")
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the managed store server."""
+    from pathweave import server
+
+    console.print("stopped" if server.stop(_settings()) else "no server was running")
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Print whether the managed store server runs (exit 1 if not)."""
+    from pathweave import server
+
+    info = server.status(_settings())
+    if info is None:
+        console.print("not running")
+        raise typer.Exit(1)
+    console.print(f"running: pid {info.pid}, bolt {info.bolt_uri}, http {info.http_url}")
+
+
+def progress_bar() -> Progress:
+    """A rich progress bar with a passages/s column (for every long job)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console,
+    )
+
+
+def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = None, label: str = "ingest"):
+    """Ingest ``documents`` with a progress bar; returns the IngestReport."""
+    import time
+
+    from pathweave.embeddings import get_embedder
+    from pathweave_ingest.pipeline import Pipeline
+
+    if extraction is not None:
+        from pathweave_ingest.extractors.imported import ImportedExtractor
+
+        extractor = ImportedExtractor(extraction)
+    else:
+        from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+
+        extractor = SpacyExtractor(settings.spacy_model)
+    pipeline = Pipeline(store, get_embedder(settings), extractor, settings)
+    started = time.perf_counter()
+    with progress_bar() as bar:
+        task = bar.add_task(label, total=len(documents), rate="")
+
+        def on_progress(docs_done: int, passages: int) -> None:
+            rate = passages / max(time.perf_counter() - started, 1e-9)
+            bar.update(task, completed=docs_done, rate=f"{rate:.1f} passages/s")
+
+        return pipeline.ingest(documents, errors, on_progress)
+
+
+@app.command()
+def ingest(
+    path: Path = typer.Argument(..., help="A .txt/.md/.json/.jsonl file or a directory (recursive)."),
+    extraction: Optional[Path] = typer.Option(None, help="Precomputed OpenIE extraction JSON (HippoRAG format)."),
+    tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
+) -> None:
+    """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent)."""
+    from pathweave.store import open_store
+    from pathweave_ingest.loaders import load_path
+
+    settings = _settings(tenant)
+    try:
+        documents, errors = load_path(path, settings.max_file_bytes)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    with open_store(settings) as store:
+        report = run_ingest(store, settings, documents, errors, extraction)
+    for error in report.errors:
+        console.print(f"[yellow]skipped[/] {error}")
+    console.print(
+        f"{report.documents_new} new of {report.documents} documents, {report.passages_new} passages, "
+        f"{report.propositions_new} propositions, {report.entities_new} entities, {report.triples} triples, "
+        f"{report.synonym_edges} synonym edges in {report.seconds:.1f} s ({report.passages_per_s:.1f} passages/s)"
+    )
+    if report.errors and not report.documents_new and not report.documents:
+        raise typer.Exit(1)
+
+
+@app.command()
+def query(
+    question: str = typer.Argument(..., help="The question."),
+    mode: str = typer.Option("proprag", help="proprag | dense | hipporag2"),
+    k: int = typer.Option(5, min=1, max=100, help="Passages to return."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
+    tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
+) -> None:
+    """Answer a question with ranked passages and the proposition paths that connect them."""
+    from pathweave.embeddings import get_embedder
+    from pathweave.retrieval.retriever import Retriever
+    from pathweave.store import open_store
+
+    settings = _settings(tenant)
+    with open_store(settings) as store:
+        try:
+            result = Retriever(store, get_embedder(settings), settings).query(question, mode=mode, k=k)
+        except ValueError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2)
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        return
+    print_result(result)
+
+
+def print_result(result) -> None:
+    """Human-readable result: passages with citations, paths, seeds, timings."""
+    out = Console()
+    out.print(f"[bold]Q:[/] {result.question}  [dim]({result.mode}, record {result.query_id})[/]")
+    for hit in result.passages:
+        snippet = hit.text if len(hit.text) < 220 else hit.text[:217] + "..."
+        out.print(f"  [{hit.rank}] [bold]{hit.title}[/] (score {hit.score:.4f})\n      {snippet}")
+    for path in result.paths[:3]:
+        out.print(f"  path {path.rank} (score {path.score:.3f}):")
+        for step in path.steps:
+            via = f" [dim]via {step.via}[/]" if step.via else ""
+            out.print(f"    -> {step.text}{via}")
+    if result.seeds:
+        out.print("  seeds: " + ", ".join(f"{s.name} ({s.weight:.2f})" for s in result.seeds))
+    out.print("  [dim]timings ms: " + json.dumps(result.timings_ms) + "[/]")
+
+
+@app.command()
+def demo(tenant: str = typer.Option("demo", help="Tenant for the demo documents.")) -> None:
+    """Ingest the READMEs of installed packages and answer multi-hop questions about them."""
+    from pathweave_ingest.demo import run_demo
+
+    run_demo(_settings(tenant))
+
+
+@bench_app.command("musique")
+def bench_musique(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where musique.json and musique.html go."),
+    questions: int = typer.Option(0, help="Use only the first N questions (0 = all)."),
+    extractions: str = typer.Option("default,imported", help="Comma list: default, imported."),
+) -> None:
+    """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
+    from pathweave_ingest.bench import run_musique
+
+    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()])
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,221 @@
+"""Ingestion jobs, per-document status, document listing and deletion (in the graph).
+
+A job is one submission of documents (``(:Job)``); each document has one
+``(:DocumentStatus)`` node with its latest state ``queued | running | done |
+failed``, attempts, error, counts and timings (statements in
+``cypher/documents.cypher``). Document ids are the pipeline's content hashes
+(:func:`doc_id_for`), so the API knows them before anything runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from pathweave.store import GraphStore
+from pathweave.text import stable_id
+from pathweave_ingest.loaders import SourceDocument
+
+STATUSES = ("queued", "running", "done", "failed")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+def doc_id_for(tenant: str, title: str, text: str) -> str:
+    """The id the pipeline gives a document (content hash of tenant, title and text)."""
+    return stable_id("doc", tenant, title, text)
+
+
+def payloads(tenant: str, documents: list[SourceDocument]) -> list[dict[str, str]]:
+    """JSON-safe task payloads ``{doc_id, source, title, text}``, duplicates (same id) dropped."""
+    out: dict[str, dict[str, str]] = {}
+    for doc in documents:
+        doc_id = doc_id_for(tenant, doc.title, doc.text)
+        out.setdefault(doc_id, {"doc_id": doc_id, "source": doc.source, "title": doc.title, "text": doc.text})
+    return list(out.values())
+
+
+def to_source(payload: dict[str, str]) -> SourceDocument:
+    return SourceDocument(payload["source"], payload["title"], payload["text"])
+
+
+@dataclass
+class Submission:
+    """A created job: what must be enqueued and what was ingested already."""
+
+    job_id: str
+    to_enqueue: list[dict[str, str]]
+    already_done: list[str]
+
+
+def create_job(store: GraphStore, job_id: str, docs: list[dict[str, str]], batch_size: int,
+               queue: str) -> Submission:
+    """Write the job and the documents' status (queued, or done when ingested already)
+    in one transaction. Nothing is enqueued here."""
+    ids = [d["doc_id"] for d in docs]
+    states = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
+    queued_at = now_iso()
+    enqueue, done = [], []
+    for doc in docs:
+        state = states.get(doc["doc_id"]) or {}
+        if state.get("ingested") and state.get("status") in (None, "done"):
+            done.append(doc)
+        else:
+            enqueue.append(doc)
+    batches = (len(enqueue) + batch_size - 1) // batch_size if enqueue else 0
+    rows = lambda items: [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],  # noqa: E731
+                           "queued_at": queued_at} for d in items]
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("job_create", {"job_id": job_id, "created_at": queued_at, "doc_ids": ids, "total": len(ids),
+                        "batches": batches, "queue": queue}),
+    ]
+    if enqueue:
+        steps.append(("doc_status_queue", {"rows": rows(enqueue), "job_id": job_id}))
+    if done:
+        steps.append(("doc_status_already_done", {"rows": rows(done), "job_id": job_id}))
+    store.run_in_transaction(steps)
+    return Submission(job_id, enqueue, [d["doc_id"] for d in done])
+
+
+def batches_of(docs: list[dict[str, str]], size: int) -> list[list[dict[str, str]]]:
+    return [docs[i:i + size] for i in range(0, len(docs), max(1, size))]
+
+
+def mark_failed(store: GraphStore, doc_ids: list[str], error: str) -> None:
+    """Give up on documents (e.g. the broker refused the batch)."""
+    if doc_ids:
+        store.run("doc_status_failed", rows=[{"doc_id": d, "error": error, "finished_at": now_iso()}
+                                             for d in doc_ids])
+
+
+def _document_view(row: dict[str, Any]) -> dict[str, Any]:
+    keys = ("doc_id", "status", "title", "source", "job_id", "attempts", "error", "queued_at", "started_at",
+            "finished_at", "seconds", "passages", "propositions", "entities", "triples")
+    return {key: row.get(key) for key in keys}
+
+
+def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
+    """The job with its documents' states and progress, or None (unknown for this tenant)."""
+    rows = store.run("job_get", job_id=job_id)
+    if not rows:
+        return None
+    job = rows[0]
+    doc_ids = list(job["doc_ids"] or [])
+    statuses = {row["doc_id"]: row for row in store.run("doc_status_get", ids=doc_ids)}
+    documents = []
+    for doc_id in doc_ids:
+        row = statuses.get(doc_id)
+        documents.append(_document_view(row) if row else {**_document_view({"doc_id": doc_id}), "status": "deleted"})
+    counts = Counter(d["status"] for d in documents)
+    total = len(documents)
+    finished = counts["done"] + counts["failed"] + counts["deleted"]
+    if total and finished == total:
+        state = "failed" if counts["failed"] == total else ("done_with_errors" if counts["failed"] else "done")
+    elif counts["running"] or finished:
+        state = "running"
+    else:
+        state = "queued" if total else "done"
+    return {
+        "job_id": job["job_id"], "status": state, "created_at": job["created_at"], "total": total,
+        "counts": {status: counts[status] for status in (*STATUSES, "deleted")},
+        "progress": {
+            "documents_finished": finished,
+            "fraction": round(finished / total, 4) if total else 1.0,
+            "passages": sum(int(d["passages"] or 0) for d in documents if d["status"] == "done"),
+        },
+        "finished_at": max((d["finished_at"] or "" for d in documents), default=None) if total and finished == total else None,
+        "documents": documents,
+    }
+
+
+def list_documents(store: GraphStore, status: str | None = None, limit: int = 50,
+                   offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """The tenant's documents (ingested and in flight), newest first; ``(page, total)``."""
+    merged: dict[str, dict[str, Any]] = {}
+    for row in store.run("doc_status_list"):
+        merged[row["doc_id"]] = {**_document_view(row), "ingested_at": None}
+    for row in store.run("documents_list"):
+        item = merged.setdefault(row["doc_id"], {**_document_view({"doc_id": row["doc_id"]}), "status": "done",
+                                                 "title": row["title"], "source": row["source"]})
+        item["ingested_at"] = row["ingested_at"]
+    items = [item for item in merged.values() if status is None or item["status"] == status]
+    items.sort(key=lambda d: (d.get("queued_at") or d.get("ingested_at") or "", d["doc_id"]), reverse=True)
+    page = items[offset:offset + limit]
+    missing = [d["doc_id"] for d in page if d["status"] == "done" and d["passages"] is None]
+    if missing:
+        counts = {row["doc_id"]: row for row in store.run("document_counts", ids=missing)}
+        for item in page:
+            found = counts.get(item["doc_id"])
+            if found:
+                for key in ("passages", "propositions", "entities", "triples"):
+                    item[key] = int(found[key])
+    return page, len(items)
+
+
+class DocumentBusy(RuntimeError):
+    """The document is queued or running: it cannot be deleted now."""
+
+
+def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
+    """Delete a document: its passages (unless shared with another document), the
+    propositions and triples only they state/assert (with their RELATES edges), the
+    entities nothing else mentions or relates (kept when an alias group member
+    stays, so ALIAS_OF never dangles), relations no triple uses any more, the
+    document and its status. One write transaction; the graph version is bumped.
+
+    Returns the removed counts, None when the tenant has no such document.
+    Raises :class:`DocumentBusy` while the document is queued or running.
+    """
+    state = store.run("document_states", ids=[doc_id])[0]
+    if not state["ingested"] and state["status"] is None:
+        return None
+    if state["status"] in ("queued", "running"):
+        raise DocumentBusy(f"document {doc_id} is {state['status']}; delete it once its job has finished")
+    from pathweave.cypher import statement
+
+    removed: dict[str, int] = {}
+
+    def work(tx):
+        def run(name: str, **params: Any) -> list[dict[str, Any]]:
+            return [r.data() for r in tx.run(statement(name), {"tenant": store.tenant, **params})]
+
+        passage_ids = [r["id"] for r in run("delete_doc_passages", doc_id=doc_id)]
+        prop_ids = [r["id"] for r in run("delete_doc_propositions", passage_ids=passage_ids)] if passage_ids else []
+        triples = run("delete_doc_triples", passage_ids=passage_ids) if passage_ids else []
+        triple_ids = [t["id"] for t in triples]
+        source_ids = passage_ids + prop_ids
+        candidates = {r["id"] for r in run("delete_doc_candidate_entities", source_ids=source_ids)} if source_ids else set()
+        candidates.update(t[k] for t in triples for k in ("subject_id", "object_id") if t[k])
+        orphans = [r["id"] for r in run("delete_doc_orphan_entities", entity_ids=sorted(candidates),
+                                        source_ids=source_ids, triple_ids=triple_ids)] if candidates else []
+        anchored = {r["id"] for r in run("delete_doc_alias_anchored", orphan_ids=orphans)} if orphans else set()
+        entity_ids = [e for e in orphans if e not in anchored]
+        if triples:
+            run("delete_doc_relates", rows=[{"triple_id": t["id"], "subject_id": t["subject_id"]} for t in triples])
+        run("delete_triples_by_id", ids=triple_ids)
+        run("delete_propositions_by_id", ids=prop_ids)
+        run("delete_passages_by_id", ids=passage_ids)
+        run("delete_entities_by_id", ids=entity_ids)
+        relation_ids = sorted({t["relation_id"] for t in triples if t["relation_id"]})
+        relations = run("delete_orphan_relations", relation_ids=relation_ids) if relation_ids else []
+        run("delete_document_node", doc_id=doc_id)
+        run("delete_document_status", doc_id=doc_id)
+        removed.clear()
+        removed.update(passages=len(passage_ids), propositions=len(prop_ids), triples=len(triple_ids),
+                       entities=len(entity_ids), entities_kept_for_aliases=len(anchored),
+                       relations=int(relations[0]["n"]) if relations else 0)
+
+    with store.driver.session(database=store.database) as session:
+        session.execute_write(work)
+    if state["ingested"]:
+        store.bump_graph_version()
+    return {"doc_id": doc_id, "removed": removed}

@@ -1,0 +1,356 @@
+"""Ingestion task functions, shared by the Celery worker (:mod:`pathweave_ingest.worker`)
+and the API's in-process queue (:class:`InProcessQueue`, used when no broker is set).
+
+One task ingests one batch of documents with the CLI's pipeline (load is done by
+the caller; chunk -> extract -> embed -> write here), and keeps each document's
+status in the graph (``queued -> running -> done | failed``).
+
+Delivery is at-least-once (Celery ``acks_late``): a batch may run again after
+a worker died. That is safe because every write MERGEs on content-hash ids and
+a document already in the store is skipped; what a killed attempt could leave
+undone (synonymy edges of the documents it had written, the graph version
+bump) is repaired when the batch runs again.
+
+Failures:
+
+- transient store errors (connection refused/reset, server restarting,
+  transaction conflicts) raise :class:`TransientStoreError`; the caller retries
+  the batch with exponential backoff (``retry_backoff_s * 2**n``, jittered,
+  capped at ``retry_backoff_max_s``, at most ``max_retries`` times);
+- a document that fails while the store works (extraction error, a value the
+  store rejects, ...) is retried with its batch's other failures; after
+  ``max_doc_attempts`` attempts it is marked ``failed`` with its error, and the
+  rest of the batch continues (the poison-document path);
+- a document whose attempts keep killing the worker (a redelivered batch finds
+  it ``running``) is retried alone; after ``max_doc_attempts`` such attempts it
+  is marked ``failed`` too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pathweave.store import GraphStore
+from pathweave_ingest.jobs import mark_failed, now_iso, to_source
+from pathweave_ingest.worker_runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
+_ERROR_CHARS = 2000
+
+
+class TransientStoreError(RuntimeError):
+    """The store could not be reached or asked to retry; the whole batch should be retried."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying later: connection problems, server (re)starting, conflicts."""
+    import httpx
+    from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
+
+    from pathweave.server import ServerError
+
+    if isinstance(exc, (TransientStoreError, ServiceUnavailable, SessionExpired, TransientError, ServerError,
+                        ConnectionError, TimeoutError, httpx.TransportError)):
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("connection refused", "connection reset", "broken pipe",
+                                   "failed to read from defunct connection", "concurrentmodification"))
+
+
+def store_ok(store: GraphStore) -> bool:
+    """Does the store answer a trivial query?"""
+    try:
+        store.run("ping")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def jittered(seconds: float) -> float:
+    """``seconds`` scaled by a random factor in [0.5, 1] (spreads retries out)."""
+    return seconds * (0.5 + random.random() / 2)
+
+
+@dataclass
+class BatchOutcome:
+    """What one run of a batch did. ``retry``: payloads to run again (failed, attempts left)."""
+
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    retry: list[dict[str, str]] = field(default_factory=list)
+    passages: int = 0
+    seconds: float = 0.0
+    repaired: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {"done": len(self.done), "skipped": len(self.skipped), "failed": len(self.failed),
+                "retry": len(self.retry), "passages": self.passages, "seconds": round(self.seconds, 3),
+                "repaired": len(self.repaired)}
+
+
+def _transient(runtime: Runtime, exc: BaseException) -> TransientStoreError:
+    runtime.reset()
+    return TransientStoreError(f"store unavailable: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
+              resumed: Collection[str] = ()) -> BatchOutcome:
+    """Ingest one batch of payloads ``{doc_id, source, title, text}`` for ``tenant``.
+
+    ``resumed``: ids this task chain itself left ``running`` (a transient retry), so
+    they are not taken for a crashed attempt. Raises :class:`TransientStoreError`
+    when the store is unavailable (nothing is lost: run the batch again later).
+    """
+    started = time.perf_counter()
+    outcome = BatchOutcome()
+    store: GraphStore | None = None
+    try:
+        store = runtime.store(tenant)
+        _run(runtime, store, tenant, documents, set(resumed), outcome)
+    except TransientStoreError:
+        runtime.reset()
+        raise
+    except Exception as exc:
+        if is_transient(exc) or store is None or not store_ok(store):
+            raise _transient(runtime, exc) from exc
+        raise
+    outcome.seconds = time.perf_counter() - started
+    log.info("batch of %d for %s (job %s): %s", len(documents), tenant, job_id, outcome.summary())
+    return outcome
+
+
+def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[str, str]],
+         resumed: set[str], outcome: BatchOutcome) -> None:
+    ws = runtime.worker_settings
+    ids = [d["doc_id"] for d in documents]
+    states = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
+    todo: list[dict[str, str]] = []
+    gave_up: list[str] = []
+    crashed = False
+    for doc in documents:
+        state = states.get(doc["doc_id"]) or {}
+        status, attempts = state.get("status"), int(state.get("attempts") or 0)
+        if status is None or status == "failed" or (status == "done" and state.get("ingested")):
+            outcome.skipped.append(doc["doc_id"])  # deleted, given up, or done by an earlier delivery
+            continue
+        if status == "running" and doc["doc_id"] not in resumed:
+            crashed = True  # an earlier attempt stopped mid-way (worker killed or crashed)
+            if attempts >= ws.max_doc_attempts:
+                gave_up.append(doc["doc_id"])
+                continue
+        todo.append(doc)
+    if gave_up:
+        mark_failed(store, gave_up, f"gave up after {ws.max_doc_attempts} attempts: the worker stopped "
+                                    "while processing this document (crash, kill or out of memory)")
+        outcome.failed.extend(gave_up)
+    pre_ingested = [d["doc_id"] for d in todo if (states.get(d["doc_id"]) or {}).get("ingested")]
+    groups = [[doc] for doc in todo] if crashed else ([todo] if todo else [])
+    for group in groups:  # after a crash, one by one: a poison document only costs itself attempts
+        _ingest(runtime, store, tenant, group, states, resumed, outcome)
+    if pre_ingested:
+        outcome.repaired = pre_ingested
+        repair_synonyms(store, runtime.settings, pre_ingested)
+
+
+def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[str, str]],
+            states: dict[str, dict], resumed: set[str], outcome: BatchOutcome) -> None:
+    ws = runtime.worker_settings
+    ids = [d["doc_id"] for d in docs]
+    store.run("doc_status_running", rows=[
+        {"doc_id": i, "started_at": now_iso(), "worker": WORKER_NAME, "count": 0 if i in resumed else 1}
+        for i in ids])
+    started = time.perf_counter()
+    errors: dict[str, str] = {}
+    batch_error = ""
+    try:
+        report = runtime.pipeline(tenant).ingest([to_source(d) for d in docs])
+        errors = {e.source: e.reason for e in report.errors}
+    except Exception as exc:  # noqa: BLE001 - classified below
+        if is_transient(exc) or not store_ok(store):
+            raise _transient(runtime, exc) from exc
+        log.exception("pipeline failed on a batch of %d", len(docs))
+        batch_error = f"{type(exc).__name__}: {exc}"
+    seconds = round(time.perf_counter() - started, 3)
+    after = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
+    done = [d for d in docs if (after.get(d["doc_id"]) or {}).get("ingested")]
+    failed = [d for d in docs if not (after.get(d["doc_id"]) or {}).get("ingested")]
+    if failed and not store_ok(store):
+        raise _transient(runtime, RuntimeError("store stopped answering during the batch"))
+    if done:
+        counts = {row["doc_id"]: row for row in store.run("document_counts", ids=[d["doc_id"] for d in done])}
+        finished = now_iso()
+        rows = []
+        for d in done:
+            c = counts.get(d["doc_id"], {})
+            rows.append({"doc_id": d["doc_id"], "finished_at": finished, "seconds": seconds,
+                         **{k: int(c.get(k) or 0) for k in ("passages", "propositions", "entities", "triples")}})
+            outcome.passages += int(c.get("passages") or 0)
+        store.run("doc_status_done", rows=rows)
+        outcome.done.extend(d["doc_id"] for d in done)
+        if batch_error:  # the pipeline stopped after writing them: its synonymy step may be missing
+            repair_synonyms(store, runtime.settings, [d["doc_id"] for d in done])
+    retry_rows, failed_rows = [], []
+    for d in failed:
+        state = states.get(d["doc_id"]) or {}
+        attempts = int(state.get("attempts") or 0) + (0 if d["doc_id"] in resumed else 1)
+        error = (errors.get(d["source"]) or batch_error or "not ingested")[:_ERROR_CHARS]
+        if attempts >= ws.max_doc_attempts:
+            failed_rows.append({"doc_id": d["doc_id"], "finished_at": now_iso(),
+                                "error": f"failed after {attempts} attempts: {error}"[:_ERROR_CHARS]})
+            outcome.failed.append(d["doc_id"])
+        else:
+            retry_rows.append({"doc_id": d["doc_id"], "error": f"attempt {attempts} failed: {error}"[:_ERROR_CHARS]})
+            outcome.retry.append(d)
+        states[d["doc_id"]] = {**state, "attempts": attempts}
+    if failed_rows:
+        store.run("doc_status_failed", rows=failed_rows)
+    if retry_rows:
+        store.run("doc_status_retry", rows=retry_rows)
+
+
+def repair_synonyms(store: GraphStore, settings, doc_ids: list[str]) -> int:
+    """Synonymy edges of the entities of documents written by an attempt that died before
+    its synonymy step (idempotent MERGE), then a graph-version bump."""
+    from pathweave_ingest.synonyms import synonym_pairs
+
+    rows = store.run("document_entity_embeddings", ids=doc_ids)
+    written = 0
+    if rows:
+        everything = store.run("entity_embeddings")
+        names = {row["id"]: row["norm_name"] for row in everything}
+        pairs = synonym_pairs(
+            [row["id"] for row in rows], np.asarray([row["embedding"] for row in rows], dtype=np.float32),
+            [row["id"] for row in everything],
+            np.asarray([row["embedding"] for row in everything], dtype=np.float32),
+            names, settings.synonym_threshold, settings.synonym_max,
+        )
+        written = store.write("upsert_synonyms", pairs)
+    store.bump_graph_version()
+    return written
+
+
+def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
+                           sleep: Callable[[float], Any] = time.sleep) -> BatchOutcome:
+    """:func:`run_batch` until every document is done or failed (the in-process path):
+    transient store errors and per-document failures are retried with backoff."""
+    ws = runtime.worker_settings
+    total = BatchOutcome()
+    retries, resumed, pending = 0, (), documents
+    while pending:
+        try:
+            outcome = run_batch(runtime, tenant, job_id, pending, resumed=resumed)
+        except TransientStoreError as exc:
+            if retries >= ws.max_retries:
+                log.error("giving up on a batch of %d for %s after %d retries: %s", len(pending), tenant,
+                          retries, exc)
+                try:
+                    mark_failed(runtime.store(tenant), [d["doc_id"] for d in pending],
+                                f"store unavailable after {retries} retries: {exc}"[:_ERROR_CHARS])
+                except Exception:  # noqa: BLE001 - the store is down; statuses stay as they are
+                    pass
+                total.failed.extend(d["doc_id"] for d in pending)
+                return total
+            resumed = [d["doc_id"] for d in pending]
+            sleep(jittered(ws.backoff(retries)))
+            retries += 1
+            continue
+        for name in ("done", "skipped", "failed", "repaired"):
+            getattr(total, name).extend(getattr(outcome, name))
+        total.passages += outcome.passages
+        total.seconds += outcome.seconds
+        pending, resumed = outcome.retry, ()
+        if pending:
+            sleep(jittered(ws.backoff(retries)))
+            retries += 1
+    return total
+
+
+class QueueFull(RuntimeError):
+    """The in-process queue has no room for the batches of a submission."""
+
+
+class InProcessQueue:
+    """A bounded queue of batches run by ``workers`` threads of this process with
+    :func:`run_batch_with_retries` (the default install: no broker)."""
+
+    def __init__(self, runtime: Runtime, maxsize: int = 256, workers: int = 1) -> None:
+        self.runtime = runtime
+        self.maxsize = maxsize
+        self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
+        self._lock = threading.Lock()
+        self._running = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, name=f"pathweave-ingest-{i}", daemon=True)
+                         for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def depth(self) -> int:
+        """Batches waiting (not counting those running)."""
+        return self._queue.qsize()
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    def free(self) -> int:
+        return self.maxsize - self._queue.qsize()
+
+    def submit_all(self, tenant: str, job_id: str, batches: list[list[dict[str, str]]]) -> None:
+        """Enqueue every batch, or none (raises :class:`QueueFull`)."""
+        with self._lock:
+            if self.free() < len(batches):
+                raise QueueFull(f"ingestion queue full ({self.depth} of {self.maxsize} batches waiting)")
+            for batch in batches:
+                self._queue.put_nowait((tenant, job_id, batch))
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if item is None:
+                break
+            tenant, job_id, batch = item
+            self._running += 1
+            try:
+                run_batch_with_retries(self.runtime, tenant, job_id, batch, sleep=self._sleep)
+            except Exception:  # noqa: BLE001 - keep the thread alive; statuses tell what happened
+                log.exception("in-process ingestion of a batch of %d failed", len(batch))
+            finally:
+                self._running -= 1
+                self._queue.task_done()
+
+    def _sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def join(self, timeout: float = 60.0) -> bool:
+        """Wait until the queue is empty and nothing runs (tests, shutdown); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.unfinished_tasks == 0:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the threads (waiting batches are dropped and stay ``queued``)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)

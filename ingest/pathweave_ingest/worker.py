@@ -1,0 +1,159 @@
+"""The Celery ingestion worker (Redis broker and result backend, ``PATHWEAVE_BROKER_URL``).
+
+Start it with ``pathweave worker`` or ``python -m pathweave_ingest.worker``
+(or ``celery -A pathweave_ingest.worker:celery_app worker``). Each message is
+one batch of documents (:func:`pathweave_ingest.tasks.run_batch`).
+
+Delivery: ``acks_late`` (a message is acknowledged after its batch ran) with
+``worker_prefetch_multiplier=1`` and ``task_reject_on_worker_lost``: a batch
+whose worker died is delivered again, to a restarted or another worker, after
+``visibility_timeout_s`` (Redis). Writes are idempotent, so a batch that runs
+twice leaves the graph as one clean run.
+
+Concurrency: the default pool is ``solo`` (one batch at a time per worker
+process; the embedder and spaCy use the cores themselves, the models load
+once). For more throughput start more worker processes (each loads the models;
+one per GPU on a multi-GPU machine), or ``PATHWEAVE_WORKER_POOL=prefork`` with
+``PATHWEAVE_WORKER_CONCURRENCY=N`` (N processes under one worker).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from celery import Celery, signals
+
+from pathweave_ingest.worker_settings import WorkerSettings, get_worker_settings
+
+if __name__ == "__main__":  # `python -m pathweave_ingest.worker`: one module object, one app
+    sys.modules.setdefault("pathweave_ingest.worker", sys.modules[__name__])
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "pathweave.ingest_batch"
+
+
+def celery_config(ws: WorkerSettings) -> dict:
+    """The Celery configuration for ``ws`` (shared by the worker and the API's producer)."""
+    return {
+        "broker_url": ws.broker_url or "memory://",
+        "result_backend": ws.backend_url or None,
+        "task_default_queue": ws.queue,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": ws.worker_prefetch_multiplier,
+        "worker_concurrency": ws.worker_concurrency,
+        "worker_max_tasks_per_child": ws.worker_max_tasks_per_child or None,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_expires": 7 * 24 * 3600,
+        "task_track_started": True,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 5,
+        "broker_transport_options": {
+            "visibility_timeout": ws.visibility_timeout_s,
+            "unacked_restore_interval": ws.unacked_restore_interval_s,
+            "unacked_restore_throttle": 1,
+            "socket_timeout": 30,
+            "socket_connect_timeout": 5,
+        },
+        "result_backend_transport_options": {"socket_timeout": 30, "socket_connect_timeout": 5},
+        "task_publish_retry_policy": {"max_retries": 3, "interval_start": 0, "interval_step": 0.5,
+                                      "interval_max": 2},
+        "worker_hijack_root_logger": False,
+        "worker_send_task_events": False,
+    }
+
+
+def make_celery(ws: WorkerSettings | None = None) -> Celery:
+    """A Celery app for ``ws`` (the API uses one to publish batches by task name)."""
+    app = Celery("pathweave")
+    app.conf.update(celery_config(ws or get_worker_settings()))
+    return app
+
+
+celery_app = make_celery()
+_runtime = None
+
+
+def runtime():
+    """This worker process's :class:`~pathweave_ingest.worker_runtime.Runtime` (created once)."""
+    global _runtime
+    if _runtime is None:
+        from pathweave.settings import get_settings
+        from pathweave_ingest.worker_runtime import Runtime
+
+        _runtime = Runtime(get_settings(), get_worker_settings())
+    return _runtime
+
+
+@celery_app.task(bind=True, name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed: list[str] | None = None) -> dict:
+    """Ingest one batch; retries transient store errors and failed documents with backoff."""
+    from pathweave_ingest.jobs import mark_failed
+    from pathweave_ingest.tasks import TransientStoreError, jittered, run_batch
+
+    ws = get_worker_settings()
+    retries = self.request.retries
+    try:
+        outcome = run_batch(runtime(), tenant, job_id, documents, resumed=resumed or [])
+    except TransientStoreError as exc:
+        if retries >= ws.max_retries:
+            log.error("giving up on a batch of %d (job %s) after %d retries: %s", len(documents), job_id, retries, exc)
+            try:
+                mark_failed(runtime().store(tenant), [d["doc_id"] for d in documents],
+                            f"store unavailable after {retries} retries: {exc}"[:2000])
+            except Exception:  # noqa: BLE001 - the store is down: statuses stay as they are
+                pass
+            raise
+        raise self.retry(exc=exc, countdown=jittered(ws.backoff(retries)),
+                         kwargs={"resumed": [d["doc_id"] for d in documents]})
+    if outcome.retry:
+        raise self.retry(args=(tenant, job_id, outcome.retry), kwargs={"resumed": []},
+                         countdown=jittered(ws.backoff(retries)))
+    return outcome.summary()
+
+
+@signals.worker_ready.connect
+def _warm_main(**_: object) -> None:
+    """solo/threads pools run tasks in this process: load the models before the first batch."""
+    if get_worker_settings().worker_pool in ("solo", "threads"):
+        runtime().warm()
+
+
+@signals.worker_process_init.connect
+def _warm_child(**_: object) -> None:
+    """prefork children: connect and load the models after the fork."""
+    runtime().warm()
+
+
+def worker_argv(ws: WorkerSettings, loglevel: str = "INFO", hostname: str | None = None) -> list[str]:
+    argv = ["worker", f"--pool={ws.worker_pool}", f"--concurrency={ws.worker_concurrency}",
+            f"--prefetch-multiplier={ws.worker_prefetch_multiplier}", f"--queues={ws.queue}",
+            f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
+    if hostname:
+        argv.append(f"--hostname={hostname}")
+    return argv
+
+
+def main(argv: list[str] | None = None, loglevel: str = "INFO", hostname: str | None = None) -> None:
+    """Run a worker in this process (blocks). Exits with status 2 when no broker is set."""
+    ws = get_worker_settings()
+    if not ws.broker_url:
+        sys.stderr.write("error: no broker configured; set PATHWEAVE_BROKER_URL (e.g. redis://127.0.0.1:6379/0)\n")
+        raise SystemExit(2)
+    logging.basicConfig(level=getattr(logging, loglevel.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    celery_app.worker_main(argv or worker_argv(ws, loglevel, hostname))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or None)

@@ -1,0 +1,147 @@
+"""What one process keeps for ingestion and queries: one store driver shared by
+per-tenant :class:`GraphStore` objects, the embedder and the extractor (loaded
+once, on the device from settings), and one :class:`Retriever` per tenant.
+
+Used by the Celery worker process and by the API (in-process queue, queries).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from pathweave.settings import Settings
+from pathweave.store import GraphStore, open_store
+from pathweave_ingest.worker_settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+
+def _prefer_gpu_for_spacy() -> bool:
+    """Let spaCy run on the GPU when cupy is installed (spaCy needs it for cuda)."""
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import spacy
+
+        return bool(spacy.prefer_gpu())
+    except Exception:  # noqa: BLE001 - CPU is always a valid fallback
+        return False
+
+
+class Runtime:
+    """Process-wide ingestion/query components. Thread-safe; everything lazy.
+
+    ``embedder``/``extractor`` may be injected (tests); otherwise the packaged
+    embedder (:func:`pathweave.embeddings.get_embedder`) and
+    :class:`~pathweave_ingest.extractors.spacy_extractor.SpacyExtractor`.
+    """
+
+    def __init__(self, settings: Settings, worker_settings: WorkerSettings,
+                 embedder: Any = None, extractor: Any = None) -> None:
+        self.settings = settings
+        self.worker_settings = worker_settings
+        self._embedder = embedder
+        self._extractor = extractor
+        self._base: GraphStore | None = None
+        self._stores: dict[str, GraphStore] = {}
+        self._retrievers: dict[str, Any] = {}
+        self._cache = None
+        self._lock = threading.RLock()
+
+    @property
+    def device(self) -> str:
+        from pathweave.embeddings import resolve_device
+
+        return resolve_device(self.settings.device)
+
+    @property
+    def embedder(self):
+        with self._lock:
+            if self._embedder is None:
+                from pathweave.embeddings import get_embedder
+
+                self._embedder = get_embedder(self.settings)
+            return self._embedder
+
+    @property
+    def extractor(self):
+        with self._lock:
+            if self._extractor is None:
+                from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+
+                device = self.device
+                on_gpu = device == "cuda" and _prefer_gpu_for_spacy()
+                self._extractor = SpacyExtractor(self.settings.spacy_model,
+                                                 batch_size=self.worker_settings.extract_batch(device))
+                log.info("extractor %s on %s (batch %d)", self.settings.spacy_model,
+                         "cuda" if on_gpu else "cpu", self._extractor.batch_size)
+            return self._extractor
+
+    def store(self, tenant: str) -> GraphStore:
+        """The store bound to ``tenant`` (connects, and starts the managed server, on first use)."""
+        with self._lock:
+            if self._base is None:
+                dimensions = int(getattr(self.embedder, "dim", 384))
+                self._base = open_store(self.settings, dimensions=dimensions)
+            store = self._stores.get(tenant)
+            if store is None:
+                base = self._base
+                store = GraphStore(base.driver, base.database, base.dialect, tenant, base.batch_size,
+                                   base.dimensions)
+                self._stores[tenant] = store
+            return store
+
+    def retriever(self, tenant: str):
+        """One :class:`~pathweave.retrieval.retriever.Retriever` per tenant (shared snapshot cache)."""
+        from pathweave.retrieval.retriever import Retriever
+        from pathweave.snapshot import SnapshotCache
+
+        with self._lock:
+            store = self.store(tenant)
+            retriever = self._retrievers.get(tenant)
+            if retriever is None or retriever.store is not store:
+                if self._cache is None:
+                    self._cache = SnapshotCache()
+                retriever = Retriever(store, self.embedder, self.settings, cache=self._cache)
+                self._retrievers[tenant] = retriever
+            return retriever
+
+    def pipeline(self, tenant: str):
+        from pathweave_ingest.pipeline import Pipeline
+
+        return Pipeline(self.store(tenant), self.embedder, self.extractor, self.settings,
+                        group_size=self.worker_settings.group_size(self.device))
+
+    @property
+    def models_loaded(self) -> bool:
+        return self._embedder is not None and self._extractor is not None
+
+    @property
+    def connected(self) -> GraphStore | None:
+        """The base store when connected (never connects or starts anything)."""
+        return self._base
+
+    def warm(self) -> None:
+        """Load the models and connect now (worker start), not on the first task."""
+        _ = self.embedder, self.extractor
+        self.store(self.settings.tenant)
+
+    def reset(self) -> None:
+        """Drop the connection (after a store error: the managed server may have restarted
+        on other ports); the next :meth:`store` reconnects."""
+        with self._lock:
+            base, self._base = self._base, None
+            self._stores.clear()
+            self._retrievers.clear()
+        if base is not None:
+            try:
+                base.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def close(self) -> None:
+        self.reset()

@@ -1,0 +1,46 @@
+"""The default spaCy extractor and the import of precomputed OpenIE extractions."""
+
+import json
+
+from pathweave_ingest.extractors.base import PassageInput, decontextualize
+from pathweave_ingest.extractors.imported import ImportedExtractor
+
+
+def test_pronoun_at_sentence_start_is_replaced_by_the_title():
+    assert decontextualize("She was born in Warsaw.", "Marie Curie") == ("Marie Curie was born in Warsaw.", True)
+    assert decontextualize("Its capital is Paris.", "France") == ("France's capital is Paris.", True)
+    assert decontextualize("Paris is big.", "France") == ("Paris is big.", False)
+
+
+def test_spacy_extractor_finds_entities_propositions_and_triples(extractor):
+    text = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
+    (out,) = extractor.extract([PassageInput("Marie Curie", text, text)])
+    assert {"Marie Curie", "Warsaw"} <= set(out.entities)
+    assert out.propositions[1][0].startswith("Marie Curie won the Nobel Prize")
+    assert "Marie Curie" in out.propositions[1][1]
+    assert ("Marie Curie", "bear in", "Warsaw") in out.triples or any(
+        t[0] == "Marie Curie" and t[2] == "Warsaw" for t in out.triples)
+
+
+def test_imported_extraction_links_sentences_to_imported_entities(tmp_path):
+    record = {"title": "Warsaw", "text": "Warsaw is the capital of Poland. It lies on the Vistula.",
+              "extracted_entities": ["Poland", "Vistula"],
+              "extracted_triples": [["Warsaw", "capital of", "Poland"], ["Warsaw", "lies on", "Vistula"]]}
+    path = tmp_path / "openie.json"
+    path.write_text(json.dumps({"docs": [record]}))
+    (out,) = ImportedExtractor(path).extract([PassageInput("Warsaw", record["text"], record["text"])])
+    assert set(out.entities) == {"Warsaw", "Poland", "Vistula"}
+    assert out.triples == [("Warsaw", "capital of", "Poland"), ("Warsaw", "lies on", "Vistula")]
+    assert out.propositions[0] == ("Warsaw is the capital of Poland.", ["Warsaw", "Poland"])
+    assert out.propositions[1] == ("Warsaw lies on the Vistula.", ["Warsaw", "Vistula"])
+
+
+def test_imported_extraction_file_must_be_valid(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    try:
+        ImportedExtractor(bad)
+    except ValueError as exc:
+        assert "bad.json" in str(exc)
+    else:
+        raise AssertionError("invalid extraction file accepted")

@@ -1,0 +1,96 @@
+"""Ingestion against the real ArcadeDB server with the real spaCy extractor and embedder."""
+
+import json
+
+import pytest
+
+from pathweave_ingest.loaders import load_path
+
+from conftest import FIXTURES
+
+
+def ingest_dir(pipeline, path, settings):
+    documents, errors = load_path(path, settings.max_file_bytes)
+    return pipeline.ingest(documents, errors)
+
+
+def test_reingesting_the_same_input_changes_nothing(pipeline, store, settings):
+    first = ingest_dir(pipeline, FIXTURES / "docs", settings)
+    assert first.errors == []
+    assert first.documents_new == 8 and first.passages_new == 8
+    counts = store.counts()
+    assert counts["Passage"] == 8 and counts["Document"] == 8
+    assert counts["Proposition"] >= 15 and counts["Entity"] >= 15
+    assert counts["rel:STATES"] >= counts["Proposition"]
+    assert counts["rel:MENTIONS"] > 0 and counts["rel:RELATES"] > 0
+    version = store.graph_version()
+    second = ingest_dir(pipeline, FIXTURES / "docs", settings)
+    assert second.documents_new == 0 and second.passages_new == 0
+    assert store.counts() == counts
+    assert store.graph_version() == version  # nothing changed: caches stay valid
+
+
+def test_every_node_carries_the_tenant_and_embeddings(pipeline, store, settings):
+    ingest_dir(pipeline, FIXTURES / "docs" / "corpus.json", settings)
+    rows = store.run("snapshot_passages")
+    assert {row["title"] for row in rows} == {"Marie Curie", "Warsaw", "Vistula", "Pierre Curie", "Paris"}
+    assert all(len(row["embedding"]) == 384 for row in rows)
+    assert len(store.run("snapshot_propositions")) > 5
+
+
+@pytest.mark.parametrize("name, content, reason", [
+    ("empty.txt", b"", "empty file"),
+    ("blank.md", b"   \n\n", "empty file"),
+    ("binary.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file"),
+    ("latin1.txt", "Caf\u00e9 cr\u00e8me".encode("latin-1"), "not valid UTF-8"),
+    ("broken.json", b'[{"title": "x", "text": "y"', "invalid JSON"),
+    ("wrong.json", b'{"docs": 3}', "non-empty string 'text'"),
+    ("lines.jsonl", b'{"title": "a", "text": "ok"}\n{not json}\n', "invalid JSON on line 2"),
+    ("table.csv", b"a,b\n1,2\n", "unsupported file type"),
+])
+def test_bad_input_is_rejected_with_a_clear_reason_and_nothing_written(tmp_path, pipeline, store, settings,
+                                                                       name, content, reason):
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / "good.txt").write_text("Ada Lovelace worked with Charles Babbage in London.")
+    documents, errors = load_path(tmp_path / name, settings.max_file_bytes)
+    assert documents == [] or name in ("wrong.json",)
+    assert any(reason in e.reason and name in e.source for e in errors), errors
+    report = pipeline.ingest(documents, errors)
+    assert report.documents_new == 0
+    assert store.counts() == {}
+    # the rest of a batch proceeds
+    documents, errors = load_path(tmp_path, settings.max_file_bytes)
+    report = pipeline.ingest(documents, errors)
+    assert report.documents_new == 1 and any(name in e.source for e in report.errors)
+
+
+def test_huge_file_is_rejected_before_reading(tmp_path, settings):
+    big = tmp_path / "huge.txt"
+    with open(big, "wb") as handle:
+        handle.truncate(50 * 1024 * 1024)  # sparse 50 MB file
+    documents, errors = load_path(big, settings.max_file_bytes)
+    assert documents == []
+    assert "file too large" in errors[0].reason and "huge.txt" in errors[0].source
+
+
+def test_cypher_looking_text_is_stored_verbatim_and_runs_nothing(tmp_path, pipeline, store, settings):
+    payload = "Robert'); MATCH (n) DETACH DELETE n; // \" } RETURN 1 UNION MATCH (m) SET m.x = 1"
+    (tmp_path / "inject.json").write_text(json.dumps([{"title": "MATCH (n) DETACH DELETE n", "text": payload}]))
+    report = ingest_dir(pipeline, tmp_path, settings)
+    assert report.documents_new == 1 and report.errors == []
+    rows = store.run("snapshot_passages")
+    assert [row["text"] for row in rows] == [payload]
+    assert [row["title"] for row in rows] == ["MATCH (n) DETACH DELETE n"]
+
+
+def test_missing_path_raises(tmp_path, settings):
+    with pytest.raises(FileNotFoundError):
+        load_path(tmp_path / "nope", settings.max_file_bytes)
+
+
+def test_long_document_is_chunked_with_overlap(tmp_path, pipeline, store, settings):
+    sentences = " ".join(f"Sentence number {i} mentions the city of Krakow." for i in range(120))
+    (tmp_path / "long.txt").write_text(sentences)
+    report = ingest_dir(pipeline, tmp_path, settings)
+    assert report.passages_new >= 3
+    assert store.counts()["rel:NEXT"] == report.passages_new - 1
