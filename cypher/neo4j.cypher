@@ -97,14 +97,18 @@ RETURN id(n) AS node, n.passage_id AS key, true AS passage;
 // The tenant's entities with their embeddings as GDS graph $graph_name (no relationships)
 // for gds.knn (synonymy) and gds.kmeans (alias consolidation layer 2). Entities with
 // <= 2 alphanumeric characters are left out (spec §1; norm_name keeps only [0-9a-z]
-// and single spaces). $ids: null = all entities, else only these entity ids.
+// and single spaces). $ids: null = all entities, else only these entity ids. Every
+// row has a null target (an unconnected node); GDS wants each sourceNode* key paired
+// with a targetNode* one.
 MATCH (e:Entity)
 WHERE e.tenant = $tenant AND e.embedding IS NOT NULL
   AND size(replace(coalesce(e.norm_name, ''), ' ', '')) > 2
   AND ($ids IS NULL OR e.entity_id IN $ids)
 RETURN gds.graph.project($graph_name, e, null, {
   sourceNodeLabels: ['Entity'],
-  sourceNodeProperties: {embedding: e.embedding}
+  targetNodeLabels: null,
+  sourceNodeProperties: {embedding: e.embedding},
+  targetNodeProperties: null
 }) AS graph;
 
 // name: neo4j_gds_entity_keys

@@ -134,6 +134,9 @@ def query(
     mode: str = typer.Option("proprag", help="proprag | dense | hipporag2"),
     k: int = typer.Option(5, min=1, max=100, help="Passages to return."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
+    budget: Optional[int] = typer.Option(None, min=0, help="Token budget: also select the best connected context."),
+    select: str = typer.Option("auto", help="Context selection: ilp | greedy | auto."),
+    style: str = typer.Option("bullets", help="Context rendering: bullets | triples."),
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
@@ -144,7 +147,8 @@ def query(
     settings = _settings(tenant)
     with open_store(settings) as store:
         try:
-            result = Retriever(store, get_embedder(settings), settings).query(question, mode=mode, k=k)
+            result = Retriever(store, get_embedder(settings), settings).query(
+                question, mode=mode, k=k, token_budget=budget, select=select, style=style)
         except ValueError as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
@@ -166,6 +170,11 @@ def print_result(result) -> None:
         for step in path.steps:
             via = f" [dim]via {step.via}[/]" if step.via else ""
             out.print(f"    -> {step.text}{via}")
+    if result.context is not None:
+        c = result.context
+        out.print(f"  [bold]context[/] ({c.token_count}/{c.budget} tokens of {c.tokenizer}, {c.method}, "
+                  f"{'optimal' if c.optimal else f'gap {c.gap:.3f}'}, {c.solve_ms:.0f} ms):")
+        out.print("    " + c.text.replace("\n", "\n    "), markup=False)
     if result.seeds:
         out.print("  seeds: " + ", ".join(f"{s.name} ({s.weight:.2f})" for s in result.seeds))
     out.print("  [dim]timings ms: " + json.dumps(result.timings_ms) + "[/]")

@@ -116,18 +116,21 @@ class Runtime:
         return Pipeline(self.store(tenant), self.embedder, self.extractor, self.settings,
                         group_size=self.worker_settings.group_size(self.device))
 
-    @property
-    def models_loaded(self) -> bool:
-        return self._embedder is not None and self._extractor is not None
+    def models_loaded(self, extractor: bool = True) -> bool:
+        """Are the embedder (and, with ``extractor``, the extractor) loaded?"""
+        return self._embedder is not None and (self._extractor is not None or not extractor)
 
     @property
     def connected(self) -> GraphStore | None:
         """The base store when connected (never connects or starts anything)."""
         return self._base
 
-    def warm(self) -> None:
-        """Load the models and connect now (worker start), not on the first task."""
-        _ = self.embedder, self.extractor
+    def warm(self, extractor: bool = True) -> None:
+        """Load the models and connect now (worker start), not on the first task.
+        ``extractor=False``: only what queries need (an API whose ingestion runs on workers)."""
+        _ = self.embedder
+        if extractor:
+            _ = self.extractor
         self.store(self.settings.tenant)
 
     def reset(self) -> None:

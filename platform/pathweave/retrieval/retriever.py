@@ -13,8 +13,10 @@ import numpy as np
 from pathweave.embeddings import Embedder
 from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPath, SeedEntity
 from pathweave.reasoning import write_reasoning_record
+from pathweave.retrieval.context import candidate_graph, select_context
 from pathweave.retrieval.hipporag import build_hippo_graph, hipporag2
 from pathweave.retrieval.proprag import proprag
+from pathweave.selection import TokenCounter
 from pathweave.settings import Settings
 from pathweave.snapshot import GraphSnapshot, SnapshotCache
 from pathweave.store import GraphStore
@@ -32,18 +34,30 @@ class Retriever:
         self.settings = settings
         self.cache = cache or SnapshotCache()
 
+    def token_counter(self) -> TokenCounter:
+        """Token counter for budgets: ``settings.context_tokenizer`` or the embedder's tokenizer."""
+        return TokenCounter(self.settings.context_tokenizer or None)
+
     def snapshot(self) -> GraphSnapshot:
         """The tenant's current snapshot (rebuilt if the graph version changed)."""
         return self.cache.get(self.store)
 
-    def query(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None) -> QueryResult:
+    def query(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None,
+              token_budget: int | None = None, select: str = "auto", style: str = "bullets") -> QueryResult:
         """Top ``k`` passages (and, for proprag, the top paths and seeds) for ``question``.
 
-        Raises ValueError on an empty question, an unknown mode or k < 1.
+        With ``token_budget`` (tokens), also the best connected evidence that fits it
+        (spec §5; ``select``: ilp | greedy | auto; ``style``: bullets | triples) as
+        ``result.context``. Raises ValueError on an empty question, an unknown mode,
+        k < 1 or a negative budget.
         """
         question = question.strip()
         if not question:
             raise ValueError("question is empty")
+        if token_budget is not None and token_budget < 0:
+            raise ValueError("token budget must be >= 0")
+        if select not in ("ilp", "greedy", "auto"):
+            raise ValueError(f"unknown selection method {select!r}; use ilp, greedy or auto")
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
@@ -95,6 +109,11 @@ class Retriever:
                        score=round(float(scores[i]), 8), rank=rank)
             for rank, i in enumerate(order[:k], 1)
         ]
+        if token_budget is not None and len(order):
+            graph = candidate_graph(result, snapshot, order, scores, max(k, self.settings.context_passages))
+            result.context = select_context(graph, token_budget, select, self.token_counter(), style,
+                                            self.settings.select_time_limit_ms)
+            clock("select")
         if self.settings.write_reasoning if write_record is None else write_record:
             write_reasoning_record(self.store, result)
             clock("record")

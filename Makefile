@@ -1,0 +1,29 @@
+# Pathweave: every target installs what it needs first (a fresh machine needs nothing else).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test bench bench-api lint clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/pathweave demo
+
+test: install
+	bash tools/test.sh
+
+bench: install
+	$(VENV)/bin/pathweave bench musique
+
+clean:
+	rm -rf $(VENV) bench-results .pytest_cache

@@ -1,0 +1,680 @@
+"""The Pathweave HTTP API (FastAPI).
+
+``create_app()`` builds the application from settings (``PATHWEAVE_*``):
+ingestion jobs go to the Celery broker when ``PATHWEAVE_BROKER_URL`` is set,
+else to an in-process bounded queue running the same task functions.
+Every ``/v1`` route needs an API key (``Authorization: Bearer pw_...``) and
+sees only the key's tenant. Errors are ``application/problem+json``.
+
+Run: ``pathweave serve`` or ``uvicorn --factory pathweave_api.app:create_app``.
+"""
+
+import json
+import logging
+import math
+import re
+import tempfile
+import threading
+import time
+from contextlib import asynccontextmanager
+from dataclasses import asdict, is_dataclass
+from pathlib import Path as FilePath
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Path, Query, Request, Response, Security
+from fastapi.concurrency import run_in_threadpool
+from fastapi.openapi.utils import get_openapi
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import Field, ValidationError, create_model
+from starlette.datastructures import UploadFile
+
+from pathweave.settings import Settings, get_settings
+from pathweave_api import metrics, problems
+from pathweave_api.keys import ApiKey, KeyStore
+from pathweave_api.limits import BodyLimitMiddleware, RateLimiter, retry_after_header
+from pathweave_api.models import (
+    DOC_ID_PATTERN,
+    HEX32_PATTERN,
+    DeleteResponse,
+    DocStatus,
+    DocumentList,
+    DocumentsRequest,
+    Health,
+    JobResponse,
+    QueryRequest,
+    QueryResponse,
+    Readiness,
+    ReasoningRecord,
+    SubmitResponse,
+)
+from pathweave_api.problems import ApiProblem, Problem
+from pathweave_api.settings import ApiSettings, get_api_settings
+from pathweave_ingest import jobs
+from pathweave_ingest.loaders import SUPPORTED, SourceDocument, load_file
+from pathweave_ingest.tasks import InProcessQueue, QueueFull, is_transient
+from pathweave_ingest.worker_runtime import Runtime
+from pathweave_ingest.worker_settings import WorkerSettings, get_worker_settings
+
+try:  # the token-budgeted context selection, when the build has it
+    from pathweave.retrieval.context import select_context as _select_context
+except ImportError:  # pragma: no cover - depends on the build
+    _select_context = None
+
+log = logging.getLogger("pathweave_api")
+
+API_VERSION = "1.0.0"
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+# ---------------------------------------------------------------------------- dispatchers
+
+
+class CeleryDispatcher:
+    """Publishes batches to the broker by task name (the API does not import task code)."""
+
+    mode = "celery"
+
+    def __init__(self, ws: WorkerSettings) -> None:
+        from pathweave_ingest.worker import TASK_NAME, make_celery
+
+        self.ws = ws
+        self.task_name = TASK_NAME
+        self.app = make_celery(ws)
+
+    def check(self, batches: int) -> None:
+        """Raise when the broker is unreachable (before anything is written)."""
+        with self.app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=3)
+
+    def submit_all(self, tenant: str, job_id: str, batches: list[list[dict]]) -> None:
+        for batch in batches:
+            self.app.send_task(self.task_name, args=[tenant, job_id, batch], queue=self.ws.queue)
+
+    def depth(self) -> int | None:
+        try:
+            with self.app.connection_for_read() as conn:
+                client = conn.default_channel.client
+                return int(client.llen(self.ws.queue))
+        except Exception:  # noqa: BLE001 - metrics only
+            return None
+
+    def healthy(self) -> bool:
+        try:
+            self.check(0)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    def close(self) -> None:
+        pass
+
+
+class LocalDispatcher:
+    """The in-process queue (no broker configured)."""
+
+    mode = "inprocess"
+
+    def __init__(self, runtime: Runtime, ws: WorkerSettings) -> None:
+        self.queue = InProcessQueue(runtime, ws.inprocess_queue_size, ws.inprocess_workers)
+
+    def check(self, batches: int) -> None:
+        if self.queue.free() < batches:
+            raise QueueFull(f"the ingestion queue is full ({self.queue.depth} of {self.queue.maxsize} "
+                            f"batches waiting); retry later")
+
+    def submit_all(self, tenant: str, job_id: str, batches: list[list[dict]]) -> None:
+        self.queue.submit_all(tenant, job_id, batches)
+
+    def depth(self) -> int | None:
+        return self.queue.depth
+
+    def healthy(self) -> bool | None:
+        return None
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+# ---------------------------------------------------------------------------- services
+
+
+class Services:
+    """Everything the routes share; one per app."""
+
+    def __init__(self, settings: Settings, api: ApiSettings, ws: WorkerSettings, runtime: Runtime,
+                 keys: KeyStore, owns_runtime: bool) -> None:
+        self.settings = settings
+        self.api = api
+        self.ws = ws
+        self.runtime = runtime
+        self.keys = keys
+        self.owns_runtime = owns_runtime
+        self.limiter = RateLimiter()
+        self._dispatcher = None
+        self._lock = threading.Lock()
+        self.warm_error: str | None = None
+        self._warm_thread: threading.Thread | None = None
+
+    @property
+    def dispatcher(self):
+        with self._lock:
+            if self._dispatcher is None:
+                self._dispatcher = CeleryDispatcher(self.ws) if self.ws.broker_url else LocalDispatcher(
+                    self.runtime, self.ws)
+            return self._dispatcher
+
+    def start(self) -> None:
+        _ = self.dispatcher
+        if self.api.api_preload:
+            self._warm_thread = threading.Thread(target=self._warm, name="pathweave-warm", daemon=True)
+            self._warm_thread.start()
+
+    @property
+    def needs_extractor(self) -> bool:
+        """Ingestion runs in this process (no broker): the extractor must be loaded too."""
+        return not self.ws.broker_url
+
+    def _warm(self) -> None:
+        try:
+            self.runtime.warm(extractor=self.needs_extractor)
+            self.warm_error = None
+        except Exception as exc:  # noqa: BLE001 - reported by /readyz
+            self.warm_error = f"{type(exc).__name__}: {exc}"
+            log.warning("warm-up failed: %s", self.warm_error)
+
+    def stop(self) -> None:
+        with self._lock:
+            dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.close()
+        if self.owns_runtime:
+            self.runtime.close()
+
+    def store(self, tenant: str):
+        try:
+            return self.runtime.store(tenant)
+        except Exception as exc:
+            raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: BaseException) -> ApiProblem:
+    log.warning("store unavailable: %s: %s", type(exc).__name__, exc)
+    return ApiProblem(503, "the store is unavailable; retry later", "store-unavailable", {"Retry-After": "5"})
+
+
+def _guard(fn, *args, **kwargs):
+    """Run a store call; transient store errors become 503 problems."""
+    try:
+        return fn(*args, **kwargs)
+    except ApiProblem:
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise _unavailable(exc) from exc
+        raise
+
+
+# ---------------------------------------------------------------------------- responses
+
+_ERR = {"model": Problem}
+_AUTH_ERRORS = {401: {**_ERR, "description": "Missing, invalid or revoked API key."},
+                429: {**_ERR, "description": "Rate limit of the API key exceeded (see Retry-After)."},
+                503: {**_ERR, "description": "Store or broker unavailable; retry later."}}
+
+
+def _errors(*codes: int) -> dict[int, dict]:
+    text = {400: "Malformed request (empty body, malformed JSON, not UTF-8).",
+            404: "Unknown id for this tenant.", 409: "Conflict with the resource's state.",
+            413: "Body or document over the size limit.", 415: "Unsupported content type.",
+            422: "Invalid request: see `errors`."}
+    return {**_AUTH_ERRORS, **{code: {**_ERR, "description": text[code]} for code in codes}}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+# ---------------------------------------------------------------------------- the app
+
+
+def create_app(settings: Settings | None = None, api_settings: ApiSettings | None = None,
+               worker_settings: WorkerSettings | None = None, runtime: Runtime | None = None,
+               keys: KeyStore | None = None) -> FastAPI:
+    """The API application (all arguments default to the process settings)."""
+    settings = settings or get_settings()
+    api = api_settings or get_api_settings()
+    ws = worker_settings or get_worker_settings()
+    owns_runtime = runtime is None
+    runtime = runtime or Runtime(settings, ws)
+    keys = keys or KeyStore(api.keys_path(settings.data_dir), api.api_key_cache_s)
+    svc = Services(settings, api, ws, runtime, keys, owns_runtime)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        svc.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(svc.stop)
+
+    app = FastAPI(
+        title="Pathweave API",
+        version=API_VERSION,
+        description=(
+            "Ingest documents into a tenant's knowledge graph (passages, entities, propositions, triples) "
+            "and query it with PropRAG, dense or HippoRAG 2 retrieval.\n\n"
+            "Authentication: `Authorization: Bearer <API key>` (create keys with `pathweave keys create`). "
+            "A key is bound to one tenant and sees only its data. Errors are RFC 9457 problem details "
+            "(`application/problem+json`)."
+        ),
+        lifespan=lifespan,
+        docs_url="/docs" if api.api_docs else None,
+        redoc_url="/redoc" if api.api_docs else None,
+        openapi_tags=[
+            {"name": "documents", "description": "Ingestion jobs and the tenant's documents."},
+            {"name": "query", "description": "Retrieval and reasoning records."},
+            {"name": "operations", "description": "Health, readiness and metrics (no key needed)."},
+        ],
+    )
+    app.state.services = svc
+    problems.install(app)
+
+    def body_limit(method: str, path: str) -> int:
+        if method == "POST" and path.rstrip("/") == "/v1/documents":
+            return api.api_max_body_bytes
+        return api.api_max_small_body_bytes
+
+    app.add_middleware(BodyLimitMiddleware, limit_for=body_limit)
+    app.add_middleware(metrics.MetricsMiddleware)
+
+    bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer pw_<id>_<secret>`.")
+
+    def principal(creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:
+        if creds is None or not creds.credentials:
+            metrics.AUTH_FAILURES.inc()
+            raise ApiProblem(401, "missing API key: send 'Authorization: Bearer <key>'", "missing-api-key",
+                             {"WWW-Authenticate": "Bearer"})
+        key = svc.keys.authenticate(creds.credentials.strip())
+        if key is None:
+            metrics.AUTH_FAILURES.inc()
+            raise ApiProblem(401, "invalid or revoked API key", "invalid-api-key",
+                             {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        rate = api.api_rate_limit_per_s if key.rate_limit_per_s is None else key.rate_limit_per_s
+        wait = svc.limiter.acquire(key.key_id, rate, api.api_rate_limit_burst)
+        if wait > 0:
+            metrics.RATE_LIMITED.inc()
+            raise ApiProblem(429, f"rate limit exceeded ({rate:g} requests/s); retry in {wait:.1f} s",
+                             "rate-limited", {"Retry-After": retry_after_header(wait)})
+        return key
+
+    Principal = Annotated[ApiKey, Depends(principal)]
+
+    # ------------------------------------------------------------------ documents
+
+    async def json_body(request: Request, model, example: str) -> Any:
+        """Parse and validate a JSON body: 415/400/422 problems with a clear message."""
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise ApiProblem(415, f"unsupported content type {media or '(none)'!r}: send application/json "
+                                  f"({example})", "unsupported-media-type")
+        raw = await request.body()
+        if not raw.strip():
+            raise ApiProblem(400, f"empty body: send {example}", "empty-body")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ApiProblem(400, f"body is not valid UTF-8 (invalid byte at offset {exc.start})",
+                             "not-utf8") from None
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+            message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise ApiProblem(400, f"malformed JSON body: {message}{where}", "malformed-json") from None
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            errors = problems._clean_errors([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()])
+            summary = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
+            raise ApiProblem(422, f"invalid request: {summary}", "validation-error", errors=errors) from None
+
+    async def read_documents(request: Request) -> list[SourceDocument]:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media == "multipart/form-data":
+            return await read_files(request)
+        if media != "application/json" and not media.endswith("+json"):
+            raise ApiProblem(415, f"unsupported content type {media or '(none)'!r}: send application/json "
+                                  "({\"documents\": [...]}) or multipart/form-data (field 'files')",
+                             "unsupported-media-type")
+        parsed = await json_body(request, DocumentsRequest, '{"documents": [{"title": ..., "text": ...}]}')
+        if len(parsed.documents) > api.api_max_documents:
+            raise ApiProblem(422, f"too many documents ({len(parsed.documents)} > {api.api_max_documents} "
+                                  "per request); split the submission", "too-many-documents")
+        docs = []
+        for index, doc in enumerate(parsed.documents):
+            size = len(doc.text.encode("utf-8"))
+            if size > settings.max_file_bytes:
+                raise ApiProblem(413, f"documents[{index}] text is {size} bytes > limit {settings.max_file_bytes}",
+                                 "document-too-large")
+            title = doc.title.strip()
+            docs.append(SourceDocument(doc.source or f"api:{title or 'untitled'}#{index}", title, doc.text.strip()))
+        return docs
+
+    async def read_files(request: Request) -> list[SourceDocument]:
+        form = await request.form(max_files=api.api_max_documents, max_fields=api.api_max_documents + 10,
+                                  max_part_size=min(settings.max_file_bytes, api.api_max_body_bytes))
+        try:
+            uploads: list[UploadFile] = []
+            for name, value in form.multi_items():
+                if name not in ("files", "file"):
+                    raise ApiProblem(422, f"unknown form field {name[:100]!r}: send documents as files in "
+                                          "field 'files'", "validation-error")
+                if not isinstance(value, UploadFile):
+                    raise ApiProblem(422, f"form field {name!r} must be a file upload, not a text value",
+                                     "validation-error")
+                uploads.append(value)
+            if not uploads:
+                raise ApiProblem(422, "no files: send one or more .txt/.md/.json/.jsonl files in form field 'files'",
+                                 "no-files")
+            docs: list[SourceDocument] = []
+            rejected: list[dict[str, Any]] = []
+            with tempfile.TemporaryDirectory(prefix="pathweave-upload-") as tmp:
+                for index, upload in enumerate(uploads):
+                    original = FilePath(upload.filename or "").name or f"upload-{index}"
+                    safe = _SAFE_NAME.sub("_", original)[:120] or f"upload-{index}"
+                    suffix = FilePath(safe).suffix.lower()
+                    if suffix not in SUPPORTED:
+                        rejected.append({"loc": ["files", index], "type": "unsupported_file",
+                                         "msg": f"{original[:200]}: unsupported file type {suffix or '(none)'}; "
+                                                f"use {', '.join(SUPPORTED)}"})
+                        continue
+                    data = await upload.read(settings.max_file_bytes + 1)
+                    path = FilePath(tmp) / str(index) / safe  # the loader titles .txt files by name
+                    path.parent.mkdir()
+                    path.write_bytes(data)
+                    found, errors = await run_in_threadpool(load_file, path, settings.max_file_bytes)
+                    prefix = str(path)
+                    for error in errors:
+                        rejected.append({"loc": ["files", index], "type": "invalid_file",
+                                         "msg": f"{original[:200]}{error.source[len(prefix):]}: {error.reason}"})
+                    docs.extend(SourceDocument(f"upload:{original[:200]}{d.source[len(prefix):]}", d.title, d.text)
+                                for d in found)
+            if rejected:
+                summary = "; ".join(e["msg"] for e in rejected[:5])
+                raise ApiProblem(422, f"{len(rejected)} file(s) or item(s) rejected, nothing was ingested: {summary}",
+                                 "invalid-files", errors=rejected)
+            if len(docs) > api.api_max_documents:
+                raise ApiProblem(422, f"too many documents ({len(docs)} > {api.api_max_documents} per request)",
+                                 "too-many-documents")
+            return docs
+        finally:
+            await form.close()
+
+    def submit(tenant: str, docs: list[SourceDocument]) -> dict[str, Any]:
+        payloads = jobs.payloads(tenant, docs)
+        batch_size = ws.batch_size(runtime.device)
+        dispatcher = svc.dispatcher
+        try:
+            dispatcher.check(math.ceil(len(payloads) / batch_size))
+        except QueueFull as exc:
+            raise ApiProblem(429, str(exc), "queue-full", {"Retry-After": "10"}) from None
+        except Exception as exc:  # noqa: BLE001
+            log.warning("broker unavailable: %s", exc)
+            raise ApiProblem(503, "the job queue (broker) is unavailable; retry later", "broker-unavailable",
+                             {"Retry-After": "10"}) from None
+        store = svc.store(tenant)
+        job_id = jobs.new_job_id()
+        sub = _guard(jobs.create_job, store, job_id, payloads, batch_size, dispatcher.mode)
+        batches = jobs.batches_of(sub.to_enqueue, batch_size)
+        try:
+            dispatcher.submit_all(tenant, job_id, batches)
+        except Exception as exc:  # noqa: BLE001
+            full = isinstance(exc, QueueFull)
+            reason = str(exc) if full else "the job queue (broker) is unavailable"
+            _guard(jobs.mark_failed, store, [d["doc_id"] for d in sub.to_enqueue], f"not enqueued: {reason}")
+            raise ApiProblem(429 if full else 503, f"{reason}; retry later", "queue-full" if full else "broker-unavailable",
+                             {"Retry-After": "10"}) from None
+        metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
+        metrics.BATCHES_ENQUEUED.labels(dispatcher.mode).inc(len(batches))
+        done = set(sub.already_done)
+        return {
+            "job_id": job_id, "status": "queued" if sub.to_enqueue else "done", "total": len(payloads),
+            "enqueued": len(sub.to_enqueue), "already_ingested": len(done), "batches": len(batches),
+            "queue": dispatcher.mode,
+            "documents": [{"doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
+                           "status": "done" if p["doc_id"] in done else "queued"} for p in payloads],
+            "links": {"job": f"/v1/jobs/{job_id}"},
+        }
+
+    files_schema = {"type": "object", "required": ["files"], "properties": {"files": {
+        "type": "array", "items": {"type": "string", "format": "binary"},
+        "description": "Files: .txt, .md (one document each), .json (a list of {title, text}), .jsonl."}}}
+
+    @app.post(
+        "/v1/documents", status_code=202, response_model=SubmitResponse, tags=["documents"],
+        summary="Submit documents for ingestion",
+        description=(
+            "Validates every document first (empty, binary, not UTF-8, too large, malformed JSON: 4xx and nothing "
+            "is written), then creates a job and enqueues its batches. Answers 202 with the job id "
+            "(`Location: /v1/jobs/{id}`). Documents already ingested (same title and text) are `done` at once."),
+        responses=_errors(400, 413, 415, 422),
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/DocumentsRequest"},
+                                 "examples": {"one": {"summary": "One document", "value": {"documents": [{
+                                     "title": "Marie Curie", "text": "Marie Curie was born in Warsaw.",
+                                     "source": "wiki/marie-curie.md"}]}}}},
+            "multipart/form-data": {"schema": files_schema},
+        }}},
+    )
+    async def submit_documents(request: Request, response: Response, key: Principal) -> dict[str, Any]:
+        docs = await read_documents(request)
+        result = await run_in_threadpool(submit, key.tenant, docs)
+        response.headers["Location"] = result["links"]["job"]
+        return result
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobResponse, tags=["documents"], summary="A job's progress",
+             responses=_errors(404, 422))
+    def get_job(key: Principal, job_id: Annotated[str, Path(pattern=HEX32_PATTERN, description="Job id.",
+                                                            examples=["8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"])]):
+        job = _guard(jobs.job_status, svc.store(key.tenant), job_id)
+        if job is None:
+            raise ApiProblem(404, f"no job {job_id} for this tenant", "not-found")
+        return job
+
+    @app.get("/v1/documents", response_model=DocumentList, tags=["documents"], summary="The tenant's documents",
+             description="Ingested and in-flight documents with status, counts and timings; newest first.",
+             responses=_errors(422))
+    def list_documents(
+        key: Principal,
+        status: Annotated[DocStatus | None, Query(description="Only documents in this state.")] = None,
+        limit: Annotated[int, Query(ge=1, le=api.api_max_page)] = 50,
+        offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    ):
+        page, total = _guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
+        return {"documents": page, "total": total, "limit": limit, "offset": offset}
+
+    @app.delete(
+        "/v1/documents/{doc_id}", response_model=DeleteResponse, tags=["documents"], summary="Delete a document",
+        description=("Removes the document, its passages (unless another document shares them), the propositions "
+                     "and triples only it states/asserts, and entities nothing else mentions (shared entities "
+                     "stay; alias groups stay consistent). 409 while the document is queued or running."),
+        responses=_errors(404, 409, 422))
+    def delete_document(key: Principal, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
+            "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
+        try:
+            result = _guard(jobs.delete_document, svc.store(key.tenant), doc_id)
+        except jobs.DocumentBusy as exc:
+            raise ApiProblem(409, str(exc), "document-busy") from None
+        if result is None:
+            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+        return result
+
+    # ------------------------------------------------------------------ query
+
+    QueryBody = create_model(
+        "QueryRequest", __base__=QueryRequest,
+        question=(str, Field(..., min_length=1, max_length=api.api_max_question_chars,
+                             description="The question (plain text).")),
+        k=(int, Field(5, ge=1, le=api.api_max_k, description="Passages to return.")),
+        token_budget=(int | None, Field(None, ge=api.api_min_token_budget, le=api.api_max_token_budget,
+                                        description="Context token budget (optional).")),
+    )
+
+    def answer(tenant: str, req: QueryRequest) -> dict[str, Any]:
+        retriever = _guard(runtime.retriever, tenant)
+        started = time.perf_counter()
+        try:
+            result = _guard(retriever.query, req.question, mode=req.mode, k=req.k)
+        except ValueError as exc:
+            raise ApiProblem(422, str(exc), "validation-error") from None
+        metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
+        metrics.QUERIES.labels(req.mode).inc()
+        store = retriever.store
+        marker = {hit.passage_id: hit.rank for hit in result.passages}
+        doc_ids = sorted({hit.doc_id for hit in result.passages if hit.doc_id})
+        sources = {r["doc_id"]: r["source"] for r in _guard(store.run, "api_document_sources", ids=doc_ids)} \
+            if doc_ids else {}
+        prop_ids = sorted({step.prop_id for path in result.paths for step in path.steps})
+        stating: dict[str, list[int]] = {}
+        if prop_ids and marker:
+            for row in _guard(store.run, "api_passages_stating", prop_ids=prop_ids, passage_ids=list(marker)):
+                stating.setdefault(row["prop_id"], []).append(marker[row["passage_id"]])
+        context, note = None, None
+        if req.token_budget is not None:
+            if _select_context is None:
+                note = "token_budget ignored: context selection is not available in this build"
+            else:
+                try:
+                    context = _jsonable(_select_context(result, req.token_budget, req.selection_method))
+                except ValueError as exc:
+                    raise ApiProblem(422, f"context selection: {exc}", "validation-error") from None
+                except Exception as exc:  # noqa: BLE001 - the ranked passages are still an answer
+                    log.exception("context selection failed")
+                    note = f"context selection failed ({type(exc).__name__}); passages and paths are complete"
+        return {
+            "query_id": result.query_id, "record_id": result.query_id, "question": result.question,
+            "mode": result.mode, "graph_version": result.graph_version,
+            "passages": [{**hit.model_dump(), "citation": hit.rank} for hit in result.passages],
+            "paths": [{"path_id": p.path_id, "rank": p.rank, "score": p.score,
+                       "steps": [{"prop_id": s.prop_id, "text": s.text, "via": s.via,
+                                  "citations": sorted(stating.get(s.prop_id, []))} for s in p.steps]}
+                      for p in result.paths],
+            "seeds": [s.model_dump() for s in result.seeds],
+            "citations": [{"marker": hit.rank, "passage_id": hit.passage_id, "doc_id": hit.doc_id, "title": hit.title,
+                           "source": sources.get(hit.doc_id)} for hit in result.passages],
+            "timings_ms": result.timings_ms, "context": context, "note": note,
+            "links": {"record": f"/v1/queries/{result.query_id}"},
+        }
+
+    @app.post("/v1/query", response_model=QueryResponse, tags=["query"], summary="Ask a question",
+              description=("Ranked passages with citations, the proposition paths connecting them (proprag) and "
+                           "the id of the stored reasoning record."),
+              responses=_errors(400, 413, 415, 422),
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                  "schema": {"$ref": "#/components/schemas/QueryRequest"},
+                  "examples": {
+                      "proprag": {"summary": "Multi-hop question", "value": {
+                          "question": "Where was the physicist who won the 1903 Nobel Prize born?", "mode": "proprag",
+                          "k": 5}},
+                      "budget": {"summary": "With a token budget", "value": {
+                          "question": "Which river flows through the capital of Poland?", "mode": "dense", "k": 3,
+                          "token_budget": 512}}}}}}})
+    async def query(request: Request, key: Principal):
+        req = await json_body(request, QueryBody, '{"question": "...", "mode": "proprag", "k": 5}')
+        return await run_in_threadpool(answer, key.tenant, req)
+
+    @app.get("/v1/queries/{query_id}", response_model=ReasoningRecord, tags=["query"],
+             summary="A query's reasoning record", responses=_errors(404, 422))
+    def get_record(key: Principal, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
+            "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
+        from pathweave.reasoning import read_reasoning_record
+
+        store = svc.store(key.tenant)
+        rows = _guard(store.run, "api_query_get", query_id=query_id)
+        if not rows:
+            raise ApiProblem(404, f"no reasoning record {query_id} for this tenant", "not-found")
+        try:
+            record = _guard(read_reasoning_record, store, query_id)
+        except KeyError:
+            record = {"query_id": query_id, "paths": [], "selected": []}
+        return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
+
+    # ------------------------------------------------------------------ operations
+
+    @app.get("/healthz", response_model=Health, tags=["operations"], summary="Liveness (the process answers)")
+    def healthz():
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=Readiness, tags=["operations"],
+             summary="Readiness: the store answers, the models are loaded, the broker (if any) is reachable",
+             responses={503: {"model": Readiness, "description": "Not ready (yet)."}})
+    def readyz(response: Response):
+        base = runtime.connected
+        store_ok = False
+        detail = svc.warm_error
+        if base is not None:
+            try:
+                base.run("ping")
+                store_ok = True
+            except Exception as exc:  # noqa: BLE001
+                runtime.reset()
+                detail = f"store: {type(exc).__name__}"
+        elif detail is None:
+            detail = "starting: connecting to the store and loading the models"
+        dispatcher = svc.dispatcher
+        broker = dispatcher.healthy()
+        models = runtime.models_loaded(extractor=svc.needs_extractor)
+        ready = store_ok and models and broker is not False
+        metrics.READY.set(1 if ready else 0)
+        if not ready:
+            response.status_code = 503
+        if broker is False and detail is None:
+            detail = "broker unreachable"
+        return {"status": "ready" if ready else "unavailable", "store": store_ok, "models": models,
+                "queue": dispatcher.mode, "broker": broker, "detail": None if ready else detail}
+
+    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics",
+             response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format."}})
+    def prometheus_metrics():
+        depth = svc.dispatcher.depth()
+        if depth is not None:
+            metrics.QUEUE_DEPTH.set(depth)
+        content, media_type = metrics.render()
+        return Response(content, media_type=media_type)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes,
+                             tags=app.openapi_tags)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        doc_schema = DocumentsRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in doc_schema.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        components["DocumentsRequest"] = doc_schema
+        components["QueryRequest"] = QueryBody.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.setdefault("Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}"))
+        for path in schema.get("paths", {}).values():
+            for operation in path.values():
+                for code, resp in operation.get("responses", {}).items():
+                    content = resp.get("content", {})
+                    body = content.get("application/json")
+                    if code.isdigit() and int(code) >= 400 and body and "/Problem" in json.dumps(body):
+                        content["application/problem+json"] = content.pop("application/json")
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

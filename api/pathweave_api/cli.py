@@ -1,0 +1,169 @@
+"""CLI commands of the service: ``pathweave serve``, ``pathweave worker``,
+``pathweave keys create|list|revoke`` and ``pathweave bench api``.
+
+Wire them into the main typer app with :func:`register`; ``python -m
+pathweave_api.cli`` runs them standalone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+
+
+def _key_store():
+    from pathweave.settings import get_settings
+    from pathweave_api.keys import KeyStore
+    from pathweave_api.settings import get_api_settings
+
+    api = get_api_settings()
+    return KeyStore(api.keys_path(get_settings().data_dir), api.api_key_cache_s)
+
+
+def serve(
+    host: Optional[str] = typer.Option(None, help="Bind address (default PATHWEAVE_API_HOST, 127.0.0.1)."),
+    port: Optional[int] = typer.Option(None, help="Port (default PATHWEAVE_API_PORT, 8000)."),
+    workers: Optional[int] = typer.Option(None, help="uvicorn worker processes (default PATHWEAVE_API_WORKERS, 1)."),
+    log_level: str = typer.Option("info", help="uvicorn log level."),
+) -> None:
+    """Start the HTTP API (FastAPI on uvicorn). Ingestion goes to the broker when
+    PATHWEAVE_BROKER_URL is set, else to an in-process queue."""
+    import uvicorn
+
+    from pathweave_api.settings import get_api_settings
+    from pathweave_ingest.worker_settings import get_worker_settings
+
+    api = get_api_settings()
+    try:
+        keys = _key_store().list(include_revoked=False)
+    except Exception:  # noqa: BLE001 - the app reports it at startup
+        keys = []
+    if not keys:
+        console.print("[yellow]no API keys yet:[/] create one with `pathweave keys create --tenant NAME`")
+    queue = "broker " + get_worker_settings().broker_url if get_worker_settings().broker_url else "in-process queue"
+    console.print(f"serving on http://{host or api.api_host}:{port or api.api_port} ({queue})")
+    uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.api_host,
+                port=port if port is not None else api.api_port, workers=workers or api.api_workers,
+                log_level=log_level, proxy_headers=False, server_header=False)
+
+
+def worker(
+    pool: Optional[str] = typer.Option(None, help="solo | prefork | threads (default PATHWEAVE_WORKER_POOL, solo)."),
+    concurrency: Optional[int] = typer.Option(None, help="Processes/threads of the pool (default 1)."),
+    prefetch: Optional[int] = typer.Option(None, help="Messages reserved ahead per process (default 1)."),
+    hostname: Optional[str] = typer.Option(None, help="Celery node name (default celery@host)."),
+    loglevel: str = typer.Option("INFO", help="Log level."),
+) -> None:
+    """Start a Celery ingestion worker (needs PATHWEAVE_BROKER_URL, e.g. redis://127.0.0.1:6379/0)."""
+    for name, value in (("PATHWEAVE_WORKER_POOL", pool), ("PATHWEAVE_WORKER_CONCURRENCY", concurrency),
+                        ("PATHWEAVE_WORKER_PREFETCH_MULTIPLIER", prefetch)):
+        if value is not None:
+            os.environ[name] = str(value)
+    from pathweave_ingest import worker_settings
+
+    worker_settings.get_worker_settings.cache_clear()
+    from pathweave_ingest.worker import main
+
+    main(loglevel=loglevel, hostname=hostname)
+
+
+keys_app = typer.Typer(help="API keys (each bound to one tenant; stored argon2-hashed).", no_args_is_help=True)
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: str = typer.Option(..., help="The tenant the key can read and write."),
+    name: str = typer.Option("", help="A label (who or what uses the key)."),
+    rate_limit: Optional[float] = typer.Option(None, help="Requests/s for this key (0 = unlimited; "
+                                                           "default PATHWEAVE_API_RATE_LIMIT_PER_S)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {token, key_id, tenant} as JSON."),
+) -> None:
+    """Create a key and print its token (shown once: it is stored only as a hash)."""
+    try:
+        token, record = _key_store().create(tenant, name, rate_limit)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    if as_json:
+        sys.stdout.write(json.dumps({"token": token, "key_id": record.key_id, "tenant": record.tenant,
+                                     "name": record.name}) + "\n")
+        return
+    console.print(f"key {record.key_id} for tenant {record.tenant!r} created; the token is shown only now:")
+    sys.stdout.write(token + "\n")
+
+
+@keys_app.command("list")
+def keys_list(
+    all_keys: bool = typer.Option(False, "--all", help="Include revoked keys."),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines."),
+) -> None:
+    """List keys (ids, tenants, names; never tokens or hashes)."""
+    keys = _key_store().list(include_revoked=all_keys)
+    if as_json:
+        for key in keys:
+            sys.stdout.write(json.dumps({"key_id": key.key_id, "tenant": key.tenant, "name": key.name,
+                                         "created_at": key.created_at, "revoked_at": key.revoked_at,
+                                         "rate_limit_per_s": key.rate_limit_per_s}) + "\n")
+        return
+    table = Table("key id", "tenant", "name", "created", "revoked", "rate limit/s")
+    for key in keys:
+        table.add_row(key.key_id, key.tenant, key.name, key.created_at[:19], (key.revoked_at or "")[:19],
+                      "default" if key.rate_limit_per_s is None else f"{key.rate_limit_per_s:g}")
+    Console().print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str = typer.Argument(..., help="The key id (from `keys list`).")) -> None:
+    """Revoke a key: every API process refuses it from the next request on."""
+    if not _key_store().revoke(key_id):
+        console.print(f"[red]error:[/] no active key {key_id}")
+        raise typer.Exit(1)
+    console.print(f"revoked {key_id}")
+
+
+def bench_api(
+    data: Optional[Path] = typer.Option(None, help="MuSiQue folder (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where api.json goes."),
+    passages: int = typer.Option(0, help="Ingest only the first N corpus passages (0 = all 1,890)."),
+    questions: int = typer.Option(0, help="Query only the first N questions (0 = all 100)."),
+    mode: str = typer.Option("proprag", help="Retrieval mode of the timed queries."),
+    redis_url: Optional[str] = typer.Option(None, help="Broker for the worker run (default: start a private "
+                                                       "redis-server on a free port)."),
+) -> None:
+    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through one Celery worker,
+    each beside the in-process figure of the same run (MuSiQue corpus)."""
+    from pathweave_api.bench import run_api_bench
+
+    run_api_bench(data, out, passages, questions, mode, redis_url)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
+    """Add ``serve``, ``worker``, ``keys`` (and ``bench api`` under ``bench_app``) to ``app``."""
+    app.command("serve")(serve)
+    app.command("worker")(worker)
+    app.add_typer(keys_app, name="keys")
+    if bench_app is not None:
+        bench_app.command("api")(bench_api)
+
+
+def _standalone() -> typer.Typer:
+    app = typer.Typer(help="Pathweave service commands.", no_args_is_help=True)
+    bench = typer.Typer(help="Benchmarks.", no_args_is_help=True)
+    app.add_typer(bench, name="bench")
+    register(app, bench)
+    return app
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    _standalone()()

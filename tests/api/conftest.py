@@ -1,0 +1,128 @@
+"""API fixtures: the real app (in-process queue, real store server from the root
+conftest, real embedder and spaCy extractor) behind a TestClient, API keys for
+fresh tenants, and helpers to ingest and wait."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+# Small documents written for these tests (multi-hop: Curie -> Warsaw -> Vistula).
+CORE_DOCS = [
+    {"title": "Marie Curie", "text": "Marie Curie was a physicist who studied radioactivity. She was born in Warsaw. "
+                                     "She won the Nobel Prize in Physics in 1903 together with Pierre Curie."},
+    {"title": "Warsaw", "text": "Warsaw is the capital of Poland. The Vistula river flows through Warsaw."},
+    {"title": "Pierre Curie", "text": "Pierre Curie was a French physicist. He married Marie Curie in 1895."},
+]
+ZEPHYRIA_DOC = {"title": "Zephyria", "text": "Zephyria is a hidden valley guarded by the Order of Tamsin. "
+                                             "The Order of Tamsin keeps the Obsidian Ledger."}
+QUILLON_DOC = {"title": "Quillon", "text": "Quillon is a harbour town famous for the Brass Lighthouse. "
+                                           "Admiral Verenne built the Brass Lighthouse."}
+
+# Labels a document deletion must leave exactly as a clean ingestion of the rest would
+GRAPH_LABELS = ("Document", "Passage", "Proposition", "Entity", "Relation", "Triple")
+
+
+@pytest.fixture(scope="session")
+def api_settings(tmp_path_factory):
+    from pathweave_api.settings import ApiSettings
+
+    keys = tmp_path_factory.mktemp("api") / "keys.sqlite3"
+    return ApiSettings(api_keys_file=keys, api_max_body_bytes=200_000, api_max_small_body_bytes=8192,
+                       api_rate_limit_per_s=50.0, api_rate_limit_burst=200, api_preload=True)
+
+
+@pytest.fixture(scope="session")
+def worker_settings():
+    from pathweave_ingest.worker_settings import WorkerSettings
+
+    return WorkerSettings(broker_url="", ingest_batch_size=4, retry_backoff_s=0.05, retry_backoff_max_s=0.2,
+                          inprocess_queue_size=64)
+
+
+@pytest.fixture(scope="session")
+def runtime(settings, base_store, embedder, extractor, worker_settings):
+    from pathweave_ingest.worker_runtime import Runtime
+
+    runtime = Runtime(settings, worker_settings, embedder=embedder, extractor=extractor)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(scope="session")
+def app(settings, api_settings, worker_settings, runtime):
+    from pathweave_api.app import create_app
+
+    return create_app(settings, api_settings, worker_settings, runtime=runtime)
+
+
+@pytest.fixture(scope="session")
+def client(app):
+    from fastapi.testclient import TestClient
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        deadline = time.monotonic() + 120
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, client.get("/readyz").json()
+            time.sleep(0.2)
+        yield client
+
+
+@pytest.fixture(scope="session")
+def keys(app):
+    return app.state.services.keys
+
+
+@pytest.fixture()
+def new_tenant(keys):
+    """Factory: ``(tenant, headers)`` for a fresh tenant with its own key (no rate limit)."""
+
+    def make(prefix: str = "t", rate_limit: float | None = 0):
+        tenant = f"{prefix}{uuid.uuid4().hex[:10]}"
+        token, _ = keys.create(tenant, "tests", rate_limit)
+        return tenant, {"Authorization": f"Bearer {token}"}
+
+    return make
+
+
+def wait_job(client, headers, job_id: str, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
+        if job["status"] not in ("queued", "running"):
+            return job
+        assert time.monotonic() < deadline, f"job {job_id} not finished: {job}"
+        time.sleep(0.1)
+
+
+@pytest.fixture()
+def ingest(client):
+    """``ingest(headers, docs) -> finished job`` through POST /v1/documents."""
+
+    def run(headers, docs):
+        response = client.post("/v1/documents", headers=headers, json={"documents": docs})
+        assert response.status_code == 202, response.text
+        return wait_job(client, headers, response.json()["job_id"])
+
+    return run
+
+
+@pytest.fixture()
+def store_for(runtime):
+    """``store_for(tenant)``: a GraphStore bound to ``tenant`` (direct checks of the graph)."""
+    return runtime.store
+
+
+@pytest.fixture()
+def wait(client):
+    """``wait(headers, job_id) -> finished job``."""
+    return lambda headers, job_id, timeout=120.0: wait_job(client, headers, job_id, timeout)
+
+
+@pytest.fixture()
+def docs():
+    """The test documents: ``core`` (list), ``zephyria``, ``quillon``."""
+    return {"core": [dict(d) for d in CORE_DOCS], "zephyria": dict(ZEPHYRIA_DOC), "quillon": dict(QUILLON_DOC),
+            "graph_labels": GRAPH_LABELS}

@@ -1,0 +1,36 @@
+"""CLI smoke tests (typer's runner, real store and models)."""
+
+import json
+
+from typer.testing import CliRunner
+
+from pathweave_ingest.cli import app
+
+from conftest import FIXTURES
+
+runner = CliRunner()
+
+
+def test_ingest_query_and_db_status(base_store, tenant, tmp_path):
+    result = runner.invoke(app, ["ingest", str(FIXTURES / "docs"), "--tenant", tenant])
+    assert result.exit_code == 0, result.output
+    assert "8 new of 8 documents" in result.output
+    again = runner.invoke(app, ["ingest", str(FIXTURES / "docs"), "--tenant", tenant])
+    assert "0 new of 8 documents" in again.output
+    answer = runner.invoke(app, ["query", "Where was Marie Curie born?", "--tenant", tenant, "--json", "--k", "2"])
+    assert answer.exit_code == 0, answer.output
+    payload = json.loads(answer.stdout)
+    assert payload["passages"][0]["title"] == "Marie Curie" and len(payload["passages"]) == 2
+    text = runner.invoke(app, ["query", "Where was Marie Curie born?", "--tenant", tenant, "--mode", "dense"])
+    assert text.exit_code == 0 and "[1]" in text.stdout
+    assert runner.invoke(app, ["db", "status"]).exit_code == 0
+
+
+def test_cli_errors_are_clear(base_store, tenant, tmp_path):
+    missing = runner.invoke(app, ["ingest", str(tmp_path / "missing"), "--tenant", tenant])
+    assert missing.exit_code == 2 and "no such file" in missing.output
+    bad = runner.invoke(app, ["query", "x", "--mode", "magic", "--tenant", tenant])
+    assert bad.exit_code == 2 and "unknown mode" in bad.output
+    (tmp_path / "empty.txt").write_bytes(b"")
+    empty = runner.invoke(app, ["ingest", str(tmp_path / "empty.txt"), "--tenant", tenant])
+    assert "empty file" in empty.output and empty.exit_code == 1

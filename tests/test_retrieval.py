@@ -1,0 +1,103 @@
+"""End-to-end retrieval on a small fixture corpus: PropRAG, dense and HippoRAG 2
+modes, and the reasoning record persisted to the graph."""
+
+import pytest
+
+from pathweave.reasoning import read_reasoning_record
+from pathweave.retrieval.retriever import Retriever
+from pathweave_ingest.loaders import load_path
+
+from conftest import FIXTURES
+
+QUESTION = "On which river stands the city where Marie Curie was born?"
+
+
+@pytest.fixture()
+def retriever(pipeline, store, embedder, settings):
+    documents, errors = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    pipeline.ingest(documents, errors)
+    return Retriever(store, embedder, settings)
+
+
+def test_proprag_finds_both_hops_and_connecting_paths(retriever):
+    result = retriever.query(QUESTION, mode="proprag", k=3)
+    titles = [hit.title for hit in result.passages]
+    assert {"Marie Curie", "Warsaw"} <= set(titles)
+    assert [hit.rank for hit in result.passages] == [1, 2, 3]
+    assert result.paths and result.paths[0].rank == 1
+    assert all(len(path.steps) >= 1 for path in result.paths)
+    assert result.paths[0].score >= result.paths[-1].score
+    assert any(len(path.steps) > 1 for path in result.paths)
+    assert result.seeds and all(0 <= seed.weight <= 1 for seed in result.seeds)
+    assert {"snapshot", "embed", "stage1", "beam", "stage2", "record", "total"} <= set(result.timings_ms)
+
+
+@pytest.mark.parametrize("mode", ["dense", "hipporag2"])
+def test_baseline_modes_rank_passages(retriever, mode):
+    result = retriever.query(QUESTION, mode=mode, k=5)
+    assert len(result.passages) == 5
+    assert "Marie Curie" in [hit.title for hit in result.passages]
+    assert result.paths == []
+
+
+def test_reasoning_record_is_written_with_ids_and_links(retriever, store):
+    result = retriever.query(QUESTION, mode="proprag", k=3)
+    record = read_reasoning_record(store, result.query_id)
+    assert record["text"] == QUESTION
+    assert [p["path_id"] for p in record["paths"]] == [p.path_id for p in result.paths]
+    for stored, path in zip(record["paths"], result.paths):
+        assert [s["prop_id"] for s in stored["steps"]] == [s.prop_id for s in path.steps]
+        assert [s["order"] for s in stored["steps"]] == list(range(len(path.steps)))
+    selected = {(row["label"], row["id"]): row["rank"] for row in record["selected"]}
+    for hit in result.passages:
+        assert selected[("Passage", hit.passage_id)] == hit.rank
+    assert any(label == "Entity" for label, _ in selected)
+    assert any(label == "Proposition" for label, _ in selected)
+
+
+def test_unknown_record_and_bad_queries_raise(retriever, store):
+    with pytest.raises(KeyError):
+        read_reasoning_record(store, "no-such-query")
+    with pytest.raises(ValueError, match="empty"):
+        retriever.query("   ")
+    with pytest.raises(ValueError, match="unknown mode"):
+        retriever.query(QUESTION, mode="magic")
+
+
+def test_snapshot_refreshes_when_the_graph_changes(retriever, pipeline, settings, tmp_path):
+    before = retriever.snapshot()
+    (tmp_path / "new.txt").write_text("Krakow was the capital of Poland before Warsaw.")
+    documents, errors = load_path(tmp_path, settings.max_file_bytes)
+    pipeline.ingest(documents, errors)
+    after = retriever.snapshot()
+    assert after.version > before.version
+    assert len(after.passage_ids) == len(before.passage_ids) + 1
+    assert retriever.snapshot() is after  # cached while the version stays
+
+
+def test_empty_tenant_returns_no_passages(store, embedder, settings):
+    result = Retriever(store, embedder, settings).query(QUESTION, k=3, write_record=False)
+    assert result.passages == []
+
+
+@pytest.mark.parametrize("method", ["ilp", "greedy", "auto"])
+def test_budgeted_context_fits_and_is_persisted(retriever, store, method):
+    result = retriever.query(QUESTION, mode="proprag", k=3, token_budget=60, select=method)
+    context = result.context
+    assert context is not None and context.budget == 60
+    assert 0 < context.token_count <= 60
+    assert context.token_count == retriever.token_counter().count(context.text)
+    assert context.lines and context.text.count("\n") == len(context.lines) - 1
+    assert any("[" in line.line for line in context.lines)  # passage citations
+    record = read_reasoning_record(store, result.query_id)
+    selected = {(row["label"], row["id"]): row["rank"] for row in record["selected"]}
+    label = {"passage": "Passage", "proposition": "Proposition", "entity": "Entity"}
+    assert selected == {(label[line.kind], line.id): line.rank for line in context.lines}
+
+
+def test_budget_zero_selects_nothing_and_dense_mode_selects_passages(retriever):
+    empty = retriever.query(QUESTION, mode="proprag", k=3, token_budget=0)
+    assert empty.context.lines == [] and empty.context.token_count == 0
+    dense = retriever.query(QUESTION, mode="dense", k=3, token_budget=200)
+    assert dense.context.lines and {line.kind for line in dense.context.lines} == {"passage"}
+    assert dense.context.token_count <= 200

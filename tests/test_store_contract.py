@@ -1,0 +1,302 @@
+"""The store contract: one suite, every backend (spec §0 graph model).
+
+- ``arcadedb``: the managed default store, always (conftest's session server in a
+  temporary ``PATHWEAVE_DATA_DIR``, stopped at the end of the session).
+- ``neo4j``: a Neo4j 5.26 server when ``NEO4J_URI`` and ``NEO4J_PASSWORD`` are set
+  (optional ``NEO4J_USER``, default ``neo4j``; ``NEO4J_DATABASE``, default ``neo4j``);
+  skipped otherwise, with the reason printed. The GDS tests need the GDS plugin.
+
+Each test writes into a fresh tenant; on Neo4j the tenant is deleted afterwards.
+Vectors are synthetic 384-d unit vectors (no embedder needed).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+
+import numpy as np
+import pytest
+
+from pathweave.store import GraphStore
+
+DIM = 384
+NEO4J_ENV = ("NEO4J_URI", "NEO4J_PASSWORD")
+
+
+def unit(*pairs: tuple[int, float]) -> list[float]:
+    """A 384-d vector with the given (index, value) entries, L2-normalized."""
+    vector = np.zeros(DIM)
+    for index, value in pairs:
+        vector[index] = value
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+def neo4j_skip_reason() -> str | None:
+    missing = [name for name in NEO4J_ENV if not os.environ.get(name)]
+    if missing:
+        return f"Neo4j contract run skipped: set {' and '.join(missing)} to run it against a Neo4j 5.26 server"
+    return None
+
+
+@pytest.fixture(scope="module", params=["arcadedb", "neo4j"])
+def backend(request) -> GraphStore:
+    """A store handle per backend (its tenant is replaced per test, see ``cstore``)."""
+    if request.param == "arcadedb":
+        yield request.getfixturevalue("base_store")
+        return
+    reason = neo4j_skip_reason()
+    if reason:
+        print(f"\n{reason}")
+        pytest.skip(reason)
+    from pathweave.settings import Settings
+    from pathweave.store import open_store
+
+    settings = Settings(
+        data_dir=request.getfixturevalue("tmp_path_factory").mktemp("neo4j-contract"),
+        store_uri=os.environ["NEO4J_URI"], store_user=os.environ.get("NEO4J_USER", "neo4j"),
+        store_password=os.environ["NEO4J_PASSWORD"], store_database=os.environ.get("NEO4J_DATABASE", "neo4j"),
+    )
+    store = open_store(settings, tenant="contract-setup", dimensions=DIM)
+    yield store
+    store.dialect.close()
+    store.close()
+
+
+def scoped(backend: GraphStore, tenant: str) -> GraphStore:
+    return GraphStore(backend.driver, backend.database, backend.dialect, tenant, backend.batch_size,
+                      backend.dimensions)
+
+
+@pytest.fixture()
+def cstore(backend):
+    """The backend scoped to a fresh tenant (removed afterwards on Neo4j)."""
+    tenants: list[str] = []
+
+    def make() -> GraphStore:
+        tenants.append(f"c{uuid.uuid4().hex[:10]}")
+        return scoped(backend, tenants[-1])
+
+    store = make()
+    store.another = make  # a second tenant, for isolation checks
+    yield store
+    if backend.dialect.name == "neo4j":
+        for tenant in tenants:
+            scoped(backend, tenant).run("neo4j_drop_tenant")
+
+
+def graph_rows(tenant: str) -> list[tuple[str, list[dict]]]:
+    """A small graph in the spec §0 model: 1 document, 3 passages, 3 entities,
+    2 propositions, 1 relation, 1 triple, 1 synonym edge."""
+    e = [unit((i, 1.0)) for i in range(6)]
+    return [
+        ("upsert_documents", [{"doc_id": f"{tenant}:doc", "tenant": tenant, "source": "a.txt", "title": "A",
+                               "content_hash": "h", "ingested_at": "2026-01-01T00:00:00Z"}]),
+        ("upsert_passages", [{"passage_id": f"{tenant}:p{i}", "doc_id": f"{tenant}:doc", "tenant": tenant,
+                              "title": "A", "text": f"passage {i}", "position": i, "token_count": 2,
+                              "embedding": e[i]} for i in range(3)]),
+        ("link_next", [{"src": f"{tenant}:p0", "dst": f"{tenant}:p1"}, {"src": f"{tenant}:p1", "dst": f"{tenant}:p2"}]),
+        ("upsert_entities", [{"entity_id": f"{tenant}:e{i}", "tenant": tenant, "name": f"Entity {i}",
+                              "norm_name": f"entity {i}", "type": "ORG", "embedding": e[3 + i]} for i in range(3)]),
+        ("upsert_propositions", [{"prop_id": f"{tenant}:r{i}", "tenant": tenant, "text": f"proposition {i}",
+                                  "embedding": unit((i, 1.0), (5, 1.0))} for i in range(2)]),
+        ("link_states", [{"passage_id": f"{tenant}:p{i}", "prop_id": f"{tenant}:r{i}"} for i in range(2)]),
+        ("link_proposition_mentions", [{"prop_id": f"{tenant}:r0", "entity_id": f"{tenant}:e0"},
+                                       {"prop_id": f"{tenant}:r0", "entity_id": f"{tenant}:e1"},
+                                       {"prop_id": f"{tenant}:r1", "entity_id": f"{tenant}:e1"},
+                                       {"prop_id": f"{tenant}:r1", "entity_id": f"{tenant}:e2"}]),
+        ("link_passage_mentions", [{"passage_id": f"{tenant}:p0", "entity_id": f"{tenant}:e0"},
+                                   {"passage_id": f"{tenant}:p0", "entity_id": f"{tenant}:e1"},
+                                   {"passage_id": f"{tenant}:p1", "entity_id": f"{tenant}:e2"}]),
+        ("upsert_relations", [{"relation_id": f"{tenant}:rel", "tenant": tenant, "name": "owns",
+                               "embedding": unit((7, 1.0))}]),
+        ("upsert_triples", [{"triple_id": f"{tenant}:t0", "tenant": tenant, "passage_id": f"{tenant}:p0",
+                             "subject_id": f"{tenant}:e0", "object_id": f"{tenant}:e1", "subject": "Entity 0",
+                             "relation": "owns", "object": "Entity 1", "relation_id": f"{tenant}:rel"}]),
+        ("upsert_synonyms", [{"src": f"{tenant}:e1", "dst": f"{tenant}:e2", "score": 0.85}]),
+    ]
+
+
+EXPECTED_COUNTS = {
+    "Document": 1, "Passage": 3, "Entity": 3, "Proposition": 2, "Relation": 1, "Triple": 1,
+    "rel:PART_OF": 3, "rel:NEXT": 2, "rel:STATES": 2, "rel:MENTIONS": 7, "rel:ASSERTS": 1,
+    "rel:RELATES": 1, "rel:SYNONYM": 1,
+}
+
+
+def write_graph(store: GraphStore) -> None:
+    for name, rows in graph_rows(store.tenant):
+        store.write(name, rows)
+
+
+def test_schema_is_idempotent(backend):
+    backend.ensure_schema(backend.dimensions)
+    backend.ensure_schema(backend.dimensions)
+
+
+def test_ingest_statements_are_idempotent(cstore):
+    write_graph(cstore)
+    first = cstore.counts()
+    assert first == EXPECTED_COUNTS
+    write_graph(cstore)  # same content, same ids: nothing changes
+    cstore.write_all(graph_rows(cstore.tenant))
+    assert cstore.counts() == first
+    ids = [f"{cstore.tenant}:p{i}" for i in range(4)]
+    assert cstore.existing("existing_passage_ids", ids) == set(ids[:3])
+    assert cstore.another().counts() == {}
+
+
+def test_vector_index_query_nodes(cstore):
+    write_graph(cstore)
+    other = cstore.another()
+    write_graph(other)  # same vectors in another tenant: never returned
+    index = cstore.dialect.vector_index_name("Passage")
+    rows = cstore.run("vector_query_nodes", index=index, k=10, vector=unit((1, 1.0)))
+    assert [row["id"] for row in rows][:1] == [f"{cstore.tenant}:p1"]
+    assert all(row["id"].startswith(cstore.tenant) for row in rows)
+    scores = {row["id"]: row["score"] for row in rows}
+    # normalized cosine (1 + cos) / 2 on both backends: identical 1.0, orthogonal 0.5
+    assert scores[f"{cstore.tenant}:p1"] == pytest.approx(1.0, abs=1e-3)
+    assert scores.get(f"{cstore.tenant}:p0", 0.5) == pytest.approx(0.5, abs=1e-3)
+    entity = cstore.run("vector_query_nodes", index=cstore.dialect.vector_index_name("Entity"), k=3,
+                        vector=unit((4, 1.0)))
+    assert entity[0]["id"] == f"{cstore.tenant}:e1"
+    half = cstore.run("vector_query_nodes", index=cstore.dialect.vector_index_name("Proposition"), k=5,
+                      vector=unit((0, 1.0)))
+    assert half[0]["id"] == f"{cstore.tenant}:r0"
+    assert half[0]["score"] == pytest.approx((1 + 1 / math.sqrt(2)) / 2, abs=1e-3)
+
+
+def test_graph_version_counter(cstore):
+    assert cstore.graph_version() == 0
+    assert cstore.bump_graph_version() == 1
+    assert cstore.bump_graph_version() == 2
+    assert cstore.graph_version() == 2
+    assert cstore.another().graph_version() == 0
+
+
+def write_record(store: GraphStore, query_id: str) -> None:
+    t = store.tenant
+    store.run_in_transaction([
+        ("write_query", {"query_id": query_id, "text": "who owns entity 1?", "mode": "proprag",
+                         "created_at": "2026-01-02T03:04:05Z"}),
+        ("write_paths", {"query_id": query_id, "rows": [
+            {"path_id": f"{query_id}:0", "rank": 0, "score": 0.9, "text": "proposition 0 proposition 1"},
+            {"path_id": f"{query_id}:1", "rank": 1, "score": 0.5, "text": "proposition 1"}]}),
+        ("write_steps", {"rows": [
+            {"path_id": f"{query_id}:0", "prop_id": f"{t}:r0", "order": 0, "via": None},
+            {"path_id": f"{query_id}:0", "prop_id": f"{t}:r1", "order": 1, "via": "Entity 1"},
+            {"path_id": f"{query_id}:1", "prop_id": f"{t}:r1", "order": 0, "via": None}]}),
+        ("select_passages", {"query_id": query_id, "rows": [{"id": f"{t}:p1", "rank": 0, "weight": 0.7},
+                                                             {"id": f"{t}:p0", "rank": 1, "weight": 0.3}]}),
+        ("select_propositions", {"query_id": query_id, "rows": [{"id": f"{t}:r0", "rank": 0, "weight": 1.0}]}),
+        ("select_entities", {"query_id": query_id, "rows": [{"id": f"{t}:e1", "rank": 0, "weight": 1.0}]}),
+    ])
+
+
+def test_reasoning_record_write_and_read(cstore):
+    write_graph(cstore)
+    query_id = f"{cstore.tenant}:q"
+    write_record(cstore, query_id)
+    write_record(cstore, query_id)  # idempotent
+    paths = cstore.run("read_query_paths", query_id=query_id)
+    assert [(row["rank"], row["step"], row["prop_id"], row["via"]) for row in paths] == [
+        (0, 0, f"{cstore.tenant}:r0", None), (0, 1, f"{cstore.tenant}:r1", "Entity 1"),
+        (1, 0, f"{cstore.tenant}:r1", None)]
+    assert {row["text"] for row in paths} == {"who owns entity 1?"}
+    assert paths[0]["score"] == pytest.approx(0.9)
+    selected = cstore.run("read_query_selected", query_id=query_id)
+    assert [(row["label"], row["id"], row["rank"]) for row in selected] == [
+        ("Entity", f"{cstore.tenant}:e1", 0), ("Passage", f"{cstore.tenant}:p1", 0),
+        ("Passage", f"{cstore.tenant}:p0", 1), ("Proposition", f"{cstore.tenant}:r0", 0)]
+    assert cstore.counts()["Query"] == 1 and cstore.counts()["Path"] == 2
+    assert cstore.another().run("read_query_paths", query_id=query_id) == []
+
+
+def browser_statements() -> dict[str, str]:
+    """The saved Neo4j Browser queries of cypher/browser/ (not loaded by the store)."""
+    from pathweave.cypher import cypher_dir, parse
+
+    statements: dict[str, str] = {}
+    for path in sorted((cypher_dir() / "browser").glob("*.cypher")):
+        statements.update(parse(path.read_text(encoding="utf-8"), str(path)))
+    return statements
+
+
+def test_browser_queries(cstore):
+    write_graph(cstore)
+    t = cstore.tenant
+    write_record(cstore, f"{t}:q")
+    queries = browser_statements()
+    assert set(queries) == {
+        "browser_reasoning_record", "browser_reasoning_record_table", "browser_entity_paths",
+        "browser_entity_aliases", "browser_document_footprint", "browser_document_footprint_counts"}
+
+    def run(name: str, **params) -> list[dict]:
+        with cstore.driver.session(database=cstore.database) as session:
+            return [r.data() for r in session.run(queries[name], {"tenant": t, **params})]
+
+    table = run("browser_reasoning_record_table", query_id=None)  # null = the latest query
+    assert [(row["path_rank"], row["step"], row["proposition"]) for row in table] == [
+        (0, 0, "proposition 0"), (0, 1, "proposition 1"), (1, 0, "proposition 1")]
+    assert sorted(table[0]["entities"]) == ["Entity 0", "Entity 1"] and table[0]["passages"] == [f"{t}:p0"]
+    assert len(run("browser_reasoning_record", query_id=f"{t}:q")) == 3
+    assert run("browser_reasoning_record", query_id="nope") == []
+    assert len(run("browser_entity_paths", entity="entity 1")) == 2   # both paths step through e1
+    aliases = run("browser_entity_aliases", entity=f"{t}:e1")
+    assert len(aliases) == 1 and len(aliases[0]["synonyms"]) == 1
+    counts = run("browser_document_footprint_counts", document="a.txt")
+    assert [{k: v for k, v in row.items() if k not in ("doc_id", "title", "source")} for row in counts] == [
+        {"passages": 3, "propositions": 2, "entities": 3, "entities_only_here": 3, "triples": 1, "queries": 1}]
+    assert len(run("browser_document_footprint", document=f"{t}:doc")) == 1
+
+
+# ---- Neo4j + GDS only ----------------------------------------------------------------
+
+
+@pytest.fixture()
+def gds_store(cstore):
+    if cstore.dialect.name != "neo4j":
+        pytest.skip("GDS runs on the Neo4j backend only")
+    if cstore.dialect._client() is None:
+        pytest.skip("the Neo4j server has no Graph Data Science plugin")
+    return cstore
+
+
+def test_gds_stage1_ppr_equals_in_process_ppr(gds_store):
+    from pathweave.dialect import stage1_passage_scores
+    from pathweave.ppr import personalized_pagerank
+    from pathweave.snapshot import build_snapshot
+
+    write_graph(gds_store)
+    gds_store.bump_graph_version()
+    snapshot = build_snapshot(gds_store, dim=DIM)
+    assert gds_store.dialect.projector.project_now(gds_store) is not None
+    reset = np.zeros(snapshot.n_entities + len(snapshot.passage_ids))
+    reset[snapshot.entity_ids.index(f"{gds_store.tenant}:e0")] = 1.0
+    reset[snapshot.n_entities:] = 0.05 * np.linspace(0, 1, len(snapshot.passage_ids))
+    in_database = stage1_passage_scores(gds_store, snapshot, reset, 0.75)
+    in_process = personalized_pagerank(snapshot.transition, reset, 0.75)[snapshot.n_entities:]
+    np.testing.assert_allclose(in_database, in_process, atol=1e-6)
+
+
+def test_gds_knn_synonyms(gds_store):
+    t = gds_store.tenant
+    close = math.sqrt(1 - 0.9 ** 2)
+    gds_store.write("upsert_entities", [
+        {"entity_id": f"{t}:a", "tenant": t, "name": "Acme Corp", "norm_name": "acme corp", "type": "ORG",
+         "embedding": unit((0, 1.0))},
+        {"entity_id": f"{t}:b", "tenant": t, "name": "Acme Corporation", "norm_name": "acme corporation",
+         "type": "ORG", "embedding": unit((0, 0.9), (1, close))},        # cos 0.9 with a
+        {"entity_id": f"{t}:c", "tenant": t, "name": "Zenith", "norm_name": "zenith", "type": "ORG",
+         "embedding": unit((0, 0.7), (2, math.sqrt(1 - 0.49)))},           # cos 0.7: no edge
+        {"entity_id": f"{t}:d", "tenant": t, "name": "AC", "norm_name": "ac", "type": "ORG",
+         "embedding": unit((0, 1.0))},                                      # <= 2 alnum: skipped
+    ])
+    assert gds_store.dialect.write_synonyms(gds_store, 0.8, 100) == 1
+    rows = gds_store.run("snapshot_synonyms")
+    assert [(row["src"], row["dst"]) for row in rows] == [(f"{t}:a", f"{t}:b")]
+    assert rows[0]["score"] == pytest.approx(0.9, abs=1e-5)
+    assert gds_store.dialect.write_synonyms(gds_store, 0.8, 100) == 1  # MERGE: still one edge
+    assert gds_store.counts()["rel:SYNONYM"] == 1
