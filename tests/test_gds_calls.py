@@ -37,7 +37,8 @@ class FakeGds:
             project=SimpleNamespace(cypher=rec("graph.project.cypher", self._project)),
             exists=rec("graph.exists", lambda name: name in self.catalog),
             get=rec("graph.get", lambda name: SimpleNamespace(graph=name)),
-            list=rec("graph.list", lambda: [SimpleNamespace(graph_name=n, database=d) for n, d in self.catalog.items()]),
+            list=rec("graph.list",
+                     lambda: [SimpleNamespace(graph_name=n, database=d) for n, d in self.catalog.items()]),
             drop=rec("graph.drop", lambda name, fail_if_missing=True: self.catalog.pop(name, None)),
         )
         self.page_rank = SimpleNamespace(

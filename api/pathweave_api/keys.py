@@ -1,7 +1,8 @@
 """API keys: ``pw_<key id>_<secret>`` bearer tokens, each bound to one tenant.
 
 Stored in a small SQLite file (mode 0600) with the secret hashed by argon2id
-(a password KDF, ``argon2-cffi`` defaults); the plain token is shown once, at
+(a password KDF; ``argon2-cffi`` defaults: 64 MiB, 3 passes, or
+``PATHWEAVE_API_ARGON2_*``); the plain token is shown once, at
 creation. Verification looks the key id up (so a guessed token costs no KDF
 run unless its id exists), checks it is not revoked, then verifies the
 secret. A successful verification is remembered in memory for
@@ -65,10 +66,10 @@ def valid_tenant(tenant: str) -> bool:
 class KeyStore:
     """The key file. Thread-safe (one SQLite connection per call)."""
 
-    def __init__(self, path: str | Path, cache_s: float = 300.0) -> None:
+    def __init__(self, path: str | Path, cache_s: float = 300.0, hasher: PasswordHasher | None = None) -> None:
         self.path = Path(path)
         self.cache_s = cache_s
-        self._hasher = PasswordHasher()
+        self._hasher = hasher or PasswordHasher()  # argon2id; verify reads the parameters from each hash
         self._verified: dict[str, tuple[str, str, float]] = {}  # sha256(token) -> (key_id, hash, until)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)

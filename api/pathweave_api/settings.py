@@ -27,6 +27,10 @@ class ApiSettings(BaseSettings):
     # Seconds a successfully verified key stays verified in memory (revocation is checked
     # on every request regardless).
     api_key_cache_s: float = Field(300.0, ge=0)
+    # argon2id cost of new key hashes (existing hashes keep theirs)
+    api_argon2_time_cost: int = Field(3, ge=1)
+    api_argon2_memory_kib: int = Field(65_536, ge=8)
+    api_argon2_parallelism: int = Field(4, ge=1)
 
     # Request limits
     api_max_body_bytes: int = Field(25_000_000, ge=1024)  # POST /v1/documents (JSON or multipart)
@@ -47,6 +51,16 @@ class ApiSettings(BaseSettings):
 
     def keys_path(self, data_dir: Path) -> Path:
         return self.api_keys_file or Path(data_dir) / "api" / "keys.sqlite3"
+
+    def key_store(self, data_dir: Path):
+        """The :class:`~pathweave_api.keys.KeyStore` these settings describe."""
+        from argon2 import PasswordHasher
+
+        from pathweave_api.keys import KeyStore
+
+        hasher = PasswordHasher(time_cost=self.api_argon2_time_cost, memory_cost=self.api_argon2_memory_kib,
+                                parallelism=self.api_argon2_parallelism)
+        return KeyStore(self.keys_path(data_dir), self.api_key_cache_s, hasher)
 
 
 @lru_cache(maxsize=1)

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 from rich.console import Console
 from rich.table import Table
@@ -99,7 +100,95 @@ def evaluate(retriever: Retriever, questions: list[dict], mode: str, console: Co
             "p50_ms": round(percentile_ms(latencies, 50), 1), "p95_ms": round(percentile_ms(latencies, 95), 1)}
 
 
-def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[str] | None = None) -> dict:
+def _doc_of_prop(snapshot, prop_id: str, index: dict[str, int]) -> set[str]:
+    rows = snapshot.prop_passages[index[prop_id]].indices
+    return {snapshot.passage_docs[i] for i in rows}
+
+
+def context_recall(lines, snapshot, gold: set[str], prop_index: dict[str, int], passage_doc: dict[str, str]) -> float:
+    """Share of gold documents whose evidence (a passage or a proposition it states) is in the context."""
+    covered: set[str] = set()
+    for line in lines:
+        if line.kind == "passage":
+            covered.add(passage_doc[line.id])
+        elif line.kind == "proposition":
+            covered |= _doc_of_prop(snapshot, line.id, prop_index)
+    return len(covered & gold) / len(gold)
+
+
+def truncated_top_k(hits, budget: int, counter, k: int = 5) -> tuple[list[str], int]:
+    """The "top-k passages truncated to the budget" baseline: documents (partly) included, tokens used."""
+    docs, used = [], 0
+    for hit in hits[:k]:
+        cost = counter.count(f"- {hit.text} [{hit.title}]")
+        if used >= budget:
+            break
+        docs.append(hit.doc_id)
+        used += min(cost, budget - used)
+    return docs, used
+
+
+def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[int]) -> dict:
+    """Context recall and tokens per budget: ILP vs greedy vs truncated top-5 passages (spec §5)."""
+    from pathweave.retrieval.context import candidate_graph, select_context
+
+    snapshot = retriever.snapshot()
+    counter = retriever.token_counter()
+    prop_index = {rid: i for i, rid in enumerate(snapshot.prop_ids)}
+    passage_doc = dict(zip(snapshot.passage_ids, snapshot.passage_docs))
+    stats: dict = {str(b): {m: {"recall": [], "tokens": [], "solve_ms": [], "objective": []}
+                            for m in ("ilp", "greedy", "topk_truncated")} for b in budgets}
+    full = {"recall": [], "tokens": []}
+    nodes = []
+    for question in questions:
+        gold = gold_documents(question, retriever.store.tenant)
+        result = retriever.query(question["question"], mode="proprag", k=retriever.settings.context_passages,
+                                 write_record=False)
+        graph = candidate_graph(result, snapshot)
+        nodes.append(len(graph.nodes))
+        top5 = [hit.doc_id for hit in result.passages[:5]]
+        full["recall"].append(len(gold & set(top5)) / len(gold))
+        full["tokens"].append(sum(counter.count(f"- {h.text} [{h.title}]") for h in result.passages[:5]))
+        for budget in budgets:
+            row = stats[str(budget)]
+            for method in ("ilp", "greedy"):
+                context = select_context(graph, budget, method, counter, "bullets",
+                                         retriever.settings.select_time_limit_ms)
+                row[method]["recall"].append(context_recall(context.lines, snapshot, gold, prop_index, passage_doc))
+                row[method]["tokens"].append(context.token_count)
+                row[method]["solve_ms"].append(context.solve_ms)
+                row[method]["objective"].append(context.objective)
+            docs, used = truncated_top_k(result.passages, budget, counter)
+            row["topk_truncated"]["recall"].append(len(gold & set(docs)) / len(gold))
+            row["topk_truncated"]["tokens"].append(used)
+    summary: dict = {"top5_passages": {"context_recall": round(float(np.mean(full["recall"])), 4),
+                                       "tokens": round(float(np.mean(full["tokens"])), 1)},
+                     "candidate_nodes_mean": round(float(np.mean(nodes)), 1), "budgets": {}}
+    for budget, row in stats.items():
+        summary["budgets"][budget] = {
+            method: {"context_recall": round(float(np.mean(v["recall"])), 4),
+                     "tokens": round(float(np.mean(v["tokens"])), 1),
+                     **({"solve_ms_p50": round(percentile_ms(v["solve_ms"], 50), 1),
+                         "solve_ms_p95": round(percentile_ms(v["solve_ms"], 95), 1)} if v["solve_ms"] else {})}
+            for method, v in row.items()
+        }
+        ilp, greedy = np.asarray(row["ilp"]["objective"]), np.asarray(row["greedy"]["objective"])
+        ok = ilp > 0
+        summary["budgets"][budget]["greedy_over_ilp_objective"] = round(float(np.mean(greedy[ok] / ilp[ok])), 4) if ok.any() else None
+    target = summary["top5_passages"]["context_recall"]
+    reaching = [b for b in budgets if summary["budgets"][str(b)]["ilp"]["context_recall"] >= target]
+    if reaching:
+        b = str(min(reaching))
+        summary["tokens_to_reach_top5_recall"] = {
+            "budget": int(b), "ilp_tokens": summary["budgets"][b]["ilp"]["tokens"],
+            "share_of_top5_tokens": round(summary["budgets"][b]["ilp"]["tokens"] / summary["top5_passages"]["tokens"], 3)}
+    else:
+        summary["tokens_to_reach_top5_recall"] = None
+    return summary
+
+
+def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[str] | None = None,
+                budgets: list[int] | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict."""
     from pathweave_ingest.cli import run_ingest
 
@@ -134,6 +223,14 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 for mode in MODES:
                     console.print(f"[dim]querying {len(questions)} questions: {extraction} / {mode}[/]")
                     results["results"][extraction][mode] = evaluate(retriever, questions, mode, console)
+                if budgets:
+                    console.print(f"[dim]token-budgeted context: {extraction}, budgets {budgets}[/]")
+                    results.setdefault("context", {})[extraction] = evaluate_budgets(retriever, questions, budgets)
+        if budgets:
+            from pathweave.selection.bench import synthetic_solve_stats
+
+            console.print("[dim]ILP vs greedy on synthetic candidate graphs of 50/100/200 nodes[/]")
+            results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
     finally:
         server.stop(settings)
@@ -142,6 +239,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
     (out / "musique.json").write_text(json.dumps(results, indent=2))
     (out / "musique.html").write_text(html_report(results))
     print_table(results, console)
+    if results.get("context"):
+        print_context_table(results, console)
     console.print(f"wrote {out / 'musique.json'} and {out / 'musique.html'}")
     return results
 
@@ -157,6 +256,22 @@ def print_table(results: dict, console: Console) -> None:
             table.add_row(extraction, mode, f"{r['recall_at_2']:.3f}", f"{r['recall_at_5']:.3f}",
                           f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}", f"{ingest['passages_per_s']:.1f}",
                           f"{ingest['peak_rss_mb']:.0f}")
+    console.print(table)
+
+
+def print_context_table(results: dict, console: Console) -> None:
+    table = Table(title="Token-budgeted context (proprag candidates): context recall / mean tokens")
+    for column in ("extraction", "budget", "ILP", "greedy", "top-5 truncated", "ILP solve p50/p95 ms", "greedy/ILP"):
+        table.add_column(column)
+    for extraction, summary in results["context"].items():
+        for budget, row in summary["budgets"].items():
+            table.add_row(extraction, budget,
+                          *(f"{row[m]['context_recall']:.3f} / {row[m]['tokens']:.0f}" for m in ("ilp", "greedy", "topk_truncated")),
+                          f"{row['ilp']['solve_ms_p50']:.0f} / {row['ilp']['solve_ms_p95']:.0f}",
+                          f"{row['greedy_over_ilp_objective']}")
+        top = summary["top5_passages"]
+        console.print(f"{extraction}: top-5 passages reach context recall {top['context_recall']:.3f} with "
+                      f"{top['tokens']:.0f} tokens; ILP reaches it: {summary['tokens_to_reach_top5_recall']}")
     console.print(table)
 
 

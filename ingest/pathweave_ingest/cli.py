@@ -194,11 +194,13 @@ def bench_musique(
     out: Path = typer.Option(Path("bench-results"), help="Where musique.json and musique.html go."),
     questions: int = typer.Option(0, help="Use only the first N questions (0 = all)."),
     extractions: str = typer.Option("default,imported", help="Comma list: default, imported."),
+    budget: str = typer.Option("", help="Comma list of token budgets (e.g. 200,400,800): also benchmark context selection."),
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
     from pathweave_ingest.bench import run_musique
 
-    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()])
+    budgets = [int(b) for b in budget.split(",") if b.strip()]
+    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets)
 
 
 if __name__ == "__main__":

@@ -231,7 +231,8 @@ def _entity_keys(run: Run) -> dict[int, str]:
     return {int(row["node"]): row["key"] for row in run("neo4j_gds_entity_keys")}
 
 
-def synonym_candidates(gds: Any, run: Run, tenant: str, threshold: float = 0.8, top_k: int = 100) -> list[dict[str, str]]:
+def synonym_candidates(gds: Any, run: Run, tenant: str, threshold: float = 0.8,
+                       top_k: int = 100) -> list[dict[str, str]]:
     """Synonymy candidates (spec §1) from ``gds.knn`` over entity embeddings: rows
     ``{src, dst}`` (entity ids, ``src < dst``, each pair once, sorted).
 

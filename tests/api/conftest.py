@@ -31,7 +31,8 @@ def api_settings(tmp_path_factory):
 
     keys = tmp_path_factory.mktemp("api") / "keys.sqlite3"
     return ApiSettings(api_keys_file=keys, api_max_body_bytes=200_000, api_max_small_body_bytes=8192,
-                       api_rate_limit_per_s=50.0, api_rate_limit_burst=200, api_preload=True)
+                       api_rate_limit_per_s=50.0, api_rate_limit_burst=200, api_preload=True,
+                       api_argon2_time_cost=1, api_argon2_memory_kib=1024, api_argon2_parallelism=1)
 
 
 @pytest.fixture(scope="session")

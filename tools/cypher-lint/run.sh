@@ -9,8 +9,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "cypher-lint: node and npm are required (apt-get install -y nodejs npm)" >&2
-    exit 1
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+    else
+        echo "cypher-lint: node and npm are required (apt-get install -y nodejs npm)" >&2
+        exit 1
+    fi
 fi
 npm ci --no-audit --no-fund --loglevel=error >/dev/null
 

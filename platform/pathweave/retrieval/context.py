@@ -7,7 +7,7 @@ store round trip):
 
 - Q, the query node (weight 0, cost 0), linked to the seeds: the stage-2 seed
   entities (PropRAG) or, in modes without entity seeds, the candidate passages;
-- the top ``n_passages`` passages of the ranking, the propositions on the top
+- the ranked passages of the result (``context_passages`` of them), the propositions on the top
   paths and the entities of those propositions;
 - edges: Passage-STATES-Proposition, Proposition-MENTIONS-Entity,
   Passage-MENTIONS-Entity (entities of its propositions), consecutive path steps.
@@ -30,14 +30,13 @@ from pathweave.snapshot import GraphSnapshot
 QUERY_NODE = "Q"
 
 
-def candidate_graph(result: QueryResult, snapshot: GraphSnapshot, order: np.ndarray, scores: np.ndarray,
-                    n_passages: int = 10) -> CandidateGraph:
-    """The candidate graph of ``result`` (passage order/scores ``(P,)`` from its mode)."""
+def candidate_graph(result: QueryResult, snapshot: GraphSnapshot) -> CandidateGraph:
+    """The candidate graph of ``result``: its ranked passages, paths and seeds."""
     p_index = {pid: i for i, pid in enumerate(snapshot.passage_ids)}
     r_index = {rid: i for i, rid in enumerate(snapshot.prop_ids)}
     e_index = {eid: i for i, eid in enumerate(snapshot.entity_ids)}
-    passages = [int(i) for i in order[:n_passages]]
-    passage_w = 0.1 + 0.9 * min_max(np.asarray([scores[i] for i in passages], dtype=np.float64))
+    passages = [p_index[hit.passage_id] for hit in result.passages if hit.passage_id in p_index]
+    passage_w = 0.1 + 0.9 * min_max(np.asarray([hit.score for hit in result.passages], dtype=np.float64))
     nodes = [CandidateNode(id=QUERY_NODE, kind="query", text=result.question, weight=0.0, cost=0)]
     edges: set[tuple[str, str]] = set()
     for i, w in zip(passages, passage_w):

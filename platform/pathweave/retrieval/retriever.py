@@ -103,17 +103,18 @@ class Retriever:
                 SeedEntity(entity_id=snapshot.entity_ids[e], name=snapshot.entity_names[e], weight=round(w, 6))
                 for e, w in sorted(out.seeds.items(), key=lambda item: -item[1])
             ]
+        depth = k if token_budget is None else max(k, self.settings.context_passages)
         result.passages = [
             PassageHit(passage_id=snapshot.passage_ids[i], doc_id=snapshot.passage_docs[i],
                        title=snapshot.passage_titles[i], text=snapshot.passage_texts[i],
                        score=round(float(scores[i]), 8), rank=rank)
-            for rank, i in enumerate(order[:k], 1)
+            for rank, i in enumerate(order[:depth], 1)
         ]
         if token_budget is not None and len(order):
-            graph = candidate_graph(result, snapshot, order, scores, max(k, self.settings.context_passages))
-            result.context = select_context(graph, token_budget, select, self.token_counter(), style,
-                                            self.settings.select_time_limit_ms)
+            result.context = select_context(candidate_graph(result, snapshot), token_budget, select,
+                                            self.token_counter(), style, self.settings.select_time_limit_ms)
             clock("select")
+        result.passages = result.passages[:k]
         if self.settings.write_reasoning if write_record is None else write_record:
             write_reasoning_record(self.store, result)
             clock("record")
