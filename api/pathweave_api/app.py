@@ -55,11 +55,6 @@ from pathweave_ingest.tasks import InProcessQueue, QueueFull, is_transient
 from pathweave_ingest.worker_runtime import Runtime
 from pathweave_ingest.worker_settings import WorkerSettings, get_worker_settings
 
-try:  # the token-budgeted context selection, when the build has it
-    from pathweave.retrieval.context import select_context as _select_context
-except ImportError:  # pragma: no cover - depends on the build
-    _select_context = None
-
 log = logging.getLogger("pathweave_api")
 
 API_VERSION = "1.0.0"
@@ -534,7 +529,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         retriever = _guard(runtime.retriever, tenant)
         started = time.perf_counter()
         try:
-            result = _guard(retriever.query, req.question, mode=req.mode, k=req.k)
+            result = _guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
+                            select=req.selection_method, style=req.context_style)
         except ValueError as exc:
             raise ApiProblem(422, str(exc), "validation-error") from None
         metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
@@ -549,18 +545,9 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         if prop_ids and marker:
             for row in _guard(store.run, "api_passages_stating", prop_ids=prop_ids, passage_ids=list(marker)):
                 stating.setdefault(row["prop_id"], []).append(marker[row["passage_id"]])
-        context, note = None, None
-        if req.token_budget is not None:
-            if _select_context is None:
-                note = "token_budget ignored: context selection is not available in this build"
-            else:
-                try:
-                    context = _jsonable(_select_context(result, req.token_budget, req.selection_method))
-                except ValueError as exc:
-                    raise ApiProblem(422, f"context selection: {exc}", "validation-error") from None
-                except Exception as exc:  # noqa: BLE001 - the ranked passages are still an answer
-                    log.exception("context selection failed")
-                    note = f"context selection failed ({type(exc).__name__}); passages and paths are complete"
+        note = None
+        if req.token_budget is not None and result.context is None:
+            note = "no context selected: the tenant has no passages for this question"
         return {
             "query_id": result.query_id, "record_id": result.query_id, "question": result.question,
             "mode": result.mode, "graph_version": result.graph_version,
@@ -572,7 +559,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             "seeds": [s.model_dump() for s in result.seeds],
             "citations": [{"marker": hit.rank, "passage_id": hit.passage_id, "doc_id": hit.doc_id, "title": hit.title,
                            "source": sources.get(hit.doc_id)} for hit in result.passages],
-            "timings_ms": result.timings_ms, "context": context, "note": note,
+            "timings_ms": result.timings_ms,
+            "context": result.context.model_dump() if result.context is not None else None, "note": note,
             "links": {"record": f"/v1/queries/{result.query_id}"},
         }
 

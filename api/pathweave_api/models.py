@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pathweave.model import BudgetedContext
+
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
 HEX32_PATTERN = r"^[0-9a-f]{32}$"
 
@@ -186,7 +188,9 @@ class QueryRequest(BaseModel):
     k: int = Field(5, ge=1, le=50, description="Passages to return.")
     token_budget: int | None = Field(None, ge=16, le=100_000, description="Context token budget.")
     selection_method: Literal["auto", "ilp", "greedy"] = Field(
-        "auto", description="Context selection method (with token_budget).")
+        "auto", description="Context selection (with token_budget): CP-SAT ILP, greedy, or auto.")
+    context_style: Literal["bullets", "triples"] = Field(
+        "bullets", description="How the selected context is written (with token_budget).")
 
     @field_validator("question")
     @classmethod
@@ -269,7 +273,8 @@ class QueryResponse(BaseModel):
     seeds: list[SeedOut]
     citations: list[Citation]
     timings_ms: dict[str, float]
-    context: Any | None = Field(None, description="Token-budgeted context (with token_budget, when available).")
+    context: BudgetedContext | None = Field(
+        None, description="The best connected evidence within token_budget, linearized (with token_budget).")
     note: str | None = None
     links: dict[str, str]
 

@@ -130,6 +130,7 @@ class Pipeline:
             report.synonym_edges = self._write_synonyms(new_entities, had_entities)
         if report.documents_new or report.synonym_edges:
             self.store.bump_graph_version()
+            self.store.dialect.graph_changed(self.store)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -262,7 +263,12 @@ class Pipeline:
         return new_entities
 
     def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]], had_entities: bool) -> int:
-        """kNN synonymy edges from the new entities to all entities of the tenant."""
+        """kNN synonymy edges from the new entities to all entities of the tenant
+        (in the database where the dialect can, e.g. GDS kNN on Neo4j)."""
+        in_database = self.store.dialect.write_synonyms(self.store, self.settings.synonym_threshold,
+                                                        self.settings.synonym_max)
+        if in_database is not None:
+            return in_database
         query_ids = list(new_entities)
         query_vectors = np.stack([new_entities[i][1] for i in query_ids])
         names = {i: new_entities[i][0] for i in query_ids}

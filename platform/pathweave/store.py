@@ -107,6 +107,8 @@ class GraphStore:
         self.dialect.create_vector_indexes(dimensions)
 
     def close(self) -> None:
+        """Release the dialect's resources (e.g. the GDS client) and the driver."""
+        self.dialect.close()
         self.driver.close()
 
     def __enter__(self) -> "GraphStore":

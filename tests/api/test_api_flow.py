@@ -59,17 +59,21 @@ def test_submit_poll_list_query_and_record(client, new_tenant, docs, wait):
     assert wait(headers, again["job_id"])["status"] == "done"
 
 
-def test_token_budget_is_passed_or_noted(client, new_tenant, docs, ingest):
-    from pathweave_api import app as app_module
-
+def test_token_budget_context(client, new_tenant, docs, ingest):
     _, headers = new_tenant()
-    ingest(headers, docs["core"][:2])
-    result = client.post("/v1/query", headers=headers, json={"question": "Where was Marie Curie born?",
-                                                             "token_budget": 200}).json()
-    if app_module._select_context is None:
-        assert result["context"] is None and "token_budget ignored" in result["note"]
-    else:
-        assert result["context"] is not None or result["note"]
+    ingest(headers, docs["core"])
+    for method in ("greedy", "ilp"):
+        result = client.post("/v1/query", headers=headers, json={
+            "question": "Where was Marie Curie born?", "token_budget": 60, "selection_method": method})
+        assert result.status_code == 200, result.text
+        context = result.json()["context"]
+        assert context["budget"] == 60 and 0 < context["token_count"] <= 60 and context["lines"]
+        assert context["requested"] == method and context["text"]
+    plain = client.post("/v1/query", headers=headers, json={"question": "Where was Marie Curie born?"}).json()
+    assert plain["context"] is None and plain["note"] is None
+    empty_tenant, empty_headers = new_tenant()
+    empty = client.post("/v1/query", headers=empty_headers, json={"question": "anything", "token_budget": 100}).json()
+    assert empty["context"] is None and "no context" in empty["note"]
 
 
 def test_multipart_files(client, new_tenant, wait):

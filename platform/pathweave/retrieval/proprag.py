@@ -59,8 +59,13 @@ def _normalized(seeds: dict[int, float]) -> dict[int, float]:
 def proprag(
     query: np.ndarray, snapshot: GraphSnapshot, params: PropRAGParams,
     encode: Callable[[list[str]], np.ndarray], clock: Callable[[str], None] = lambda _: None,
+    stage1_ppr: Callable[[np.ndarray, float], np.ndarray | None] = lambda reset, damping: None,
 ) -> PropRAGOutput:
-    """Run both stages for an L2-normalized ``(d,)`` query vector; ``clock(stage)`` marks timings."""
+    """Run both stages for an L2-normalized ``(d,)`` query vector; ``clock(stage)`` marks timings.
+
+    ``stage1_ppr(reset (E+P,), damping) -> (P,) | None`` lets the store's database run the
+    whole-graph PPR (Neo4j GDS); None falls back to the in-process power iteration.
+    """
     n_e, n_p = snapshot.n_entities, len(snapshot.passage_ids)
     dense = snapshot.passage_emb @ query
     # ---- stage 1 -------------------------------------------------------------------
@@ -74,7 +79,9 @@ def proprag(
     seeds[n_e:] = params.passage_seed_weight * min_max(dense)
     if seeds.sum() <= 0:
         seeds[n_e:] = 1.0
-    stage1 = personalized_pagerank(snapshot.transition, seeds, params.damping_stage1)[n_e:]
+    stage1 = stage1_ppr(seeds, params.damping_stage1)
+    if stage1 is None:
+        stage1 = personalized_pagerank(snapshot.transition, seeds, params.damping_stage1)[n_e:]
     stage1_order = np.argsort(-stage1, kind="stable")
     clock("stage1")
     # ---- stage 2 -------------------------------------------------------------------

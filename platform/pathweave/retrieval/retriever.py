@@ -10,6 +10,7 @@ import uuid
 
 import numpy as np
 
+from pathweave.dialect import stage1_passage_scores
 from pathweave.embeddings import Embedder
 from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPath, SeedEntity
 from pathweave.reasoning import write_reasoning_record
@@ -89,7 +90,8 @@ class Retriever:
             order, scores = hipporag2(query_vec, snapshot, graph)
             clock("ppr")
         else:
-            out = proprag(query_vec, snapshot, self.settings.proprag, self.embedder.encode, clock)
+            out = proprag(query_vec, snapshot, self.settings.proprag, self.embedder.encode, clock,
+                          lambda reset, damping: stage1_passage_scores(self.store, snapshot, reset, damping))
             order, scores = out.order, out.scores
             result.paths = [
                 ReasoningPath(

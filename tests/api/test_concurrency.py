@@ -1,0 +1,95 @@
+"""A real server process (uvicorn, as `pathweave serve` runs it) under 50 concurrent
+queries over HTTP: zero errors, every reasoning record stored."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_url(api_settings, base_store, tmp_path_factory):
+    port = _free_port()
+    log = tmp_path_factory.mktemp("uvicorn") / "server.log"
+    env = {**os.environ, "PATHWEAVE_API_KEYS_FILE": str(api_settings.api_keys_file), "PATHWEAVE_BROKER_URL": "",
+           "PATHWEAVE_API_ARGON2_TIME_COST": "1", "PATHWEAVE_API_ARGON2_MEMORY_KIB": "1024",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    assert "Traceback" not in log.read_text(), log.read_text()[-5000:]
+
+
+def test_fifty_concurrent_queries(server_url, new_tenant, docs):
+    _, headers = new_tenant("conc")
+    submitted = httpx.post(f"{server_url}/v1/documents", headers=headers,
+                           json={"documents": docs["core"] + [docs["zephyria"]]}, timeout=30)
+    assert submitted.status_code == 202, submitted.text
+    job_url = f"{server_url}/v1/jobs/{submitted.json()['job_id']}"
+    deadline = time.monotonic() + 120
+    while (job := httpx.get(job_url, headers=headers, timeout=10).json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert job["status"] == "done", job
+
+    questions = ["Where was Marie Curie born?", "Which river flows through Warsaw?", "Who married Pierre Curie?",
+                 "What does the Order of Tamsin keep?", "Which prize did the Curies win in 1903?"]
+    modes = ["proprag", "dense", "hipporag2"]
+
+    async def run_all():
+        limits = httpx.Limits(max_connections=50, max_keepalive_connections=50)
+        async with httpx.AsyncClient(base_url=server_url, headers=headers, timeout=120, limits=limits) as client:
+            async def one(i: int):
+                payload = {"question": questions[i % len(questions)], "mode": modes[i % len(modes)], "k": 3}
+                if i % 10 == 0:
+                    payload["token_budget"] = 80
+                return await client.post("/v1/query", json=payload)
+
+            return await asyncio.gather(*(one(i) for i in range(50)))
+
+    started = time.perf_counter()
+    responses = asyncio.run(run_all())
+    elapsed = time.perf_counter() - started
+    errors = [(r.status_code, r.text[:300]) for r in responses if r.status_code != 200]
+    assert errors == [], errors
+    ids = {r.json()["query_id"] for r in responses}
+    assert len(ids) == 50
+    assert all(r.json()["passages"] for r in responses)
+    for response in responses[:10]:
+        record = httpx.get(f"{server_url}/v1/queries/{response.json()['query_id']}", headers=headers, timeout=10)
+        assert record.status_code == 200 and record.json()["selected"]
+    print(f"50 concurrent queries in {elapsed:.2f} s")
