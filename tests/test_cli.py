@@ -1,12 +1,13 @@
 """CLI smoke tests (typer's runner, real store and models)."""
 
+from pathlib import Path
 import json
 
 from typer.testing import CliRunner
 
 from pathweave_ingest.cli import app
 
-from conftest import FIXTURES
+FIXTURES = Path(__file__).parent / "fixtures"
 
 runner = CliRunner()
 

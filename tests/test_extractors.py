@@ -12,6 +12,14 @@ def test_pronoun_at_sentence_start_is_replaced_by_the_title():
     assert decontextualize("Paris is big.", "France") == ("Paris is big.", False)
 
 
+def test_propositions_name_their_subject():
+    from pathweave_ingest.extractors.base import build_propositions
+
+    props = build_propositions("Warsaw", ["The city lies on the Vistula.", "It is large and old."], ["Vistula"])
+    assert props[0] == ("Warsaw: The city lies on the Vistula.", ["Vistula", "Warsaw"])
+    assert props[1] == ("Warsaw is large and old.", ["Warsaw"])
+
+
 def test_spacy_extractor_finds_entities_propositions_and_triples(extractor):
     text = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
     (out,) = extractor.extract([PassageInput("Marie Curie", text, text)])
@@ -31,8 +39,10 @@ def test_imported_extraction_links_sentences_to_imported_entities(tmp_path):
     (out,) = ImportedExtractor(path).extract([PassageInput("Warsaw", record["text"], record["text"])])
     assert set(out.entities) == {"Warsaw", "Poland", "Vistula"}
     assert out.triples == [("Warsaw", "capital of", "Poland"), ("Warsaw", "lies on", "Vistula")]
-    assert out.propositions[0] == ("Warsaw is the capital of Poland.", ["Warsaw", "Poland"])
-    assert out.propositions[1] == ("Warsaw lies on the Vistula.", ["Warsaw", "Vistula"])
+    assert out.propositions[0][0] == "Warsaw is the capital of Poland."
+    assert set(out.propositions[0][1]) == {"Warsaw", "Poland"}
+    assert out.propositions[1][0] == "Warsaw lies on the Vistula."
+    assert set(out.propositions[1][1]) == {"Warsaw", "Vistula"}
 
 
 def test_imported_extraction_file_must_be_valid(tmp_path):

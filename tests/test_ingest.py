@@ -1,12 +1,13 @@
 """Ingestion against the real ArcadeDB server with the real spaCy extractor and embedder."""
 
+from pathlib import Path
 import json
 
 import pytest
 
 from pathweave_ingest.loaders import load_path
 
-from conftest import FIXTURES
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def ingest_dir(pipeline, path, settings):

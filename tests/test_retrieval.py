@@ -1,13 +1,14 @@
 """End-to-end retrieval on a small fixture corpus: PropRAG, dense and HippoRAG 2
 modes, and the reasoning record persisted to the graph."""
 
+from pathlib import Path
 import pytest
 
 from pathweave.reasoning import read_reasoning_record
 from pathweave.retrieval.retriever import Retriever
 from pathweave_ingest.loaders import load_path
 
-from conftest import FIXTURES
+FIXTURES = Path(__file__).parent / "fixtures"
 
 QUESTION = "On which river stands the city where Marie Curie was born?"
 

@@ -69,17 +69,21 @@ def mentioned(entity_names: list[str], text: str) -> list[str]:
 def build_propositions(title: str, sentences: list[str], entity_names: list[str]) -> list[tuple[str, list[str]]]:
     """Propositions of a passage from its sentences: ``[(text, [entity names])]``.
 
-    A sentence whose leading pronoun was replaced by the title also mentions the
-    title entity. Sentences shorter than three words are dropped.
+    Cheap decontextualization: a leading pronoun is replaced by the title; a
+    sentence that still does not name the title gets it as a prefix
+    (``"Warsaw: The city lies on the Vistula."``), so every proposition names its
+    subject and mentions the title entity. Sentences shorter than three words are dropped.
     """
     propositions = []
     for sentence in sentences:
         sentence = " ".join(sentence.split())
         if len(sentence.split()) < 3:
             continue
-        text, substituted = decontextualize(sentence, title)
+        text, _ = decontextualize(sentence, title)
+        if title and not mentioned([title], text):
+            text = f"{title}: {text}"
         names = mentioned(entity_names, text)
-        if substituted and title not in names:
+        if title and title not in names:
             names.append(title)
         propositions.append((text, names))
     return propositions

@@ -1,0 +1,156 @@
+"""Worker fixtures: a real Redis (the one CI starts with tools/start-redis.sh, else a
+private redis-server on a free port), real Celery worker processes on the
+session's store server, and the API publishing to them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2).ping())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def broker_url(tmp_path_factory):
+    """``PATHWEAVE_TEST_BROKER_URL``, else Redis on 127.0.0.1:6379 (db 15), else a private redis-server."""
+    candidates = [os.environ.get("PATHWEAVE_TEST_BROKER_URL"), "redis://127.0.0.1:6379/15"]
+    for url in filter(None, candidates):
+        if _redis_answers(url):
+            yield url
+            return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("no Redis: run tools/start-redis.sh (installs and starts redis-server on 127.0.0.1)")
+    port = _free_port()
+    directory = tmp_path_factory.mktemp("redis")
+    process = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+                                "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        deadline = time.monotonic() + 20
+        while not _redis_answers(url):
+            assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def queue_name():
+    return f"pathweave.test.{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def worker_env(broker_url, queue_name, settings):
+    """Environment of worker processes: the session's data dir (same store server), a
+    short visibility timeout so a killed worker's batch is redelivered within seconds,
+    one document per write transaction so a kill lands mid-batch."""
+    return {**os.environ, "PATHWEAVE_DATA_DIR": str(settings.data_dir), "PATHWEAVE_BROKER_URL": broker_url,
+            "PATHWEAVE_QUEUE": queue_name, "PATHWEAVE_VISIBILITY_TIMEOUT_S": "6",
+            "PATHWEAVE_UNACKED_RESTORE_INTERVAL_S": "1", "PATHWEAVE_INGEST_GROUP_SIZE": "1",
+            "PATHWEAVE_RETRY_BACKOFF_S": "0.2", "PATHWEAVE_RETRY_BACKOFF_MAX_S": "2",
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+class WorkerProcess:
+    """``python -m pathweave_ingest.worker`` (what ``pathweave worker`` runs) as a child process."""
+
+    def __init__(self, env: dict, log: Path) -> None:
+        self.log = log
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "pathweave_ingest.worker"], cwd=REPO, env=env,
+                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while "ready." not in self.log.read_text(errors="replace"):
+            assert self.process.poll() is None, self.log.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, self.log.read_text(errors="replace")[-4000:]
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL: no warm shutdown, nothing acknowledged, nothing cleaned up."""
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+@pytest.fixture()
+def start_worker(worker_env, tmp_path):
+    """``start_worker() -> WorkerProcess`` (ready); all are stopped after the test."""
+    started: list[WorkerProcess] = []
+
+    def start() -> WorkerProcess:
+        worker = WorkerProcess(worker_env, tmp_path / f"worker-{len(started)}.log")
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture(scope="session")
+def worker_runtime(settings, base_store, embedder, extractor):
+    from pathweave_ingest.worker_runtime import Runtime
+    from pathweave_ingest.worker_settings import WorkerSettings
+
+    runtime = Runtime(settings, WorkerSettings(broker_url=""), embedder=embedder, extractor=extractor)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(scope="session")
+def celery_api(settings, worker_runtime, broker_url, queue_name, tmp_path_factory):
+    """The API app publishing to the broker (TestClient), and a key factory."""
+    from fastapi.testclient import TestClient
+
+    from pathweave_api.app import create_app
+    from pathweave_api.settings import ApiSettings
+    from pathweave_ingest.worker_settings import WorkerSettings
+
+    api = ApiSettings(api_keys_file=tmp_path_factory.mktemp("keys") / "keys.sqlite3", api_preload=False,
+                      api_argon2_time_cost=1, api_argon2_memory_kib=1024, api_argon2_parallelism=1)
+    ws = WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=6)
+    app = create_app(settings, api, ws, runtime=worker_runtime)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, app.state.services.keys

@@ -1,0 +1,150 @@
+"""The task functions' failure paths with the real store, embedder and extractor:
+poison documents (failing, and killing their worker), transient store errors
+retried with exponential backoff, and at-least-once delivery being harmless."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from neo4j.exceptions import ServiceUnavailable
+
+from pathweave_ingest import jobs
+from pathweave_ingest.loaders import SourceDocument
+from pathweave_ingest.tasks import TransientStoreError, run_batch, run_batch_with_retries
+from pathweave_ingest.worker_runtime import Runtime
+from pathweave_ingest.worker_settings import WorkerSettings
+
+GOOD = [SourceDocument("t#0", "Lyra", "Lyra is a constellation. Vega is the brightest star in Lyra."),
+        SourceDocument("t#1", "Vega", "Vega was the northern pole star around 12000 BC.")]
+POISON = SourceDocument("t#2", "Poison", "POISON: this document breaks the extractor.")
+
+
+class PoisonAwareExtractor:
+    """The real extractor, except that it raises on texts containing POISON."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = "poison-aware"
+        self.batch_size = getattr(inner, "batch_size", 64)
+
+    def extract(self, passages):
+        if any("POISON" in p.text for p in passages):
+            raise RuntimeError("extractor exploded on this text")
+        return self.inner.extract(passages)
+
+
+class FlakyRuntime(Runtime):
+    """``store()`` fails ``failures`` times with a connection error first (a store restart)."""
+
+    def __init__(self, *args, failures: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.failures = failures
+        self.resets = 0
+
+    def store(self, tenant):
+        if self.failures > 0:
+            self.failures -= 1
+            raise ServiceUnavailable("Couldn't connect to 127.0.0.1:7687 (connection refused)")
+        return super().store(tenant)
+
+    def reset(self):
+        self.resets += 1
+        super().reset()
+
+
+@pytest.fixture()
+def ws():
+    return WorkerSettings(broker_url="", max_doc_attempts=3, retry_backoff_s=1.0, retry_backoff_max_s=4.0,
+                          max_retries=5)
+
+
+def _submit(store, documents, batch_size=8):
+    docs = jobs.payloads(store.tenant, documents)
+    job_id = jobs.new_job_id()
+    submission = jobs.create_job(store, job_id, docs, batch_size, "inprocess")
+    return job_id, submission.to_enqueue
+
+
+def test_poison_document_fails_after_n_attempts_and_the_batch_continues(settings, base_store, embedder, extractor,
+                                                                        ws):
+    tenant = f"poison{uuid.uuid4().hex[:8]}"
+    runtime = Runtime(settings, ws, embedder=embedder, extractor=PoisonAwareExtractor(extractor))
+    store = runtime.store(tenant)
+    job_id, batch = _submit(store, [GOOD[0], POISON, GOOD[1]])
+    sleeps = []
+    outcome = run_batch_with_retries(runtime, tenant, job_id, batch, sleep=sleeps.append)
+    assert len(outcome.done) == 2 and len(outcome.failed) == 1
+    assert len(sleeps) == 2  # attempts 1 and 2 were retried, attempt 3 gave up
+    job = jobs.job_status(store, job_id)
+    assert job["status"] == "done_with_errors" and job["counts"] == {"queued": 0, "running": 0, "done": 2,
+                                                                     "failed": 1, "deleted": 0}
+    poison = next(d for d in job["documents"] if d["status"] == "failed")
+    assert poison["title"] == "Poison" and poison["attempts"] == 3
+    assert "failed after 3 attempts" in poison["error"] and "extractor exploded" in poison["error"]
+    assert store.counts()["Document"] == 2
+    runtime.close()
+
+
+def test_a_document_that_keeps_killing_its_worker_is_given_up(settings, base_store, embedder, extractor, ws):
+    tenant = f"crash{uuid.uuid4().hex[:8]}"
+    runtime = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    store = runtime.store(tenant)
+    job_id, batch = _submit(store, GOOD + [POISON])
+    poison_id = batch[2]["doc_id"]
+    # three deliveries each died while running (the status says running, the attempts count them)
+    for _ in range(3):
+        store.run("doc_status_running", rows=[{"doc_id": d["doc_id"], "started_at": jobs.now_iso(), "worker": "w",
+                                               "count": 1 if d["doc_id"] == poison_id else 0} for d in batch])
+    outcome = run_batch(runtime, tenant, job_id, batch)
+    assert outcome.failed == [poison_id] and sorted(outcome.done) == sorted(d["doc_id"] for d in batch[:2])
+    status = {d["doc_id"]: d for d in jobs.job_status(store, job_id)["documents"]}
+    assert status[poison_id]["status"] == "failed" and "worker stopped" in status[poison_id]["error"]
+    # redelivered again (at-least-once): nothing changes, nothing is duplicated
+    counts = store.counts()
+    again = run_batch(runtime, tenant, job_id, batch)
+    assert again.done == [] and len(again.skipped) == 3 and store.counts() == counts
+    runtime.close()
+
+
+def test_transient_store_errors_are_retried_with_exponential_backoff(settings, base_store, embedder, extractor, ws):
+    tenant = f"flaky{uuid.uuid4().hex[:8]}"
+    plain = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    job_id, batch = _submit(plain.store(tenant), GOOD)
+    runtime = FlakyRuntime(settings, ws, embedder=embedder, extractor=extractor, failures=3)
+    with pytest.raises(TransientStoreError):
+        run_batch(runtime, tenant, job_id, batch)
+    runtime.failures = 3
+    sleeps: list[float] = []
+    outcome = run_batch_with_retries(runtime, tenant, job_id, batch, sleep=sleeps.append)
+    assert len(outcome.done) == 2 and runtime.resets >= 3
+    # base 1 s, doubling, jittered into [0.5, 1] x: 1, 2, 4 (capped at 4)
+    assert len(sleeps) == 3
+    for n, seconds in enumerate(sleeps):
+        nominal = min(4.0, 1.0 * 2 ** n)
+        assert 0.5 * nominal <= seconds <= nominal
+    assert jobs.job_status(plain.store(tenant), job_id)["status"] == "done"
+    runtime.close()
+    plain.close()
+
+
+def test_store_down_for_good_marks_documents_failed_after_max_retries(settings, base_store, embedder, extractor):
+    ws = WorkerSettings(broker_url="", retry_backoff_s=0.0, max_retries=2)
+    tenant = f"down{uuid.uuid4().hex[:8]}"
+    plain = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    job_id, batch = _submit(plain.store(tenant), GOOD)
+
+    class Down(FlakyRuntime):
+        def store(self, tenant):
+            if self.failures > 0:  # every call during the retries fails; the last-ditch status write works
+                self.failures -= 1
+                raise ServiceUnavailable("connection refused")
+            return super().store(tenant)
+
+    runtime = Down(settings, ws, embedder=embedder, extractor=extractor, failures=3)
+    outcome = run_batch_with_retries(runtime, tenant, job_id, batch, sleep=lambda s: None)
+    assert len(outcome.failed) == 2
+    job = jobs.job_status(plain.store(tenant), job_id)
+    assert job["status"] == "failed" and all("store unavailable after 2 retries" in d["error"] for d in job["documents"])
+    plain.close()
+    runtime.close()
