@@ -95,3 +95,10 @@ def test_long_document_is_chunked_with_overlap(tmp_path, pipeline, store, settin
     report = ingest_dir(pipeline, tmp_path, settings)
     assert report.passages_new >= 3
     assert store.counts()["rel:NEXT"] == report.passages_new - 1
+
+
+def test_markdown_markup_is_removed(tmp_path, settings):
+    (tmp_path / "readme.md").write_text("# Tool\n\n<img src='x.png'>\n**Tool** is [fast](http://x).\n```\ncode\n```\n")
+    (doc,), errors = load_path(tmp_path / "readme.md", settings.max_file_bytes)
+    assert errors == [] and doc.title == "Tool"
+    assert doc.text == "Tool\n\nTool is fast."

@@ -15,7 +15,7 @@ from pathweave.embeddings import get_embedder
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import Settings
 from pathweave.store import open_store
-from pathweave_ingest.loaders import SourceDocument
+from pathweave_ingest.loaders import SourceDocument, markdown_to_text
 
 PACKAGES = (
     "fastapi", "starlette", "pydantic", "celery", "kombu", "redis", "neo4j", "spacy", "thinc",
@@ -39,9 +39,9 @@ def package_documents() -> list[SourceDocument]:
             meta = metadata.metadata(name)
         except metadata.PackageNotFoundError:
             continue
-        body = meta.get_payload() or meta.get("Description") or ""
-        if len(body.strip()) > 200:
-            documents.append(SourceDocument(f"{name}.dist-info/METADATA", meta["Name"], body.strip()[:60_000]))
+        body = markdown_to_text(meta.get_payload() or meta.get("Description") or "")
+        if len(body) > 200:
+            documents.append(SourceDocument(f"{name}.dist-info/METADATA", meta["Name"], body[:60_000]))
     return documents
 
 

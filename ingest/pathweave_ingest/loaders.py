@@ -10,6 +10,7 @@ reason; the other files proceed.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +75,28 @@ def _items(path: Path, text: str) -> list[dict]:
     return data
 
 
+_MD_RULES = (
+    (re.compile(r"```.*?```", re.DOTALL), " "),          # fenced code
+    (re.compile(r"<!--.*?-->", re.DOTALL), " "),          # comments
+    (re.compile(r"!\[[^\]]*\]\([^)]*\)"), " "),             # images
+    (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),          # links -> their text
+    (re.compile(r"<[^>\n]{1,200}>"), " "),                  # HTML tags
+    (re.compile(r"^\s{0,3}(#{1,6}|>|[-*+]|\d+\.)\s+", re.MULTILINE), ""),  # heading/quote/list marks
+    (re.compile(r"^\s*([-*_=|: ]{3,})\s*$", re.MULTILINE), ""),  # rules, table rulers
+    (re.compile(r"[*_`]{1,3}"), ""),                       # emphasis and code marks
+    (re.compile(r"[ \t]+"), " "),
+    (re.compile(r"\n{3,}"), "\n\n"),
+)
+
+
+def markdown_to_text(text: str) -> str:
+    """Plain text of a Markdown document (code, images, HTML and markup removed;
+    link texts kept), so passages and propositions carry prose, not syntax."""
+    for pattern, replacement in _MD_RULES:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
 def _title_of(path: Path, text: str) -> str:
     if path.suffix == ".md":
         for line in text.splitlines():
@@ -88,7 +111,12 @@ def load_file(path: Path, max_bytes: int) -> tuple[list[SourceDocument], list[Lo
         return [], [LoadError(str(path), f"unsupported file type {path.suffix or '(none)'}; use {', '.join(SUPPORTED)}")]
     try:
         text = _decode(path, max_bytes)
-        if path.suffix.lower() in (".txt", ".md"):
+        if path.suffix.lower() == ".md":
+            body = markdown_to_text(text)
+            if not body:
+                raise ValueError("no text left after removing Markdown markup")
+            return [SourceDocument(str(path), _title_of(path, text), body)], []
+        if path.suffix.lower() == ".txt":
             return [SourceDocument(str(path), _title_of(path, text), text.strip())], []
         items = _items(path, text)
     except (OSError, ValueError) as exc:

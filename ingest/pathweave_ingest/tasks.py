@@ -243,6 +243,14 @@ def repair_synonyms(store: GraphStore, settings, doc_ids: list[str]) -> int:
     return written
 
 
+def fail_unfinished(store: GraphStore, doc_ids: list[str], error: str) -> list[str]:
+    """Mark the documents of ``doc_ids`` still queued or running as failed (never a done one)."""
+    states = store.run("document_states", ids=doc_ids)
+    unfinished = [s["doc_id"] for s in states if s["status"] in ("queued", "running")]
+    mark_failed(store, unfinished, error[:_ERROR_CHARS])
+    return unfinished
+
+
 def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
                            sleep: Callable[[float], Any] = time.sleep) -> BatchOutcome:
     """:func:`run_batch` until every document is done or failed (the in-process path):
@@ -258,16 +266,23 @@ def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents
                 log.error("giving up on a batch of %d for %s after %d retries: %s", len(pending), tenant,
                           retries, exc)
                 try:
-                    mark_failed(runtime.store(tenant), [d["doc_id"] for d in pending],
-                                f"store unavailable after {retries} retries: {exc}"[:_ERROR_CHARS])
+                    total.failed.extend(fail_unfinished(runtime.store(tenant), [d["doc_id"] for d in pending],
+                                                        f"store unavailable after {retries} retries: {exc}"))
                 except Exception:  # noqa: BLE001 - the store is down; statuses stay as they are
                     pass
-                total.failed.extend(d["doc_id"] for d in pending)
                 return total
             resumed = [d["doc_id"] for d in pending]
             sleep(jittered(ws.backoff(retries)))
             retries += 1
             continue
+        except Exception as exc:  # noqa: BLE001 - unexpected: never leave documents running forever
+            log.exception("batch of %d for %s failed", len(pending), tenant)
+            try:
+                total.failed.extend(fail_unfinished(runtime.store(tenant), [d["doc_id"] for d in pending],
+                                                    f"internal error: {type(exc).__name__}: {exc}"))
+            except Exception:  # noqa: BLE001
+                pass
+            return total
         for name in ("done", "skipped", "failed", "repaired"):
             getattr(total, name).extend(getattr(outcome, name))
         total.passages += outcome.passages
@@ -328,13 +343,15 @@ class InProcessQueue:
             if item is None:
                 break
             tenant, job_id, batch = item
-            self._running += 1
+            with self._lock:
+                self._running += 1
             try:
                 run_batch_with_retries(self.runtime, tenant, job_id, batch, sleep=self._sleep)
             except Exception:  # noqa: BLE001 - keep the thread alive; statuses tell what happened
                 log.exception("in-process ingestion of a batch of %d failed", len(batch))
             finally:
-                self._running -= 1
+                with self._lock:
+                    self._running -= 1
                 self._queue.task_done()
 
     def _sleep(self, seconds: float) -> None:

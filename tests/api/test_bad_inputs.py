@@ -201,6 +201,7 @@ def test_documents_bad_multipart(client, quiet_tenant):
     (json.dumps({"question": "q", "token_budget": 0}).encode(), 422, ["token_budget"]),
     (json.dumps({"question": "q", "token_budget": 10**9}).encode(), 422, ["token_budget"]),
     (json.dumps({"question": "q", "selection_method": "magic"}).encode(), 422, ["selection_method"]),
+    (json.dumps({"question": "q", "context_style": "prose"}).encode(), 422, ["context_style"]),
     (json.dumps({"question": "q", "cypher": "MATCH (n) RETURN n"}).encode(), 422, ["extra"]),
     (json.dumps({"question": ["a", "b"]}).encode(), 422, ["question"]),
     (json.dumps(["question"]).encode(), 422, ["invalid"]),

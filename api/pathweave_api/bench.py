@@ -1,0 +1,286 @@
+"""``pathweave bench api``: the service under load, beside the in-process figures of
+the same run, on the MuSiQue corpus (``../shared/bench/musique``).
+
+One fresh data directory (temporary), one Redis (private ``redis-server`` on a
+free port unless ``--redis-url``), then in sequence (nothing else runs meanwhile):
+
+1. ingestion through ONE Celery worker process (``python -m pathweave_ingest.worker``,
+   models loaded before the clock starts): ``POST /v1/documents`` to an API
+   server (uvicorn) with the whole corpus, clock stops when the job is done;
+2. the same corpus ingested in-process (the API's no-broker path: the same task
+   functions on :class:`~pathweave_ingest.tasks.InProcessQueue`) as another tenant;
+3. queries: ``POST /v1/query`` over HTTP with 1 and 8 concurrent clients, and the
+   same questions through :class:`~pathweave.retrieval.retriever.Retriever` in this
+   process with 1 and 8 threads; p50/p95 latency and throughput of each.
+
+Writes ``api.json`` to ``--out`` and prints a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from pathweave.evaluation import percentile_ms
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log else ""
+            raise RuntimeError(f"{what}: process exited with {process.returncode}\n{tail}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not ready after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+class _Processes:
+    """Child processes of the run, stopped in reverse order."""
+
+    def __init__(self) -> None:
+        self.items: list[subprocess.Popen] = []
+
+    def start(self, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                       start_new_session=True)
+        self.items.append(process)
+        return process
+
+    @staticmethod
+    def stop(process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+    def stop_all(self) -> None:
+        for process in reversed(self.items):
+            self.stop(process)
+
+
+def _redis_ping(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _latencies(call, questions: list[str], clients: int) -> dict:
+    """Run ``call(question)`` for every question with ``clients`` concurrent callers."""
+    samples: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+
+    def one(question: str) -> None:
+        nonlocal errors
+        started = time.perf_counter()
+        ok = call(question)
+        elapsed = (time.perf_counter() - started) * 1000
+        with lock:
+            samples.append(elapsed)
+            errors += 0 if ok else 1
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        list(pool.map(one, questions))
+    wall = time.perf_counter() - started
+    return {"clients": clients, "queries": len(questions), "errors": errors,
+            "p50_ms": round(percentile_ms(samples, 50), 1), "p95_ms": round(percentile_ms(samples, 95), 1),
+            "queries_per_s": round(len(questions) / wall, 2)}
+
+
+def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: int = 0, mode: str = "proprag",
+                  redis_url: str | None = None) -> dict:
+    """Run the benchmark; returns (and writes) the results dict."""
+    from pathweave import server
+    from pathweave.settings import get_settings
+    from pathweave_api.settings import ApiSettings
+    from pathweave_ingest.bench import default_data_dir, git_commit, machine_info
+    from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads
+    from pathweave_ingest.loaders import SourceDocument
+    from pathweave_ingest.tasks import InProcessQueue
+    from pathweave_ingest.worker_runtime import Runtime
+    from pathweave_ingest.worker_settings import WorkerSettings
+
+    console = Console()
+    data = Path(data) if data else default_data_dir()
+    corpus = json.loads((data / "musique_train_corpus.json").read_text())
+    corpus = corpus[:passages] if passages else corpus
+    asked = [q["question"] for q in json.loads((data / "musique_train.json").read_text())]
+    asked = asked[:questions] if questions else asked
+    documents = [{"title": d["title"].strip(), "text": d["text"].strip(), "source": f"musique#{i}"}
+                 for i, d in enumerate(corpus)]
+    workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-api-"))
+    settings = get_settings().model_copy(update={"data_dir": workdir})
+    processes = _Processes()
+    queue = f"pathweave.bench.{uuid.uuid4().hex[:8]}"
+    results: dict = {"machine": machine_info(), "commit": git_commit(), "documents": len(documents),
+                     "questions": len(asked), "mode": mode, "ingest": {}, "query": {},
+                     # other processes on the machine skew every figure: the 1-minute load average
+                     # (runnable processes) when each measurement started and ended
+                     "load_avg_1m": {"start": round(os.getloadavg()[0], 2)}}
+    runtime = None
+    try:
+        if redis_url is None:
+            binary = shutil.which("redis-server")
+            if binary is None:
+                raise RuntimeError("redis-server not found: run tools/start-redis.sh or pass --redis-url")
+            port = _free_port()
+            processes.start([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+                             "--dir", str(workdir)], dict(os.environ), workdir / "redis.log")
+            redis_url = f"redis://127.0.0.1:{port}/0"
+        _wait(lambda: _redis_ping(redis_url), 30, "redis")
+        server.start(settings)  # the shared store server of this run
+        api = ApiSettings(api_keys_file=workdir / "keys.sqlite3")
+        keys = api.key_store(workdir)
+        worker_tenant, inproc_tenant = "bench-worker", "bench-inprocess"
+        token, _ = keys.create(worker_tenant, "bench", rate_limit_per_s=0)
+        headers = {"Authorization": f"Bearer {token}"}
+        env = {**os.environ, "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_BROKER_URL": redis_url,
+               "PATHWEAVE_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.api_keys_file),
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+        # 1. one Celery worker, fed through the API
+        worker_log = workdir / "worker.log"
+        worker = processes.start([sys.executable, "-m", "pathweave_ingest.worker"], env, worker_log)
+        api_port = _free_port()
+        api_log = workdir / "api.log"
+        api_server = processes.start([sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory",
+                                      "--host", "127.0.0.1", "--port", str(api_port), "--log-level", "warning"],
+                                     env, api_log)
+        url = f"http://127.0.0.1:{api_port}"
+        console.print("[dim]starting the worker and the API server (models load once each)[/]")
+        _wait(lambda: "ready." in worker_log.read_text(errors="replace"), 300, "worker", worker, worker_log)
+
+        def api_ready() -> bool:
+            try:
+                return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait(api_ready, 300, "API server", api_server, api_log)
+        console.print(f"[dim]ingesting {len(documents)} passages through one worker[/]")
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+            results["load_avg_1m"]["ingest_worker_start"] = round(os.getloadavg()[0], 2)
+            started = time.perf_counter()
+            response = client.post("/v1/documents", json={"documents": documents})
+            response.raise_for_status()
+            job_url = f"/v1/jobs/{response.json()['job_id']}"
+            job = _wait(lambda: (lambda j: j if j["status"] not in ("queued", "running") else None)(
+                client.get(job_url).json()), 7200, "worker ingestion", worker, worker_log)
+            seconds = time.perf_counter() - started
+        results["ingest"]["worker"] = {
+            "documents": job["total"], "failed": job["counts"]["failed"], "passages": job["progress"]["passages"],
+            "seconds": round(seconds, 1), "passages_per_s": round(job["progress"]["passages"] / seconds, 2),
+            "batches": response.json()["batches"]}
+        results["load_avg_1m"]["ingest_worker_end"] = round(os.getloadavg()[0], 2)
+        _Processes.stop(worker)  # nothing else ingests while the in-process run is timed
+
+        # 2. the same corpus in-process (the API's no-broker path), another tenant
+        ws = WorkerSettings(broker_url="")
+        runtime = Runtime(settings, ws)
+        runtime.warm()
+        console.print(f"[dim]ingesting {len(documents)} passages in-process[/]")
+        store = runtime.store(inproc_tenant)
+        results["load_avg_1m"]["ingest_inprocess_start"] = round(os.getloadavg()[0], 2)
+        started = time.perf_counter()
+        docs = payloads(inproc_tenant, [SourceDocument(d["source"], d["title"], d["text"]) for d in documents])
+        job_id = new_job_id()
+        batch_size = ws.batch_size(runtime.device)
+        submission = create_job(store, job_id, docs, batch_size, "inprocess")
+        batches = batches_of(submission.to_enqueue, batch_size)
+        local = InProcessQueue(runtime, maxsize=max(1, len(batches)), workers=1)
+        local.submit_all(inproc_tenant, job_id, batches)
+        local.join(timeout=7200)
+        seconds = time.perf_counter() - started
+        local.close()
+        job = job_status(store, job_id)
+        results["ingest"]["inprocess"] = {
+            "documents": job["total"], "failed": job["counts"]["failed"], "passages": job["progress"]["passages"],
+            "seconds": round(seconds, 1), "passages_per_s": round(job["progress"]["passages"] / seconds, 2),
+            "batches": len(batches)}
+        results["load_avg_1m"]["ingest_inprocess_end"] = round(os.getloadavg()[0], 2)
+
+        # 3. queries: HTTP (API server) vs in-process Retriever, same questions, same graph
+        retriever = runtime.retriever(worker_tenant)
+        retriever.query(asked[0], mode=mode, k=5)  # warm: snapshot of this tenant
+        with httpx.Client(base_url=url, headers=headers, timeout=120,
+                          limits=httpx.Limits(max_connections=16)) as client:
+            client.post("/v1/query", json={"question": asked[0], "mode": mode, "k": 5}).raise_for_status()
+
+            def over_http(question: str) -> bool:
+                return client.post("/v1/query", json={"question": question, "mode": mode, "k": 5}).status_code == 200
+
+            def in_process(question: str) -> bool:
+                retriever.query(question, mode=mode, k=5)
+                return True
+
+            for clients in (1, 8):
+                console.print(f"[dim]{len(asked)} queries ({mode}), {clients} client(s): API, then in-process[/]")
+                results["query"][f"api_{clients}"] = _latencies(over_http, asked, clients)
+                results["query"][f"inprocess_{clients}"] = _latencies(in_process, asked, clients)
+                results["load_avg_1m"][f"query_{clients}_end"] = round(os.getloadavg()[0], 2)
+        results["api_log_tracebacks"] = api_log.read_text(errors="replace").count("Traceback")
+    finally:
+        if runtime is not None:
+            runtime.close()
+        processes.stop_all()
+        server.stop(settings)
+        shutil.rmtree(workdir, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "api.json").write_text(json.dumps(results, indent=2))
+    print_table(results, console)
+    console.print(f"wrote {out / 'api.json'}")
+    return results
+
+
+def print_table(results: dict, console: Console) -> None:
+    machine = results["machine"]
+    table = Table(title=f"pathweave bench api: {results['documents']} passages, {results['questions']} questions "
+                        f"({results['mode']}), {machine['cores']} cores, {machine['cpu']}")
+    for column in ("measure", "through the service", "in-process", "unit"):
+        table.add_column(column)
+    worker, local = results["ingest"]["worker"], results["ingest"]["inprocess"]
+    table.add_row("ingestion (1 worker vs in-process queue)", f"{worker['passages_per_s']:.1f}",
+                  f"{local['passages_per_s']:.1f}", "passages/s")
+    for clients in (1, 8):
+        api, proc = results["query"][f"api_{clients}"], results["query"][f"inprocess_{clients}"]
+        table.add_row(f"query p50, {clients} client(s)", f"{api['p50_ms']:.0f}", f"{proc['p50_ms']:.0f}", "ms")
+        table.add_row(f"query p95, {clients} client(s)", f"{api['p95_ms']:.0f}", f"{proc['p95_ms']:.0f}", "ms")
+        table.add_row(f"throughput, {clients} client(s)", f"{api['queries_per_s']:.1f}", f"{proc['queries_per_s']:.1f}",
+                      "queries/s")
+        table.add_row(f"errors, {clients} client(s)", str(api["errors"]), str(proc["errors"]), "")
+    console.print(table)
+    console.print(f"1-minute load average during the run (2 = both cores busy): {results['load_avg_1m']}")
