@@ -17,7 +17,6 @@ import tempfile
 import threading
 import time
 from contextlib import asynccontextmanager
-from dataclasses import asdict, is_dataclass
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
@@ -223,20 +222,6 @@ def _errors(*codes: int) -> dict[int, dict]:
             413: "Body or document over the size limit.", 415: "Unsupported content type.",
             422: "Invalid request: see `errors`."}
     return {**_AUTH_ERRORS, **{code: {**_ERR, "description": text[code]} for code in codes}}
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(asdict(value))
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_jsonable(v) for v in value]
-    return str(value)
 
 
 # ---------------------------------------------------------------------------- the app

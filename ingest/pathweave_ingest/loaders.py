@@ -85,7 +85,6 @@ _MD_RULES = (
     (re.compile(r"^\s*([-*_=|: ]{3,})\s*$", re.MULTILINE), ""),  # rules, table rulers
     (re.compile(r"[*_`]{1,3}"), ""),                       # emphasis and code marks
     (re.compile(r"[ \t]+"), " "),
-    (re.compile(r"\n{3,}"), "\n\n"),
 )
 
 
@@ -94,7 +93,8 @@ def markdown_to_text(text: str) -> str:
     link texts kept), so passages and propositions carry prose, not syntax."""
     for pattern, replacement in _MD_RULES:
         text = pattern.sub(replacement, text)
-    return text.strip()
+    text = "\n".join(line.strip() for line in text.splitlines())
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
 def _title_of(path: Path, text: str) -> str:
