@@ -17,7 +17,8 @@ QUESTION = "On which river stands the city where Marie Curie was born?"
 def retriever(pipeline, store, embedder, settings):
     documents, errors = load_path(FIXTURES / "docs", settings.max_file_bytes)
     pipeline.ingest(documents, errors)
-    return Retriever(store, embedder, settings)
+    spec = settings.proprag.model_copy(update={"rescore_top": 40})  # pin the spec's M = 40 on any device
+    return Retriever(store, embedder, settings.model_copy(update={"proprag": spec}))
 
 
 def test_proprag_finds_both_hops_and_connecting_paths(retriever):

@@ -87,7 +87,8 @@ def proprag(
     # ---- stage 2 -------------------------------------------------------------------
     sub_passages = stage1_order[: params.subgraph_passages]
     allowed = np.asarray(snapshot.states[sub_passages].sum(axis=0)).ravel() > 0
-    beam = BeamParams(params.beam_width, params.jump_points, params.rescore_top, params.max_depth,
+    rescore = params.rescore_top if params.rescore_top is not None else params.rescore_top_cpu
+    beam = BeamParams(params.beam_width, params.jump_points, rescore, params.max_depth,
                       params.top_paths, params.synonym_step_min)
     paths, initial, graph = beam_search(query, snapshot, allowed, beam, encode)
     clock("beam")

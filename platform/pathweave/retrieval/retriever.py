@@ -90,7 +90,11 @@ class Retriever:
             order, scores = hipporag2(query_vec, snapshot, graph)
             clock("ppr")
         else:
-            out = proprag(query_vec, snapshot, self.settings.proprag, self.embedder.encode, clock,
+            params = self.settings.proprag
+            if params.rescore_top is None:  # auto: the spec's M = 40 on a GPU, a CPU-sized M otherwise
+                auto = 40 if self.embedder.device.startswith("cuda") else params.rescore_top_cpu
+                params = params.model_copy(update={"rescore_top": auto})
+            out = proprag(query_vec, snapshot, params, self.embedder.encode, clock,
                           lambda reset, damping: stage1_passage_scores(self.store, snapshot, reset, damping))
             order, scores = out.order, out.scores
             result.paths = [
