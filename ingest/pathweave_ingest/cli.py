@@ -203,5 +203,16 @@ def bench_musique(
     run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets)
 
 
+def _register_service_commands() -> None:
+    """``serve``, ``worker``, ``keys`` and ``bench api`` live with the service (api/)."""
+    try:
+        from pathweave_api.cli import register
+    except ImportError:  # the service package is not installed
+        return
+    register(app, bench_app)
+
+
+_register_service_commands()
+
 if __name__ == "__main__":
     app()
