@@ -156,9 +156,13 @@ RETURN t.triple_id AS id, t.subject_id AS subject_id, t.object_id AS object_id,
        t.relation_id AS relation_id;
 
 // name: delete_doc_candidate_entities
-// Entities mentioned by the removed passages/propositions or ends of the removed triples.
-MATCH (x)-[:MENTIONS]->(e:Entity)
-WHERE e.tenant = $tenant AND coalesce(x.passage_id, x.prop_id) IN $source_ids
+// Entities mentioned by the removed passages ($passage_ids) or propositions ($prop_ids).
+MATCH (p:Passage)-[:MENTIONS]->(e:Entity)
+WHERE p.passage_id IN $passage_ids AND e.tenant = $tenant
+RETURN DISTINCT e.entity_id AS id
+UNION
+MATCH (r:Proposition)-[:MENTIONS]->(e:Entity)
+WHERE r.prop_id IN $prop_ids AND e.tenant = $tenant
 RETURN DISTINCT e.entity_id AS id;
 
 // name: delete_doc_orphan_entities

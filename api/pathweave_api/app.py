@@ -148,6 +148,7 @@ class Services:
         self._lock = threading.Lock()
         self.warm_error: str | None = None
         self._warm_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     @property
     def dispatcher(self):
@@ -169,14 +170,23 @@ class Services:
         return not self.ws.broker_url
 
     def _warm(self) -> None:
-        try:
-            self.runtime.warm(extractor=self.needs_extractor)
-            self.warm_error = None
-        except Exception as exc:  # noqa: BLE001 - reported by /readyz
-            self.warm_error = f"{type(exc).__name__}: {exc}"
-            log.warning("warm-up failed: %s", self.warm_error)
+        """Connect and load the models; retried with backoff (e.g. while the store starts,
+        or when another process creates the schema at the same moment)."""
+        delay = 1.0
+        while not self._stopping.is_set():
+            try:
+                self.runtime.warm(extractor=self.needs_extractor)
+                self.warm_error = None
+                return
+            except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried
+                self.warm_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+                log.warning("warm-up failed (retrying in %.0f s): %s", delay, self.warm_error)
+                self.runtime.reset()
+                self._stopping.wait(delay)
+                delay = min(30.0, delay * 2)
 
     def stop(self) -> None:
+        self._stopping.set()
         with self._lock:
             dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None:

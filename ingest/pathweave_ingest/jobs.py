@@ -193,7 +193,8 @@ def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
         triples = run("delete_doc_triples", passage_ids=passage_ids) if passage_ids else []
         triple_ids = [t["id"] for t in triples]
         source_ids = passage_ids + prop_ids
-        candidates = {r["id"] for r in run("delete_doc_candidate_entities", source_ids=source_ids)} if source_ids else set()
+        candidates = {r["id"] for r in run("delete_doc_candidate_entities", passage_ids=passage_ids,
+                                           prop_ids=prop_ids)} if source_ids else set()
         candidates.update(t[k] for t in triples for k in ("subject_id", "object_id") if t[k])
         orphans = [r["id"] for r in run("delete_doc_orphan_entities", entity_ids=sorted(candidates),
                                         source_ids=source_ids, triple_ids=triple_ids)] if candidates else []

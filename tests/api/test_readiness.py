@@ -1,0 +1,44 @@
+"""Readiness: /readyz answers 503 with the reason until the store answers and the
+models are loaded; a failed warm-up is retried."""
+
+from __future__ import annotations
+
+import time
+
+from pathweave_ingest.worker_runtime import Runtime
+
+
+class SlowToStart(Runtime):
+    """The first two warm-ups fail (e.g. the store still starting)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.attempts = 0
+
+    def warm(self, extractor: bool = True) -> None:
+        self.attempts += 1
+        if self.attempts <= 2:
+            raise ConnectionError("connection refused")
+        super().warm(extractor)
+
+
+def test_readyz_waits_for_a_retried_warm_up(settings, base_store, embedder, extractor, api_settings,
+                                            worker_settings):
+    from fastapi.testclient import TestClient
+
+    from pathweave_api.app import create_app
+
+    runtime = SlowToStart(settings, worker_settings, embedder=embedder, extractor=extractor)
+    app = create_app(settings, api_settings, worker_settings, runtime=runtime)
+    with TestClient(app) as client:
+        first = client.get("/readyz")
+        assert first.status_code == 503 and first.json()["status"] == "unavailable" and first.json()["detail"]
+        assert client.get("/healthz").status_code == 200  # alive while not ready
+        deadline = time.monotonic() + 30
+        while (ready := client.get("/readyz")).status_code != 200:
+            assert time.monotonic() < deadline, ready.json()
+            time.sleep(0.2)
+        assert ready.json() == {"status": "ready", "store": True, "models": True, "queue": "inprocess",
+                                "broker": None, "detail": None}
+        assert runtime.attempts == 3
+    runtime.close()
