@@ -417,6 +417,8 @@ def test_stage1_passage_scores_maps_snapshot_order():
     seen = {}
 
     class Dialect:
+        runs_ppr = True
+
         def stage1_ppr(self, store, seeds, damping, version):
             seen.update(seeds=seeds, damping=damping, version=version)
             return {"p2": 0.25, "p1": 0.5}

@@ -76,6 +76,8 @@ class ArcadeDialect:
     password: str
     database: str
     name: str = "arcadedb"
+    #: whether :meth:`stage1_ppr` can run PPR in the database (no: ArcadeDB has no GDS)
+    runs_ppr = False
 
     def _sql(self, command: str) -> dict:
         response = httpx.post(
@@ -130,6 +132,7 @@ class Neo4jDialect:
     """
 
     name = "neo4j"
+    runs_ppr = True  # through GDS, when the server has it (stage1_ppr returns None otherwise)
 
     def __init__(self, driver: Driver, database: str, debounce_s: float = 5.0, gds: Any = None) -> None:
         self.driver = driver
@@ -232,6 +235,8 @@ def stage1_passage_scores(store: GraphStore, snapshot: GraphSnapshot, reset: np.
     ``reset``: ``(E + P,)`` seed weights in the snapshot's node order (entities, then
     passages), as PropRAG builds them. Passages the database did not score get 0.
     """
+    if not store.dialect.runs_ppr:
+        return None
     ids = snapshot.entity_ids + snapshot.passage_ids
     seeds = {ids[i]: float(reset[i]) for i in np.flatnonzero(np.asarray(reset) > 0)}
     scores = store.dialect.stage1_ppr(store, seeds, damping, snapshot.version)
