@@ -3,7 +3,8 @@
 import numpy as np
 import scipy.sparse as sp
 
-from pathweave.retrieval.beam import BeamParams, beam_search
+from pathweave.retrieval.beam import beam_search
+from pathweave.settings import PropRAGParams
 from pathweave.snapshot import GraphSnapshot
 
 
@@ -41,7 +42,7 @@ def test_beam_finds_the_known_best_two_hop_path():
     vectors = [[1, 0.05, 0], [0.05, 1, 0], [1, 0.6, 0.9], [0, 0, 1]]
     entities = [[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
     snapshot = make_snapshot(vectors, entities)
-    params = BeamParams(beam_width=2, jump_points=1, rescore_top=0, max_depth=2, top_paths=3)
+    params = PropRAGParams(beam_width=2, jump_points=1, rescore_top=0, max_depth=2, top_paths=3)
     top, initial, graph = beam_search(query, snapshot, np.ones(4, dtype=bool), params, no_encoder)
     # hand computation: path (r0, r1) has mean ~ (1.05, 1.05, 0) -> cosine ~1.0 with the query
     assert top[0].props == (0, 1)
@@ -58,7 +59,7 @@ def test_beam_follows_synonym_edges_and_skips_repeats():
     synonyms = np.zeros((4, 4))
     synonyms[0, 1] = synonyms[1, 0] = 0.9  # E0 ~ E1: r0 and r1 are neighbours
     snapshot = make_snapshot(vectors, entities, synonyms)
-    params = BeamParams(beam_width=1, jump_points=0, rescore_top=0, max_depth=3, top_paths=5)
+    params = PropRAGParams(beam_width=1, jump_points=0, rescore_top=0, max_depth=3, top_paths=5)
     top, _, graph = beam_search(query, snapshot, np.ones(3, dtype=bool), params, no_encoder)
     assert top[0].props in {(0, 1), (1, 0)}
     assert all(len(set(p.props)) == len(p.props) for p in top)
@@ -80,7 +81,7 @@ def test_rescoring_replaces_the_mean_score():
         # the concatenation "prop 2 prop 0" (or reversed) is scored as a perfect match
         return np.stack([query if "prop 2" in t and "prop 0" in t else unit([0, 0, 1]) for t in texts])
 
-    params = BeamParams(beam_width=1, jump_points=0, rescore_top=40, max_depth=2, top_paths=5)
+    params = PropRAGParams(beam_width=1, jump_points=0, rescore_top=40, max_depth=2, top_paths=5)
     top, _, _ = beam_search(query, snapshot, np.ones(3, dtype=bool), params, encode)
     assert calls, "candidates beyond the beam width are re-scored by their concatenated text"
     assert set(top[0].props) == {0, 2}

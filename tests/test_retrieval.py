@@ -103,3 +103,64 @@ def test_budget_zero_selects_nothing_and_dense_mode_selects_passages(retriever):
     dense = retriever.query(QUESTION, mode="dense", k=3, token_budget=200)
     assert dense.context.lines and {line.kind for line in dense.context.lines} == {"passage"}
     assert dense.context.token_count <= 200
+
+
+def test_proprag_candidate_graph_covers_passages_through_their_statements(retriever):
+    from pathweave.retrieval.context import candidate_graph
+
+    result = retriever.query(QUESTION, mode="proprag", k=3, write_record=False)
+    snapshot = retriever.snapshot()
+    graph = candidate_graph(result, snapshot, retriever.embedder.encode_one(QUESTION))
+    node, adj = graph.node_map(), graph.adjacency()
+    passages = [n for n in graph.nodes if n.kind == "passage"]
+    assert {n.id for n in passages} == {hit.passage_id for hit in result.passages}
+    p_index = {pid: i for i, pid in enumerate(snapshot.passage_ids)}
+    for passage in passages:  # coverage nodes: no text of their own, reached only through their statements
+        assert not passage.rendered and passage.weight > 0
+        stated = {snapshot.prop_ids[r] for r in snapshot.states[p_index[passage.id]].indices}
+        assert set(adj[passage.id]) == stated
+        assert all(node[r].kind == "proposition" and node[r].citation == passage.citation for r in stated)
+        assert all(not node[r].text.startswith(f"{passage.citation}: ") for r in stated)
+    assert set(adj["Q"]) == {seed.entity_id for seed in result.seeds}
+    entities = [n for n in graph.nodes if n.kind == "entity"]
+    assert entities and not any(n.rendered for n in entities)
+    # every proposition on a top path is a candidate with at least half its path's score
+    for path in result.paths:
+        for step in path.steps:
+            assert node[step.prop_id].weight >= 0.5 * path.score - 1e-9
+
+
+def test_budgeted_proprag_context_is_statements_citing_several_passages(retriever):
+    hits = retriever.query(QUESTION, mode="proprag", k=5, write_record=False).passages
+    counter = retriever.token_counter()
+    full = sum(counter.count(f"- {hit.text} [{hit.title}]") for hit in hits if hit.title in ("Marie Curie", "Warsaw"))
+
+    def cited(budget):
+        context = retriever.query(QUESTION, mode="proprag", k=5, token_budget=budget, select="ilp").context
+        assert context.optimal and context.token_count <= budget
+        assert {line.kind for line in context.lines} == {"proposition"}
+        return {line.line.rsplit("[", 1)[1].rstrip("]") for line in context.lines}
+
+    # half the tokens of the two gold passages: one statement from each of two passages, not one passage
+    assert len(cited(full // 2)) >= 2
+    # their tokens: statements from both hops and more
+    assert {"Marie Curie", "Warsaw"} <= cited(full)
+
+
+def test_queries_run_with_one_blas_thread_and_restore_it(retriever, monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return {info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
+
+    before, seen = blas_threads(), []
+    encode = retriever.embedder.encode
+
+    def spy(texts, **kwargs):
+        seen.append(blas_threads())
+        return encode(texts, **kwargs)
+
+    monkeypatch.setattr(retriever.embedder, "encode", spy)
+    retriever.query(QUESTION, mode="proprag", k=3, write_record=False)
+    assert seen and all(threads == {1} for threads in seen)
+    assert blas_threads() == before

@@ -72,6 +72,23 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def wait_for_idle_store(pid: int | None, timeout_s: float = 180.0, threshold_pct: float = 15.0) -> float:
+    """Wait until the store server process ``pid`` uses under ``threshold_pct`` % CPU for
+    two consecutive 1-s samples (after a large ingestion ArcadeDB keeps compacting and
+    indexing for a while, which on 2 cores competes with the queries being timed).
+    Returns the seconds waited (at most ``timeout_s``)."""
+    if pid is None:
+        return 0.0
+    started, quiet = time.perf_counter(), 0
+    try:
+        process = psutil.Process(pid)
+        while quiet < 2 and time.perf_counter() - started < timeout_s:
+            quiet = quiet + 1 if process.cpu_percent(interval=1.0) < threshold_pct else 0
+    except psutil.Error:
+        pass
+    return round(time.perf_counter() - started, 1)
+
+
 def gold_documents(question: dict, tenant: str) -> set[str]:
     """Document ids of the question's supporting paragraphs (title + paragraph_text rule)."""
     gold = set()
@@ -87,17 +104,21 @@ def gold_documents(question: dict, tenant: str) -> set[str]:
 def evaluate(retriever: Retriever, questions: list[dict], mode: str, console: Console) -> dict:
     """Recall@2/5 and latency percentiles of ``mode`` over ``questions`` (warm)."""
     retriever.query(questions[0]["question"], mode=mode, k=5)  # warm: snapshot, baseline graph
-    r2, r5, latencies = [], [], []
+    r2, r5, latencies, stages = [], [], [], {}
     for question in questions:
         started = time.perf_counter()
         result = retriever.query(question["question"], mode=mode, k=20)
         latencies.append((time.perf_counter() - started) * 1000)
+        for stage, ms in result.timings_ms.items():
+            stages.setdefault(stage, []).append(ms)
         docs = [hit.doc_id for hit in result.passages]
         gold = gold_documents(question, retriever.store.tenant)
         r2.append(recall_at_k(docs, gold, 2))
         r5.append(recall_at_k(docs, gold, 5))
     return {"recall_at_2": round(sum(r2) / len(r2), 4), "recall_at_5": round(sum(r5) / len(r5), 4),
-            "p50_ms": round(percentile_ms(latencies, 50), 1), "p95_ms": round(percentile_ms(latencies, 95), 1)}
+            "p50_ms": round(percentile_ms(latencies, 50), 1), "p95_ms": round(percentile_ms(latencies, 95), 1),
+            "stage_p50_ms": {k: round(percentile_ms(v, 50), 1) for k, v in stages.items()},
+            "stage_p95_ms": {k: round(percentile_ms(v, 95), 1) for k, v in stages.items()}}
 
 
 def _doc_of_prop(snapshot, prop_id: str, index: dict[str, int]) -> set[str]:
@@ -128,32 +149,36 @@ def truncated_top_k(hits, budget: int, counter, k: int = 5) -> tuple[list[str], 
     return docs, used
 
 
-def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[int]) -> dict:
-    """Context recall and tokens per budget: ILP vs greedy vs truncated top-5 passages (spec §5)."""
+def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[int], reach_step: int = 25) -> dict:
+    """Context recall and tokens per budget: ILP vs greedy vs truncated top-5 passages (spec §5).
+
+    Also the smallest budget (searched in steps of ``reach_step`` tokens) at which the ILP
+    context reaches the recall of the top-5 passages, and the tokens it used there.
+    """
     from pathweave.retrieval.context import candidate_graph, select_context
 
     snapshot = retriever.snapshot()
     counter = retriever.token_counter()
+    limit_ms = retriever.settings.select_time_limit_ms
     prop_index = {rid: i for i, rid in enumerate(snapshot.prop_ids)}
     passage_doc = dict(zip(snapshot.passage_ids, snapshot.passage_docs))
-    stats: dict = {str(b): {m: {"recall": [], "tokens": [], "solve_ms": [], "objective": []}
-                            for m in ("ilp", "greedy", "topk_truncated")} for b in budgets}
     full = {"recall": [], "tokens": []}
-    nodes = []
+    cases = []  # (gold, result, candidate graph) per question
     for question in questions:
         gold = gold_documents(question, retriever.store.tenant)
         result = retriever.query(question["question"], mode="proprag", k=retriever.settings.context_passages,
                                  write_record=False)
-        graph = candidate_graph(result, snapshot)
-        nodes.append(len(graph.nodes))
+        graph = candidate_graph(result, snapshot, retriever.embedder.encode_one(question["question"]))
+        cases.append((gold, result, graph))
         top5 = [hit.doc_id for hit in result.passages[:5]]
         full["recall"].append(len(gold & set(top5)) / len(gold))
         full["tokens"].append(sum(counter.count(f"- {h.text} [{h.title}]") for h in result.passages[:5]))
-        for budget in budgets:
-            row = stats[str(budget)]
-            for method in ("ilp", "greedy"):
-                context = select_context(graph, budget, method, counter, "bullets",
-                                         retriever.settings.select_time_limit_ms)
+
+    def run(budget: int, methods: tuple[str, ...]) -> dict:
+        row = {m: {"recall": [], "tokens": [], "solve_ms": [], "objective": []} for m in (*methods, "topk_truncated")}
+        for gold, result, graph in cases:
+            for method in methods:
+                context = select_context(graph, budget, method, counter, "bullets", limit_ms)
                 row[method]["recall"].append(context_recall(context.lines, snapshot, gold, prop_index, passage_doc))
                 row[method]["tokens"].append(context.token_count)
                 row[method]["solve_ms"].append(context.solve_ms)
@@ -161,30 +186,71 @@ def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[
             docs, used = truncated_top_k(result.passages, budget, counter)
             row["topk_truncated"]["recall"].append(len(gold & set(docs)) / len(gold))
             row["topk_truncated"]["tokens"].append(used)
+        out = {method: {"context_recall": round(float(np.mean(v["recall"])), 4),
+                        "tokens": round(float(np.mean(v["tokens"])), 1),
+                        **({"solve_ms_p50": round(percentile_ms(v["solve_ms"], 50), 1),
+                            "solve_ms_p95": round(percentile_ms(v["solve_ms"], 95), 1)} if v["solve_ms"] else {})}
+               for method, v in row.items()}
+        if "greedy" in methods:
+            ilp, greedy = np.asarray(row["ilp"]["objective"]), np.asarray(row["greedy"]["objective"])
+            ok = ilp > 0
+            out["greedy_over_ilp_objective"] = round(float(np.mean(greedy[ok] / ilp[ok])), 4) if ok.any() else None
+        return out
+
     summary: dict = {"top5_passages": {"context_recall": round(float(np.mean(full["recall"])), 4),
                                        "tokens": round(float(np.mean(full["tokens"])), 1)},
-                     "candidate_nodes_mean": round(float(np.mean(nodes)), 1), "budgets": {}}
-    for budget, row in stats.items():
-        summary["budgets"][budget] = {
-            method: {"context_recall": round(float(np.mean(v["recall"])), 4),
-                     "tokens": round(float(np.mean(v["tokens"])), 1),
-                     **({"solve_ms_p50": round(percentile_ms(v["solve_ms"], 50), 1),
-                         "solve_ms_p95": round(percentile_ms(v["solve_ms"], 95), 1)} if v["solve_ms"] else {})}
-            for method, v in row.items()
-        }
-        ilp, greedy = np.asarray(row["ilp"]["objective"]), np.asarray(row["greedy"]["objective"])
-        ok = ilp > 0
-        summary["budgets"][budget]["greedy_over_ilp_objective"] = round(float(np.mean(greedy[ok] / ilp[ok])), 4) if ok.any() else None
-    target = summary["top5_passages"]["context_recall"]
-    reaching = [b for b in budgets if summary["budgets"][str(b)]["ilp"]["context_recall"] >= target]
-    if reaching:
-        b = str(min(reaching))
-        summary["tokens_to_reach_top5_recall"] = {
-            "budget": int(b), "ilp_tokens": summary["budgets"][b]["ilp"]["tokens"],
-            "share_of_top5_tokens": round(summary["budgets"][b]["ilp"]["tokens"] / summary["top5_passages"]["tokens"], 3)}
-    else:
-        summary["tokens_to_reach_top5_recall"] = None
+                     "candidate_nodes_mean": round(float(np.mean([len(g.nodes) for _, _, g in cases])), 1),
+                     "budgets": {str(b): run(b, ("ilp", "greedy")) for b in budgets}}
+    target, top5_tokens = summary["top5_passages"]["context_recall"], summary["top5_passages"]["tokens"]
+    summary["tokens_to_reach_top5_recall"] = None
+    for budget in range(reach_step, int(top5_tokens) + reach_step, reach_step):
+        row = summary["budgets"].get(str(budget)) or run(budget, ("ilp",))
+        if row["ilp"]["context_recall"] >= target:
+            summary["tokens_to_reach_top5_recall"] = {
+                "budget": budget, "ilp_context_recall": row["ilp"]["context_recall"], "ilp_tokens": row["ilp"]["tokens"],
+                "share_of_top5_tokens": round(row["ilp"]["tokens"] / top5_tokens, 3)}
+            break
     return summary
+
+
+def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passages: tuple[int, ...] = (5, 10, 20, 25),
+                             budget: int = 400, reference_ms: float = 2000.0) -> dict:
+    """ILP vs greedy on the real candidate graphs of ``questions`` built from their top
+    5/10/20/25 passages (~50 to ~200 nodes): ILP wall time (50 ms limit) p50/p95 in ms and
+    how often it proves optimality, and each selector's objective as a fraction of the
+    best known (a ``reference_ms`` warm-started ILP run)."""
+    from pathweave.retrieval.context import candidate_graph
+    from pathweave.selection import assign_costs, select, solve_ilp
+
+    snapshot, counter = retriever.snapshot(), retriever.token_counter()
+    limit_ms = retriever.settings.select_time_limit_ms
+    rows: dict[int, dict[str, list]] = {n: {k: [] for k in ("nodes", "ms", "optimal", "ilp", "greedy", "ref_optimal")}
+                                        for n in passages}
+    for question in questions:
+        result = retriever.query(question["question"], mode="proprag", k=max(passages), write_record=False)
+        vector = retriever.embedder.encode_one(question["question"])
+        for n in passages:
+            top = result.model_copy(update={"passages": result.passages[:n]})
+            graph = assign_costs(candidate_graph(top, snapshot, vector), counter)
+            ilp, greedy = select(graph, budget, "ilp", limit_ms), select(graph, budget, "greedy")
+            reference = solve_ilp(graph, budget, time_limit_ms=reference_ms,
+                                  hint=max(ilp, greedy, key=lambda s: s.objective).selected)
+            best = max(reference.objective, ilp.objective, greedy.objective)
+            row = rows[n]
+            row["nodes"].append(len(graph.nodes))
+            row["ms"].append(ilp.solve_ms)
+            row["optimal"].append(ilp.status == "OPTIMAL")
+            row["ref_optimal"].append(reference.status == "OPTIMAL")
+            row["ilp"].append(ilp.objective / best if best > 0 else 1.0)
+            row["greedy"].append(greedy.objective / best if best > 0 else 1.0)
+    return {"budget": budget, "time_limit_ms": limit_ms, "questions": len(questions), "sizes": {
+        str(n): {"passages": n, "nodes_mean": round(float(np.mean(r["nodes"])), 1),
+                 "ilp_ms_p50": round(percentile_ms(r["ms"], 50), 1), "ilp_ms_p95": round(percentile_ms(r["ms"], 95), 1),
+                 "ilp_optimal_frac": round(float(np.mean(r["optimal"])), 3),
+                 "reference_optimal_frac": round(float(np.mean(r["ref_optimal"])), 3),
+                 "ilp_over_best": round(float(np.mean(r["ilp"])), 4),
+                 "greedy_over_best": round(float(np.mean(r["greedy"])), 4)}
+        for n, r in rows.items()}}
 
 
 def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[str] | None = None,
@@ -218,6 +284,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     "peak_rss_mb": round(peak_rss_mb(), 1),
                     "store_server_rss_mb": round(psutil.Process(info.pid).memory_info().rss / 2**20, 1) if info else None,
                 }
+                console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
+                results["ingest"][extraction]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
                 retriever = Retriever(store, embedder, settings)
                 results["results"][extraction] = {}
                 for mode in MODES:
@@ -226,6 +294,9 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 if budgets:
                     console.print(f"[dim]token-budgeted context: {extraction}, budgets {budgets}[/]")
                     results.setdefault("context", {})[extraction] = evaluate_budgets(retriever, questions, budgets)
+                    console.print(f"[dim]ILP vs greedy on real candidate graphs of ~50-200 nodes: {extraction}[/]")
+                    results.setdefault("selection_sizes", {})[extraction] = evaluate_selection_sizes(
+                        retriever, questions[:30])
         if budgets:
             from pathweave.selection.bench import synthetic_solve_stats
 
@@ -273,6 +344,16 @@ def print_context_table(results: dict, console: Console) -> None:
         console.print(f"{extraction}: top-5 passages reach context recall {top['context_recall']:.3f} with "
                       f"{top['tokens']:.0f} tokens; ILP reaches it: {summary['tokens_to_reach_top5_recall']}")
     console.print(table)
+    if results.get("selection_sizes"):
+        sizes = Table(title="ILP vs greedy on real candidate graphs (budget 400 tokens, 50 ms limit)")
+        for column in ("extraction", "passages", "nodes", "ILP ms p50/p95", "ILP optimal", "ILP/best", "greedy/best"):
+            sizes.add_column(column)
+        for extraction, study in results["selection_sizes"].items():
+            for row in study["sizes"].values():
+                sizes.add_row(extraction, str(row["passages"]), f"{row['nodes_mean']:.0f}",
+                              f"{row['ilp_ms_p50']:.0f} / {row['ilp_ms_p95']:.0f}", f"{row['ilp_optimal_frac']:.0%}",
+                              f"{row['ilp_over_best']:.4f}", f"{row['greedy_over_best']:.4f}")
+        console.print(sizes)
 
 
 def _bars(title: str, items: list[tuple[str, float]], unit: str, scale: float) -> str:

@@ -27,6 +27,19 @@ def build_graph(spec, edges, query="Q"):
     return CandidateGraph(query_id=query, nodes=nodes, edges=edges)
 
 
+def hand_graph():
+    """Two passages, two propositions, one shared entity: Q-p1-s1-e1-s2-p2-Q."""
+    spec = {
+        "p1": ("passage", 5.0, 50),
+        "p2": ("passage", 4.0, 30),
+        "s1": ("proposition", 3.0, 10),
+        "s2": ("proposition", 6.0, 20),
+        "e1": ("entity", 1.0, 2),
+    }
+    edges = [("Q", "p1"), ("Q", "p2"), ("p1", "s1"), ("p2", "s2"), ("s1", "e1"), ("s2", "e1")]
+    return build_graph(spec, edges)
+
+
 def brute_force_optimum(graph, budget):
     """Best objective over all connected, budget-feasible sets containing Q."""
     others = [n.id for n in graph.nodes if n.id != graph.query_id]
@@ -87,6 +100,7 @@ def helpers():
     class H:
         build_graph = staticmethod(build_graph)
         brute_force_optimum = staticmethod(brute_force_optimum)
+        hand_graph = staticmethod(hand_graph)
         random_small_graph = staticmethod(random_small_graph)
         assert_feasible = staticmethod(assert_feasible)
 

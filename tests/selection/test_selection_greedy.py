@@ -9,15 +9,7 @@ from pathweave.selection.bench import random_candidate_graph
 
 
 def test_frontier_rule_hand_example(helpers):
-    spec = {
-        "p1": ("passage", 5.0, 50),
-        "p2": ("passage", 4.0, 30),
-        "s1": ("proposition", 3.0, 10),
-        "s2": ("proposition", 6.0, 20),
-        "e1": ("entity", 1.0, 2),
-    }
-    edges = [("Q", "p1"), ("Q", "p2"), ("p1", "s1"), ("p2", "s2"), ("s1", "e1"), ("s2", "e1")]
-    g = helpers.build_graph(spec, edges)
+    g = helpers.hand_graph()
     sel = solve_greedy(g, 80)
     # ratios: p2 .133 > p1 .1; then s2 .3; e1 .5; s1 .3; p1 no longer fits
     assert sel.selected == ["Q", "p2", "s2", "e1", "s1"]

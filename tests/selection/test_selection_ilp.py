@@ -8,7 +8,7 @@ from ortools.sat.python import cp_model
 from pathweave.selection import solve_ilp
 from pathweave.selection import ilp as ilp_module
 
-FORMULATIONS = ["order", "flow"]
+FORMULATIONS = ["order", "flow", "cuts"]
 
 
 def pair_graph(helpers):
@@ -64,15 +64,7 @@ def test_true_connectivity_rejects_disconnected_pair(helpers, connectivity):
 
 
 def hand_graph(helpers):
-    spec = {
-        "p1": ("passage", 5.0, 50),
-        "p2": ("passage", 4.0, 30),
-        "s1": ("proposition", 3.0, 10),
-        "s2": ("proposition", 6.0, 20),
-        "e1": ("entity", 1.0, 2),
-    }
-    edges = [("Q", "p1"), ("Q", "p2"), ("p1", "s1"), ("p2", "s2"), ("s1", "e1"), ("s2", "e1")]
-    return helpers.build_graph(spec, edges)
+    return helpers.hand_graph()
 
 
 @pytest.mark.parametrize("connectivity", FORMULATIONS)
@@ -131,7 +123,7 @@ def test_query_cost_over_budget_and_negative_budget_raise(helpers):
 def test_bad_connectivity_and_infeasible_hint_raise(helpers):
     g = hand_graph(helpers)
     with pytest.raises(ValueError, match="connectivity"):
-        solve_ilp(g, 80, connectivity="cuts")
+        solve_ilp(g, 80, connectivity="tree")
     with pytest.raises(ValueError, match="connected"):
         solve_ilp(g, 80, hint=["Q", "s1"])
     with pytest.raises(ValueError, match="budget"):
@@ -156,3 +148,25 @@ def test_fallback_when_cp_sat_finds_nothing(helpers, monkeypatch):
     sel = solve_ilp(g, 80, hint=["Q", "p2", "s2"])
     assert sel.status == "FALLBACK" and set(sel.selected) == {"Q", "p2", "s2"}
     helpers.assert_feasible(g, sel, 80)
+
+
+@pytest.mark.parametrize("connectivity", FORMULATIONS)
+def test_zero_cost_nodes_are_reduced_exactly(helpers, connectivity):
+    """Free nodes (cost 0: entity connectors, passage coverage nodes) are folded into
+    Q, cliques and coverage terms before CP-SAT; the optimum must not change."""
+    from pathweave.selection.reduce import reduce_free_nodes
+
+    rng = helpers.rng(11)
+    for trial in range(12):
+        g = helpers.random_small_graph(rng, n_others=9, p_edge=0.3)
+        free = {n.id for n in g.nodes[1:] if n.kind == "entity" or (trial % 2 and n.kind == "passage")}
+        g = g.model_copy(update={"nodes": [n.model_copy(update={"cost": 0}) if n.id in free else n
+                                           for n in g.nodes]})
+        g = type(g)(query_id=g.query_id, nodes=g.nodes, edges=g.edges)
+        reduction = reduce_free_nodes(g)
+        assert all(n.cost > 0 for n in reduction.core.nodes if n.id != "Q")
+        for budget in (15, 40):
+            sel = solve_ilp(g, budget, time_limit_ms=5000, connectivity=connectivity)
+            assert sel.status == "OPTIMAL"
+            helpers.assert_feasible(g, sel, budget)
+            assert sel.objective == pytest.approx(helpers.brute_force_optimum(g, budget), abs=1e-5)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from pathweave.settings import PropRAGParams
 from pathweave.snapshot import GraphSnapshot
 
 
@@ -21,19 +22,6 @@ class Path:
 
     props: tuple[int, ...]
     score: float
-
-
-@dataclass(frozen=True)
-class BeamParams:
-    """Beam width B, jump points, re-scored candidates M, max depth L_max, paths kept,
-    minimum SYNONYM score for a synonym step (spec §1 defaults: 4, 3, 40, 3, 5, 0.75)."""
-
-    beam_width: int = 4
-    jump_points: int = 3
-    rescore_top: int = 40
-    max_depth: int = 3
-    top_paths: int = 5
-    synonym_step_min: float = 0.75
 
 
 class PropositionGraph:
@@ -78,12 +66,14 @@ class PropositionGraph:
 
 
 def beam_search(
-    query: np.ndarray, snapshot: GraphSnapshot, allowed: np.ndarray, params: BeamParams,
+    query: np.ndarray, snapshot: GraphSnapshot, allowed: np.ndarray, params: PropRAGParams,
     encode: Callable[[list[str]], np.ndarray],
 ) -> tuple[list[Path], list[Path], PropositionGraph]:
     """Beam search from the best allowed propositions.
 
-    ``query``: ``(d,)`` L2-normalized; ``allowed``: ``(R,)`` bool; ``encode``: texts ->
+    ``query``: ``(d,)`` L2-normalized; ``allowed``: ``(R,)`` bool; ``params``: beam width B,
+    jump points, re-scored candidates M (``rescore_top``; None counts as 0), L_max,
+    paths kept, SYNONYM step threshold (spec §1 defaults); ``encode``: texts ->
     ``(n, d)`` normalized (used to re-score the top M candidates by their
     concatenated text; that score replaces the mean-embedding score).
     Returns ``(top_paths, initial_paths, graph)``: at most ``top_paths`` paths of the
@@ -116,7 +106,7 @@ def beam_search(
         means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
         path_scores = means @ query
         ranked = np.argsort(-path_scores, kind="stable")
-        if len(paths) > params.beam_width and params.rescore_top > 0:
+        if len(paths) > params.beam_width and (params.rescore_top or 0) > 0:
             top = ranked[: params.rescore_top]
             texts = [" ".join(snapshot.prop_texts[i] for i in paths[j]) for j in top]
             rescored = encode(texts) @ query

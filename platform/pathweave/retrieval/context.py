@@ -3,19 +3,35 @@ seed; spec §5): candidate graph -> connected selection under L tokens (CP-SAT
 ILP or greedy) -> linearized, prompt-ready context.
 
 Candidate graph, built from what retrieval already holds in the snapshot (no
-store round trip):
+store round trip). With proposition paths (PropRAG):
 
-- Q, the query node (weight 0, cost 0), linked to the seeds: the stage-2 seed
-  entities (PropRAG) or, in modes without entity seeds, the candidate passages;
-- the ranked passages of the result (``context_passages`` of them), the propositions on the top
-  paths and the entities of those propositions;
+- Q, the query node (weight 0, cost 0), linked to the stage-2 seed entities;
+- the ranked passages of the result (``context_passages`` of them) as
+  *coverage* nodes: weight, no text of their own (``rendered=False``, cost 0),
+  linked only to their propositions, so a passage is selected exactly when at
+  least one of its statements is, and its weight is earned once however many
+  of its statements are chosen (that is what spreads a small budget over
+  several passages instead of spending it on one);
+- every proposition stated by those passages, plus the propositions on the
+  top paths, each rendered as its sentence followed by the citation (a title prefix the extractor added for
+  decontextualization is dropped there: the citation carries it);
+- entities as *connectors*: the seeds, and the entities mentioned by at least
+  two of these propositions (one mentioned by a single proposition can never
+  connect anything); ``rendered=False``, cost 0 — a statement that uses an
+  entity already names it, so its name would only repeat tokens (the spec's
+  "entities ~ their name" cost applies where entities are rendered: the
+  generic :mod:`pathweave.selection` API);
 - edges: Passage-STATES-Proposition, Proposition-MENTIONS-Entity,
-  Passage-MENTIONS-Entity (entities of its propositions), consecutive path steps.
+  consecutive path steps, Q-seed.
 
-Weights (documented formula): passage ``w = 0.1 + 0.9 * minmax(score)`` over the
-candidate passages; proposition ``w = 0.5 * max(0, best score of a top path
-containing it)``; entity ``w = 0.05 * seed weight`` (0 for non-seeds: entities
-are connectors). Cost = tokens of the node's rendered line (:func:`assign_costs`).
+Without paths (dense, hipporag2 modes) the candidate passages are rendered
+in full and linked to Q.
+
+Weights (documented formula): passage ``w = 0.1 + 0.9 * minmax(score)`` over
+the candidate passages; proposition ``w = 0.5 * max(0, cos(q, r), best score
+of a top path containing r)``; entity ``w = 0.05 * seed weight`` (0 for
+non-seeds: entities are connectors). Cost = tokens of the node's rendered line
+(:func:`assign_costs`).
 """
 
 from __future__ import annotations
@@ -30,49 +46,61 @@ from pathweave.snapshot import GraphSnapshot
 QUERY_NODE = "Q"
 
 
-def candidate_graph(result: QueryResult, snapshot: GraphSnapshot) -> CandidateGraph:
-    """The candidate graph of ``result``: its ranked passages, paths and seeds."""
+def candidate_graph(result: QueryResult, snapshot: GraphSnapshot, query: np.ndarray | None = None) -> CandidateGraph:
+    """The candidate graph of ``result`` (see the module doc): its ranked passages, the
+    propositions they state and those on its paths, and the seeds.
+
+    ``query``: the L2-normalized ``(d,)`` query vector for the propositions' cosine
+    weights (None: path scores only).
+    """
     p_index = {pid: i for i, pid in enumerate(snapshot.passage_ids)}
     r_index = {rid: i for i, rid in enumerate(snapshot.prop_ids)}
     e_index = {eid: i for i, eid in enumerate(snapshot.entity_ids)}
-    passages = [p_index[hit.passage_id] for hit in result.passages if hit.passage_id in p_index]
-    passage_w = 0.1 + 0.9 * min_max(np.asarray([hit.score for hit in result.passages], dtype=np.float64))
+    hits = [hit for hit in result.passages if hit.passage_id in p_index]
+    passages = [p_index[hit.passage_id] for hit in hits]
+    passage_w = 0.1 + 0.9 * min_max(np.asarray([hit.score for hit in hits], dtype=np.float64))
+    with_paths = bool(result.paths or result.seeds)
     nodes = [CandidateNode(id=QUERY_NODE, kind="query", text=result.question, weight=0.0, cost=0)]
     edges: set[tuple[str, str]] = set()
     for i, w in zip(passages, passage_w):
         nodes.append(CandidateNode(id=snapshot.passage_ids[i], kind="passage", text=snapshot.passage_texts[i],
-                                   weight=float(w), cost=0, citation=snapshot.passage_titles[i] or None))
+                                   weight=float(w), cost=0, citation=snapshot.passage_titles[i] or None,
+                                   rendered=not with_paths))
+    if not with_paths:
+        edges.update((QUERY_NODE, snapshot.passage_ids[i]) for i in passages)
+        return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
+
     prop_w: dict[int, float] = {}
     for path in result.paths:
         steps = [r_index[s.prop_id] for s in path.steps if s.prop_id in r_index]
         for r in steps:
-            prop_w[r] = max(prop_w.get(r, 0.0), 0.5 * max(0.0, path.score))
+            prop_w[r] = max(prop_w.get(r, 0.0), path.score)
         for a, b in zip(steps, steps[1:]):
             edges.add((snapshot.prop_ids[a], snapshot.prop_ids[b]))
+    stated = snapshot.states[passages].indices if passages else np.zeros(0, dtype=np.int64)
+    props = np.union1d(stated, np.fromiter(prop_w, dtype=np.int64))
+    cosine = snapshot.prop_emb[props] @ query if query is not None else np.zeros(len(props))
+    candidate_passages = set(passages)
+    mentions = snapshot.prop_entities[props]
     seed_w = {e_index[s.entity_id]: 0.05 * s.weight for s in result.seeds if s.entity_id in e_index}
-    entities = set(seed_w)
-    for r, w in prop_w.items():
+    counts = np.bincount(mentions.indices, minlength=snapshot.n_entities)
+    entities = set(seed_w) | set(np.flatnonzero(counts >= 2).tolist())
+    for row, (r, cos) in enumerate(zip(props.tolist(), cosine.tolist())):
         stated_by = snapshot.prop_passages[r].indices
         citation = snapshot.passage_titles[stated_by[0]] if len(stated_by) else None
-        nodes.append(CandidateNode(id=snapshot.prop_ids[r], kind="proposition", text=snapshot.prop_texts[r],
-                                   weight=w, cost=0, citation=citation or None))
-        for p in stated_by:
-            if int(p) in passages:
-                edges.add((snapshot.passage_ids[p], snapshot.prop_ids[r]))
-        for e in snapshot.prop_entities[r].indices:
-            entities.add(int(e))
-            edges.add((snapshot.prop_ids[r], snapshot.entity_ids[e]))
+        text = snapshot.prop_texts[r]
+        if citation and text.startswith(f"{citation}: "):
+            text = text[len(citation) + 2:]
+        nodes.append(CandidateNode(id=snapshot.prop_ids[r], kind="proposition", text=text,
+                                   weight=0.5 * max(0.0, cos, prop_w.get(r, 0.0)), cost=0,
+                                   citation=citation or None))
+        edges.update((snapshot.passage_ids[p], snapshot.prop_ids[r]) for p in stated_by if int(p) in candidate_passages)
+        edges.update((snapshot.prop_ids[r], snapshot.entity_ids[e])
+                     for e in mentions.indices[mentions.indptr[row]:mentions.indptr[row + 1]] if int(e) in entities)
     for e in sorted(entities):
         nodes.append(CandidateNode(id=snapshot.entity_ids[e], kind="entity", text=snapshot.entity_names[e],
-                                   weight=seed_w.get(e, 0.0), cost=0))
-    for i in passages:
-        for e in snapshot.passage_entities[i].indices:
-            if int(e) in entities:
-                edges.add((snapshot.passage_ids[i], snapshot.entity_ids[e]))
-    if seed_w:
-        edges.update((QUERY_NODE, snapshot.entity_ids[e]) for e in seed_w)
-    else:
-        edges.update((QUERY_NODE, snapshot.passage_ids[i]) for i in passages)
+                                   weight=seed_w.get(e, 0.0), cost=0, rendered=False))
+    edges.update((QUERY_NODE, snapshot.entity_ids[e]) for e in seed_w)
     return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
 
 

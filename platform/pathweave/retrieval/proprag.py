@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pathweave.ppr import min_max, personalized_pagerank, transition_matrix
-from pathweave.retrieval.beam import BeamParams, Path, PropositionGraph, beam_search
+from pathweave.retrieval.beam import Path, PropositionGraph, beam_search
 from pathweave.settings import PropRAGParams
 from pathweave.snapshot import GraphSnapshot
 
@@ -88,8 +88,7 @@ def proprag(
     sub_passages = stage1_order[: params.subgraph_passages]
     allowed = np.asarray(snapshot.states[sub_passages].sum(axis=0)).ravel() > 0
     rescore = params.rescore_top if params.rescore_top is not None else params.rescore_top_cpu
-    beam = BeamParams(params.beam_width, params.jump_points, rescore, params.max_depth,
-                      params.top_paths, params.synonym_step_min)
+    beam = params.model_copy(update={"rescore_top": rescore})
     paths, initial, graph = beam_search(query, snapshot, allowed, beam, encode)
     clock("beam")
     exploit = _normalized(_top_entities(paths, snapshot, query, params.seeds_per_side))

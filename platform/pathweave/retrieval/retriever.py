@@ -158,7 +158,7 @@ class Retriever:
             for rank, i in enumerate(order[:depth], 1)
         ]
         if token_budget is not None and len(order):
-            result.context = select_context(candidate_graph(result, snapshot), token_budget, select,
+            result.context = select_context(candidate_graph(result, snapshot, query_vec), token_budget, select,
                                             self.token_counter(), style, self.settings.select_time_limit_ms)
             clock("select")
         result.passages = result.passages[:k]

@@ -38,6 +38,10 @@ class CandidateNode(BaseModel):
             passages default to citing their own id when linearized).
         triple: Optional ``(subject, relation, object)`` for the "triples"
             linearization style.
+        rendered: False for a node that carries weight and connects but
+            contributes no text of its own: cost 0, never a context line
+            (e.g. a passage whose evidence is its selected propositions, each
+            of which cites it).
 
     Raises:
         ValueError (pydantic ``ValidationError``): negative or non-finite
@@ -56,6 +60,7 @@ class CandidateNode(BaseModel):
     cost: int = Field(ge=0)
     citation: str | None = None
     triple: tuple[str, str, str] | None = None
+    rendered: bool = True
 
 
 class CandidateGraph(BaseModel):

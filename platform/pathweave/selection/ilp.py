@@ -36,14 +36,16 @@ spec §5.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from ortools.sat.python import cp_model
 
 from .bound import knapsack_bound, selectable_nodes
 from .candidate import CandidateGraph
+from .reduce import reduce_free_nodes
 from .result import (
     Selection,
     check_budget,
@@ -55,11 +57,16 @@ from .result import (
 WEIGHT_SCALE = 1_000_000
 """Integer scale for weights in the CP-SAT objective (``round(w * 1e6)``)."""
 
-Connectivity = Literal["flow", "order"]
+Connectivity = Literal["flow", "order", "cuts"]
 
 _MIN_SOLVER_SECONDS = 0.001
 
+FINISH_RESERVE_MS = 4.0
+"""Milliseconds of the time limit kept back from CP-SAT for mapping the solution
+back (expansion, ordering, pruning), so the whole call stays within the limit."""
+
 SOLVER_PARAMS: dict[str, int] = {
+    "linearization_level": 2,
     "max_presolve_iterations": 1,
     "cp_model_probing_level": 0,
     "symmetry_level": 0,
@@ -175,9 +182,17 @@ def solve_ilp(
     """
     start = time.perf_counter()
     check_budget(graph, budget_tokens)
-    if connectivity not in ("flow", "order"):
-        raise ValueError(f"connectivity must be 'flow' or 'order', got {connectivity!r}")
-    tree = _hint_tree(graph, hint, budget_tokens) if hint is not None else None
+    if connectivity not in ("flow", "order", "cuts"):
+        raise ValueError(f"connectivity must be 'flow', 'order' or 'cuts', got {connectivity!r}")
+    original = graph
+    reduction = reduce_free_nodes(graph)
+    graph = reduction.core  # zero-cost nodes folded into Q, cliques and coverage terms
+    tree = None
+    if hint is not None:
+        _hint_tree(original, hint, budget_tokens)  # validates the hint on the caller's graph
+        core_ids = graph.node_map()
+        tree = _hint_tree(graph, [v for v in hint if v in core_ids], budget_tokens)
+        hint = [v for v in hint if v in core_ids]
     nodes = graph.node_map()
     q = graph.query_id
     allowed = selectable_nodes(graph, budget_tokens)
@@ -210,43 +225,69 @@ def solve_ilp(
         for v in others:  # seed paper's neighbour rule; redundant with the flow
             model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
         _add_flow(model, x, q, others, arcs, big_m, tree, hint_vars, hint_values)
-    else:  # parent arcs imply the neighbour rule
+    elif connectivity == "order":  # parent arcs imply the neighbour rule
         hops = _hops(adj, q, allowed)
         _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_values)
-    model.maximize(cp_model.LinearExpr.weighted_sum(
-        xs, [round(nodes[v].weight * WEIGHT_SCALE) for v in ids]
-    ))
+    else:  # "cuts": the neighbour rule now, connectivity cuts when a solution needs them
+        for v in others:
+            model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
+    terms, coefficients = list(xs), [round(nodes[v].weight * WEIGHT_SCALE) for v in ids]
+    for component in reduction.components:  # earned when a neighbour is selected
+        touching = [x[u] for u in component.neighbours if u in x]
+        if touching and component.weight > 0:
+            covered = model.new_bool_var(f"c[{min(component.nodes)}]")
+            model.add_bool_or(touching).only_enforce_if(covered)
+            terms.append(covered)
+            coefficients.append(round(component.weight * WEIGHT_SCALE))
+            if tree is not None:
+                hint_vars.append(covered)
+                hint_values.append(int(any(u in tree[1] for u in component.neighbours)))
+    model.maximize(cp_model.LinearExpr.weighted_sum(terms, coefficients))
     if hint_vars:  # bulk form of model.add_hint(var, value)
         model.model_proto.solution_hint.vars.extend([var.index for var in hint_vars])
         model.model_proto.solution_hint.values.extend(hint_values)
 
-    solver = cp_model.CpSolver()
-    elapsed = time.perf_counter() - start
-    solver.parameters.max_time_in_seconds = max(
-        _MIN_SOLVER_SECONDS, time_limit_ms / 1000.0 - elapsed
-    )
-    solver.parameters.num_workers = num_workers
-    solver.parameters.random_seed = seed
-    for name, value in SOLVER_PARAMS.items():
-        setattr(solver.parameters, name, value)
-    code = solver.solve(model)
+    def solve_once(hinted: set[str] | None = None) -> tuple[cp_model.CpSolver, int]:
+        if hinted is not None:
+            model.clear_hints()
+            for v in ids:
+                model.add_hint(x[v], v in hinted)
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(
+            _MIN_SOLVER_SECONDS, (time_limit_ms - FINISH_RESERVE_MS) / 1000.0 - (time.perf_counter() - start)
+        )
+        solver.parameters.num_workers = num_workers
+        solver.parameters.random_seed = seed
+        for name, value in SOLVER_PARAMS.items():
+            setattr(solver.parameters, name, value)
+        return solver, solver.solve(model)
 
-    knap = knapsack_bound(graph, budget_tokens, allowed)
+    if connectivity == "cuts":
+        chosen_core, code, upper = _solve_with_cuts(model, x, graph, solve_once, start, time_limit_ms,
+                                                    set(hint) if hint is not None else None)
+    else:
+        solver, code = solve_once()
+        chosen_core = [v for v in ids if solver.boolean_value(x[v])] if code in (
+            cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+        upper = solver.best_objective_bound if chosen_core is not None else math.inf
+
+    graph = original
+    knap = knapsack_bound(graph, budget_tokens, selectable_nodes(graph, budget_tokens))
     if code == cp_model.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT rejected the selection model: {model.validate()}")
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        chosen = [v for v in ids if solver.boolean_value(x[v])]
+    if chosen_core is not None:
+        chosen = reduction.expand(chosen_core)
         order = prune_zero_weight_leaves(graph, connected_order(graph, chosen))
         if code == cp_model.OPTIMAL:
             status, bound, optimal = "OPTIMAL", 0.0, True  # bound lifted to objective
         else:
             status, optimal = "FEASIBLE", None
-            bound = min(solver.best_objective_bound / WEIGHT_SCALE, knap)
+            bound = min(upper / WEIGHT_SCALE + reduction.root_weight, knap)
     else:  # UNKNOWN in the limit (INFEASIBLE is impossible once l(Q) <= L)
         status, bound, optimal = "FALLBACK", knap, None
         order = [q]
         if hint is not None:
-            order = prune_zero_weight_leaves(graph, connected_order(graph, hint))
+            order = prune_zero_weight_leaves(graph, connected_order(graph, reduction.expand(hint)))
     return make_selection(
         graph,
         order,
@@ -299,3 +340,65 @@ def _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_val
         if tree is not None:
             hint_vars.append(d[v])
             hint_values.append(min(max(tree[1].get(v, hops[v]), hops[v]), big_m))
+
+
+def _components(chosen: set[str], adj: dict[str, list[str]]) -> list[set[str]]:
+    """Connected components of the subgraph induced by ``chosen``."""
+    left, parts = set(chosen), []
+    while left:
+        part = {left.pop()}
+        stack = list(part)
+        while stack:
+            for v in adj[stack.pop()]:
+                if v in left:
+                    left.discard(v)
+                    part.add(v)
+                    stack.append(v)
+        parts.append(part)
+    return parts
+
+
+def _solve_with_cuts(
+    model: cp_model.CpModel, x: dict, graph: CandidateGraph,
+    solve_once: Callable[[set[str] | None], tuple[cp_model.CpSolver, int]],
+    start: float, time_limit_ms: float, hint: set[str] | None,
+) -> tuple[list[str] | None, int, float]:
+    """Connectivity by cut generation: solve without it; while the solution has a
+    component ``S`` away from ``Q``, add ``x_v => OR(x_u : u in N(S) \\ S)`` for every
+    ``v`` in ``S`` (a selected ``v`` must reach ``Q`` through ``S``'s boundary), and solve
+    again, warm-started from the best connected selection so far.
+
+    An optimal relaxed solution that is connected is optimal; each relaxed optimum
+    is an upper bound. Returns ``(core selection or None, CP-SAT status, upper
+    bound in scaled units)``; on time-out the best connected selection found (the
+    ``Q`` component of each relaxed solution, or the hint) with status FEASIBLE.
+    """
+    adj, q = graph.adjacency(), graph.query_id
+    scaled = {v: round(graph.node(v).weight * WEIGHT_SCALE) for v in x}
+    best, best_value = (sorted(hint), sum(scaled[v] for v in hint)) if hint else (None, -1)
+    upper = math.inf
+    hinted = set(hint) if hint else None
+    while True:
+        solver, code = solve_once(hinted)
+        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return best, (cp_model.FEASIBLE if best is not None else code), upper
+        upper = min(upper, solver.best_objective_bound)
+        chosen = {v for v in x if solver.boolean_value(x[v])}
+        parts = _components(chosen, adj)
+        main = next(part for part in parts if q in part)
+        if len(parts) == 1:
+            if code == cp_model.OPTIMAL:
+                return sorted(chosen), code, upper
+            return sorted(chosen), cp_model.FEASIBLE, upper
+        value = sum(scaled[v] for v in main)  # (coverage terms aside: a lower estimate)
+        if value > best_value:
+            best, best_value = sorted(main), value
+        for part in parts:
+            if part is main:
+                continue
+            boundary = [x[u] for v in part for u in adj[v] if u in x and u not in part]
+            for v in part:
+                model.add_bool_or(boundary).only_enforce_if(x[v])
+        hinted = set(best) if best is not None else None
+        if (time.perf_counter() - start) * 1000.0 >= time_limit_ms:
+            return best, (cp_model.FEASIBLE if best is not None else cp_model.UNKNOWN), upper

@@ -16,7 +16,8 @@ The citation is ``node.citation``, or the passage's own id for a passage
 without one; ``" [..]"`` is omitted when there is none. An entity is rendered
 only if no selected passage/proposition mentions it (case-insensitive,
 whole-word match of its name); otherwise it merely connected evidence and is
-left out. The query node is never rendered.
+left out. The query node and nodes with ``rendered=False`` (cost 0) are
+never rendered.
 
 Source: graph context optimization seed, graph-context-optimization-ilp.md;
 spec §5.
@@ -68,8 +69,8 @@ class Context(BaseModel):
         tokenizer: ``counter.name``.
         style: Rendering style used.
         items: Rendered items in output order (position ``i`` = line ``i``).
-        omitted: Selected entity ids left out because a selected statement
-            mentions them.
+        omitted: Selected ids left out: entities a selected statement
+            mentions, and nodes with ``rendered=False``.
 
     Source: graph context optimization seed, graph-context-optimization-ilp.md;
     spec §5.
@@ -125,7 +126,7 @@ def assign_costs(
 ) -> CandidateGraph:
     """Copy of ``graph`` with ``cost`` = tokens of each node's rendered line.
 
-    The query node gets cost 0. Counts are batched (one tokenizer call). For
+    The query node and nodes with ``rendered=False`` get cost 0. Counts are batched (one tokenizer call). For
     whitespace-pre-tokenized tokenizers such as the default BERT WordPiece,
     token counts add up over newline-joined lines, so a context linearized
     from a selection within budget ``L`` stays within ``L`` tokens.
@@ -135,7 +136,7 @@ def assign_costs(
 
     Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
-    others = [n for n in graph.nodes if n.kind != "query"]
+    others = [n for n in graph.nodes if n.kind != "query" and n.rendered]
     counts = counter.count_many([render_line(n, style) for n in others])
     cost = dict(zip((n.id for n in others), counts))
     nodes = [n.model_copy(update={"cost": cost.get(n.id, 0)}) for n in graph.nodes]
@@ -195,8 +196,8 @@ def linearize(
         raise ValueError(f"style must be 'bullets' or 'triples', got {style!r}")
     counter = counter or TokenCounter()
     nodes = [graph.node(v) for v in selection.selected if v != graph.query_id]
-    statements = [n.text for n in nodes if n.kind in ("passage", "proposition")]
-    shown = [n for n in nodes if n.kind != "entity" or not _mentions(n.text, statements)]
+    statements = [n.text for n in nodes if n.rendered and n.kind in ("passage", "proposition")]
+    shown = [n for n in nodes if n.rendered and (n.kind != "entity" or not _mentions(n.text, statements))]
     shown_ids = {n.id for n in shown}
     # Stable sort keeps selection order among equal weights.
     ranked = sorted(shown, key=lambda n: -n.weight)

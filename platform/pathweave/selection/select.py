@@ -12,21 +12,23 @@ from typing import Literal
 from .candidate import CandidateGraph
 from .greedy import solve_greedy
 from .ilp import solve_ilp
+from .reduce import reduce_free_nodes
 from .result import Selection, check_budget, make_selection
 
 Method = Literal["ilp", "greedy", "auto"]
 
 AUTO_MAX_NODES = 80
-"""``auto`` runs CP-SAT only up to this many candidate nodes. Measured with
-bench.py (2-core CPU, 50 ms limit, budget 400, warm-started ILP): optimal
-within the limit for 100 % of 50-node graphs (p95 24 ms), 65-70 % of 75-node
-graphs (p50 36-42 ms), 5-75 % of 100-node graphs depending on the sample, and
-never at 125+ nodes, where the limit is spent without beating the path
-heuristic by more than ~0.1 %."""
+"""``auto`` runs CP-SAT only when the graph reduced by
+:func:`~pathweave.selection.reduce.reduce_free_nodes` has at most this many
+nodes. Measured on real PropRAG candidate graphs of the MuSiQue sample (2-core
+CPU, 50 ms limit, budget 200, warm-started): 10 candidate passages (~80 nodes,
+~38 after reduction) optimal in 100 % (p95 20 ms); 20 passages (~160 nodes, ~75
+after reduction) optimal in ~80 %; 30 passages (~245, ~114) in ~40 %. Above
+the threshold the limit is mostly spent without beating the greedy rules."""
 
-AUTO_MAX_EDGES = 240
-"""``auto`` runs CP-SAT only up to this many candidate edges (75-node
-benchmark graphs have ~190 edges)."""
+AUTO_MAX_EDGES = 320
+"""``auto`` runs CP-SAT only up to this many edges after reduction (the
+20-passage graphs above have ~300)."""
 
 
 def select(
@@ -42,10 +44,14 @@ def select(
     Args:
         graph: Validated candidate graph (costs in tokens, weights ``>= 0``).
         budget_tokens: Budget ``L`` in tokens.
-        method: ``"greedy"``: the spec's frontier greedy only.
+        method: ``"greedy"``: the better of the spec's frontier rule and
+            the path rule (its lookahead generalization; the frontier rule
+            alone cannot see the weight of a zero-cost node, e.g. a passage
+            coverage node, behind a statement), a few ms.
             ``"ilp"``: CP-SAT, warm-started with the better of the frontier
             and path greedy (:mod:`~pathweave.selection.greedy`).
-            ``"auto"``: both greedy rules, then CP-SAT when the graph has at
+            ``"auto"``: both greedy rules, then CP-SAT when the graph, reduced
+            by :func:`~pathweave.selection.reduce.reduce_free_nodes`, has at
             most ``AUTO_MAX_NODES`` nodes and ``AUTO_MAX_EDGES`` edges;
             returns the best of them (greedy when CP-SAT ends without a
             solution or with a worse time-limited incumbent).
@@ -72,18 +78,19 @@ def select(
         raise ValueError(f"method must be 'ilp', 'greedy' or 'auto', got {method!r}")
     check_budget(graph, budget_tokens)
     frontier = solve_greedy(graph, budget_tokens, "frontier")
-    if method == "greedy":
-        return _finish(graph, frontier, frontier.bound, start, "greedy", "greedy: rule=frontier")
     path = solve_greedy(graph, budget_tokens, "path")
     heuristic = path if path.objective > frontier.objective else frontier
     rule = heuristic.note  # "rule=..."
+    if method == "greedy":
+        return _finish(graph, heuristic, heuristic.bound, start, "greedy", f"greedy: {rule}")
 
-    small = len(graph.nodes) <= AUTO_MAX_NODES and len(graph.edges) <= AUTO_MAX_EDGES
-    if method == "auto" and not small:
+    core = reduce_free_nodes(graph).core if method == "auto" else graph
+    n_core, e_core = len(core.nodes), len(core.unique_edges())
+    if method == "auto" and (n_core > AUTO_MAX_NODES or e_core > AUTO_MAX_EDGES):
         return _finish(
             graph, heuristic, heuristic.bound, start, "auto",
-            f"greedy: {rule}; graph above auto threshold ({len(graph.nodes)} nodes, "
-            f"{len(graph.edges)} edges; limits {AUTO_MAX_NODES}/{AUTO_MAX_EDGES})",
+            f"greedy: {rule}; graph above auto threshold ({n_core} nodes, {e_core} edges after "
+            f"reduction; limits {AUTO_MAX_NODES}/{AUTO_MAX_EDGES})",
         )
 
     remaining_ms = max(1.0, time_limit_ms - (time.perf_counter() - start) * 1000.0)
