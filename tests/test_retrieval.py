@@ -164,3 +164,17 @@ def test_queries_run_with_one_blas_thread_and_restore_it(retriever, monkeypatch)
     retriever.query(QUESTION, mode="proprag", k=3, write_record=False)
     assert seen and all(threads == {1} for threads in seen)
     assert blas_threads() == before
+
+
+def test_warm_up_runs_unrecorded_title_queries(retriever, store, monkeypatch):
+    before, asked = store.counts(), []
+    query = retriever.query
+
+    def spy(question, **kwargs):
+        asked.append((question, kwargs.get("write_record")))
+        return query(question, **kwargs)
+
+    monkeypatch.setattr(retriever, "query", spy)
+    assert retriever.warm_up(queries=3) > 0
+    assert len(asked) == 3 and all(q.startswith("What is known about ") and w is False for q, w in asked)
+    assert store.counts() == before  # nothing recorded

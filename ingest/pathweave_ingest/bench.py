@@ -287,6 +287,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
                 results["ingest"][extraction]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
                 retriever = Retriever(store, embedder, settings)
+                results["ingest"][extraction]["warm_up_s"] = round(retriever.warm_up(), 1)
                 results["results"][extraction] = {}
                 for mode in MODES:
                     console.print(f"[dim]querying {len(questions)} questions: {extraction} / {mode}[/]")

@@ -79,6 +79,22 @@ class Retriever:
         """The tenant's current snapshot (rebuilt if the graph version changed)."""
         return self.cache.get(self.store)
 
+    def warm_up(self, queries: int = 50) -> float:
+        """Run ``queries`` un-recorded PropRAG queries built from the tenant's passage titles
+        ("What is known about <title>?") and return the seconds taken.
+
+        The first forward passes of each new input shape are slow on CPU (bfloat16 kernels
+        are generated per shape): in a process that has just ingested, the first ~100
+        benchmark queries had p95 ~0.8-1.1 s against ~0.25 s after 100 such warm-up
+        queries (measured on the 2-core machine). Benchmarks, and services before they
+        take traffic, call this once.
+        """
+        started = time.perf_counter()
+        titles = list(dict.fromkeys(t for t in self.snapshot().passage_titles if t))[:queries]
+        for title in titles:
+            self.query(f"What is known about {title}?", write_record=False)
+        return time.perf_counter() - started
+
     def query(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None,
               token_budget: int | None = None, select: str = "auto", style: str = "bullets") -> QueryResult:
         """Top ``k`` passages (and, for proprag, the top paths and seeds) for ``question``.
