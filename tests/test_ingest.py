@@ -102,3 +102,31 @@ def test_markdown_markup_is_removed(tmp_path, settings):
     (doc,), errors = load_path(tmp_path / "readme.md", settings.max_file_bytes)
     assert errors == [] and doc.title == "Tool"
     assert doc.text == "Tool\n\nTool is fast."
+
+
+def test_batches_through_one_pipeline_give_the_same_synonyms_as_fresh_pipelines(pipeline, store, embedder,
+                                                                                 extractor, settings):
+    """The pipeline keeps the tenant's entity vectors between its own batches; the
+    synonymy edges must equal those of pipelines that read them from the store."""
+    import uuid
+
+    from pathweave.snapshot import build_snapshot
+    from pathweave.store import GraphStore
+    from pathweave_ingest.pipeline import Pipeline
+
+    documents, _ = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    other = GraphStore(store.driver, store.database, store.dialect, f"t{uuid.uuid4().hex[:10]}",
+                       store.batch_size, store.dimensions)
+    for document in documents:
+        pipeline.ingest([document])  # cached entities from the second batch on
+        Pipeline(other, embedder, extractor, settings.model_copy(update={"tenant": other.tenant})).ingest([document])
+    assert pipeline._entities is not None and pipeline._entities[0] == store.graph_version()
+
+    def synonyms(graph_store):
+        snapshot = build_snapshot(graph_store)
+        matrix = snapshot.synonyms.tocoo()
+        names = snapshot.entity_names
+        return {(names[a], names[b], round(float(w), 4)) for a, b, w in zip(matrix.row, matrix.col, matrix.data)}
+
+    cached, fresh = synonyms(store), synonyms(other)
+    assert cached and cached == fresh

@@ -90,6 +90,10 @@ class Pipeline:
         self.settings = settings
         self.group_size = group_size
         self.tenant = store.tenant
+        # the tenant's entities (ids, (E, d) embeddings, names) as of a graph version, kept
+        # between this pipeline's own batches so synonymy does not re-read them every batch
+        self._entities: tuple[int, list[str], np.ndarray, dict[str, str]] | None = None
+        self._next_entities: tuple[list[str], np.ndarray, dict[str, str]] | None = None
 
     def ingest(self, documents: list[SourceDocument], errors: list[LoadError] | None = None,
                on_progress: Callable[[int, int], None] | None = None) -> IngestReport:
@@ -97,7 +101,8 @@ class Pipeline:
         started = time.perf_counter()
         report = IngestReport(documents=len(documents), errors=list(errors or []))
         new_entities: dict[str, tuple[str, np.ndarray]] = {}
-        had_entities = self.store.graph_version() > 0
+        version = self.store.graph_version()
+        self._next_entities = None
         unique = list({self._doc_id(d): d for d in documents}.items())
         stored = self.store.existing("existing_document_ids", [doc_id for doc_id, _ in unique])
         todo = [(doc_id, d) for doc_id, d in unique if doc_id not in stored]
@@ -127,10 +132,13 @@ class Pipeline:
                 except Exception as exc:  # noqa: BLE001
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
         if new_entities:
-            report.synonym_edges = self._write_synonyms(new_entities, had_entities)
+            report.synonym_edges = self._write_synonyms(new_entities, version)
         if report.documents_new or report.synonym_edges:
-            self.store.bump_graph_version()
+            bumped = self.store.bump_graph_version()
             self.store.dialect.graph_changed(self.store)
+            known = self._next_entities or (self._entities[1:] if self._entities and self._entities[0] == version else None)
+            # trusted only when no other writer bumped the version meanwhile
+            self._entities = (bumped, *known) if known is not None and bumped == version + 1 else None
         report.seconds = time.perf_counter() - started
         return report
 
@@ -262,9 +270,11 @@ class Pipeline:
                     new_entities[row[key]] = (row["norm_name"], vector)
         return new_entities
 
-    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]], had_entities: bool) -> int:
+    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]], version: int) -> int:
         """kNN synonymy edges from the new entities to all entities of the tenant
-        (in the database where the dialect can, e.g. GDS kNN on Neo4j)."""
+        (in the database where the dialect can, e.g. GDS kNN on Neo4j). ``version``: the
+        graph version before this ingestion; the tenant's other entities come from the
+        pipeline's cache when it holds that version, else from the store."""
         in_database = self.store.dialect.write_synonyms(self.store, self.settings.synonym_threshold,
                                                         self.settings.synonym_max)
         if in_database is not None:
@@ -273,7 +283,15 @@ class Pipeline:
         query_vectors = np.stack([new_entities[i][1] for i in query_ids])
         names = {i: new_entities[i][0] for i in query_ids}
         all_ids, all_vectors = list(query_ids), query_vectors
-        if had_entities:
+        if self._entities is not None and self._entities[0] == version:
+            _, known_ids, known_vectors, known_names = self._entities
+            known = set(known_ids)
+            added = [i for i in query_ids if i not in known]
+            all_ids = known_ids + added
+            all_vectors = np.vstack([known_vectors, np.stack([new_entities[i][1] for i in added])]) if added \
+                else known_vectors
+            names = {**known_names, **names}
+        elif version > 0:
             rows = self.store.run("entity_embeddings")
             all_ids = [row["id"] for row in rows]
             all_vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
@@ -281,4 +299,5 @@ class Pipeline:
         pairs = synonym_pairs(query_ids, query_vectors, all_ids, all_vectors, names,
                               self.settings.synonym_threshold, self.settings.synonym_max)
         self.store.write("upsert_synonyms", pairs)
+        self._next_entities = (all_ids, all_vectors, names)
         return len(pairs)
