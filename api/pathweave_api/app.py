@@ -218,6 +218,11 @@ def _guard(fn, *args, **kwargs):
         raise
 
 
+def _media_type(request: Request) -> str:
+    """The request's media type, lower case, without parameters ('' when absent)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
 # ---------------------------------------------------------------------------- responses
 
 _ERR = {"model": Problem}
@@ -311,12 +316,15 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
 
     # ------------------------------------------------------------------ documents
 
+    def require_json(media: str, what: str) -> None:
+        """415 unless ``media`` is JSON; ``what`` says what to send instead."""
+        if media != "application/json" and not media.endswith("+json"):
+            raise ApiProblem(415, f"unsupported content type {media or '(none)'!r}: send {what}",
+                             "unsupported-media-type")
+
     async def json_body(request: Request, model, example: str) -> Any:
         """Parse and validate a JSON body: 415/400/422 problems with a clear message."""
-        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media != "application/json" and not media.endswith("+json"):
-            raise ApiProblem(415, f"unsupported content type {media or '(none)'!r}: send application/json "
-                                  f"({example})", "unsupported-media-type")
+        require_json(_media_type(request), f"application/json ({example})")
         raw = await request.body()
         if not raw.strip():
             raise ApiProblem(400, f"empty body: send {example}", "empty-body")
@@ -339,13 +347,10 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             raise ApiProblem(422, f"invalid request: {summary}", "validation-error", errors=errors) from None
 
     async def read_documents(request: Request) -> list[SourceDocument]:
-        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        media = _media_type(request)
         if media == "multipart/form-data":
             return await read_files(request)
-        if media != "application/json" and not media.endswith("+json"):
-            raise ApiProblem(415, f"unsupported content type {media or '(none)'!r}: send application/json "
-                                  "({\"documents\": [...]}) or multipart/form-data (field 'files')",
-                             "unsupported-media-type")
+        require_json(media, "application/json ({\"documents\": [...]}) or multipart/form-data (field 'files')")
         parsed = await json_body(request, DocumentsRequest, '{"documents": [{"title": ..., "text": ...}]}')
         if len(parsed.documents) > api.api_max_documents:
             raise ApiProblem(422, f"too many documents ({len(parsed.documents)} > {api.api_max_documents} "

@@ -44,7 +44,8 @@ from pathweave.evaluation import percentile_ms
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a child server; the tests use it too)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -78,26 +79,28 @@ class _Processes:
         self.items.append(process)
         return process
 
-    @staticmethod
-    def stop(process: subprocess.Popen) -> None:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-
     def stop_all(self) -> None:
         for process in reversed(self.items):
-            self.stop(process)
+            stop_process(process)
 
 
-def _redis_ping(url: str) -> bool:
+def stop_process(process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds (a child server or worker)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def redis_answers(url: str) -> bool:
+    """Does the Redis at ``url`` answer PING?"""
     import redis
 
     try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2).ping())
     except Exception:  # noqa: BLE001
         return False
 
@@ -187,11 +190,11 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             binary = shutil.which("redis-server")
             if binary is None:
                 raise RuntimeError("redis-server not found: run tools/start-redis.sh or pass --redis-url")
-            port = _free_port()
+            port = free_port()
             processes.start([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
                              "--dir", str(workdir)], dict(os.environ), workdir / "redis.log")
             redis_url = f"redis://127.0.0.1:{port}/0"
-        _wait(lambda: _redis_ping(redis_url), 30, "redis")
+        _wait(lambda: redis_answers(redis_url), 30, "redis")
         server.start(settings)  # the shared store server of this run
         api = ApiSettings(api_keys_file=workdir / "keys.sqlite3")
         keys = api.key_store(workdir)
@@ -205,7 +208,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
         # 1. one Celery worker, fed through the API
         worker_log = workdir / "worker.log"
         worker = processes.start([sys.executable, "-m", "pathweave_ingest.worker"], env, worker_log)
-        api_port = _free_port()
+        api_port = free_port()
         api_log = workdir / "api.log"
         api_server = processes.start([sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory",
                                       "--host", "127.0.0.1", "--port", str(api_port), "--log-level", "warning"],
@@ -245,7 +248,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             "passages": done_passages, "seconds": round(seconds, 1),
             "passages_per_s": round(done_passages / seconds, 2), "batches": batches}
         results["load_avg_1m"]["ingest_worker_end"] = round(os.getloadavg()[0], 2)
-        _Processes.stop(worker)  # nothing else ingests while the in-process run is timed
+        stop_process(worker)  # nothing else ingests while the in-process run is timed
 
         # 2. the same corpus in-process (the API's no-broker path), another tenant
         ws = WorkerSettings(broker_url="")
@@ -291,7 +294,10 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                 return True, float(response.json()["timings_ms"].get("total", 0.0))
 
             def in_process(question: str) -> tuple[bool, float]:
-                result = retriever.query(question, mode=mode, k=5)
+                try:
+                    result = retriever.query(question, mode=mode, k=5)
+                except Exception:  # noqa: BLE001 - counted as an error, like a non-200 answer
+                    return False, 0.0
                 return True, float(result.timings_ms.get("total", 0.0))
 
             for clients in (1, 8):

@@ -108,13 +108,19 @@ def _transient(runtime: Runtime, exc: BaseException) -> TransientStoreError:
 
 
 def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
-              resumed: Collection[str] = ()) -> BatchOutcome:
+              resumed: Collection[str] = (), redelivered: bool = False) -> BatchOutcome:
     """Ingest one batch of payloads ``{doc_id, source, title, text}`` for ``tenant``.
 
     ``resumed``: ids this task chain itself left ``running`` (a transient retry), so
-    they are not taken for a crashed attempt. Raises :class:`TransientStoreError`
-    when the store is unavailable (nothing is lost: run the batch again later).
+    they are not taken for a crashed attempt. ``redelivered``: this very message was
+    delivered before and its worker died (Celery ``delivery_info``); ``resumed`` is then
+    ignored, because the documents left ``running`` were left by the dead delivery, so
+    a document that kills its worker still uses up its attempts. Raises
+    :class:`TransientStoreError` when the store is unavailable (nothing is lost: run the
+    batch again later).
     """
+    if redelivered:
+        resumed = ()
     started = time.perf_counter()
     outcome = BatchOutcome()
     store: GraphStore | None = None
@@ -251,6 +257,16 @@ def fail_unfinished(store: GraphStore, doc_ids: list[str], error: str) -> list[s
     return unfinished
 
 
+def give_up(runtime: Runtime, tenant: str, doc_ids: list[str], error: str) -> list[str]:
+    """The end of a batch's retries (store down for good, or an unexpected error): mark its
+    unfinished documents failed with ``error``, so none stays ``running`` forever. Returns
+    them; when even that write fails the statuses stay as they are (nothing to do)."""
+    try:
+        return fail_unfinished(runtime.store(tenant), doc_ids, error)
+    except Exception:  # noqa: BLE001 - the store is down
+        return []
+
+
 def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
                            sleep: Callable[[float], Any] = time.sleep) -> BatchOutcome:
     """:func:`run_batch` until every document is done or failed (the in-process path):
@@ -265,11 +281,8 @@ def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents
             if retries >= ws.max_retries:
                 log.error("giving up on a batch of %d for %s after %d retries: %s", len(pending), tenant,
                           retries, exc)
-                try:
-                    total.failed.extend(fail_unfinished(runtime.store(tenant), [d["doc_id"] for d in pending],
-                                                        f"store unavailable after {retries} retries: {exc}"))
-                except Exception:  # noqa: BLE001 - the store is down; statuses stay as they are
-                    pass
+                total.failed.extend(give_up(runtime, tenant, [d["doc_id"] for d in pending],
+                                            f"store unavailable after {retries} retries: {exc}"))
                 return total
             resumed = [d["doc_id"] for d in pending]
             sleep(jittered(ws.backoff(retries)))
@@ -277,11 +290,8 @@ def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents
             continue
         except Exception as exc:  # noqa: BLE001 - unexpected: never leave documents running forever
             log.exception("batch of %d for %s failed", len(pending), tenant)
-            try:
-                total.failed.extend(fail_unfinished(runtime.store(tenant), [d["doc_id"] for d in pending],
-                                                    f"internal error: {type(exc).__name__}: {exc}"))
-            except Exception:  # noqa: BLE001
-                pass
+            total.failed.extend(give_up(runtime, tenant, [d["doc_id"] for d in pending],
+                                        f"internal error: {type(exc).__name__}: {exc}"))
             return total
         for name in ("done", "skipped", "failed", "repaired"):
             getattr(total, name).extend(getattr(outcome, name))

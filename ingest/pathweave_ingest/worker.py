@@ -98,28 +98,23 @@ def runtime():
 @celery_app.task(bind=True, name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed: list[str] | None = None) -> dict:
     """Ingest one batch; retries transient store errors and failed documents with backoff."""
-    from pathweave_ingest.tasks import TransientStoreError, fail_unfinished, jittered, run_batch
+    from pathweave_ingest.tasks import TransientStoreError, give_up, jittered, run_batch
 
     ws = get_worker_settings()
     retries = self.request.retries
     ids = [d["doc_id"] for d in documents]
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        outcome = run_batch(runtime(), tenant, job_id, documents, resumed=resumed or [])
+        outcome = run_batch(runtime(), tenant, job_id, documents, resumed=resumed or [], redelivered=redelivered)
     except TransientStoreError as exc:
         if retries >= ws.max_retries:
             log.error("giving up on a batch of %d (job %s) after %d retries: %s", len(documents), job_id, retries, exc)
-            try:
-                fail_unfinished(runtime().store(tenant), ids, f"store unavailable after {retries} retries: {exc}")
-            except Exception:  # noqa: BLE001 - the store is down: statuses stay as they are
-                pass
+            give_up(runtime(), tenant, ids, f"store unavailable after {retries} retries: {exc}")
             raise
         raise self.retry(exc=exc, countdown=jittered(ws.backoff(retries)), kwargs={"resumed": ids})
     except Exception as exc:  # a bug or an unexpected error: never leave documents running forever
         log.exception("batch of %d (job %s) failed", len(documents), job_id)
-        try:
-            fail_unfinished(runtime().store(tenant), ids, f"internal error: {type(exc).__name__}: {exc}")
-        except Exception:  # noqa: BLE001
-            pass
+        give_up(runtime(), tenant, ids, f"internal error: {type(exc).__name__}: {exc}")
         raise
     if outcome.retry:
         raise self.retry(args=(tenant, job_id, outcome.retry), kwargs={"resumed": []},

@@ -49,6 +49,7 @@ class Runtime:
         self._base: GraphStore | None = None
         self._stores: dict[str, GraphStore] = {}
         self._retrievers: dict[str, Any] = {}
+        self._pipelines: dict[int, tuple[str, Any]] = {}  # thread id -> (tenant, Pipeline)
         self._cache = None
         self._lock = threading.RLock()
 
@@ -74,7 +75,7 @@ class Runtime:
                 from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
 
                 device = self.device
-                on_gpu = device == "cuda" and _prefer_gpu_for_spacy()
+                on_gpu = device.startswith("cuda") and _prefer_gpu_for_spacy()
                 self._extractor = SpacyExtractor(self.settings.spacy_model,
                                                  batch_size=self.worker_settings.extract_batch(device))
                 log.info("extractor %s on %s (batch %d)", self.settings.spacy_model,
@@ -111,10 +112,20 @@ class Runtime:
             return retriever
 
     def pipeline(self, tenant: str):
+        """The ingestion pipeline of ``tenant`` for the calling thread, kept between batches
+        (it caches the tenant's entity vectors for synonymy). One per thread, never shared;
+        a thread keeps only its latest tenant's, so memory holds at most one tenant's
+        entity matrix per ingestion thread however many tenants a worker serves."""
         from pathweave_ingest.pipeline import Pipeline
 
-        return Pipeline(self.store(tenant), self.embedder, self.extractor, self.settings,
-                        group_size=self.worker_settings.group_size(self.device))
+        thread = threading.get_ident()
+        with self._lock:
+            kept = self._pipelines.get(thread)
+            if kept is None or kept[0] != tenant:
+                kept = (tenant, Pipeline(self.store(tenant), self.embedder, self.extractor, self.settings,
+                                         group_size=self.worker_settings.group_size(self.device)))
+                self._pipelines[thread] = kept
+            return kept[1]
 
     def models_loaded(self, extractor: bool = True) -> bool:
         """Are the embedder (and, with ``extractor``, the extractor) loaded?"""
@@ -140,6 +151,7 @@ class Runtime:
             base, self._base = self._base, None
             self._stores.clear()
             self._retrievers.clear()
+            self._pipelines.clear()
         if base is not None:
             try:
                 base.close()

@@ -61,13 +61,13 @@ class WorkerSettings(BaseSettings):
     inprocess_workers: int = Field(1, ge=1)
 
     def batch_size(self, device: str) -> int:
-        return self.ingest_batch_size or (256 if device == "cuda" else 64)
+        return self.ingest_batch_size or _by_device(device)
 
     def group_size(self, device: str) -> int:
-        return self.ingest_group_size or (256 if device == "cuda" else 64)
+        return self.ingest_group_size or _by_device(device)
 
     def extract_batch(self, device: str) -> int:
-        return self.extract_batch_size or (256 if device == "cuda" else 64)
+        return self.extract_batch_size or _by_device(device)
 
     def backoff(self, retries: int) -> float:
         """Seconds to wait before retry number ``retries`` (0-based), without jitter."""
@@ -76,6 +76,11 @@ class WorkerSettings(BaseSettings):
     @property
     def backend_url(self) -> str:
         return self.result_backend or self.broker_url
+
+
+def _by_device(device: str) -> int:
+    """The automatic batch size on ``device``: 256 on a GPU (``cuda``, ``cuda:1``, ...), 64 on CPU."""
+    return 256 if device.startswith("cuda") else 64
 
 
 @lru_cache(maxsize=1)

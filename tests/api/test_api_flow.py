@@ -106,13 +106,9 @@ def test_delete_removes_only_what_the_document_owns(client, new_tenant, docs, in
     curie_id = doc_id_for(tenant, curie["title"], curie["text"])
 
     # An alias group: Curie's 'Pierre Curie' entity (only in this document) ALIAS_OF an entity that stays
-    with store.driver.session(database=store.database) as session:
-        stays = session.run("MATCH (e:Entity {tenant: $t, norm_name: 'warsaw'}) RETURN e.entity_id AS id",
-                            t=tenant).single()["id"]
-        alias = session.run("MATCH (e:Entity {tenant: $t, norm_name: 'pierre curie'}) RETURN e.entity_id AS id",
-                            t=tenant).single()["id"]
-        session.run("MATCH (a:Entity {entity_id: $a}), (b:Entity {entity_id: $b}) "
-                    "MERGE (a)-[:ALIAS_OF {score: 0.95, method: 'test'}]->(b)", a=alias, b=stays).consume()
+    entity = {row["norm_name"]: row["id"] for row in store.run("entity_embeddings")}
+    stays, alias = entity["warsaw"], entity["pierre curie"]
+    assert store.run("link_alias", alias=alias, canonical=stays, score=0.95, method="test")[0]["n"] == 1
     version = store.graph_version()
 
     response = client.delete(f"/v1/documents/{curie_id}", headers=headers)
@@ -127,9 +123,7 @@ def test_delete_removes_only_what_the_document_owns(client, new_tenant, docs, in
         assert after.get(label, 0) == clean.get(label, 0), (label, after, clean)
     # every entity of the clean run stays; only the alias anchored to 'warsaw' is extra
     assert after["Entity"] == clean["Entity"] + 1 and after["Entity"] < before["Entity"]
-    with store.driver.session(database=store.database) as session:
-        assert session.run("MATCH (:Entity {entity_id: $a})-[r:ALIAS_OF]->(:Entity {entity_id: $b}) RETURN count(r) AS n",
-                           a=alias, b=stays).single()["n"] == 1
+    assert after["rel:ALIAS_OF"] == 1  # the alias and its canonical entity both stay
 
     listed = client.get("/v1/documents", headers=headers).json()
     assert [d["title"] for d in listed["documents"]] == ["Warsaw"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,16 +12,12 @@ import time
 import httpx
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from pathweave_api.bench import free_port, stop_process
 
 
 @pytest.fixture(scope="module")
 def server_url(api_settings, base_store, tmp_path_factory):
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("uvicorn") / "server.log"
     env = {**os.environ, "PATHWEAVE_API_KEYS_FILE": str(api_settings.api_keys_file), "PATHWEAVE_BROKER_URL": "",
            "PATHWEAVE_API_ARGON2_TIME_COST": "1", "PATHWEAVE_API_ARGON2_MEMORY_KIB": "1024",
@@ -45,12 +40,7 @@ def server_url(api_settings, base_store, tmp_path_factory):
             time.sleep(0.3)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process, 30)
     assert "Traceback" not in log.read_text(), log.read_text()[-5000:]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,22 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pathweave_api.bench import free_port, redis_answers, stop_process
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _redis_answers(url: str) -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2).ping())
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -39,20 +25,20 @@ def broker_url(tmp_path_factory):
     """``PATHWEAVE_TEST_BROKER_URL``, else Redis on 127.0.0.1:6379 (db 15), else a private redis-server."""
     candidates = [os.environ.get("PATHWEAVE_TEST_BROKER_URL"), "redis://127.0.0.1:6379/15"]
     for url in filter(None, candidates):
-        if _redis_answers(url):
+        if redis_answers(url):
             yield url
             return
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("no Redis: run tools/start-redis.sh (installs and starts redis-server on 127.0.0.1)")
-    port = _free_port()
+    port = free_port()
     directory = tmp_path_factory.mktemp("redis")
     process = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
                                 "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     try:
         deadline = time.monotonic() + 20
-        while not _redis_answers(url):
+        while not redis_answers(url):
             assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
             time.sleep(0.1)
         yield url
@@ -104,13 +90,7 @@ class WorkerProcess:
         self.process.wait(30)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process, 30)
 
 
 @pytest.fixture()

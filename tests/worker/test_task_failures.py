@@ -148,3 +148,72 @@ def test_store_down_for_good_marks_documents_failed_after_max_retries(settings, 
     assert job["status"] == "failed" and all("store unavailable after 2 retries" in d["error"] for d in job["documents"])
     plain.close()
     runtime.close()
+
+
+def test_a_redelivered_message_counts_its_running_documents_as_crashed(settings, base_store, embedder, extractor,
+                                                                      ws):
+    """A transient retry carries ``resumed`` (its own documents left running are not a crash).
+    When the worker running that retry dies, the broker redelivers the same message: the
+    running documents were left by the dead delivery and must use up their attempts, else
+    a document that kills its worker is retried forever."""
+    runtime = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    outcomes = {}
+    for redelivered in (False, True):
+        store = runtime.store(f"redeliver{uuid.uuid4().hex[:8]}")
+        job_id, batch = _submit(store, GOOD + [POISON])
+        poison_id, ids = batch[2]["doc_id"], [d["doc_id"] for d in batch]
+        for _ in range(3):  # three deliveries died while running the poison document
+            store.run("doc_status_running", rows=[{"doc_id": d, "started_at": jobs.now_iso(), "worker": "w",
+                                                   "count": 1 if d == poison_id else 0} for d in ids])
+        outcomes[redelivered] = (poison_id, run_batch(runtime, store.tenant, job_id, batch, resumed=ids,
+                                                      redelivered=redelivered))
+    poison_id, resumed_run = outcomes[False]
+    assert resumed_run.failed == [] and poison_id in resumed_run.done  # a resumed transient retry: no crash
+    poison_id, redelivered_run = outcomes[True]
+    assert redelivered_run.failed == [poison_id] and len(redelivered_run.done) == 2
+    runtime.close()
+
+
+def test_the_pipeline_kept_between_batches_writes_what_a_fresh_one_writes(settings, base_store, embedder,
+                                                                         extractor, ws):
+    """The runtime keeps one pipeline per thread (its entity vectors cached between the
+    batches of a tenant): two batches through it give the graph of one clean run; a
+    thread keeps only its latest tenant's pipeline (memory: one tenant's entity matrix)."""
+    import threading
+
+    runtime = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    documents = GOOD + [SourceDocument("t#3", "Deneb", "Deneb is the brightest star in Cygnus. Deneb and Vega "
+                                                      "belong to the Summer Triangle.")]
+    tenant = f"kept{uuid.uuid4().hex[:8]}"
+    store = runtime.store(tenant)
+    kept = runtime.pipeline(tenant)
+    for part in (documents[:2], documents[2:]):
+        job_id, batch = _submit(store, part)
+        assert len(run_batch(runtime, tenant, job_id, batch).done) == len(part)
+    assert runtime.pipeline(tenant) is kept and kept._entities is not None  # reused, cache current
+
+    clean = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    clean_store = clean.store(f"fresh{uuid.uuid4().hex[:8]}")
+    job_id, batch = _submit(clean_store, documents)
+    assert len(run_batch(clean, clean_store.tenant, job_id, batch).done) == 3
+    graph = lambda counts: {k: v for k, v in counts.items() if k != "Job"}  # noqa: E731 - two jobs vs one
+    assert graph(store.counts()) == graph(clean_store.counts())
+
+    other = runtime.pipeline("another-tenant")
+    assert runtime.pipeline(tenant) is not kept  # replaced by the other tenant's
+    assert runtime.pipeline("another-tenant") is not other
+    elsewhere = []
+    thread = threading.Thread(target=lambda: elsewhere.append(runtime.pipeline(tenant)))
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not runtime.pipeline(tenant)  # never shared between threads
+    runtime.close()
+    clean.close()
+
+
+def test_batch_sizes_grow_on_any_cuda_device():
+    ws = WorkerSettings(broker_url="")
+    for device in ("cuda", "cuda:0", "cuda:1"):
+        assert (ws.batch_size(device), ws.group_size(device), ws.extract_batch(device)) == (256, 256, 256)
+    assert (ws.batch_size("cpu"), ws.group_size("cpu"), ws.extract_batch("cpu")) == (64, 64, 64)
+    assert WorkerSettings(broker_url="", ingest_batch_size=8).batch_size("cuda:1") == 8
