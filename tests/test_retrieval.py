@@ -44,7 +44,7 @@ def test_baseline_modes_rank_passages(retriever, mode):
 
 def test_reasoning_record_is_written_with_ids_and_links(retriever, store):
     result = retriever.query(QUESTION, mode="proprag", k=3)
-    record = read_reasoning_record(store, result.query_id)
+    record = retriever.read_record(result.query_id)
     assert record["text"] == QUESTION
     assert [p["path_id"] for p in record["paths"]] == [p.path_id for p in result.paths]
     for stored, path in zip(record["paths"], result.paths):
@@ -91,7 +91,7 @@ def test_budgeted_context_fits_and_is_persisted(retriever, store, method):
     assert context.token_count == retriever.token_counter().count(context.text)
     assert context.lines and context.text.count("\n") == len(context.lines) - 1
     assert any("[" in line.line for line in context.lines)  # passage citations
-    record = read_reasoning_record(store, result.query_id)
+    record = retriever.read_record(result.query_id)
     selected = {(row["label"], row["id"]): row["rank"] for row in record["selected"]}
     label = {"passage": "Passage", "proposition": "Proposition", "entity": "Entity"}
     assert selected == {(label[line.kind], line.id): line.rank for line in context.lines}
@@ -106,7 +106,7 @@ def test_budget_zero_selects_nothing_and_dense_mode_selects_passages(retriever):
 
 
 def test_proprag_candidate_graph_covers_passages_through_their_statements(retriever):
-    from pathweave.retrieval.context import candidate_graph
+    from pathweave.retrieval.context import PROPOSITION_SCALE, SEED_PASSAGES, STATEMENTS_PER_PASSAGE, candidate_graph
 
     result = retriever.query(QUESTION, mode="proprag", k=3, write_record=False)
     snapshot = retriever.snapshot()
@@ -115,19 +115,27 @@ def test_proprag_candidate_graph_covers_passages_through_their_statements(retrie
     passages = [n for n in graph.nodes if n.kind == "passage"]
     assert {n.id for n in passages} == {hit.passage_id for hit in result.passages}
     p_index = {pid: i for i, pid in enumerate(snapshot.passage_ids)}
-    for passage in passages:  # coverage nodes: no text of their own, reached only through their statements
+    seeded = set()
+    for rank, passage in enumerate(passages):  # coverage nodes: no text, reached only through their statements
         assert not passage.rendered and passage.weight > 0
-        stated = {snapshot.prop_ids[r] for r in snapshot.states[p_index[passage.id]].indices}
-        assert set(adj[passage.id]) == stated
-        assert all(node[r].kind == "proposition" and node[r].citation == passage.citation for r in stated)
-        assert all(not node[r].text.startswith(f"{passage.citation}: ") for r in stated)
-    assert set(adj["Q"]) == {seed.entity_id for seed in result.seeds}
+        rows = snapshot.states[p_index[passage.id]].indices
+        stated = {snapshot.prop_ids[r] for r in rows}
+        shortest = min(len(snapshot.prop_texts[r]) for r in rows)
+        linked = set(adj[passage.id])
+        assert linked <= stated  # a shortest statement is always a candidate
+        assert any(snapshot.prop_ids[r] in linked for r in rows if len(snapshot.prop_texts[r]) == shortest)
+        assert len(linked - {s.prop_id for p in result.paths for s in p.steps}) <= STATEMENTS_PER_PASSAGE + 1
+        assert all(node[r].kind == "proposition" and node[r].citation == passage.citation for r in linked)
+        assert all(not node[r].text.startswith(f"{passage.citation}: ") for r in linked)
+        if rank < SEED_PASSAGES:
+            seeded |= linked
+    assert set(adj["Q"]) == {seed.entity_id for seed in result.seeds} | seeded
     entities = [n for n in graph.nodes if n.kind == "entity"]
     assert entities and not any(n.rendered for n in entities)
-    # every proposition on a top path is a candidate with at least half its path's score
+    # every proposition on a top path is a candidate with at least PROPOSITION_SCALE x its path's score
     for path in result.paths:
         for step in path.steps:
-            assert node[step.prop_id].weight >= 0.5 * path.score - 1e-9
+            assert node[step.prop_id].weight >= PROPOSITION_SCALE * path.score - 1e-9
 
 
 def test_budgeted_proprag_context_is_statements_citing_several_passages(retriever):
@@ -178,3 +186,14 @@ def test_warm_up_runs_unrecorded_title_queries(retriever, store, monkeypatch):
     assert retriever.warm_up(queries=3) > 0
     assert len(asked) == 3 and all(q.startswith("What is known about ") and w is False for q, w in asked)
     assert store.counts() == before  # nothing recorded
+
+
+def test_records_are_written_off_the_query_path_and_flush_waits_for_them(retriever, store):
+    results = [retriever.query(QUESTION, mode=mode, k=2) for mode in ("proprag", "dense", "proprag")]
+    retriever.flush()
+    assert retriever.records.failures == 0
+    for result in results:  # read straight from the store, after the flush
+        record = read_reasoning_record(store, result.query_id)
+        assert [p["path_id"] for p in record["paths"]] == [p.path_id for p in result.paths]
+        assert {row["id"] for row in record["selected"] if row["label"] == "Passage"} == \
+            {hit.passage_id for hit in result.passages}

@@ -587,6 +587,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
         from pathweave.reasoning import read_reasoning_record
 
+        _guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
         store = svc.store(key.tenant)
         rows = _guard(store.run, "api_query_get", query_id=query_id)
         if not rows:

@@ -118,7 +118,7 @@ def ingest(
     with open_store(settings) as store:
         report = run_ingest(store, settings, documents, errors, extraction)
     for error in report.errors:
-        console.print(f"[yellow]skipped[/] {error}")
+        console.print(f"[yellow]skipped[/] {error}", soft_wrap=True)  # a long path must not split the reason
     console.print(
         f"{report.documents_new} new of {report.documents} documents, {report.passages_new} passages, "
         f"{report.propositions_new} propositions, {report.entities_new} entities, {report.triples} triples, "
@@ -146,12 +146,13 @@ def query(
 
     settings = _settings(tenant)
     with open_store(settings) as store:
+        retriever = Retriever(store, get_embedder(settings), settings)
         try:
-            result = Retriever(store, get_embedder(settings), settings).query(
-                question, mode=mode, k=k, token_budget=budget, select=select, style=style)
+            result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style)
         except ValueError as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
+        retriever.flush()  # the reasoning record is in the graph before the store closes
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         return

@@ -60,3 +60,4 @@ def run_demo(settings: Settings) -> None:
         for question in QUESTIONS:
             print_result(retriever.query(question, mode="proprag", k=3))
             console.print()
+        retriever.flush()  # reasoning records in the graph before the store closes

@@ -159,4 +159,9 @@ class Runtime:
                 pass
 
     def close(self) -> None:
+        """Write the queries' pending reasoning records, then disconnect."""
+        with self._lock:
+            retrievers = list(self._retrievers.values())
+        for retriever in retrievers:
+            retriever.flush()
         self.reset()

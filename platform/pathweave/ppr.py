@@ -8,6 +8,8 @@ distribution, so the result is a probability vector.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -21,24 +23,43 @@ def transition_matrix(adjacency: sp.spmatrix) -> sp.csr_matrix:
     return sp.csr_matrix(sp.diags(inverse) @ adjacency)
 
 
+@dataclass(frozen=True)
+class Walk:
+    """A transition matrix prepared for power iteration: ``transposed`` ``(n, n)`` CSR
+    float64 (``T^T``, so one iteration is one CSR mat-vec) and the ``dangling`` ``(n,)``
+    bool mask of rows without edges. Built once per graph (snapshot), not per query:
+    transposing a 19k-node graph costs more than the PPR iterations themselves."""
+
+    transposed: sp.csr_matrix
+    dangling: np.ndarray
+
+    @classmethod
+    def of(cls, transition: sp.spmatrix) -> Walk:
+        """The walk of a row-stochastic ``(n, n)`` ``transition``."""
+        transition = sp.csr_matrix(transition, dtype=np.float64)
+        return cls(transition.T.tocsr(), np.asarray(transition.sum(axis=1)).ravel() == 0)
+
+
 def personalized_pagerank(
-    transition: sp.csr_matrix, reset: np.ndarray, damping: float,
-    tol: float = 1e-8, max_iter: int = 100,
+    transition: sp.spmatrix | Walk, reset: np.ndarray, damping: float,
+    tol: float = 1e-6, max_iter: int = 100,
 ) -> np.ndarray:
     """Stationary distribution ``(n,)`` float64 of the walk with restarts.
 
-    ``transition``: ``(n, n)`` row-stochastic CSR (see :func:`transition_matrix`);
-    ``reset``: ``(n,)`` non-negative seed weights, normalized here to sum 1.
-    Iterates ``p <- (1-d) r + d (p T + (p . dangling) r)`` until the L1 change is
-    below ``tol``. Raises ValueError when ``reset`` has no positive mass.
+    ``transition``: ``(n, n)`` row-stochastic CSR (see :func:`transition_matrix`) or its
+    prepared :class:`Walk`; ``reset``: ``(n,)`` non-negative seed weights, normalized here
+    to sum 1. Iterates ``p <- (1-d) r + d (p T + (p . dangling) r)`` until the L1 change
+    is below ``tol`` (default 1e-6: on the MuSiQue graph, 19k nodes, the top-50 passage
+    order equals that of a 1e-12 solve, with ~2/3 of the iterations of 1e-8). Raises
+    ValueError when ``reset`` has no positive mass.
     """
     reset = np.asarray(reset, dtype=np.float64)
     total = reset.sum()
     if not np.isfinite(total) or total <= 0:
         raise ValueError("PPR reset vector has no positive mass")
     reset = reset / total
-    dangling = np.asarray(transition.sum(axis=1)).ravel() == 0
-    transposed = transition.T.tocsr()
+    walk = transition if isinstance(transition, Walk) else Walk.of(transition)
+    transposed, dangling = walk.transposed, walk.dangling
     p = reset.copy()
     for _ in range(max_iter):
         nxt = damping * (transposed @ p + p[dangling].sum() * reset) + (1.0 - damping) * reset

@@ -1,14 +1,23 @@
 """Persist a query's reasoning record to the graph (spec §0) so Neo4j Browser
 users can explore it: ``(:Query)-[:FOUND {rank, score}]->(:Path)-[:STEP {order, via}]->(:Proposition)``
 and ``(:Query)-[:SELECTED {rank, weight}]->(:Passage|:Proposition|:Entity)``.
+
+Queries hand their records to a :class:`RecordWriter`, which writes them on a
+background thread: the caller gets its answer without waiting for the store's
+write, and readers call :meth:`RecordWriter.flush` first.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
 from datetime import datetime, timezone
 
 from pathweave.model import QueryResult
 from pathweave.store import GraphStore
+
+log = logging.getLogger(__name__)
 
 
 def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
@@ -59,3 +68,44 @@ def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
                               "text": row["proposition"], "via": row["via"]})
     return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
             "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected}
+
+
+class RecordWriter:
+    """Writes reasoning records of one store/tenant on a background thread, in order.
+
+    ``submit(result)`` returns at once (it blocks only while ``max_pending`` records
+    already wait: back-pressure, nothing is dropped); ``flush()`` returns when every
+    record submitted before it is written (or its write failed). A failed write is
+    logged and counted in ``failures``; it never fails the query that produced it.
+    Records still waiting when the process dies are lost (they are a trace, not data).
+    """
+
+    def __init__(self, store: GraphStore, max_pending: int = 1000) -> None:
+        self.store = store
+        self.failures = 0
+        self._queue: queue.Queue[QueryResult] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, result: QueryResult) -> None:
+        """Queue ``result``'s record for writing."""
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="reasoning-records", daemon=True)
+                self._thread.start()
+        self._queue.put(result)
+
+    def flush(self) -> None:
+        """Wait until every submitted record has been written."""
+        self._queue.join()
+
+    def _run(self) -> None:
+        while True:
+            result = self._queue.get()
+            try:
+                write_reasoning_record(self.store, result)
+            except Exception:  # noqa: BLE001 - a lost trace must not take the writer down
+                self.failures += 1
+                log.exception("reasoning record %s not written", result.query_id)
+            finally:
+                self._queue.task_done()

@@ -41,11 +41,12 @@ class PropRAGParams(BaseSettings):
     jump_points: int = 3
     # Beam candidates re-scored by embedding their concatenated text (spec default M = 40).
     # None = auto: 40 on CUDA; `rescore_top_cpu` on CPU, where the re-scored texts are
-    # forward passes on the query path (measured on the 2-core machine, MuSiQue sample:
-    # M = 40 costs ~0.9 s per query; M = 5 keeps the gain over M = 0 in Recall@2 —
-    # 0.495 vs 0.473 — at query p50 ~120 ms; M = 8 is no better and ~40 ms slower).
+    # forward passes on the query path: each costs ~20 ms per 100 tokens on one core of the
+    # 2-core AVX2 machine (MuSiQue sample, default extractor, 100 questions: M = 0 ->
+    # Recall@2/5 0.465/0.692, below dense's 0.472 at R@2; M = 3 -> 0.487/0.702;
+    # M = 5 -> 0.487/0.708 at ~1.5x the re-scoring time of M = 3; M = 40 ~1 s per query).
     rescore_top: int | None = None
-    rescore_top_cpu: int = 5
+    rescore_top_cpu: int = 3
     max_depth: int = 3
     top_paths: int = 5
     seeds_per_side: int = 5

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from pathweave.ppr import transition_matrix
+from pathweave.ppr import Walk, transition_matrix
 from pathweave.store import GraphStore
 
 
@@ -43,8 +43,8 @@ class GraphSnapshot:
     Shapes: ``passage_emb (P, d)``, ``prop_emb (R, d)``, ``entity_emb (E, d)`` float32
     L2-normalized; ``states (P, R)``, ``prop_entities (R, E)``, ``passage_entities (P, E)``
     binary CSR; ``synonyms (E, E)`` symmetric CSR of cosine scores; ``adjacency``
-    ``(E + P, E + P)`` PPR graph (entities first, then passages) and its
-    row-stochastic ``transition``.
+    ``(E + P, E + P)`` PPR graph (entities first, then passages), its
+    row-stochastic ``transition`` and that transition prepared for power iteration (``walk``).
     """
 
     version: int
@@ -68,6 +68,13 @@ class GraphSnapshot:
     triples: list[dict]
     load_ms: float = 0.0
     extras: dict = field(default_factory=dict)  # lazily computed per-baseline data
+
+    @property
+    def walk(self) -> Walk:
+        """``transition`` prepared for :func:`~pathweave.ppr.personalized_pagerank` (built once)."""
+        if "walk" not in self.extras:
+            self.extras["walk"] = Walk.of(self.transition)
+        return self.extras["walk"]
 
     @property
     def n_entities(self) -> int:

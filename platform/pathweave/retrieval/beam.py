@@ -31,11 +31,17 @@ class PropositionGraph:
     def __init__(self, snapshot: GraphSnapshot, allowed: np.ndarray, synonym_step_min: float) -> None:
         self.snapshot = snapshot
         self.allowed = allowed  # (R,) bool
-        synonyms = snapshot.synonyms.copy()
-        synonyms.data = (synonyms.data >= synonym_step_min).astype(np.float64)
-        synonyms.eliminate_zeros()
-        self.entity_reach = (sp.identity(snapshot.n_entities, format="csr") + synonyms).tocsr()
-        self.mentions_t = snapshot.prop_entities.T.tocsr()  # (E, R)
+        # whole-graph matrices, built once per snapshot and threshold (not per query)
+        key = ("entity_reach", synonym_step_min)
+        if key not in snapshot.extras:
+            synonyms = snapshot.synonyms.copy()
+            synonyms.data = (synonyms.data >= synonym_step_min).astype(np.float64)
+            synonyms.eliminate_zeros()
+            snapshot.extras[key] = (sp.identity(snapshot.n_entities, format="csr") + synonyms).tocsr()
+        if "mentions_t" not in snapshot.extras:
+            snapshot.extras["mentions_t"] = snapshot.prop_entities.T.tocsr()
+        self.entity_reach = snapshot.extras[key]  # (E, E) exact or synonymous
+        self.mentions_t = snapshot.extras["mentions_t"]  # (E, R)
 
     def entities(self, prop: int) -> np.ndarray:
         pe = self.snapshot.prop_entities
@@ -46,9 +52,8 @@ class PropositionGraph:
         entities = self.entities(prop)
         if len(entities) == 0:
             return np.zeros(0, dtype=np.int64)
-        reach = self.entity_reach[entities].sum(axis=0).A1 > 0
-        props = self.mentions_t[np.flatnonzero(reach)].indices
-        props = np.unique(props)
+        reach = np.unique(self.entity_reach[entities].indices)
+        props = np.unique(self.mentions_t[reach].indices)
         return props[self.allowed[props]]
 
     def via(self, previous: int, current: int) -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from pathweave.ppr import min_max, personalized_pagerank, transition_matrix
+from pathweave.ppr import Walk, min_max, personalized_pagerank, transition_matrix
 from pathweave.snapshot import GraphSnapshot
 
 TOP_FACTS = 5
@@ -27,12 +27,12 @@ DAMPING = 0.5
 
 @dataclass
 class HippoGraph:
-    """Facts ``(F, d)`` and their entity indices, the PPR transition over entities +
-    passages, and the passage count of every entity ``(E,)``."""
+    """Facts ``(F, d)`` and their entity indices, the PPR walk (transition prepared for
+    power iteration) over entities + passages, and the passage count of every entity ``(E,)``."""
 
     fact_emb: np.ndarray
     fact_entities: list[tuple[int, int]]
-    transition: sp.csr_matrix
+    walk: Walk
     passages_per_entity: np.ndarray
 
 
@@ -72,7 +72,7 @@ def build_hippo_graph(snapshot: GraphSnapshot, encode: Callable[[list[str]], np.
     return HippoGraph(
         fact_emb=encode([v[0] for v in values]),
         fact_entities=[(s, o) for _, s, o in values],
-        transition=transition_matrix(adjacency),
+        walk=Walk.of(transition_matrix(adjacency)),
         passages_per_entity=np.asarray(passage_entity.sum(axis=0)).ravel(),
     )
 
@@ -102,5 +102,5 @@ def hipporag2(query: np.ndarray, snapshot: GraphSnapshot, graph: HippoGraph) -> 
     reset[n_e:] = PASSAGE_SEED * min_max(dense)
     if reset.sum() <= 0:
         return np.argsort(-dense, kind="stable"), dense
-    scores = personalized_pagerank(graph.transition, reset, DAMPING)[n_e:]
+    scores = personalized_pagerank(graph.walk, reset, DAMPING)[n_e:]
     return np.argsort(-scores, kind="stable"), scores

@@ -81,7 +81,7 @@ def proprag(
         seeds[n_e:] = 1.0
     stage1 = stage1_ppr(seeds, params.damping_stage1)
     if stage1 is None:
-        stage1 = personalized_pagerank(snapshot.transition, seeds, params.damping_stage1)[n_e:]
+        stage1 = personalized_pagerank(snapshot.walk, seeds, params.damping_stage1)[n_e:]
     stage1_order = np.argsort(-stage1, kind="stable")
     clock("stage1")
     # ---- stage 2 -------------------------------------------------------------------

@@ -15,7 +15,7 @@ from threadpoolctl import ThreadpoolController
 from pathweave.dialect import stage1_passage_scores
 from pathweave.embeddings import Embedder
 from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPath, SeedEntity
-from pathweave.reasoning import write_reasoning_record
+from pathweave.reasoning import RecordWriter, read_reasoning_record
 from pathweave.retrieval.context import candidate_graph, select_context
 from pathweave.retrieval.hipporag import build_hippo_graph, hipporag2
 from pathweave.retrieval.proprag import proprag
@@ -70,6 +70,17 @@ class Retriever:
         self.embedder = embedder
         self.settings = settings
         self.cache = cache or SnapshotCache()
+        self.records = RecordWriter(store)
+
+    def flush(self) -> None:
+        """Wait until the reasoning records of earlier queries are in the store."""
+        self.records.flush()
+
+    def read_record(self, query_id: str) -> dict:
+        """A reasoning record of this tenant, after the pending writes (see
+        :func:`~pathweave.reasoning.read_reasoning_record`; KeyError when unknown)."""
+        self.flush()
+        return read_reasoning_record(self.store, query_id)
 
     def token_counter(self) -> TokenCounter:
         """Token counter for budgets: ``settings.context_tokenizer`` or the embedder's tokenizer."""
@@ -179,7 +190,7 @@ class Retriever:
             clock("select")
         result.passages = result.passages[:k]
         if self.settings.write_reasoning if write_record is None else write_record:
-            write_reasoning_record(self.store, result)
+            self.records.submit(result.model_copy())  # written on the writer's thread, off the query path
             clock("record")
         result.timings_ms = timings
         result.timings_ms["total"] = round(sum(timings.values()), 2)
