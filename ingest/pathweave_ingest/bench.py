@@ -115,6 +115,7 @@ def evaluate(retriever: Retriever, questions: list[dict], mode: str, console: Co
         gold = gold_documents(question, retriever.store.tenant)
         r2.append(recall_at_k(docs, gold, 2))
         r5.append(recall_at_k(docs, gold, 5))
+    retriever.flush()  # the reasoning records, written meanwhile in the background
     return {"recall_at_2": round(sum(r2) / len(r2), 4), "recall_at_5": round(sum(r5) / len(r5), 4),
             "p50_ms": round(percentile_ms(latencies, 50), 1), "p95_ms": round(percentile_ms(latencies, 95), 1),
             "stage_p50_ms": {k: round(percentile_ms(v, 50), 1) for k, v in stages.items()},
