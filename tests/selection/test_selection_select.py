@@ -26,7 +26,7 @@ def test_methods_feasible_on_small_graph(helpers, method):
     assert sel.budget == 300
     assert sel.solve_ms > 0
     if method == "greedy":
-        assert sel.method == "greedy" and sel.note in ("greedy: rule=frontier", "greedy: rule=path")
+        assert sel.method == "greedy" and sel.note in ("greedy: rule=frontier", "greedy: rule=path+ls")
         both = [select_module.solve_greedy(g, 300, rule).objective for rule in ("frontier", "path")]
         assert sel.objective == pytest.approx(max(both))
     if method == "ilp":

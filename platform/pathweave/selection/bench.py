@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -23,6 +23,8 @@ from .candidate import CandidateGraph, CandidateNode
 from .greedy import solve_greedy
 from .ilp import Connectivity, solve_ilp
 
+
+GraphStyle = Literal["rendered", "coverage"]
 
 KIND_WEIGHT_SCALE: dict[str, float] = {"passage": 1.0, "proposition": 0.5, "entity": 0.1}
 """Default per-kind weight scale: a passage is full evidence, a proposition one
@@ -40,6 +42,7 @@ def random_candidate_graph(
     rng: np.random.Generator,
     n_seeds: int = 5,
     weight_scale: Mapping[str, float] | None = None,
+    style: GraphStyle = "rendered",
 ) -> CandidateGraph:
     """Random retrieval-like candidate graph with ``n_nodes`` nodes (``Q`` included).
 
@@ -52,11 +55,20 @@ def random_candidate_graph(
     ``weight_scale`` (default :data:`KIND_WEIGHT_SCALE`), doubled for nodes
     touching a seed entity, so a few items dominate.
 
+    ``style="coverage"`` gives the shape of the PropRAG candidate graphs of
+    :mod:`pathweave.retrieval.context` on the same random skeleton: passages
+    and entities cost 0 and are not rendered (passages are coverage nodes,
+    entities connectors with weight only on the seeds), passage-entity edges
+    are dropped (passages link only to their statements), so only the
+    propositions cost tokens.
+
     Raises:
-        ValueError: ``n_nodes < n_seeds + 3``.
+        ValueError: ``n_nodes < n_seeds + 3`` or an unknown ``style``.
 
     Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
+    if style not in ("rendered", "coverage"):
+        raise ValueError(f"style must be 'rendered' or 'coverage', got {style!r}")
     if n_nodes < n_seeds + 3:
         raise ValueError(f"n_nodes must be >= {n_seeds + 3}, got {n_nodes}")
     rest = n_nodes - 1
@@ -112,6 +124,12 @@ def random_candidate_graph(
         nodes.append(CandidateNode(id=e, kind="entity", text=f"entity {e}",
                                    weight=w(i, e), cost=int(rng.integers(2, 7))))
         i += 1
+    if style == "coverage":
+        kinds = {n.id: n.kind for n in nodes}
+        nodes = [n if n.kind in ("query", "proposition") else n.model_copy(update={
+            "cost": 0, "rendered": False, "weight": n.weight if n.kind == "passage" or n.id in seed_set else 0.0})
+            for n in nodes]
+        edges = {(a, b) for a, b in edges if {kinds[a], kinds[b]} != {"passage", "entity"}}
     return CandidateGraph(query_id="Q", nodes=nodes, edges=sorted(edges))
 
 
@@ -130,12 +148,14 @@ def synthetic_solve_stats(
     num_workers: int = 1,
     connectivity: Connectivity = "order",
     weight_scale: Mapping[str, float] | None = None,
+    style: GraphStyle = "rendered",
 ) -> dict[str, Any]:
     """Per-size ILP timing/optimality and greedy quality on random graphs.
 
-    For each size, ``trials`` graphs from :func:`random_candidate_graph` are
-    solved by both greedy rules, by the ILP cold (no hint) and by the ILP
-    warm-started with the better greedy solution (as
+    For each size, ``trials`` graphs from :func:`random_candidate_graph`
+    (``style``) are solved by the greedy rules (frontier, path, path + local
+    search), by the ILP cold (no hint) and by the ILP warm-started with the
+    best greedy solution (as
     :func:`~pathweave.selection.select.select` does), each within
     ``time_limit_ms``; then once more warm-started with
     ``reference_limit_ms`` to get a reference optimum (``0`` skips it).
@@ -143,11 +163,13 @@ def synthetic_solve_stats(
     Returns:
         ``{"config": {...}, "sizes": {size: stats}}``; ``stats`` holds
         ``edges_mean``; ``ilp_ms_p50``/``ilp_ms_p95``/``ilp_ms_max`` (wall ms
-        per call, model build included) and ``ilp_optimal_frac`` for the
-        warm-started ILP, the same with prefix ``ilp_cold_`` for the cold ILP;
+        per call, model build included), ``ilp_optimal_frac`` (proved optimal
+        within the limit) and ``ilp_found_frac`` (its answer equals the best
+        known objective, optimality proved or not) for the warm-started ILP, the same with prefix ``ilp_cold_`` for the cold ILP;
         ``greedy_ms_p95``/``path_ms_p95`` (frontier / path rule, ms);
-        ``greedy_over_ilp_mean``/``_min`` and ``path_over_ilp_mean``/``_min``
-        (heuristic objective / best ILP objective of the trial) and
+        ``greedy_over_ilp_mean``/``_min``, ``path_over_ilp_mean``/``_min`` and
+        ``ls_over_ilp_mean``/``_min`` (frontier, path, ``"path+ls"`` objective /
+        best objective of the trial; ``ls_ms_p95`` its time) and
         ``ilp_over_ref_mean`` (time-limited ILP / reference); with a
         reference also ``ref_ms_p50``/``ref_ms_p95``/``ref_optimal_frac``
         (time to prove optimality) and ratios are taken against the best of
@@ -161,22 +183,23 @@ def synthetic_solve_stats(
         "config": {"trials": trials, "budget": budget, "seed": seed,
                    "time_limit_ms": time_limit_ms, "reference_limit_ms": reference_limit_ms,
                    "num_workers": num_workers, "connectivity": connectivity,
-                   "weight_scale": dict(weight_scale or KIND_WEIGHT_SCALE)},
+                   "weight_scale": dict(weight_scale or KIND_WEIGHT_SCALE), "style": style},
         "sizes": {},
     }
     for n in sizes:
         rows: dict[str, list[float]] = {k: [] for k in (
             "edges", "warm_ms", "warm_opt", "cold_ms", "cold_opt", "greedy_ms", "path_ms",
-            "greedy_ratio", "path_ratio", "ilp_ratio", "ref_ms", "ref_opt")}
+            "greedy_ratio", "path_ratio", "ilp_ratio", "ref_ms", "ref_opt", "ls_ms", "ls_ratio", "found")}
         for _ in range(trials):
-            g = random_candidate_graph(n, rng, weight_scale=weight_scale)
+            g = random_candidate_graph(n, rng, weight_scale=weight_scale, style=style)
             frontier = solve_greedy(g, budget, "frontier")
             path = solve_greedy(g, budget, "path")
-            hint = max(frontier, path, key=lambda s: s.objective).selected
+            local = solve_greedy(g, budget, "path+ls")
+            hint = max(frontier, path, local, key=lambda s: s.objective).selected
             kw = {"num_workers": num_workers, "connectivity": connectivity}
             cold = solve_ilp(g, budget, time_limit_ms=time_limit_ms, **kw)
             warm = solve_ilp(g, budget, time_limit_ms=time_limit_ms, hint=hint, **kw)
-            best = max(cold.objective, warm.objective, frontier.objective, path.objective)
+            best = max(cold.objective, warm.objective, frontier.objective, path.objective, local.objective)
             if reference_limit_ms > 0:
                 ref = solve_ilp(g, budget, time_limit_ms=reference_limit_ms, hint=hint, **kw)
                 rows["ref_ms"].append(ref.solve_ms)
@@ -185,11 +208,14 @@ def synthetic_solve_stats(
             rows["edges"].append(len(g.edges))
             rows["greedy_ms"].append(frontier.solve_ms)
             rows["path_ms"].append(path.solve_ms)
+            rows["ls_ms"].append(local.solve_ms)
             rows["cold_ms"].append(cold.solve_ms)
             rows["cold_opt"].append(cold.status == "OPTIMAL")
             rows["warm_ms"].append(warm.solve_ms)
             rows["warm_opt"].append(warm.status == "OPTIMAL")
-            for key, sel in (("greedy_ratio", frontier), ("path_ratio", path), ("ilp_ratio", warm)):
+            rows["found"].append(warm.objective >= best - 1e-9)
+            for key, sel in (("greedy_ratio", frontier), ("path_ratio", path), ("ilp_ratio", warm),
+                             ("ls_ratio", local)):
                 rows[key].append(sel.objective / best if best > 0 else 1.0)
         stats = {
             "edges_mean": float(np.mean(rows["edges"])),
@@ -197,6 +223,7 @@ def synthetic_solve_stats(
             "ilp_ms_p95": _pct(rows["warm_ms"], 95),
             "ilp_ms_max": max(rows["warm_ms"]),
             "ilp_optimal_frac": float(np.mean(rows["warm_opt"])),
+            "ilp_found_frac": float(np.mean(rows["found"])),
             "ilp_cold_ms_p50": _pct(rows["cold_ms"], 50),
             "ilp_cold_ms_p95": _pct(rows["cold_ms"], 95),
             "ilp_cold_optimal_frac": float(np.mean(rows["cold_opt"])),
@@ -206,6 +233,9 @@ def synthetic_solve_stats(
             "greedy_over_ilp_min": float(np.min(rows["greedy_ratio"])),
             "path_over_ilp_mean": float(np.mean(rows["path_ratio"])),
             "path_over_ilp_min": float(np.min(rows["path_ratio"])),
+            "ls_ms_p95": _pct(rows["ls_ms"], 95),
+            "ls_over_ilp_mean": float(np.mean(rows["ls_ratio"])),
+            "ls_over_ilp_min": float(np.min(rows["ls_ratio"])),
             "ilp_over_ref_mean": float(np.mean(rows["ilp_ratio"])),
         }
         if reference_limit_ms > 0:
@@ -226,6 +256,7 @@ def main() -> None:
     print(json.dumps({
         "kind_scaled": synthetic_solve_stats(),
         "uniform": synthetic_solve_stats(weight_scale=UNIFORM_WEIGHT_SCALE),
+        "coverage": synthetic_solve_stats(style="coverage"),
     }, indent=2))
 
 

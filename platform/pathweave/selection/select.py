@@ -21,10 +21,11 @@ AUTO_MAX_NODES = 80
 """``auto`` runs CP-SAT only when the graph reduced by
 :func:`~pathweave.selection.reduce.reduce_free_nodes` has at most this many
 nodes. Measured on real PropRAG candidate graphs of the MuSiQue sample (2-core
-CPU, 50 ms limit, budget 200, warm-started): 10 candidate passages (~80 nodes,
-~38 after reduction) optimal in 100 % (p95 20 ms); 20 passages (~160 nodes, ~75
-after reduction) optimal in ~80 %; 30 passages (~245, ~114) in ~40 %. Above
-the threshold the limit is mostly spent without beating the greedy rules."""
+CPU under load, 50 ms limit, budget 400, warm-started, 20 questions): 10
+candidate passages (~65 nodes) optimal in 100 % (p95 33 ms); 20 passages (~125
+nodes) in 45 %; 25 passages (~160 nodes) in 15 %, where the greedy answer is
+within 1.5 % of the best known. Above the threshold the limit is mostly spent
+without beating the greedy rules."""
 
 AUTO_MAX_EDGES = 320
 """``auto`` runs CP-SAT only up to this many edges after reduction (the
@@ -47,9 +48,10 @@ def select(
         method: ``"greedy"``: the better of the spec's frontier rule and
             the path rule (its lookahead generalization; the frontier rule
             alone cannot see the weight of a zero-cost node, e.g. a passage
-            coverage node, behind a statement), a few ms.
-            ``"ilp"``: CP-SAT, warm-started with the better of the frontier
-            and path greedy (:mod:`~pathweave.selection.greedy`).
+            coverage node, behind a statement) improved by drop-and-refill
+            local search (``"path+ls"``), a few ms to a few tens of ms.
+            ``"ilp"``: CP-SAT, warm-started with that greedy answer
+            (:mod:`~pathweave.selection.greedy`).
             ``"auto"``: both greedy rules, then CP-SAT when the graph, reduced
             by :func:`~pathweave.selection.reduce.reduce_free_nodes`, has at
             most ``AUTO_MAX_NODES`` nodes and ``AUTO_MAX_EDGES`` edges;
@@ -78,7 +80,7 @@ def select(
         raise ValueError(f"method must be 'ilp', 'greedy' or 'auto', got {method!r}")
     check_budget(graph, budget_tokens)
     frontier = solve_greedy(graph, budget_tokens, "frontier")
-    path = solve_greedy(graph, budget_tokens, "path")
+    path = solve_greedy(graph, budget_tokens, "path+ls")
     heuristic = path if path.objective > frontier.objective else frontier
     rule = heuristic.note  # "rule=..."
     if method == "greedy":
