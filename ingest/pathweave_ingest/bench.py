@@ -255,8 +255,9 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
 
 
 def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[str] | None = None,
-                budgets: list[int] | None = None) -> dict:
-    """Run the benchmark; returns (and writes) the results dict."""
+                budgets: list[int] | None = None, rescore_tops: list[int] | None = None) -> dict:
+    """Run the benchmark; returns (and writes) the results dict. ``rescore_tops``: extra
+    proprag runs with these re-scoring depths M (rows ``proprag_m<M>``)."""
     from pathweave_ingest.cli import run_ingest
 
     console = Console()
@@ -293,6 +294,12 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 for mode in MODES:
                     console.print(f"[dim]querying {len(questions)} questions: {extraction} / {mode}[/]")
                     results["results"][extraction][mode] = evaluate(retriever, questions, mode, console)
+                for m in rescore_tops or []:
+                    console.print(f"[dim]querying {len(questions)} questions: {extraction} / proprag, M = {m}[/]")
+                    params = settings.proprag.model_copy(update={"rescore_top": m})
+                    variant = Retriever(store, embedder, settings.model_copy(update={"proprag": params}),
+                                        cache=retriever.cache)
+                    results["results"][extraction][f"proprag_m{m}"] = evaluate(variant, questions, "proprag", console)
                 if budgets:
                     console.print(f"[dim]token-budgeted context: {extraction}, budgets {budgets}[/]")
                     results.setdefault("context", {})[extraction] = evaluate_budgets(retriever, questions, budgets)
@@ -321,8 +328,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
 def print_table(results: dict, console: Console) -> None:
     table = Table(title=f"MuSiQue ({results['questions']} questions, {results['passages']} passages) "
                         f"on {results['machine']['cores']} cores, {results['machine']['cpu']}")
-    for column in ("extraction", "mode", "Recall@2", "Recall@5", "p50 ms", "p95 ms", "ingest p/s", "peak RSS MiB"):
-        table.add_column(column)
+    for column in ("extraction", "mode", "R@2", "R@5", "p50 ms", "p95 ms", "ingest p/s", "peak RSS MiB"):
+        table.add_column(column, no_wrap=column in ("extraction", "mode"), min_width=11 if column == "mode" else None)
     for extraction, modes in results["results"].items():
         ingest = results["ingest"][extraction]
         for mode, r in modes.items():

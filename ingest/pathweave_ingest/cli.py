@@ -196,12 +196,15 @@ def bench_musique(
     questions: int = typer.Option(0, help="Use only the first N questions (0 = all)."),
     extractions: str = typer.Option("default,imported", help="Comma list: default, imported."),
     budget: str = typer.Option("", help="Comma list of token budgets (e.g. 200,400,800): also benchmark context selection."),
+    rescore_top: str = typer.Option("", help="Comma list of PropRAG re-scoring depths M (e.g. 0,2,40): also run "
+                                             "proprag with each (rows proprag_m<M>), the recall/latency trade-off."),
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
     from pathweave_ingest.bench import run_musique
 
     budgets = [int(b) for b in budget.split(",") if b.strip()]
-    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets)
+    rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
+    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
 
 
 def _register_service_commands() -> None:

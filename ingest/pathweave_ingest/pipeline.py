@@ -2,9 +2,10 @@
 
 Used by the CLI (and the workers): ids are content hashes, writes MERGE on
 them, and only texts not yet stored are embedded, so ingesting the same input
-twice leaves the graph unchanged. A group of documents is written in one
-transaction by a writer thread while the next group is extracted and
-embedded; if it fails, its documents are retried one by one at the end so a
+twice leaves the graph unchanged. Three groups of documents are in flight at
+once: while one group is embedded, the next is chunked and extracted (spaCy) on
+an extraction thread and the previous one is written in one transaction by a
+writer thread; if a write fails, its documents are retried one by one at the end so a
 bad document is reported and the others land.
 """
 
@@ -110,12 +111,19 @@ class Pipeline:
         if on_progress:
             on_progress(done, 0)
         failed: list[list[tuple[str, SourceDocument]]] = []
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pathweave-writer") as writer:
+        groups = [todo[start:start + self.group_size] for start in range(0, len(todo), self.group_size)]
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pathweave-writer") as writer, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="pathweave-extract") as extraction:
             pending: Future | None = None
-            for start in range(0, len(todo), self.group_size):
-                group = todo[start:start + self.group_size]
+            extracted = extraction.submit(self._extract, groups[0]) if groups else None
+            for index, group in enumerate(groups):
+                # the next group is chunked and extracted (spaCy, one core) while this one
+                # is embedded (the other cores) and the previous one is written
+                current = extracted
+                extracted = extraction.submit(self._extract, groups[index + 1]) if index + 1 < len(groups) else None
                 try:
-                    prepared = self._prepare(group)
+                    batch = current.result()
+                    prepared = (batch, self._embed(batch))
                 except Exception:  # noqa: BLE001 - isolated below, document by document
                     prepared = None
                 if pending is not None:
@@ -178,6 +186,11 @@ class Pipeline:
 
     def _prepare(self, group: list[tuple[str, SourceDocument]]) -> tuple[_Batch, dict]:
         """Chunk, extract and embed one group; returns its rows and its new entities' vectors."""
+        batch = self._extract(group)
+        return batch, self._embed(batch)
+
+    def _extract(self, group: list[tuple[str, SourceDocument]]) -> _Batch:
+        """Chunk and extract one group: its rows and the texts to embed (nothing embedded yet)."""
         batch = _Batch()
         now = datetime.now(timezone.utc).isoformat()
         inputs: list[PassageInput] = []
@@ -204,7 +217,7 @@ class Pipeline:
                 passage_ids.append(pid)
         for pid, extraction in zip(passage_ids, self.extractor.extract(inputs)):
             self._add_extraction(batch, pid, extraction)
-        return batch, self._embed(batch)
+        return batch
 
     def _entity_id(self, name: str) -> str:
         return stable_id("entity", self.tenant, normalize(name))
