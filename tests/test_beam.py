@@ -86,3 +86,26 @@ def test_rescoring_replaces_the_mean_score():
     assert calls, "candidates beyond the beam width are re-scored by their concatenated text"
     assert set(top[0].props) == {0, 2}
     assert top[0].score > 0.999
+
+
+def test_rescoring_stops_after_rescore_until_depth():
+    query = unit([1, 1, 0])
+    vectors = [[1, 0, 0], [0, 1, 0], [0.7, 0.7, 0.1], [0.6, 0.6, 0.5]]
+    entities = [[1, 0, 0, 0]] * 4  # every proposition neighbours every other one
+    snapshot = make_snapshot(vectors, entities)
+    depths = []
+
+    def encode(texts):
+        depths.append({len(t.split(" prop ")) for t in texts})  # propositions per re-scored text
+        return np.stack([unit(v) for v in np.random.default_rng(0).random((len(texts), 3))])
+
+    every = PropRAGParams(beam_width=1, jump_points=0, rescore_top=40, max_depth=3, top_paths=5)
+    beam_search(query, snapshot, np.ones(4, dtype=bool), every, encode)
+    assert depths == [{2}, {3}]  # the spec: every level with more candidates than the beam
+    depths.clear()
+    first = every.model_copy(update={"rescore_until_depth": 2})
+    top, _, _ = beam_search(query, snapshot, np.ones(4, dtype=bool), first, encode)
+    assert depths == [{2}]  # depth 3 keeps the mean-embedding score
+    three = [p for p in top if len(p.props) == 3]
+    assert three and all(abs(p.score - float(unit(snapshot.prop_emb[list(p.props)].mean(axis=0)) @ query)) < 1e-5
+                         for p in three)

@@ -130,3 +130,24 @@ def test_batches_through_one_pipeline_give_the_same_synonyms_as_fresh_pipelines(
 
     cached, fresh = synonyms(store), synonyms(other)
     assert cached and cached == fresh
+
+
+def test_groups_in_flight_give_the_same_graph_as_one_group(store, embedder, extractor, settings):
+    """With groups of 2 documents, extraction, embedding and writing of different groups
+    overlap (three threads); the graph must equal the one a single group writes."""
+    import uuid
+
+    from pathweave.store import GraphStore
+    from pathweave_ingest.pipeline import Pipeline
+
+    documents, _ = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    other = GraphStore(store.driver, store.database, store.dialect, f"t{uuid.uuid4().hex[:10]}",
+                       store.batch_size, store.dimensions)
+    small = Pipeline(store, embedder, extractor, settings, group_size=2).ingest(documents)
+    whole = Pipeline(other, embedder, extractor, settings.model_copy(update={"tenant": other.tenant}),
+                     group_size=1000).ingest(documents)
+    assert small.errors == whole.errors == []
+    assert small.documents_new == whole.documents_new == 8
+    assert (small.passages_new, small.propositions_new, small.entities_new, small.triples) == \
+        (whole.passages_new, whole.propositions_new, whole.entities_new, whole.triples)
+    assert store.counts() == other.counts()

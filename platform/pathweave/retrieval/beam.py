@@ -77,7 +77,8 @@ def beam_search(
     """Beam search from the best allowed propositions.
 
     ``query``: ``(d,)`` L2-normalized; ``allowed``: ``(R,)`` bool; ``params``: beam width B,
-    jump points, re-scored candidates M (``rescore_top``; None counts as 0), L_max,
+    jump points, re-scored candidates M (``rescore_top``; None counts as 0) at the levels up to
+    ``rescore_until_depth`` (None: every level), L_max,
     paths kept, SYNONYM step threshold (spec §1 defaults); ``encode``: texts ->
     ``(n, d)`` normalized (used to re-score the top M candidates by their
     concatenated text; that score replaces the mean-embedding score).
@@ -95,7 +96,7 @@ def beam_search(
     jumps = [int(p) for p in order[: params.jump_points]]
     pool = list(initial)
     beam = list(initial)
-    for _ in range(2, params.max_depth + 1):
+    for depth in range(2, params.max_depth + 1):
         expanded: dict[frozenset, tuple[int, ...]] = {}
         for path in beam:
             for nxt in list(graph.neighbours(path.props[-1])) + jumps:
@@ -111,7 +112,8 @@ def beam_search(
         means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
         path_scores = means @ query
         ranked = np.argsort(-path_scores, kind="stable")
-        if len(paths) > params.beam_width and (params.rescore_top or 0) > 0:
+        rescore = params.rescore_until_depth is None or depth <= params.rescore_until_depth
+        if rescore and len(paths) > params.beam_width and (params.rescore_top or 0) > 0:
             top = ranked[: params.rescore_top]
             texts = [" ".join(snapshot.prop_texts[i] for i in paths[j]) for j in top]
             rescored = encode(texts) @ query

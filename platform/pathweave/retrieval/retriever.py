@@ -159,9 +159,8 @@ class Retriever:
             clock("ppr")
         else:
             params = self.settings.proprag
-            if params.rescore_top is None:  # auto: the spec's M = 40 on a GPU, a CPU-sized M otherwise
-                auto = 40 if self.embedder.device.startswith("cuda") else params.rescore_top_cpu
-                params = params.model_copy(update={"rescore_top": auto})
+            if params.rescore_top is None and self.embedder.device.startswith("cuda"):
+                params = params.model_copy(update={"rescore_top": 40})  # the spec's M; proprag() sizes it for CPU
             out = proprag(query_vec, snapshot, params, self.embedder.encode, clock,
                           lambda reset, damping: stage1_passage_scores(self.store, snapshot, reset, damping))
             order, scores = out.order, out.scores
