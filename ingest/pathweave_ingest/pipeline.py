@@ -43,6 +43,7 @@ class IngestReport:
     synonym_edges: int = 0
     errors: list[LoadError] = field(default_factory=list)
     seconds: float = 0.0
+    counted: dict[str, set[str]] = field(default_factory=dict, repr=False)  # label -> ids counted as new
 
     @property
     def passages_per_s(self) -> float:
@@ -55,7 +56,7 @@ class _Batch:
 
     rows: dict[str, list[dict]] = field(default_factory=dict)
     texts: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> id -> text to embed
-    new: dict[str, int] = field(default_factory=dict)  # label -> nodes created (embedded)
+    new: dict[str, set[str]] = field(default_factory=dict)  # label -> ids of nodes created (embedded)
 
     def add(self, name: str, row: dict) -> None:
         self.rows.setdefault(name, []).append(row)
@@ -178,9 +179,13 @@ class Pipeline:
     @staticmethod
     def _count(report: IngestReport, batch: _Batch, embedded: dict, new_entities: dict, docs: int) -> None:
         report.documents_new += docs
-        report.passages_new += batch.new.get("passage", 0)
-        report.propositions_new += batch.new.get("proposition", 0)
-        report.entities_new += batch.new.get("entity", 0)
+        # a node shared by two groups in flight at once is new to both (neither saw the
+        # other's write): count it once
+        for label, attribute in (("passage", "passages_new"), ("proposition", "propositions_new"),
+                                 ("entity", "entities_new")):
+            ids = batch.new.get(label, set()) - report.counted.setdefault(label, set())
+            report.counted[label] |= ids
+            setattr(report, attribute, getattr(report, attribute) + len(ids))
         report.triples += len(batch.rows.get("upsert_triples", []))
         new_entities.update(embedded)
 
@@ -270,7 +275,7 @@ class Pipeline:
                     first.setdefault(row[key], row)
             fresh_by_label[label] = list(first.values())
             batch.rows[upsert] = rows if upsert == "upsert_passages" else fresh_by_label[label]
-            batch.new[label] = len(first)
+            batch.new[label] = set(first)
         texts = [batch.texts[label][row[_EXISTING[label][2]]]
                  for label, fresh in fresh_by_label.items() for row in fresh]
         vectors = iter(self.embedder.encode(texts))

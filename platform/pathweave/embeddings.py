@@ -69,7 +69,8 @@ class Embedder:
     CPU time where the CPU has AVX512-BF16; cosine to fp32 vectors >= 0.998).
 
     On CPU the work is split by *sequences*, not inside each operator: torch runs with one
-    intra-op thread and ``workers`` threads (default: the usable cores) each run a forward
+    intra-op thread (numpy/scipy's BLAS one thread too) and ``workers`` threads (default: the
+    usable cores) each run a forward
     pass over their own share of the texts. Operator-level threading synchronizes the
     threads at every one of the ~100 operators of a forward pass; on a small machine where
     the store server or another query holds a core, each of those barriers waits for a
@@ -97,7 +98,14 @@ class Embedder:
         self.dim = int(dimension())
         self.workers = 1 if device.startswith("cuda") else (workers or cpu_workers())
         if not device.startswith("cuda"):
+            from threadpoolctl import threadpool_limits
+
             torch.set_num_threads(1)
+            # numpy/scipy's OpenBLAS too, for good: their worker threads spin after each call
+            # and took cores from the shards (PropRAG p50 265 -> 189 ms when limited per query
+            # on the 2-core machine); limiting per query and restoring did not hold once other
+            # threads had used OpenBLAS, so the process keeps one BLAS thread
+            threadpool_limits(limits=1, user_api="blas")
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="embed") if self.workers > 1 else None
         self._tokenizer_lock = threading.Lock()  # a fast tokenizer must not be called concurrently
 

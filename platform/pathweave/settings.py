@@ -49,9 +49,9 @@ class PropRAGParams(BaseSettings):
     rescore_top_cpu: int = 3
     # Deepest beam level whose candidates are re-scored (None: every level, as the spec).
     # With the auto M on CPU only the first expansion (depth 2), which picks the 2-step
-    # chains every deeper path extends, is re-scored: measured on the same 100 questions,
-    # default extractor, R@2/R@5 0.492/0.697 at p50 140 ms vs 0.487/0.702 at 213 ms when
-    # every level is re-scored (re-scoring only depth 3: 0.464/0.691).
+    # chains every deeper path extends, is re-scored: `pathweave bench musique --rescore-top 3`
+    # on the 2-core machine, default extractor: R@2/R@5 0.492/0.697 at p50 136 ms vs
+    # 0.487/0.702 at 200 ms when every level is re-scored (imported: 0.488/0.727 vs 0.497/0.735).
     rescore_until_depth: int | None = None
     rescore_until_depth_cpu: int = 2
     max_depth: int = 3

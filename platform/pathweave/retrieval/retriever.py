@@ -10,7 +10,6 @@ import time
 import uuid
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from pathweave.dialect import stage1_passage_scores
 from pathweave.embeddings import Embedder
@@ -27,38 +26,6 @@ from pathweave.store import GraphStore
 MODES: tuple[str, ...] = ("proprag", "dense", "hipporag2")
 
 
-class _SingleThreadBlas:
-    """While any query runs, OpenBLAS (numpy/scipy) uses one thread.
-
-    A query's BLAS work is small (matrix-vector products); the heavy part is the
-    embedder's forward passes on torch's OpenMP threads. OpenBLAS worker threads left
-    spinning after a numpy call competed with them for the cores and made PropRAG queries
-    about 30 % slower on the 2-core machine (measured: p50 265 -> 189 ms). Re-entrant
-    across threads: the process limit is restored when the last concurrent query ends.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._active = 0
-        self._limiter = None
-        self._controller: ThreadpoolController | None = None
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._active == 0:
-                self._controller = self._controller or ThreadpoolController()
-                self._limiter = self._controller.limit(limits=1, user_api="blas")
-            self._active += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._active -= 1
-            if self._active == 0 and self._limiter is not None:
-                self._limiter.restore_original_limits()
-                self._limiter = None
-
-
-_SINGLE_THREAD_BLAS = _SingleThreadBlas()
 
 
 class Retriever:
@@ -126,8 +93,7 @@ class Retriever:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise ValueError("k must be at least 1")
-        with _SINGLE_THREAD_BLAS:
-            return self._query(question, mode, k, write_record, token_budget, select, style)
+        return self._query(question, mode, k, write_record, token_budget, select, style)
 
     def _query(self, question: str, mode: Mode, k: int, write_record: bool | None, token_budget: int | None,
                select: str, style: str) -> QueryResult:
