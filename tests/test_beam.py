@@ -109,3 +109,12 @@ def test_rescoring_stops_after_rescore_until_depth():
     three = [p for p in top if len(p.props) == 3]
     assert three and all(abs(p.score - float(unit(snapshot.prop_emb[list(p.props)].mean(axis=0)) @ query)) < 1e-5
                          for p in three)
+
+
+def test_auto_rescoring_is_resolved_per_device():
+    auto = PropRAGParams()
+    gpu, cpu = auto.for_device("cuda:0"), auto.for_device("cpu")
+    assert (gpu.rescore_top, gpu.rescore_until_depth) == (40, None)  # the spec on a GPU
+    assert (cpu.rescore_top, cpu.rescore_until_depth) == (auto.rescore_top_cpu, auto.rescore_until_depth_cpu)
+    fixed = PropRAGParams(rescore_top=5)
+    assert fixed.for_device("cpu") is fixed and fixed.for_device("cuda") is fixed

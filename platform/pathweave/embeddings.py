@@ -120,12 +120,11 @@ class Embedder:
             vectors = self.model.forward(features)["sentence_embedding"]
         return vectors.float().cpu().numpy()
 
-    def encode(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+    def encode(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts`` -> ``(n, dim)`` float32, rows L2-normalized (zeros for n=0).
 
         Texts are sorted by length and cut into batches of at most ``batch_size`` (fewer
         when that gives every worker a share), so little padding is computed.
-        ``show_progress`` is accepted for compatibility and ignored (callers show their own bars).
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

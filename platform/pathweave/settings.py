@@ -60,6 +60,17 @@ class PropRAGParams(BaseSettings):
     synonym_step_min: float = 0.75
     damping_stage2: float = 0.45
 
+    def for_device(self, device: str) -> "PropRAGParams":
+        """These parameters with the auto re-scoring (``rescore_top`` None) resolved for
+        ``device``: the spec's M = 40 at every level on CUDA, ``rescore_top_cpu`` up to
+        ``rescore_until_depth_cpu`` otherwise. Set values are kept as they are."""
+        if self.rescore_top is not None:
+            return self
+        if device.startswith("cuda"):
+            return self.model_copy(update={"rescore_top": 40})
+        return self.model_copy(update={"rescore_top": self.rescore_top_cpu,
+                                       "rescore_until_depth": self.rescore_until_depth_cpu})
+
 
 class Settings(BaseSettings):
     """Process-wide settings.

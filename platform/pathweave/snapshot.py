@@ -69,12 +69,17 @@ class GraphSnapshot:
     load_ms: float = 0.0
     extras: dict = field(default_factory=dict)  # lazily computed per-baseline data
 
+    def derived(self, key, build):
+        """``build()``'s result, computed once per snapshot and kept in ``extras[key]``
+        (whole-graph matrices that queries reuse, e.g. transposes)."""
+        if key not in self.extras:
+            self.extras[key] = build()
+        return self.extras[key]
+
     @property
     def walk(self) -> Walk:
         """``transition`` prepared for :func:`~pathweave.ppr.personalized_pagerank` (built once)."""
-        if "walk" not in self.extras:
-            self.extras["walk"] = Walk.of(self.transition)
-        return self.extras["walk"]
+        return self.derived("walk", lambda: Walk.of(self.transition))
 
     @property
     def n_entities(self) -> int:
@@ -83,9 +88,7 @@ class GraphSnapshot:
     @property
     def prop_passages(self) -> sp.csr_matrix:
         """``(R, P)`` transpose of ``states``."""
-        if "prop_passages" not in self.extras:
-            self.extras["prop_passages"] = self.states.T.tocsr()
-        return self.extras["prop_passages"]
+        return self.derived("prop_passages", lambda: self.states.T.tocsr())
 
 
 def build_snapshot(store: GraphStore, version: int | None = None, dim: int = 384) -> GraphSnapshot:

@@ -24,6 +24,14 @@ class Path:
     score: float
 
 
+def _entity_reach(snapshot: GraphSnapshot, synonym_step_min: float) -> sp.csr_matrix:
+    """``(E, E)`` binary: an entity reaches itself and its synonyms scoring >= ``synonym_step_min``."""
+    synonyms = snapshot.synonyms.copy()
+    synonyms.data = (synonyms.data >= synonym_step_min).astype(np.float64)
+    synonyms.eliminate_zeros()
+    return (sp.identity(snapshot.n_entities, format="csr") + synonyms).tocsr()
+
+
 class PropositionGraph:
     """Neighbourhoods between allowed propositions: sharing an exact entity or a
     synonymous one (SYNONYM score >= ``synonym_step_min``)."""
@@ -32,16 +40,9 @@ class PropositionGraph:
         self.snapshot = snapshot
         self.allowed = allowed  # (R,) bool
         # whole-graph matrices, built once per snapshot and threshold (not per query)
-        key = ("entity_reach", synonym_step_min)
-        if key not in snapshot.extras:
-            synonyms = snapshot.synonyms.copy()
-            synonyms.data = (synonyms.data >= synonym_step_min).astype(np.float64)
-            synonyms.eliminate_zeros()
-            snapshot.extras[key] = (sp.identity(snapshot.n_entities, format="csr") + synonyms).tocsr()
-        if "mentions_t" not in snapshot.extras:
-            snapshot.extras["mentions_t"] = snapshot.prop_entities.T.tocsr()
-        self.entity_reach = snapshot.extras[key]  # (E, E) exact or synonymous
-        self.mentions_t = snapshot.extras["mentions_t"]  # (E, R)
+        self.entity_reach = snapshot.derived(("entity_reach", synonym_step_min),
+                                             lambda: _entity_reach(snapshot, synonym_step_min))  # (E, E)
+        self.mentions_t = snapshot.derived("mentions_t", lambda: snapshot.prop_entities.T.tocsr())  # (E, R)
 
     def entities(self, prop: int) -> np.ndarray:
         pe = self.snapshot.prop_entities

@@ -87,10 +87,7 @@ def proprag(
     # ---- stage 2 -------------------------------------------------------------------
     sub_passages = stage1_order[: params.subgraph_passages]
     allowed = np.asarray(snapshot.states[sub_passages].sum(axis=0)).ravel() > 0
-    # auto (None): the CPU-sized re-scoring, M = rescore_top_cpu at the first expansion only
-    beam = params if params.rescore_top is not None else params.model_copy(update={
-        "rescore_top": params.rescore_top_cpu, "rescore_until_depth": params.rescore_until_depth_cpu})
-    paths, initial, graph = beam_search(query, snapshot, allowed, beam, encode)
+    paths, initial, graph = beam_search(query, snapshot, allowed, params, encode)
     clock("beam")
     exploit = _normalized(_top_entities(paths, snapshot, query, params.seeds_per_side))
     explore = _normalized(_top_entities(initial, snapshot, query, params.seeds_per_side))

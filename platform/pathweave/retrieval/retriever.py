@@ -124,9 +124,7 @@ class Retriever:
             order, scores = hipporag2(query_vec, snapshot, graph)
             clock("ppr")
         else:
-            params = self.settings.proprag
-            if params.rescore_top is None and self.embedder.device.startswith("cuda"):
-                params = params.model_copy(update={"rescore_top": 40})  # the spec's M; proprag() sizes it for CPU
+            params = self.settings.proprag.for_device(self.embedder.device)
             out = proprag(query_vec, snapshot, params, self.embedder.encode, clock,
                           lambda reset, damping: stage1_passage_scores(self.store, snapshot, reset, damping))
             order, scores = out.order, out.scores
