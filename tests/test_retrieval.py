@@ -197,3 +197,17 @@ def test_records_are_written_off_the_query_path_and_flush_waits_for_them(retriev
         assert [p["path_id"] for p in record["paths"]] == [p.path_id for p in result.paths]
         assert {row["id"] for row in record["selected"] if row["label"] == "Passage"} == \
             {hit.passage_id for hit in result.passages}
+
+
+def test_selection_size_study_on_real_candidate_graphs(retriever):
+    """`bench musique`'s ILP-vs-greedy study by candidate-graph size, on the fixture corpus."""
+    from pathweave_ingest.bench import evaluate_selection_sizes
+
+    study = evaluate_selection_sizes(retriever, [{"question": QUESTION}], passages=(2, 5), budget=60,
+                                     reference_ms=1000)
+    small, large = study["sizes"]["2"], study["sizes"]["5"]
+    assert small["nodes_mean"] < large["nodes_mean"]
+    for row in (small, large):
+        assert row["ilp_optimal_frac"] == 1.0 and row["ilp_over_best"] == 1.0  # tiny graphs: proved
+        assert 0.0 < row["greedy_over_best"] <= 1.0
+        assert 0.0 < row["prove_ms_p50"] <= row["prove_ms_p95"] <= 1000

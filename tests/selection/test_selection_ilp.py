@@ -170,3 +170,56 @@ def test_zero_cost_nodes_are_reduced_exactly(helpers, connectivity):
             assert sel.status == "OPTIMAL"
             helpers.assert_feasible(g, sel, budget)
             assert sel.objective == pytest.approx(helpers.brute_force_optimum(g, budget), abs=1e-5)
+
+
+def hub_graph(helpers):
+    """A statement group far from Q behind a free passage hub.
+
+    ``P`` (passage coverage node, cost 0, weight 2) states ``s1`` and ``s2``
+    (weight 4 each, cost 10); the only way to Q is ``s1 - c - Q`` through the
+    connector statement ``c`` (weight 0.5, cost 12); ``d`` (weight 3, cost 9)
+    hangs off Q. The reduction turns ``P`` into the clique ``s1 - s2`` plus a
+    coverage term, so ``s1`` and ``s2`` satisfy the seed rule through each other.
+    """
+    spec = {
+        "P": ("passage", 2.0, 0),
+        "s1": ("proposition", 4.0, 10),
+        "s2": ("proposition", 4.0, 10),
+        "c": ("proposition", 0.5, 12),
+        "d": ("proposition", 3.0, 9),
+    }
+    return helpers.build_graph(spec, [("P", "s1"), ("P", "s2"), ("s1", "c"), ("c", "Q"), ("Q", "d")])
+
+
+@pytest.mark.parametrize("connectivity", FORMULATIONS)
+@pytest.mark.parametrize("budget, expected, objective", [
+    (20, {"Q", "d"}, 3.0),  # {s1, s2} (10 + coverage 2) fits but cannot reach Q
+    (31, {"Q", "c", "s1", "P", "d"}, 9.5),  # 12 + 10 + 9 tokens; s2 would make 41
+    (40, {"Q", "c", "s1", "s2", "P"}, 10.5),  # 32 tokens; d on top would make 41
+    (41, {"Q", "c", "s1", "s2", "P", "d"}, 13.5),
+])
+def test_far_statement_group_needs_its_connector(helpers, connectivity, budget, expected, objective):
+    g = hub_graph(helpers)
+    sel = solve_ilp(g, budget, time_limit_ms=5000, connectivity=connectivity)
+    assert sel.status == "OPTIMAL"
+    assert sel.objective == pytest.approx(objective) == pytest.approx(helpers.brute_force_optimum(g, budget))
+    assert set(sel.selected) == expected
+    helpers.assert_feasible(g, sel, budget)
+
+
+def test_group_separator_cut_demands_a_boundary_node(helpers):
+    """The cut for the far group {s1, s2} of hub_graph: a selected s1 needs c (its
+    only way out of the group); the cut must not forbid s1 when c is selected."""
+    from pathweave.selection.reduce import reduce_free_nodes
+
+    reduction = reduce_free_nodes(hub_graph(helpers))
+    adj = reduction.core.adjacency()
+    for c_value, feasible in ((0, False), (1, True)):
+        model = cp_model.CpModel()
+        x = {v: model.new_bool_var(v) for v in adj}
+        ilp_module._add_group_separator_cuts(model, x, "Q", adj, reduction)
+        model.add(x["s1"] == 1)
+        model.add(x["s2"] == 1)
+        model.add(x["c"] == c_value)
+        status = cp_model.CpSolver().solve(model)
+        assert (status in (cp_model.OPTIMAL, cp_model.FEASIBLE)) is feasible

@@ -21,7 +21,20 @@ rule is added as a redundant cut.
 ``x_v => OR_u z_uv``) and parents are strictly earlier in an integer order
 ``d`` (``z_uv => d_v >= d_u + 1``, ``Q`` is the root), which rules out
 parent cycles, so every selected node has a path back to ``Q``
-(Miller-Tucker-Zemlin-style ordering).
+(Miller-Tucker-Zemlin-style ordering). A neighbour of ``Q`` is connected
+whenever it is selected (``Q`` can be its parent), so it gets ``d_v = 1`` and
+no parent arcs; only nodes two or more hops from ``Q`` choose parents.
+
+Group separator cuts, used by both: a free component (a passage coverage node,
+a shared entity; :mod:`~pathweave.selection.reduce`) becomes a clique over its
+statements, so two of its statements away from ``Q`` satisfy the seed rule
+through each other. For the members ``S`` of such a clique that are not
+neighbours of ``Q``, every path from ``Q`` to a selected ``v in S`` leaves
+``S`` through its boundary ``N(S)``, so ``x_v <= sum_{u in N(S)} x_u`` (the
+node-separator inequality of the maximum-weight connected subgraph ILPs,
+Alvarez-Miranda, Ljubic and Mutzel 2013). Redundant for integer solutions, these
+strengthen CP-SAT's LP; on real 20-30-passage candidate graphs they cut
+time-to-optimality by about a quarter (bench.py, closing note of issue 5).
 
 Tightening used by both: ``M`` (flow capacity / largest order) is the most
 non-query nodes that fit the budget (cheapest-first count), not ``|V| - 1``;
@@ -221,6 +234,7 @@ def solve_ilp(
         hinted = set(hint)
         hint_vars += xs
         hint_values += [int(v in hinted) for v in ids]
+    _add_group_separator_cuts(model, x, q, adj, reduction)
     if connectivity == "flow":
         for v in others:  # seed paper's neighbour rule; redundant with the flow
             model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
@@ -322,11 +336,28 @@ def _add_flow(model, x, q, others, arcs, big_m, tree, hint_vars, hint_values) ->
         )
 
 
+def _add_group_separator_cuts(model, x, q, adj, reduction) -> None:
+    """Node-separator cuts for the cliques of free components (see module doc):
+    for ``S`` = the clique's members in the model that are not neighbours of ``Q``
+    (at least two), ``x_v => OR(x_u : u in N(S))`` for every ``v`` in ``S``."""
+    near = set(adj[q])
+    for component in reduction.components:
+        group = {u for u in component.neighbours if u in x and u not in near}
+        if len(group) < 2:
+            continue
+        boundary = [x[u] for u in sorted({u for v in group for u in adj[v]} - group) if u in x]
+        for v in sorted(group):
+            model.add_bool_or(boundary).only_enforce_if(x[v])
+
+
 def _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_values) -> None:
-    """Parent-arc + MTZ order connectivity (see module doc); hints z and d."""
-    d = {v: model.new_int_var(min(hops[v], big_m), big_m, f"d[{v}]") for v in others}
-    parents: dict[str, list] = {v: [] for v in others}
+    """Parent-arc + MTZ order connectivity (see module doc); hints z and d.
+    Neighbours of ``Q`` (``hops == 1``) get ``d = 1`` and no parent arcs."""
+    d = {v: model.new_int_var(min(hops[v], big_m), big_m if hops[v] > 1 else 1, f"d[{v}]") for v in others}
+    parents: dict[str, list] = {v: [] for v in others if hops[v] > 1}
     for a, b in arcs:
+        if b not in parents:  # b is a neighbour of Q: Q is its parent
+            continue
         z = model.new_bool_var(f"z[{a}->{b}]")
         model.add_implication(z, x[a])
         if a != q:
@@ -336,7 +367,8 @@ def _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_val
             hint_vars.append(z)
             hint_values.append(int(tree[0].get(b) == a))
     for v in others:
-        model.add_bool_or(parents[v]).only_enforce_if(x[v])
+        if v in parents:
+            model.add_bool_or(parents[v]).only_enforce_if(x[v])
         if tree is not None:
             hint_vars.append(d[v])
             hint_values.append(min(max(tree[1].get(v, hops[v]), hops[v]), big_m))
