@@ -277,6 +277,11 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
     results: dict = {"results": {}, "ingest": {}, "machine": machine_info(), "commit": git_commit(),
                      "questions": len(questions), "passages": len(documents)}
     try:
+        if budgets:  # first, while no store server shares the cores
+            from pathweave.selection.bench import synthetic_solve_stats
+
+            console.print("[dim]ILP vs greedy on synthetic candidate graphs of 50/100/200 nodes[/]")
+            results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
         embedder = get_embedder(settings)
         for extraction in extractions or ["default", "imported"]:
             tenant = f"bench-{extraction}"
@@ -312,11 +317,6 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     console.print(f"[dim]ILP vs greedy on real candidate graphs of ~50-200 nodes: {extraction}[/]")
                     results.setdefault("selection_sizes", {})[extraction] = evaluate_selection_sizes(
                         retriever, questions[:30])
-        if budgets:
-            from pathweave.selection.bench import synthetic_solve_stats
-
-            console.print("[dim]ILP vs greedy on synthetic candidate graphs of 50/100/200 nodes[/]")
-            results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
     finally:
         server.stop(settings)

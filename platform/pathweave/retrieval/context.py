@@ -42,11 +42,11 @@ of the node's rendered line (:func:`assign_costs`).
 So under a small budget the selection is about one short, query-relevant statement
 from each of the best passages (reached directly from Q for the top
 ``SEED_PASSAGES``, through shared entities and path steps for the others), then
-more statements as the budget grows. Measured on 40 MuSiQue questions (2-core CPU
-under load, ``evaluate_budgets``): the top-5 passages' context recall (default
-extractor 0.731 with 595 tokens, imported OpenIE 0.769 with 586) is reached with 148
-(25 %) and 198 tokens (34 %); the ILP proves optimality on these ~60-70-node graphs
-within the 50 ms limit (p50 15-23 ms, p95 25-36 ms).
+more statements as the budget grows. Measured on the 100 questions of ``pathweave bench
+musique --budget 200,400,800`` (2-core CPU): the top-5 passages' context recall (default
+extractor 0.697 with 593 tokens, imported OpenIE 0.722 with 574) is reached with 148
+(25 %) and 198 tokens (34.5 %); the ILP proves optimality on these ~60-70-node graphs
+within the 50 ms limit (solve p50 11-16 ms, p95 14-27 ms).
 """
 
 from __future__ import annotations
