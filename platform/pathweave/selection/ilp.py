@@ -238,14 +238,14 @@ def solve_ilp(
     _add_group_separator_cuts(model, x, q, adj, reduction)
     if connectivity == "flow":
         for v in others:  # seed paper's neighbour rule; redundant with the flow
-            model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
+            _add_separator_cut(model, x, adj, {v})
         _add_flow(model, x, q, others, arcs, big_m, tree, hint_vars, hint_values)
     elif connectivity == "order":  # parent arcs imply the neighbour rule
         hops = _hops(adj, q, allowed)
         _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_values)
     else:  # "cuts": the neighbour rule now, connectivity cuts when a solution needs them
         for v in others:
-            model.add_bool_or([x[u] for u in adj[v] if u in allowed]).only_enforce_if(x[v])
+            _add_separator_cut(model, x, adj, {v})
     terms, coefficients = list(xs), [round(nodes[v].weight * WEIGHT_SCALE) for v in ids]
     for component in reduction.components:  # earned when a neighbour is selected
         touching = [x[u] for u in component.neighbours if u in x]
@@ -337,18 +337,23 @@ def _add_flow(model, x, q, others, arcs, big_m, tree, hint_vars, hint_values) ->
         )
 
 
+def _add_separator_cut(model, x, adj, group: set[str]) -> None:
+    """Node-separator inequality for a node set ``S`` without ``Q``: a selected
+    ``v in S`` reaches ``Q`` through the boundary ``N(S)``, so ``x_v => OR(x_u : u in
+    N(S))`` (only nodes in the model). ``S = {v}`` is the seed paper's neighbour rule."""
+    boundary = [x[u] for u in sorted({u for v in group for u in adj[v]} - group) if u in x]
+    for v in sorted(group):
+        model.add_bool_or(boundary).only_enforce_if(x[v])
+
+
 def _add_group_separator_cuts(model, x, q, adj, reduction) -> None:
-    """Node-separator cuts for the cliques of free components (see module doc):
-    for ``S`` = the clique's members in the model that are not neighbours of ``Q``
-    (at least two), ``x_v => OR(x_u : u in N(S))`` for every ``v`` in ``S``."""
+    """Separator cuts for the cliques of free components (see module doc): ``S`` =
+    the clique's members in the model that are not neighbours of ``Q`` (at least two)."""
     near = set(adj[q])
     for component in reduction.components:
         group = {u for u in component.neighbours if u in x and u not in near}
-        if len(group) < 2:
-            continue
-        boundary = [x[u] for u in sorted({u for v in group for u in adj[v]} - group) if u in x]
-        for v in sorted(group):
-            model.add_bool_or(boundary).only_enforce_if(x[v])
+        if len(group) >= 2:
+            _add_separator_cut(model, x, adj, group)
 
 
 def _add_order(model, x, q, others, arcs, big_m, hops, tree, hint_vars, hint_values) -> None:
@@ -427,11 +432,8 @@ def _solve_with_cuts(
         if value > best_value:
             best, best_value = sorted(main), value
         for part in parts:
-            if part is main:
-                continue
-            boundary = [x[u] for v in part for u in adj[v] if u in x and u not in part]
-            for v in part:
-                model.add_bool_or(boundary).only_enforce_if(x[v])
+            if part is not main:
+                _add_separator_cut(model, x, adj, part)
         hinted = set(best) if best is not None else None
         if (time.perf_counter() - start) * 1000.0 >= time_limit_ms:
             return best, (cp_model.FEASIBLE if best is not None else cp_model.UNKNOWN), upper
