@@ -127,7 +127,14 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
 UNWIND $ids AS id
 MATCH (d:Document {doc_id: id})<-[:PART_OF]-(:Passage)-[:MENTIONS]->(e:Entity)
 WHERE d.tenant = $tenant
-RETURN DISTINCT e.entity_id AS id, e.norm_name AS norm_name, e.embedding AS embedding;
+RETURN DISTINCT e.entity_id AS id, e.norm_name AS norm_name, e.vec AS vec;
+
+// name: document_passage_ids
+// Passage ids of the documents $ids.
+UNWIND $ids AS id
+MATCH (d:Document {doc_id: id})<-[:PART_OF]-(p:Passage)
+WHERE d.tenant = $tenant
+RETURN DISTINCT p.passage_id AS id;
 
 // --- Document deletion (one transaction, see pathweave_ingest.jobs.delete_document) ---
 

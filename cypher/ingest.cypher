@@ -15,6 +15,9 @@ MATCH (n:Entity) WHERE n.entity_id IN $ids RETURN n.entity_id AS id;
 // name: existing_relation_ids
 MATCH (n:Relation) WHERE n.relation_id IN $ids RETURN n.relation_id AS id;
 
+// name: existing_triple_ids
+MATCH (n:Triple) WHERE n.triple_id IN $ids RETURN n.triple_id AS id;
+
 // name: existing_document_ids
 MATCH (n:Document) WHERE n.doc_id IN $ids RETURN n.doc_id AS id;
 
@@ -27,12 +30,13 @@ ON CREATE SET d.tenant = row.tenant, d.source = row.source, d.title = row.title,
 RETURN count(d) AS n;
 
 // name: upsert_passages
-// rows: {passage_id, doc_id, tenant, title, text, position, token_count, embedding}
+// rows: {passage_id, doc_id, tenant, title, text, position, token_count, embedding, vec}
+// (`vec`: the embedding as base64 float32, what queries read; `embedding` feeds the index)
 UNWIND $rows AS row
 MERGE (p:Passage {passage_id: row.passage_id})
 ON CREATE SET p.tenant = row.tenant, p.title = row.title, p.text = row.text,
               p.position = row.position, p.token_count = row.token_count,
-              p.embedding = row.embedding
+              p.embedding = row.embedding, p.vec = row.vec
 WITH p, row
 MATCH (d:Document {doc_id: row.doc_id})
 MERGE (p)-[:PART_OF]->(d)
@@ -46,18 +50,18 @@ MERGE (a)-[:NEXT]->(b)
 RETURN count(*) AS n;
 
 // name: upsert_entities
-// rows: {entity_id, tenant, name, norm_name, type, embedding}
+// rows: {entity_id, tenant, name, norm_name, type, embedding, vec}
 UNWIND $rows AS row
 MERGE (e:Entity {entity_id: row.entity_id})
 ON CREATE SET e.tenant = row.tenant, e.name = row.name, e.norm_name = row.norm_name,
-              e.type = row.type, e.embedding = row.embedding
+              e.type = row.type, e.embedding = row.embedding, e.vec = row.vec
 RETURN count(e) AS n;
 
 // name: upsert_propositions
-// rows: {prop_id, tenant, text, embedding}
+// rows: {prop_id, tenant, text, embedding, vec}
 UNWIND $rows AS row
 MERGE (p:Proposition {prop_id: row.prop_id})
-ON CREATE SET p.tenant = row.tenant, p.text = row.text, p.embedding = row.embedding
+ON CREATE SET p.tenant = row.tenant, p.text = row.text, p.embedding = row.embedding, p.vec = row.vec
 RETURN count(p) AS n;
 
 // name: link_states
@@ -91,12 +95,14 @@ RETURN count(r) AS n;
 // name: upsert_triples
 // A triple node (provenance) asserted by a passage, plus the RELATES edge between
 // its entities. rows: {triple_id, tenant, passage_id, subject_id, object_id,
-// subject, relation, object, relation_id}
+// subject, relation, object, relation_id, embedding (the fact text's, indexed for the
+// HippoRAG 2 baseline's fact retrieval; null when the triple exists already)}
 UNWIND $rows AS row
 MERGE (t:Triple {triple_id: row.triple_id})
 ON CREATE SET t.tenant = row.tenant, t.subject = row.subject, t.relation = row.relation,
               t.object = row.object, t.relation_id = row.relation_id,
-              t.subject_id = row.subject_id, t.object_id = row.object_id
+              t.subject_id = row.subject_id, t.object_id = row.object_id,
+              t.embedding = row.embedding
 WITH t, row
 MATCH (p:Passage {passage_id: row.passage_id})
 MERGE (p)-[:ASSERTS]->(t)
@@ -114,18 +120,12 @@ MERGE (a)-[r:SYNONYM]->(b)
 SET r.score = row.score
 RETURN count(r) AS n;
 
-// name: bump_graph_version
-// Increments the tenant's graph version; in-process caches (PPR snapshot) refresh on change.
-MERGE (m:Meta {meta_id: $meta_id})
-ON CREATE SET m.tenant = $tenant, m.version = 0
-SET m.version = m.version + 1
-RETURN m.version AS version;
-
 // name: graph_version
 MATCH (m:Meta {meta_id: $meta_id}) RETURN m.version AS version;
 
 // name: entity_embeddings
-// All entities of a tenant with their vectors (for synonymy kNN).
+// All entities of a tenant with their vectors (tests and operations; ingestion's
+// synonymy asks the vector index instead).
 MATCH (e:Entity) WHERE e.tenant = $tenant
 RETURN e.entity_id AS id, e.norm_name AS norm_name, e.embedding AS embedding;
 

@@ -2,8 +2,7 @@
 // run through pathweave.dialect.Neo4jDialect and pathweave.gds; the default
 // store (ArcadeDB) never runs the `neo4j_*` ones. Parameters only as $name;
 // index names and labels are fixed here, one statement per vector index.
-// `vector_query_nodes` is the one statement here that both backends run
-// (it reads the index the dialect created; names from dialect.vector_index_name).
+// (The vector searches both backends run are in topology.cypher.)
 
 // name: neo4j_vector_index_passage
 // Cosine vector index over Passage.embedding ($dimensions: embedder size, e.g. 384).
@@ -27,18 +26,15 @@ CREATE VECTOR INDEX relation_embedding IF NOT EXISTS
 FOR (n:Relation) ON (n.embedding)
 OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine'}};
 
+// name: neo4j_vector_index_triple
+// Fact texts of triples (the HippoRAG 2 baseline's fact retrieval).
+CREATE VECTOR INDEX triple_embedding IF NOT EXISTS
+FOR (n:Triple) ON (n.embedding)
+OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine'}};
+
 // name: neo4j_await_indexes
 // Blocks until every index is online (at most $timeout_s seconds), after creating them.
 CALL db.awaitIndexes($timeout_s);
-
-// name: vector_query_nodes
-// Both backends. The $k nearest nodes of vector index $index to $vector, restricted to
-// the tenant. score is the index's normalized cosine (1 + cos) / 2 in [0, 1].
-// Manual: Cypher Manual 5, Vector indexes > db.index.vector.queryNodes.
-CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
-WITH node, score WHERE node.tenant = $tenant
-RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.relation_id) AS id, score
-ORDER BY score DESC;
 
 // name: neo4j_gds_graph_size
 // Upper bounds of the node and relationship counts of the tenant's PPR projection

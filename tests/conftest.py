@@ -56,7 +56,7 @@ def store(base_store, tenant):
     """A store handle scoped to a fresh tenant (same server and driver)."""
     from pathweave.store import GraphStore
 
-    return GraphStore(base_store.driver, base_store.database, base_store.dialect, tenant,
+    return GraphStore(base_store.driver, base_store.database, base_store.backend, tenant,
                       base_store.batch_size, base_store.dimensions)
 
 

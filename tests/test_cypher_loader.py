@@ -19,7 +19,7 @@ def test_duplicate_and_empty_statements_are_errors():
 
 def test_every_repository_statement_is_parameterized_and_loadable():
     statements = load_all()
-    assert {"upsert_passages", "snapshot_passages", "write_query", "bump_graph_version"} <= set(statements)
+    assert {"upsert_passages", "snapshot_passages", "write_query", "record_graph_change"} <= set(statements)
     assert statement("graph_version").startswith("MATCH (m:Meta")
     with pytest.raises(KeyError, match="no Cypher statement"):
         statement("drop_everything")

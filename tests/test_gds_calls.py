@@ -1,5 +1,5 @@
 """Pins the exact Graph Data Science calls (graphdatascience 2.x client) and the Neo4j
-statements the Neo4j dialect produces, with a recording fake client and a fake
+statements the Neo4j backend produces, with a recording fake client and a fake
 driver: no Neo4j server is needed. What GDS computes is checked by the contract suite
 against a real server (tests/test_store_contract.py, NEO4J_URI)."""
 
@@ -14,9 +14,11 @@ import pytest
 import scipy.sparse as sp
 from neo4j.exceptions import Neo4jError
 
-from pathweave import gds as gds_ops
+from pathweave.backends import Backend, Capability
+from pathweave.backends import gds as gds_ops
 from pathweave.cypher import statement
-from pathweave.dialect import ArcadeDialect, Neo4jDialect, stage1_passage_scores
+from pathweave.backends.arcadedb import ArcadeBackend
+from pathweave.backends.neo4j import Neo4jBackend
 from pathweave.ppr import personalized_pagerank, transition_matrix
 
 PPR_STREAM = dict(relationship_weight_property="weight", max_iterations=100, tolerance=1e-8, log_progress=False)
@@ -197,7 +199,7 @@ def test_personalized_pagerank_without_seeds_in_graph_calls_nothing():
 
 def test_gds_scores_normalized_equal_in_process_ppr():
     """GDS PageRank (isolated nodes pass nothing on) normalized to sum 1 equals
-    pathweave.ppr (isolated mass back to the seeds): the claim of pathweave.gds."""
+    pathweave.ppr (isolated mass back to the seeds): the claim of pathweave.backends.gds."""
     rng = np.random.default_rng(7)
     n = 12
     dense = np.triu(rng.random((n, n)) * (rng.random((n, n)) < 0.35), 1)
@@ -354,83 +356,69 @@ class FakeDriver:
         self.closed = True
 
 
-def test_neo4j_dialect_vector_indexes():
+def test_neo4j_backend_vector_indexes():
     driver = FakeDriver()
-    dialect = Neo4jDialect(driver, "neo4j")
-    dialect.create_vector_indexes(384)
+    backend = Neo4jBackend(driver, "neo4j")
+    backend.create_vector_indexes(384)
     assert driver.runs == [
         ("neo4j", statement("neo4j_vector_index_passage"), {"dimensions": 384}),
         ("neo4j", statement("neo4j_vector_index_proposition"), {"dimensions": 384}),
         ("neo4j", statement("neo4j_vector_index_entity"), {"dimensions": 384}),
         ("neo4j", statement("neo4j_vector_index_relation"), {"dimensions": 384}),
+        ("neo4j", statement("neo4j_vector_index_triple"), {"dimensions": 384}),
         ("neo4j", statement("neo4j_await_indexes"), {"timeout_s": 300}),
     ]
     assert "CREATE VECTOR INDEX passage_embedding IF NOT EXISTS" in statement("neo4j_vector_index_passage")
-    assert dialect.vector_index_name("Passage") == "passage_embedding"
-    assert dialect.vector_index_name("Entity", "embedding") == "entity_embedding"
+    assert backend.vector_index_name("Passage") == "passage_embedding"
+    assert backend.vector_index_name("Entity", "embedding") == "entity_embedding"
 
 
-def test_neo4j_dialect_stage1_ppr_falls_back_until_projected():
+def test_neo4j_backend_stage1_ppr_falls_back_until_projected():
     frame = pd.DataFrame({"nodeId": [10, 11, 20, 21], "score": [0.4, 0.1, 0.3, 0.2]})
     gds = FakeGds(pagerank=frame)
-    dialect = Neo4jDialect(FakeDriver(), "neo4j", debounce_s=0.05, gds=gds)
+    backend = Neo4jBackend(FakeDriver(), "neo4j", debounce_s=0.05, gds=gds)
     store = FakeStore(version=4)
     seeds = {"e1": 1.0, "p2": 0.05}
-    assert dialect.stage1_ppr(store, seeds, 0.75, 4) is None   # not projected yet: in-process PPR
+    assert backend.personalized_pagerank(store, seeds, 0.75, 4) is None   # not projected yet: in-process PPR
     assert wait_for(lambda: "graph.project.cypher" in gds.endpoints())
-    assert wait_for(lambda: dialect.stage1_ppr(store, seeds, 0.75, 4) is not None)
-    assert dialect.stage1_ppr(store, seeds, 0.75, 4) == pytest.approx({"p1": 0.3, "p2": 0.2})
+    assert wait_for(lambda: backend.personalized_pagerank(store, seeds, 0.75, 4) is not None)
+    assert backend.personalized_pagerank(store, seeds, 0.75, 4) == pytest.approx({"p1": 0.3, "p2": 0.2})
     assert gds.calls[-1][2]["source_nodes"] == [(10, 1.0), (21, 0.05)]
 
     gds.fail["page_rank.stream"] = RuntimeError("graph lost")  # e.g. server restarted
-    assert dialect.stage1_ppr(store, seeds, 0.75, 4) is None
-    dialect.close()
+    assert backend.personalized_pagerank(store, seeds, 0.75, 4) is None
+    backend.close()
     assert gds.endpoints()[-1] == "close"
 
 
-def test_neo4j_dialect_without_gds_falls_back(monkeypatch):
+def test_neo4j_backend_without_gds_falls_back(monkeypatch):
     import graphdatascience
 
     def no_gds(*args, **kwargs):
         raise Neo4jError("Unknown function 'gds.version'")
 
     monkeypatch.setattr(graphdatascience, "GraphDataScience", no_gds)
-    dialect = Neo4jDialect(FakeDriver(), "neo4j")
+    backend = Neo4jBackend(FakeDriver(), "neo4j")
     store = FakeStore()
-    assert dialect.stage1_ppr(store, {"e1": 1.0}, 0.75, 1) is None
-    assert dialect.write_synonyms(store, 0.8, 100) is None
-    assert dialect.kmeans_entities(store, 4) is None
-    dialect.graph_changed(store)
-    dialect.close()
+    assert backend.capabilities == frozenset({Capability.VECTOR_SEARCH})
+    assert backend.personalized_pagerank(store, {"e1": 1.0}, 0.75, 1) is None
+    assert backend.write_synonyms(store, 0.8, 100) is None
+    assert backend.kmeans_entities(store, 4) is None
+    backend.graph_changed(store)
+    backend.close()
 
 
-def test_arcade_dialect_leaves_gds_work_to_python():
-    dialect = ArcadeDialect("http://127.0.0.1:1", "root", "x", "pathweave")
-    store = FakeStore()
-    assert dialect.stage1_ppr(store, {"e1": 1.0}, 0.75, 1) is None
-    assert dialect.write_synonyms(store, 0.8, 100) is None
-    assert dialect.kmeans_entities(store, 4) is None
-    assert dialect.vector_index_name("Passage") == "Passage[embedding]"
+def test_arcade_backend_declares_vector_search_only():
+    backend = ArcadeBackend("http://127.0.0.1:1", "root", "x", "pathweave")
+    assert isinstance(backend, Backend)
+    assert backend.capabilities == frozenset({Capability.VECTOR_SEARCH})
+    with pytest.raises(NotImplementedError):
+        backend.personalized_pagerank(FakeStore(), {"e1": 1.0}, 0.75, 1)
+    assert backend.vector_index_name("Passage") == "Passage[embedding]"
 
 
-def test_stage1_passage_scores_maps_snapshot_order():
-    seen = {}
-
-    class Dialect:
-        runs_ppr = True
-
-        def stage1_ppr(self, store, seeds, damping, version):
-            seen.update(seeds=seeds, damping=damping, version=version)
-            return {"p2": 0.25, "p1": 0.5}
-
-    store = SimpleNamespace(dialect=Dialect())
-    snapshot = SimpleNamespace(entity_ids=["e1", "e2"], passage_ids=["p1", "p2", "p3"], version=6)
-    reset = np.array([1.0, 0.0, 0.05, 0.0, 0.01])
-    scores = stage1_passage_scores(store, snapshot, reset, 0.75)
-    np.testing.assert_allclose(scores, [0.5, 0.25, 0.0])
-    assert seen == {"seeds": {"e1": 1.0, "p1": 0.05, "p3": 0.01}, "damping": 0.75, "version": 6}
-    store.dialect = ArcadeDialect("http://127.0.0.1:1", "root", "x", "pathweave")
-    assert stage1_passage_scores(store, snapshot, reset, 0.75) is None
+def test_neo4j_backend_capabilities_follow_gds():
+    assert Neo4jBackend(FakeDriver(), "neo4j", gds=FakeGds()).capabilities == frozenset(Capability)
 
 
 def test_open_store_neo4j_branch(monkeypatch, tmp_path):
@@ -450,12 +438,12 @@ def test_open_store_neo4j_branch(monkeypatch, tmp_path):
                         store_password="secret", store_database="neo4j")
     store = store_module.open_store(settings, tenant="acme", dimensions=384)
     assert opened == {"uri": "neo4j://graph.internal:7687", "auth": ("neo4j", "secret")}
-    assert isinstance(store.dialect, Neo4jDialect) and store.tenant == "acme" and store.database == "neo4j"
+    assert isinstance(store.backend, Neo4jBackend) and store.tenant == "acme" and store.database == "neo4j"
     texts = [text for _, text, _ in driver.runs]
     constraints = [load_all()[name] for name in sorted(load_all()) if name.startswith("constraint_")]
     assert texts[:len(constraints)] == constraints
     assert texts[len(constraints):] == [statement(f"neo4j_vector_index_{label}") for label in
-                                        ("passage", "proposition", "entity", "relation")] + [
+                                        ("passage", "proposition", "entity", "relation", "triple")] + [
                                            statement("neo4j_await_indexes")]
     assert {database for database, _, _ in driver.runs} == {"neo4j"}
     assert not (tmp_path / "server").exists()  # no managed server for an external store

@@ -3,6 +3,7 @@
 from pathlib import Path
 import json
 
+import numpy as np
 import pytest
 
 from pathweave_ingest.loaders import load_path
@@ -104,32 +105,26 @@ def test_markdown_markup_is_removed(tmp_path, settings):
     assert doc.text == "Tool\n\nTool is fast."
 
 
-def test_batches_through_one_pipeline_give_the_same_synonyms_as_fresh_pipelines(pipeline, store, embedder,
-                                                                                 extractor, settings):
-    """The pipeline keeps the tenant's entity vectors between its own batches; the
-    synonymy edges must equal those of pipelines that read them from the store."""
-    import uuid
-
-    from pathweave.snapshot import build_snapshot
-    from pathweave.store import GraphStore
-    from pathweave_ingest.pipeline import Pipeline
+def test_synonyms_through_the_vector_index_equal_exact_knn(pipeline, store, settings):
+    """Ingestion asks the store's Entity vector index for synonyms, batch by batch (no
+    tenant-wide entity matrix): the edges must equal an exact cosine kNN over all entities."""
+    from pathweave.text import alnum_count
 
     documents, _ = load_path(FIXTURES / "docs", settings.max_file_bytes)
-    other = GraphStore(store.driver, store.database, store.dialect, f"t{uuid.uuid4().hex[:10]}",
-                       store.batch_size, store.dimensions)
     for document in documents:
-        pipeline.ingest([document])  # cached entities from the second batch on
-        Pipeline(other, embedder, extractor, settings.model_copy(update={"tenant": other.tenant})).ingest([document])
-    assert pipeline._entities is not None and pipeline._entities[0] == store.graph_version()
-
-    def synonyms(graph_store):
-        snapshot = build_snapshot(graph_store)
-        matrix = snapshot.synonyms.tocoo()
-        names = snapshot.entity_names
-        return {(names[a], names[b], round(float(w), 4)) for a, b, w in zip(matrix.row, matrix.col, matrix.data)}
-
-    cached, fresh = synonyms(store), synonyms(other)
-    assert cached and cached == fresh
+        pipeline.ingest([document])
+    rows = store.run("entity_embeddings")
+    ids = [row["id"] for row in rows]
+    vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+    ok = [alnum_count(row["norm_name"]) > 2 for row in rows]
+    cosine = vectors @ vectors.T
+    exact = {(min(ids[a], ids[b]), max(ids[a], ids[b]))
+             for a, b in zip(*np.nonzero(cosine >= settings.synonym_threshold)) if a != b and ok[a] and ok[b]}
+    stored = store.run("snapshot_synonyms")
+    assert exact and {(min(r["src"], r["dst"]), max(r["src"], r["dst"])) for r in stored} == exact
+    for row in stored:
+        a, b = ids.index(row["src"]), ids.index(row["dst"])
+        assert row["score"] == pytest.approx(float(cosine[a, b]), abs=1e-4)
 
 
 def test_groups_in_flight_give_the_same_graph_as_one_group(store, embedder, extractor, settings):
@@ -141,7 +136,7 @@ def test_groups_in_flight_give_the_same_graph_as_one_group(store, embedder, extr
     from pathweave_ingest.pipeline import Pipeline
 
     documents, _ = load_path(FIXTURES / "docs", settings.max_file_bytes)
-    other = GraphStore(store.driver, store.database, store.dialect, f"t{uuid.uuid4().hex[:10]}",
+    other = GraphStore(store.driver, store.database, store.backend, f"t{uuid.uuid4().hex[:10]}",
                        store.batch_size, store.dimensions)
     small = Pipeline(store, embedder, extractor, settings, group_size=2).ingest(documents)
     whole = Pipeline(other, embedder, extractor, settings.model_copy(update={"tenant": other.tenant}),

@@ -31,7 +31,7 @@ def test_proprag_finds_both_hops_and_connecting_paths(retriever):
     assert result.paths[0].score >= result.paths[-1].score
     assert any(len(path.steps) > 1 for path in result.paths)
     assert result.seeds and all(0 <= seed.weight <= 1 for seed in result.seeds)
-    assert {"snapshot", "embed", "stage1", "beam", "stage2", "record", "total"} <= set(result.timings_ms)
+    assert {"topology", "embed", "seeds", "stage1", "fetch", "beam", "stage2", "passages", "record", "total"} <= set(result.timings_ms)
 
 
 @pytest.mark.parametrize("mode", ["dense", "hipporag2"])
@@ -66,15 +66,17 @@ def test_unknown_record_and_bad_queries_raise(retriever, store):
         retriever.query(QUESTION, mode="magic")
 
 
-def test_snapshot_refreshes_when_the_graph_changes(retriever, pipeline, settings, tmp_path):
-    before = retriever.snapshot()
-    (tmp_path / "new.txt").write_text("Krakow was the capital of Poland before Warsaw.")
+def test_a_new_document_is_found_by_the_very_next_query(retriever, pipeline, settings, tmp_path):
+    before = retriever.topology().view()
+    (tmp_path / "new.txt").write_text("Zakopane is a mountain town famous for its wooden Goral architecture.")
     documents, errors = load_path(tmp_path, settings.max_file_bytes)
     pipeline.ingest(documents, errors)
-    after = retriever.snapshot()
-    assert after.version > before.version
-    assert len(after.passage_ids) == len(before.passage_ids) + 1
-    assert retriever.snapshot() is after  # cached while the version stays
+    result = retriever.query("Which town is famous for wooden Goral architecture?", k=3, write_record=False)
+    after = retriever.topology().view()
+    assert after.version == before.version + 1
+    assert int(after.alive.sum()) == int(before.alive.sum()) + 1
+    assert result.passages[0].title == "new" and "Goral" in result.passages[0].text
+    assert retriever.topology().view() is after  # kept while the version stays
 
 
 def test_empty_tenant_returns_no_passages(store, embedder, settings):
@@ -108,9 +110,9 @@ def test_budget_zero_selects_nothing_and_dense_mode_selects_passages(retriever):
 def test_proprag_candidate_graph_covers_passages_through_their_statements(retriever):
     from pathweave.retrieval.context import PROPOSITION_SCALE, SEED_PASSAGES, STATEMENTS_PER_PASSAGE, candidate_graph
 
-    result = retriever.query(QUESTION, mode="proprag", k=3, write_record=False)
-    snapshot = retriever.snapshot()
-    graph = candidate_graph(result, snapshot, retriever.embedder.encode_one(QUESTION))
+    found = retriever.search(QUESTION, mode="proprag", k=3, write_record=False)
+    result, snapshot = found.result, found.subgraph
+    graph = candidate_graph(result, snapshot, found.query)
     node, adj = graph.node_map(), graph.adjacency()
     passages = [n for n in graph.nodes if n.kind == "passage"]
     assert {n.id for n in passages} == {hit.passage_id for hit in result.passages}

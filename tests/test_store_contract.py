@@ -19,6 +19,7 @@ import uuid
 import numpy as np
 import pytest
 
+from pathweave.backends import vector_search
 from pathweave.store import GraphStore
 
 DIM = 384
@@ -60,12 +61,12 @@ def backend(request) -> GraphStore:
     )
     store = open_store(settings, tenant="contract-setup", dimensions=DIM)
     yield store
-    store.dialect.close()
+    store.backend.close()
     store.close()
 
 
 def scoped(backend: GraphStore, tenant: str) -> GraphStore:
-    return GraphStore(backend.driver, backend.database, backend.dialect, tenant, backend.batch_size,
+    return GraphStore(backend.driver, backend.database, backend.backend, tenant, backend.batch_size,
                       backend.dimensions)
 
 
@@ -81,7 +82,7 @@ def cstore(backend):
     store = make()
     store.another = make  # a second tenant, for isolation checks
     yield store
-    if backend.dialect.name == "neo4j":
+    if backend.backend.name == "neo4j":
         for tenant in tenants:
             scoped(backend, tenant).run("neo4j_drop_tenant")
 
@@ -151,28 +152,32 @@ def test_vector_index_query_nodes(cstore):
     write_graph(cstore)
     other = cstore.another()
     write_graph(other)  # same vectors in another tenant: never returned
-    index = cstore.dialect.vector_index_name("Passage")
-    rows = cstore.run("vector_query_nodes", index=index, k=10, vector=unit((1, 1.0)))
+    index = cstore.backend.vector_index_name("Passage")
+    rows = [row for row in cstore.run("vector_search", index=index, k=10, vector=unit((1, 1.0)))
+            if row["tenant"] == cstore.tenant]
     assert [row["id"] for row in rows][:1] == [f"{cstore.tenant}:p1"]
     assert all(row["id"].startswith(cstore.tenant) for row in rows)
     scores = {row["id"]: row["score"] for row in rows}
     # normalized cosine (1 + cos) / 2 on both backends: identical 1.0, orthogonal 0.5
     assert scores[f"{cstore.tenant}:p1"] == pytest.approx(1.0, abs=1e-3)
     assert scores.get(f"{cstore.tenant}:p0", 0.5) == pytest.approx(0.5, abs=1e-3)
-    entity = cstore.run("vector_query_nodes", index=cstore.dialect.vector_index_name("Entity"), k=3,
-                        vector=unit((4, 1.0)))
-    assert entity[0]["id"] == f"{cstore.tenant}:e1"
-    half = cstore.run("vector_query_nodes", index=cstore.dialect.vector_index_name("Proposition"), k=5,
-                      vector=unit((0, 1.0)))
-    assert half[0]["id"] == f"{cstore.tenant}:r0"
-    assert half[0]["score"] == pytest.approx((1 + 1 / math.sqrt(2)) / 2, abs=1e-3)
+    entity = vector_search(cstore, "Entity", unit((4, 1.0)), 3)
+    assert entity[0][0] == f"{cstore.tenant}:e1"
+    half = vector_search(cstore, "Proposition", unit((0, 1.0)), 5)
+    assert half[0][0] == f"{cstore.tenant}:r0"
+    assert half[0][1] == pytest.approx(1 / math.sqrt(2), abs=2e-3)  # the raw cosine
 
 
 def test_graph_version_counter(cstore):
     assert cstore.graph_version() == 0
-    assert cstore.bump_graph_version() == 1
-    assert cstore.bump_graph_version() == 2
+    assert cstore.record_change(added=["p"]) == 1
+    assert cstore.record_change(removed=["p"], removed_entities=["e"]) == 2
     assert cstore.graph_version() == 2
+    changes = cstore.run("graph_changes_since", since=0)
+    assert [(c["version"], c["added"], c["removed"], c["removed_entities"]) for c in changes] == \
+        [(1, ["p"], [], []), (2, [], ["p"], ["e"])]
+    assert cstore.record_change(keep=1) == 3  # older records pruned
+    assert [c["version"] for c in cstore.run("graph_changes_since", since=0)] == [3]
     assert cstore.another().graph_version() == 0
 
 
@@ -257,27 +262,32 @@ def test_browser_queries(cstore):
 
 @pytest.fixture()
 def gds_store(cstore):
-    if cstore.dialect.name != "neo4j":
+    if cstore.backend.name != "neo4j":
         pytest.skip("GDS runs on the Neo4j backend only")
-    if cstore.dialect._client() is None:
+    if cstore.backend._client() is None:
         pytest.skip("the Neo4j server has no Graph Data Science plugin")
     return cstore
 
 
 def test_gds_stage1_ppr_equals_in_process_ppr(gds_store):
-    from pathweave.dialect import stage1_passage_scores
-    from pathweave.ppr import personalized_pagerank
-    from pathweave.snapshot import build_snapshot
+    from pathweave.ppr import personalized_pagerank, transition_matrix
+    from pathweave.topology import Topology
 
     write_graph(gds_store)
-    gds_store.bump_graph_version()
-    snapshot = build_snapshot(gds_store, dim=DIM)
-    assert gds_store.dialect.projector.project_now(gds_store) is not None
-    reset = np.zeros(snapshot.n_entities + len(snapshot.passage_ids))
-    reset[snapshot.entity_ids.index(f"{gds_store.tenant}:e0")] = 1.0
-    reset[snapshot.n_entities:] = 0.05 * np.linspace(0, 1, len(snapshot.passage_ids))
-    in_database = stage1_passage_scores(gds_store, snapshot, reset, 0.75)
-    in_process = personalized_pagerank(snapshot.transition, reset, 0.75)[snapshot.n_entities:]
+    gds_store.record_change(added=[f"{gds_store.tenant}:p{i}" for i in range(3)])
+    topology = Topology(gds_store.tenant)
+    topology.refresh(gds_store)
+    view = topology.view()
+    assert gds_store.backend.projector.project_now(gds_store) is not None
+    n_e, n_p = view.n_entities, view.n_passages
+    reset = np.zeros(n_e + n_p)
+    reset[view.entity_index[f"{gds_store.tenant}:e0"]] = 1.0
+    reset[n_e:] = 0.05 * np.linspace(0, 1, n_p)
+    ids = view.entity_ids[:n_e] + view.passage_ids[:n_p]
+    scores = gds_store.backend.personalized_pagerank(
+        gds_store, {ids[i]: float(reset[i]) for i in np.flatnonzero(reset)}, 0.75, view.version)
+    in_database = np.asarray([scores.get(pid, 0.0) for pid in view.passage_ids[:n_p]])
+    in_process = personalized_pagerank(transition_matrix(view.adjacency), reset, 0.75)[n_e:]
     np.testing.assert_allclose(in_database, in_process, atol=1e-6)
 
 
@@ -294,9 +304,9 @@ def test_gds_knn_synonyms(gds_store):
         {"entity_id": f"{t}:d", "tenant": t, "name": "AC", "norm_name": "ac", "type": "ORG",
          "embedding": unit((0, 1.0))},                                      # <= 2 alnum: skipped
     ])
-    assert gds_store.dialect.write_synonyms(gds_store, 0.8, 100) == 1
+    assert gds_store.backend.write_synonyms(gds_store, 0.8, 100) == 1
     rows = gds_store.run("snapshot_synonyms")
     assert [(row["src"], row["dst"]) for row in rows] == [(f"{t}:a", f"{t}:b")]
     assert rows[0]["score"] == pytest.approx(0.9, abs=1e-5)
-    assert gds_store.dialect.write_synonyms(gds_store, 0.8, 100) == 1  # MERGE: still one edge
+    assert gds_store.backend.write_synonyms(gds_store, 0.8, 100) == 1  # MERGE: still one edge
     assert gds_store.counts()["rel:SYNONYM"] == 1

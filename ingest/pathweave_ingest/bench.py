@@ -103,7 +103,7 @@ def gold_documents(question: dict, tenant: str) -> set[str]:
 
 def evaluate(retriever: Retriever, questions: list[dict], mode: str, console: Console) -> dict:
     """Recall@2/5 and latency percentiles of ``mode`` over ``questions`` (warm)."""
-    retriever.query(questions[0]["question"], mode=mode, k=5)  # warm: snapshot, baseline graph
+    retriever.query(questions[0]["question"], mode=mode, k=5)  # warm: topology matrices, baseline graph
     r2, r5, latencies, stages = [], [], [], {}
     for question in questions:
         started = time.perf_counter()
@@ -122,19 +122,17 @@ def evaluate(retriever: Retriever, questions: list[dict], mode: str, console: Co
             "stage_p95_ms": {k: round(percentile_ms(v, 95), 1) for k, v in stages.items()}}
 
 
-def _doc_of_prop(snapshot, prop_id: str, index: dict[str, int]) -> set[str]:
-    rows = snapshot.prop_passages[index[prop_id]].indices
-    return {snapshot.passage_docs[i] for i in rows}
-
-
-def context_recall(lines, snapshot, gold: set[str], prop_index: dict[str, int], passage_doc: dict[str, str]) -> float:
-    """Share of gold documents whose evidence (a passage or a proposition it states) is in the context."""
+def context_recall(lines, subgraph, gold: set[str]) -> float:
+    """Share of gold documents whose evidence (a passage or a proposition it states) is in
+    the context; ``subgraph``: the query's G_sub the context was selected from."""
+    prop_index = {rid: i for i, rid in enumerate(subgraph.prop_ids)}
+    passage_doc = dict(zip(subgraph.passage_ids, subgraph.passage_docs))
     covered: set[str] = set()
     for line in lines:
         if line.kind == "passage":
             covered.add(passage_doc[line.id])
         elif line.kind == "proposition":
-            covered |= _doc_of_prop(snapshot, line.id, prop_index)
+            covered |= {subgraph.passage_docs[i] for i in subgraph.prop_passages[prop_index[line.id]].indices}
     return len(covered & gold) / len(gold)
 
 
@@ -158,29 +156,27 @@ def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[
     """
     from pathweave.retrieval.context import candidate_graph, select_context
 
-    snapshot = retriever.snapshot()
     counter = retriever.token_counter()
     limit_ms = retriever.settings.select_time_limit_ms
-    prop_index = {rid: i for i, rid in enumerate(snapshot.prop_ids)}
-    passage_doc = dict(zip(snapshot.passage_ids, snapshot.passage_docs))
     full = {"recall": [], "tokens": []}
-    cases = []  # (gold, result, candidate graph) per question
+    cases = []  # (gold, result, candidate graph, subgraph) per question
     for question in questions:
         gold = gold_documents(question, retriever.store.tenant)
-        result = retriever.query(question["question"], mode="proprag", k=retriever.settings.context_passages,
+        found = retriever.search(question["question"], mode="proprag", k=retriever.settings.context_passages,
                                  write_record=False)
-        graph = candidate_graph(result, snapshot, retriever.embedder.encode_one(question["question"]))
-        cases.append((gold, result, graph))
+        result = found.result
+        graph = candidate_graph(result, found.subgraph, found.query)
+        cases.append((gold, result, graph, found.subgraph))
         top5 = [hit.doc_id for hit in result.passages[:5]]
         full["recall"].append(len(gold & set(top5)) / len(gold))
         full["tokens"].append(sum(counter.count(f"- {h.text} [{h.title}]") for h in result.passages[:5]))
 
     def run(budget: int, methods: tuple[str, ...]) -> dict:
         row = {m: {"recall": [], "tokens": [], "solve_ms": [], "objective": []} for m in (*methods, "topk_truncated")}
-        for gold, result, graph in cases:
+        for gold, result, graph, subgraph in cases:
             for method in methods:
                 context = select_context(graph, budget, method, counter, "bullets", limit_ms)
-                row[method]["recall"].append(context_recall(context.lines, snapshot, gold, prop_index, passage_doc))
+                row[method]["recall"].append(context_recall(context.lines, subgraph, gold))
                 row[method]["tokens"].append(context.token_count)
                 row[method]["solve_ms"].append(context.solve_ms)
                 row[method]["objective"].append(context.objective)
@@ -200,7 +196,7 @@ def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[
 
     summary: dict = {"top5_passages": {"context_recall": round(float(np.mean(full["recall"])), 4),
                                        "tokens": round(float(np.mean(full["tokens"])), 1)},
-                     "candidate_nodes_mean": round(float(np.mean([len(g.nodes) for _, _, g in cases])), 1),
+                     "candidate_nodes_mean": round(float(np.mean([len(g.nodes) for _, _, g, _ in cases])), 1),
                      "budgets": {str(b): run(b, ("ilp", "greedy")) for b in budgets}}
     target, top5_tokens = summary["top5_passages"]["context_recall"], summary["top5_passages"]["tokens"]
     summary["tokens_to_reach_top5_recall"] = None
@@ -224,17 +220,17 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
     from pathweave.retrieval.context import candidate_graph
     from pathweave.selection import assign_costs, select, solve_ilp
 
-    snapshot, counter = retriever.snapshot(), retriever.token_counter()
+    counter = retriever.token_counter()
     limit_ms = retriever.settings.select_time_limit_ms
     rows: dict[int, dict[str, list]] = {n: {k: [] for k in ("nodes", "ms", "optimal", "ilp", "greedy", "ref_optimal",
                                                           "ref_ms")}
                                         for n in passages}
     for question in questions:
-        result = retriever.query(question["question"], mode="proprag", k=max(passages), write_record=False)
-        vector = retriever.embedder.encode_one(question["question"])
+        found = retriever.search(question["question"], mode="proprag", k=max(passages), write_record=False)
+        result = found.result
         for n in passages:
             top = result.model_copy(update={"passages": result.passages[:n]})
-            graph = assign_costs(candidate_graph(top, snapshot, vector), counter)
+            graph = assign_costs(candidate_graph(top, found.subgraph, found.query), counter)
             ilp, greedy = select(graph, budget, "ilp", limit_ms), select(graph, budget, "greedy")
             reference = solve_ilp(graph, budget, time_limit_ms=reference_ms,
                                   hint=max(ilp, greedy, key=lambda s: s.objective).selected)

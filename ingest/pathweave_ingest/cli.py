@@ -189,6 +189,20 @@ def demo(tenant: str = typer.Option("demo", help="Tenant for the demo documents.
     run_demo(_settings(tenant))
 
 
+@bench_app.command("scale")
+def bench_scale(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    distractors: Optional[list[Path]] = typer.Option(None, help="JSON lists of {title, text} added as distractors "
+                                                     "(default ../shared/bench/scale/2wikimultihopqa_corpus.json)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where scale.json goes."),
+    limit: int = typer.Option(0, help="Only the first N questions (0 = all)."),
+) -> None:
+    """Recall, latency, memory and freshness at 1x and with distractors (issue 10)."""
+    from pathweave_ingest.bench_scale import run_scale
+
+    run_scale(data, distractors or None, out, limit)
+
+
 @bench_app.command("musique")
 def bench_musique(
     data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),

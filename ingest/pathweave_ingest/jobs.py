@@ -183,6 +183,7 @@ def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
     from pathweave.cypher import statement
 
     removed: dict[str, int] = {}
+    changed: dict[str, list[str]] = {}
 
     def work(tx):
         def run(name: str, **params: Any) -> list[dict[str, Any]]:
@@ -211,6 +212,7 @@ def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
         run("delete_document_node", doc_id=doc_id)
         run("delete_document_status", doc_id=doc_id)
         removed.clear()
+        changed.update(passages=passage_ids, entities=entity_ids)
         removed.update(passages=len(passage_ids), propositions=len(prop_ids), triples=len(triple_ids),
                        entities=len(entity_ids), entities_kept_for_aliases=len(anchored),
                        relations=int(relations[0]["n"]) if relations else 0)
@@ -218,5 +220,5 @@ def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
     with store.driver.session(database=store.database) as session:
         session.execute_write(work)
     if state["ingested"]:
-        store.bump_graph_version()
+        store.record_change(removed=changed["passages"], removed_entities=changed["entities"])
     return {"doc_id": doc_id, "removed": removed}

@@ -27,7 +27,10 @@ from pathweave.text import normalize, stable_id
 from pathweave_ingest.chunking import chunk_text
 from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
 from pathweave_ingest.loaders import LoadError, SourceDocument
-from pathweave_ingest.synonyms import synonym_pairs
+from pathweave.backends import Capability
+from pathweave.retrieval.hipporag import fact_text
+from pathweave.vectors import encode_vector
+from pathweave_ingest.synonyms import write_synonyms
 
 
 @dataclass
@@ -43,6 +46,7 @@ class IngestReport:
     synonym_edges: int = 0
     errors: list[LoadError] = field(default_factory=list)
     seconds: float = 0.0
+    passage_ids: list[str] = field(default_factory=list, repr=False)  # written (new or not), for the change record
     counted: dict[str, set[str]] = field(default_factory=dict, repr=False)  # label -> ids counted as new
 
     @property
@@ -75,6 +79,7 @@ _EXISTING = {
     "proposition": ("existing_proposition_ids", "upsert_propositions", "prop_id"),
     "entity": ("existing_entity_ids", "upsert_entities", "entity_id"),
     "relation": ("existing_relation_ids", "upsert_relations", "relation_id"),
+    "triple": ("existing_triple_ids", "upsert_triples", "triple_id"),
 }
 
 
@@ -92,10 +97,6 @@ class Pipeline:
         self.settings = settings
         self.group_size = group_size
         self.tenant = store.tenant
-        # the tenant's entities (ids, (E, d) embeddings, names) as of a graph version, kept
-        # between this pipeline's own batches so synonymy does not re-read them every batch
-        self._entities: tuple[int, list[str], np.ndarray, dict[str, str]] | None = None
-        self._next_entities: tuple[list[str], np.ndarray, dict[str, str]] | None = None
 
     def ingest(self, documents: list[SourceDocument], errors: list[LoadError] | None = None,
                on_progress: Callable[[int, int], None] | None = None) -> IngestReport:
@@ -103,8 +104,6 @@ class Pipeline:
         started = time.perf_counter()
         report = IngestReport(documents=len(documents), errors=list(errors or []))
         new_entities: dict[str, tuple[str, np.ndarray]] = {}
-        version = self.store.graph_version()
-        self._next_entities = None
         unique = list({self._doc_id(d): d for d in documents}.items())
         stored = self.store.existing("existing_document_ids", [doc_id for doc_id, _ in unique])
         todo = [(doc_id, d) for doc_id, d in unique if doc_id not in stored]
@@ -141,13 +140,9 @@ class Pipeline:
                 except Exception as exc:  # noqa: BLE001
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
         if new_entities:
-            report.synonym_edges = self._write_synonyms(new_entities, version)
+            report.synonym_edges = self._write_synonyms(new_entities)
         if report.documents_new or report.synonym_edges:
-            bumped = self.store.bump_graph_version()
-            self.store.dialect.graph_changed(self.store)
-            known = self._next_entities or (self._entities[1:] if self._entities and self._entities[0] == version else None)
-            # trusted only when no other writer bumped the version meanwhile
-            self._entities = (bumped, *known) if known is not None and bumped == version + 1 else None
+            self.store.record_change(added=list(dict.fromkeys(report.passage_ids)), entities=list(new_entities))
         report.seconds = time.perf_counter() - started
         return report
 
@@ -187,6 +182,7 @@ class Pipeline:
             report.counted[label] |= ids
             setattr(report, attribute, getattr(report, attribute) + len(ids))
         report.triples += len(batch.rows.get("upsert_triples", []))
+        report.passage_ids.extend(row["passage_id"] for row in batch.rows.get("upsert_passages", []))
         new_entities.update(embedded)
 
     def _prepare(self, group: list[tuple[str, SourceDocument]]) -> tuple[_Batch, dict]:
@@ -252,8 +248,10 @@ class Pipeline:
             rid = stable_id("relation", tenant, normalize(relation))
             batch.add("upsert_relations", {"relation_id": rid, "tenant": tenant, "name": relation})
             batch.text("relation", rid, relation)
+            triple_id = stable_id("triple", tenant, normalize(subject), normalize(relation), normalize(obj))
+            batch.text("triple", triple_id, fact_text(subject, relation, obj))
             batch.add("upsert_triples", {
-                "triple_id": stable_id("triple", tenant, normalize(subject), normalize(relation), normalize(obj)),
+                "triple_id": triple_id,
                 "tenant": tenant, "passage_id": pid, "subject_id": self._entity_id(subject),
                 "object_id": self._entity_id(obj), "subject": subject, "relation": relation,
                 "object": obj, "relation_id": rid,
@@ -266,7 +264,7 @@ class Pipeline:
         fresh_by_label: dict[str, list[dict]] = {}
         for label, (existing_stmt, upsert, key) in _EXISTING.items():
             rows = batch.rows.get(upsert, [])
-            if upsert != "upsert_passages":  # a passage row also links its document: keep all
+            if upsert not in ("upsert_passages", "upsert_triples"):  # those rows also link: keep all
                 rows = list({row[key]: row for row in reversed(rows)}.values())[::-1]
             stored = self.store.existing(existing_stmt, list({row[key] for row in rows}))
             first: dict[str, dict] = {}
@@ -274,48 +272,34 @@ class Pipeline:
                 if row[key] not in stored:
                     first.setdefault(row[key], row)
             fresh_by_label[label] = list(first.values())
-            batch.rows[upsert] = rows if upsert == "upsert_passages" else fresh_by_label[label]
+            batch.rows[upsert] = rows if upsert in ("upsert_passages", "upsert_triples") else fresh_by_label[label]
             batch.new[label] = set(first)
         texts = [batch.texts[label][row[_EXISTING[label][2]]]
                  for label, fresh in fresh_by_label.items() for row in fresh]
         vectors = iter(self.embedder.encode(texts))
+        for row in batch.rows.get("upsert_triples", []):
+            row.setdefault("embedding", None)  # stored already: ON CREATE does not touch it
         for label, fresh in fresh_by_label.items():
             key = _EXISTING[label][2]
             for row in fresh:
                 vector = next(vectors)
                 row["embedding"] = vector.tolist()
+                if label != "triple":  # a triple's vector only feeds the fact index
+                    row["vec"] = encode_vector(vector)
                 if label == "entity":
                     new_entities[row[key]] = (row["norm_name"], vector)
         return new_entities
 
-    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]], version: int) -> int:
-        """kNN synonymy edges from the new entities to all entities of the tenant
-        (in the database where the dialect can, e.g. GDS kNN on Neo4j). ``version``: the
-        graph version before this ingestion; the tenant's other entities come from the
-        pipeline's cache when it holds that version, else from the store."""
-        in_database = self.store.dialect.write_synonyms(self.store, self.settings.synonym_threshold,
-                                                        self.settings.synonym_max)
-        if in_database is not None:
-            return in_database
-        query_ids = list(new_entities)
-        query_vectors = np.stack([new_entities[i][1] for i in query_ids])
-        names = {i: new_entities[i][0] for i in query_ids}
-        all_ids, all_vectors = list(query_ids), query_vectors
-        if self._entities is not None and self._entities[0] == version:
-            _, known_ids, known_vectors, known_names = self._entities
-            known = set(known_ids)
-            added = [i for i in query_ids if i not in known]
-            all_ids = known_ids + added
-            all_vectors = np.vstack([known_vectors, np.stack([new_entities[i][1] for i in added])]) if added \
-                else known_vectors
-            names = {**known_names, **names}
-        elif version > 0:
-            rows = self.store.run("entity_embeddings")
-            all_ids = [row["id"] for row in rows]
-            all_vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
-            names.update({row["id"]: row["norm_name"] for row in rows})
-        pairs = synonym_pairs(query_ids, query_vectors, all_ids, all_vectors, names,
-                              self.settings.synonym_threshold, self.settings.synonym_max)
-        self.store.write("upsert_synonyms", pairs)
-        self._next_entities = (all_ids, all_vectors, names)
-        return len(pairs)
+    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]]) -> int:
+        """kNN synonymy edges from the new entities to all entities of the tenant: in the
+        database where the backend can (GDS kNN on Neo4j), else through the Entity vector
+        index (never a tenant-wide entity matrix in this process)."""
+        backend = self.store.backend
+        if Capability.KNN in backend.capabilities:
+            written = backend.write_synonyms(self.store, self.settings.synonym_threshold, self.settings.synonym_max)
+            if written is not None:
+                return written
+        ids = list(new_entities)
+        return write_synonyms(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
+                              {i: new_entities[i][0] for i in ids}, self.settings.synonym_threshold,
+                              self.settings.synonym_max)

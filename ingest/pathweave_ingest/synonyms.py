@@ -1,6 +1,7 @@
 """Synonymy edges between entities (spec §1): cosine kNN over entity
-embeddings, an edge when cos >= threshold (0.8), at most ``max_per_entity``
-(100) per entity, entities with <= 2 alphanumeric characters skipped.
+embeddings through the store's vector index, an edge when cos >= threshold (0.8),
+at most ``max_per_entity`` (100) per entity, entities with <= 2 alphanumeric
+characters skipped. (On Neo4j with GDS the backend's ``gds.knn`` does it instead.)
 """
 
 from __future__ import annotations
@@ -10,41 +11,27 @@ import numpy as np
 from pathweave.text import alnum_count
 
 
-def synonym_pairs(
-    query_ids: list[str], query_vectors: np.ndarray, all_ids: list[str], all_vectors: np.ndarray,
-    names: dict[str, str], threshold: float = 0.8, max_per_entity: int = 100, block: int = 2048,
-) -> list[dict]:
-    """Synonym edges from each query entity to its nearest entities.
+def write_synonyms(store, ids: list[str], vectors: np.ndarray, names: dict[str, str],
+                   threshold: float = 0.8, max_per_entity: int = 100) -> int:
+    """Synonymy edges from the entities ``ids`` (``(n, d)`` L2-normalized ``vectors``, their
+    normalized ``names``) to the tenant's entities, found with the store's Entity vector
+    index (:func:`pathweave.backends.vector_knn`; no tenant-wide entity matrix is read),
+    and written as SYNONYM edges (each unordered pair once, src < dst). Call after the
+    entities are committed. Returns the number of pairs written."""
+    from pathweave.backends import vector_knn
 
-    ``query_vectors`` ``(m, d)`` and ``all_vectors`` ``(n, d)`` float32, L2-normalized;
-    ``names`` maps id -> normalized name. Returns rows ``{src, dst, score}`` with
-    each unordered pair once (src < dst).
-    """
-    if not query_ids or not all_ids:
-        return []
-    eligible = np.array([alnum_count(names.get(i, "")) > 2 for i in all_ids])
-    all_vectors = np.asarray(all_vectors, dtype=np.float32)
+    eligible = [i for i, entity in enumerate(ids) if alnum_count(names.get(entity, "")) > 2]
+    if not eligible:
+        return 0
+    rows = vector_knn(store, "Entity", [ids[i] for i in eligible], np.asarray(vectors)[eligible],
+                      max_per_entity, threshold)
+    by_source: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["dst"] != row["src"] and alnum_count(row["norm_name"]) > 2 and row["cosine"] >= threshold:
+            by_source.setdefault(row["src"], []).append(row)
     pairs: dict[tuple[str, str], float] = {}
-    for start in range(0, len(query_ids), block):
-        ids = query_ids[start:start + block]
-        sims = np.asarray(query_vectors[start:start + block], dtype=np.float32) @ all_vectors.T
-        sims[:, ~eligible] = -1.0
-        for row, qid in enumerate(ids):
-            if alnum_count(names.get(qid, "")) <= 2:
-                continue
-            scores = sims[row]
-            hits = np.flatnonzero(scores >= threshold)
-            if len(hits) > max_per_entity + 1:
-                hits = hits[np.argpartition(-scores[hits], max_per_entity)[: max_per_entity + 1]]
-            hits = hits[np.argsort(-scores[hits])]
-            kept = 0
-            for index in hits:
-                other = all_ids[index]
-                if other == qid:
-                    continue
-                key = (qid, other) if qid < other else (other, qid)
-                pairs[key] = max(pairs.get(key, 0.0), float(scores[index]))
-                kept += 1
-                if kept >= max_per_entity:
-                    break
-    return [{"src": a, "dst": b, "score": round(s, 6)} for (a, b), s in pairs.items()]
+    for src, hits in by_source.items():
+        for row in sorted(hits, key=lambda r: -r["cosine"])[:max_per_entity]:
+            key = (src, row["dst"]) if src < row["dst"] else (row["dst"], src)
+            pairs[key] = max(pairs.get(key, 0.0), min(1.0, row["cosine"]))
+    return store.write("upsert_synonyms", [{"src": a, "dst": b, "score": round(s, 6)} for (a, b), s in pairs.items()])

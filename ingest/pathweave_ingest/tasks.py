@@ -39,7 +39,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from pathweave.store import GraphStore
 from pathweave_ingest.jobs import mark_failed, now_iso, to_source
@@ -229,23 +228,21 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
 
 
 def repair_synonyms(store: GraphStore, settings, doc_ids: list[str]) -> int:
-    """Synonymy edges of the entities of documents written by an attempt that died before
-    its synonymy step (idempotent MERGE), then a graph-version bump."""
-    from pathweave_ingest.synonyms import synonym_pairs
+    """Finish what an attempt that died after writing the documents ``doc_ids`` left undone:
+    the synonymy edges of their entities (through the vector index; idempotent MERGE) and the
+    graph change (their passages as added, so topologies pick them up)."""
+    from pathweave.vectors import decode_vectors
+    from pathweave_ingest.synonyms import write_synonyms
 
     rows = store.run("document_entity_embeddings", ids=doc_ids)
     written = 0
     if rows:
-        everything = store.run("entity_embeddings")
-        names = {row["id"]: row["norm_name"] for row in everything}
-        pairs = synonym_pairs(
-            [row["id"] for row in rows], np.asarray([row["embedding"] for row in rows], dtype=np.float32),
-            [row["id"] for row in everything],
-            np.asarray([row["embedding"] for row in everything], dtype=np.float32),
-            names, settings.synonym_threshold, settings.synonym_max,
-        )
-        written = store.write("upsert_synonyms", pairs)
-    store.bump_graph_version()
+        vectors = decode_vectors([row["vec"] for row in rows], store.dimensions)
+        written = write_synonyms(store, [row["id"] for row in rows], vectors,
+                                 {row["id"]: row["norm_name"] for row in rows},
+                                 settings.synonym_threshold, settings.synonym_max)
+    passages = [row["id"] for row in store.run("document_passage_ids", ids=doc_ids)]
+    store.record_change(added=passages, entities=[row["id"] for row in rows])
     return written
 
 

@@ -91,31 +91,32 @@ class Runtime:
             store = self._stores.get(tenant)
             if store is None:
                 base = self._base
-                store = GraphStore(base.driver, base.database, base.dialect, tenant, base.batch_size,
+                store = GraphStore(base.driver, base.database, base.backend, tenant, base.batch_size,
                                    base.dimensions)
                 self._stores[tenant] = store
             return store
 
     def retriever(self, tenant: str):
-        """One :class:`~pathweave.retrieval.retriever.Retriever` per tenant (shared snapshot cache)."""
+        """One :class:`~pathweave.retrieval.retriever.Retriever` per tenant (one bounded
+        topology cache for all of them)."""
         from pathweave.retrieval.retriever import Retriever
-        from pathweave.snapshot import SnapshotCache
+        from pathweave.topology import TopologyCache
 
         with self._lock:
             store = self.store(tenant)
             retriever = self._retrievers.get(tenant)
             if retriever is None or retriever.store is not store:
                 if self._cache is None:
-                    self._cache = SnapshotCache()
+                    self._cache = TopologyCache(self.settings.topology_max_tenants, self.settings.topology_idle_s,
+                                                self.settings.node_cache_entries)
                 retriever = Retriever(store, self.embedder, self.settings, cache=self._cache)
                 self._retrievers[tenant] = retriever
             return retriever
 
     def pipeline(self, tenant: str):
         """The ingestion pipeline of ``tenant`` for the calling thread, kept between batches
-        (it caches the tenant's entity vectors for synonymy). One per thread, never shared;
-        a thread keeps only its latest tenant's, so memory holds at most one tenant's
-        entity matrix per ingestion thread however many tenants a worker serves."""
+        (its extractor and settings). One per thread, never shared; a thread keeps only its
+        latest tenant's."""
         from pathweave_ingest.pipeline import Pipeline
 
         thread = threading.get_ident()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field
@@ -31,8 +32,23 @@ class PropRAGParams(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PATHWEAVE_PROPRAG_", extra="ignore")
 
+    # Stage 1 (spec §1): the nearest `stage1_props` propositions are asked of the store's
+    # vector index (a deeper approximate search finds the true top `stage1_paths` more
+    # reliably) and the top `stage1_paths` kept as length-1 paths.
     stage1_props: int = 200
     stage1_paths: int = 20
+    # Weak passage seeds (spec §1 step 3) on the top N passages of the passage index instead
+    # of all passages (normalized against the tenant's least similar passage, so the top N
+    # get the weights they would get among all): see `pathweave bench scale` for the recall.
+    stage1_passage_seeds: int = 200
+    # Stage-1 PPR on the default store: `push` (local push from the seeds, cost of their
+    # neighbourhood) or `power` (whole-graph power iteration, tol 1e-6: the exact reference).
+    # On the MuSiQue store mid-way to 4.2x (39k nodes, 632k edges; 10 questions, loaded
+    # 2-core machine): power ~300 ms, push eps 1e-7 ~280 ms, eps 1e-6 ~50-77 ms with 48.7 of
+    # the exact top-50 passages (G_sub) on average. `pathweave bench scale` reports recall
+    # with both.
+    stage1_ppr: Literal["push", "power"] = "push"
+    ppr_epsilon: float = 1e-6
     seed_entities: int = 40
     passage_seed_weight: float = 0.05
     damping_stage1: float = 0.75
@@ -107,6 +123,12 @@ class Settings(BaseSettings):
 
     synonym_threshold: float = 0.8
     synonym_max: int = 100
+
+    # query processes: tenant topologies kept (LRU) and dropped after idle seconds; node rows
+    # (texts, vectors) cached per tenant (LRU entries, ~2 KB each)
+    topology_max_tenants: int = 16
+    topology_idle_s: float = 3600.0
+    node_cache_entries: int = 50_000
 
     write_reasoning: bool = True
     context_passages: int = 10  # candidate passages for token-budgeted selection (spec §5)

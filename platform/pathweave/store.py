@@ -1,7 +1,7 @@
 """The graph store: named Cypher statements over Bolt (official ``neo4j`` driver).
 
-The same code serves the managed ArcadeDB server (default) and Neo4j; the few
-backend differences live in :mod:`pathweave.dialect`.
+The same code serves the managed ArcadeDB server (default) and Neo4j; what differs
+lives behind :class:`pathweave.backends.Backend` (``store.backend``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from neo4j import Driver, GraphDatabase
 
 from pathweave import server
 from pathweave.cypher import load_all, statement
-from pathweave.dialect import ArcadeDialect
+from pathweave.backends.arcadedb import ArcadeBackend
+from pathweave.backends.base import Backend
 from pathweave.settings import Settings
 
 _SCHEMA_PREFIX = "constraint_"
@@ -32,12 +33,12 @@ class GraphStore:
     returns its records as dicts; the tenant is passed as ``$tenant``.
     """
 
-    def __init__(self, driver: Driver, database: str, dialect: ArcadeDialect, tenant: str,
+    def __init__(self, driver: Driver, database: str, backend: Backend, tenant: str,
                  batch_size: int = 500, dimensions: int = 384) -> None:
         self.driver = driver
         self.dimensions = dimensions
         self.database = database
-        self.dialect = dialect
+        self.backend = backend
         self.tenant = tenant
         self.batch_size = batch_size
 
@@ -89,9 +90,27 @@ class GraphStore:
         rows = self.run("graph_version", meta_id=self.meta_id)
         return int(rows[0]["version"]) if rows else 0
 
-    def bump_graph_version(self) -> int:
-        """Increment and return the tenant's graph version (after each ingestion batch)."""
-        return int(self.run("bump_graph_version", meta_id=self.meta_id)[0]["version"])
+    def record_change(self, added: Sequence[str] = (), removed: Sequence[str] = (),
+                      removed_entities: Sequence[str] = (), entities: Sequence[str] = (),
+                      keep: int = 1000) -> int:
+        """Bump the tenant's graph version and record what changed (statement
+        ``record_graph_change``): passage ids ``added`` / ``removed``, entity ids
+        ``removed_entities`` and ``entities`` whose SYNONYM edges were written. Query
+        processes apply these records to their topology (:mod:`pathweave.topology`) instead
+        of re-reading the tenant; the last ``keep`` records are kept. One write transaction
+        (retried on conflicts); returns the new version. Then tells the backend."""
+        params = {"meta_id": self.meta_id, "added": list(added), "removed": list(removed),
+                  "removed_entities": list(removed_entities), "entities": list(entities)}
+
+        def work(tx):
+            version = int(tx.run(statement("record_graph_change"), {"tenant": self.tenant, **params}).single()["version"])
+            tx.run(statement("prune_graph_changes"), {"tenant": self.tenant, "version": version, "keep": keep}).consume()
+            return version
+
+        with self.driver.session(database=self.database) as session:
+            version = session.execute_write(work)
+        self.backend.graph_changed(self)
+        return version
 
     def counts(self) -> dict[str, int]:
         """Node counts by label and relationship counts by type for the tenant."""
@@ -104,11 +123,11 @@ class GraphStore:
         for name in sorted(load_all()):
             if name.startswith(_SCHEMA_PREFIX):
                 self.run(name)
-        self.dialect.create_vector_indexes(dimensions)
+        self.backend.create_vector_indexes(dimensions)
 
     def close(self) -> None:
-        """Release the dialect's resources (e.g. the GDS client) and the driver."""
-        self.dialect.close()
+        """Release the backend's resources (e.g. the GDS client) and the driver."""
+        self.backend.close()
         self.driver.close()
 
     def __enter__(self) -> "GraphStore":
@@ -126,14 +145,14 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
     when an external store is unreachable.
     """
     if settings.store_uri:
-        # Neo4j (bolt://, neo4j://, +s/+ssc variants): the same statements, Neo4jDialect
+        # Neo4j (bolt://, neo4j://, +s/+ssc variants): the same statements, Neo4jBackend
         # for vector indexes and GDS. Neo4j Community has one database, "neo4j".
         from neo4j.exceptions import ClientError
 
-        from pathweave.dialect import Neo4jDialect
+        from pathweave.backends.neo4j import Neo4jBackend
 
         driver = GraphDatabase.driver(settings.store_uri, auth=(settings.store_user, settings.store_password))
-        store = GraphStore(driver, settings.store_database, Neo4jDialect(driver, settings.store_database),
+        store = GraphStore(driver, settings.store_database, Neo4jBackend(driver, settings.store_database),
                            tenant or settings.tenant, settings.write_batch_size, dimensions)
         try:
             store.ensure_schema(dimensions)
@@ -148,8 +167,8 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
         return store
     info = server.start(settings)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
-    dialect = ArcadeDialect(info.http_url, info.user, info.password, settings.store_database)
-    store = GraphStore(driver, settings.store_database, dialect, tenant or settings.tenant,
+    backend = ArcadeBackend(info.http_url, info.user, info.password, settings.store_database)
+    store = GraphStore(driver, settings.store_database, backend, tenant or settings.tenant,
                        settings.write_batch_size, dimensions)
     store.ensure_schema(dimensions)
     return store

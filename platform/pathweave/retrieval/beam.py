@@ -1,7 +1,7 @@
 """LLM-free beam search over proposition paths (PropRAG §3.3; spec §1 stage 2, steps 1-4).
 
-Works on a snapshot restricted to the *allowed* propositions (those stated by
-the stage-1 subgraph's passages).
+Works on G_sub (:class:`~pathweave.subgraph.Subgraph`, the propositions of the stage-1
+passages fetched from the store) restricted to its *allowed* propositions.
 """
 
 from __future__ import annotations
@@ -13,39 +13,39 @@ import numpy as np
 import scipy.sparse as sp
 
 from pathweave.settings import PropRAGParams
-from pathweave.snapshot import GraphSnapshot
+from pathweave.subgraph import Subgraph
 
 
 @dataclass(frozen=True)
 class Path:
-    """Proposition indices (into the snapshot) in order, and the path score."""
+    """Proposition indices (into the subgraph) in order, and the path score."""
 
     props: tuple[int, ...]
     score: float
 
 
-def _entity_reach(snapshot: GraphSnapshot, synonym_step_min: float) -> sp.csr_matrix:
+def _entity_reach(subgraph: Subgraph, synonym_step_min: float) -> sp.csr_matrix:
     """``(E, E)`` binary: an entity reaches itself and its synonyms scoring >= ``synonym_step_min``."""
-    synonyms = snapshot.synonyms.copy()
+    synonyms = subgraph.synonyms.copy()
     synonyms.data = (synonyms.data >= synonym_step_min).astype(np.float64)
     synonyms.eliminate_zeros()
-    return (sp.identity(snapshot.n_entities, format="csr") + synonyms).tocsr()
+    return (sp.identity(subgraph.n_entities, format="csr") + synonyms).tocsr()
 
 
 class PropositionGraph:
     """Neighbourhoods between allowed propositions: sharing an exact entity or a
     synonymous one (SYNONYM score >= ``synonym_step_min``)."""
 
-    def __init__(self, snapshot: GraphSnapshot, allowed: np.ndarray, synonym_step_min: float) -> None:
-        self.snapshot = snapshot
+    def __init__(self, subgraph: Subgraph, allowed: np.ndarray, synonym_step_min: float) -> None:
+        self.subgraph = subgraph
         self.allowed = allowed  # (R,) bool
-        # whole-graph matrices, built once per snapshot and threshold (not per query)
-        self.entity_reach = snapshot.derived(("entity_reach", synonym_step_min),
-                                             lambda: _entity_reach(snapshot, synonym_step_min))  # (E, E)
-        self.mentions_t = snapshot.derived("mentions_t", lambda: snapshot.prop_entities.T.tocsr())  # (E, R)
+        # whole-graph matrices, built once per subgraph and threshold
+        self.entity_reach = subgraph.derived(("entity_reach", synonym_step_min),
+                                             lambda: _entity_reach(subgraph, synonym_step_min))  # (E, E)
+        self.mentions_t = subgraph.derived("mentions_t", lambda: subgraph.prop_entities.T.tocsr())  # (E, R)
 
     def entities(self, prop: int) -> np.ndarray:
-        pe = self.snapshot.prop_entities
+        pe = self.subgraph.prop_entities
         return pe.indices[pe.indptr[prop]:pe.indptr[prop + 1]]
 
     def neighbours(self, prop: int) -> np.ndarray:
@@ -59,7 +59,7 @@ class PropositionGraph:
 
     def via(self, previous: int, current: int) -> str | None:
         """Name of an entity linking two steps (exact first, then synonym), or None for a jump."""
-        names = self.snapshot.entity_names
+        names = self.subgraph.entity_names
         prev, cur = set(self.entities(previous).tolist()), self.entities(current).tolist()
         for entity in cur:
             if entity in prev:
@@ -72,7 +72,7 @@ class PropositionGraph:
 
 
 def beam_search(
-    query: np.ndarray, snapshot: GraphSnapshot, allowed: np.ndarray, params: PropRAGParams,
+    query: np.ndarray, subgraph: Subgraph, allowed: np.ndarray, params: PropRAGParams,
     encode: Callable[[list[str]], np.ndarray],
 ) -> tuple[list[Path], list[Path], PropositionGraph]:
     """Beam search from the best allowed propositions.
@@ -86,11 +86,11 @@ def beam_search(
     Returns ``(top_paths, initial_paths, graph)``: at most ``top_paths`` paths of the
     pool (initial B paths + best B of each depth), and the B initial paths.
     """
-    graph = PropositionGraph(snapshot, allowed, params.synonym_step_min)
+    graph = PropositionGraph(subgraph, allowed, params.synonym_step_min)
     candidates = np.flatnonzero(allowed)
     if len(candidates) == 0:
         return [], [], graph
-    scores = snapshot.prop_emb[candidates] @ query
+    scores = subgraph.prop_emb[candidates] @ query
     order = candidates[np.argsort(-scores, kind="stable")]
     cosine = dict(zip(candidates.tolist(), scores.tolist()))
     initial = [Path((int(p),), float(cosine[int(p)])) for p in order[: params.beam_width]]
@@ -109,14 +109,14 @@ def beam_search(
         if not expanded:
             break
         paths = list(expanded.values())
-        means = np.stack([snapshot.prop_emb[list(p)].mean(axis=0) for p in paths])
+        means = np.stack([subgraph.prop_emb[list(p)].mean(axis=0) for p in paths])
         means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
         path_scores = means @ query
         ranked = np.argsort(-path_scores, kind="stable")
         rescore = params.rescore_until_depth is None or depth <= params.rescore_until_depth
         if rescore and len(paths) > params.beam_width and (params.rescore_top or 0) > 0:
             top = ranked[: params.rescore_top]
-            texts = [" ".join(snapshot.prop_texts[i] for i in paths[j]) for j in top]
+            texts = [" ".join(subgraph.prop_texts[i] for i in paths[j]) for j in top]
             rescored = encode(texts) @ query
             path_scores = path_scores.copy()
             path_scores[top] = rescored

@@ -2,8 +2,9 @@
 seed; spec §5): candidate graph -> connected selection under L tokens (CP-SAT
 ILP or greedy) -> linearized, prompt-ready context.
 
-Candidate graph, built from what retrieval already holds in the snapshot (no
-store round trip). With proposition paths (PropRAG):
+Candidate graph, built from the query's G_sub (:class:`~pathweave.subgraph.Subgraph`:
+what retrieval fetched, plus the names of the entities it links and the texts of its
+passages, read on demand). With proposition paths (PropRAG):
 
 - Q, the query node (weight 0, cost 0), linked to the stage-2 seed entities and
   to the candidate statements of the top ``SEED_PASSAGES`` passages (PropRAG's
@@ -56,7 +57,7 @@ import numpy as np
 from pathweave.model import BudgetedContext, ContextLine, QueryResult
 from pathweave.ppr import min_max
 from pathweave.selection import CandidateGraph, CandidateNode, TokenCounter, assign_costs, linearize, select
-from pathweave.snapshot import GraphSnapshot
+from pathweave.subgraph import Subgraph
 
 QUERY_NODE = "Q"
 
@@ -79,28 +80,29 @@ more good passage is worth more than a second statement of a covered one. Measur
 MuSiQue questions (budget 150): scale 0.5 / 0.25 / 0.1 gave context recall 0.71 / 0.72 / 0.77."""
 
 
-def candidate_graph(result: QueryResult, snapshot: GraphSnapshot, query: np.ndarray | None = None) -> CandidateGraph:
+def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray | None = None) -> CandidateGraph:
     """The candidate graph of ``result`` (see the module doc): its ranked passages, the
     propositions they state and those on its paths, and the seeds.
 
     ``query``: the L2-normalized ``(d,)`` query vector for the propositions' cosine
     weights (None: path scores only).
     """
-    p_index = {pid: i for i, pid in enumerate(snapshot.passage_ids)}
-    r_index = {rid: i for i, rid in enumerate(snapshot.prop_ids)}
-    e_index = {eid: i for i, eid in enumerate(snapshot.entity_ids)}
+    p_index = {pid: i for i, pid in enumerate(subgraph.passage_ids)}
+    r_index = {rid: i for i, rid in enumerate(subgraph.prop_ids)}
+    e_index = {eid: i for i, eid in enumerate(subgraph.entity_ids)}
     hits = [hit for hit in result.passages if hit.passage_id in p_index]
     passages = [p_index[hit.passage_id] for hit in hits]
     passage_w = 0.1 + 0.9 * min_max(np.asarray([hit.score for hit in hits], dtype=np.float64))
+    subgraph.ensure_texts(passages)
     with_paths = bool(result.paths or result.seeds)
     nodes = [CandidateNode(id=QUERY_NODE, kind="query", text=result.question, weight=0.0, cost=0)]
     edges: set[tuple[str, str]] = set()
     for i, w in zip(passages, passage_w):
-        nodes.append(CandidateNode(id=snapshot.passage_ids[i], kind="passage", text=snapshot.passage_texts[i],
-                                   weight=float(w), cost=0, citation=snapshot.passage_titles[i] or None,
+        nodes.append(CandidateNode(id=subgraph.passage_ids[i], kind="passage", text=subgraph.passage_texts[i],
+                                   weight=float(w), cost=0, citation=subgraph.passage_titles[i] or None,
                                    rendered=not with_paths))
     if not with_paths:
-        edges.update((QUERY_NODE, snapshot.passage_ids[i]) for i in passages)
+        edges.update((QUERY_NODE, subgraph.passage_ids[i]) for i in passages)
         return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
 
     prop_w: dict[int, float] = {}
@@ -109,46 +111,47 @@ def candidate_graph(result: QueryResult, snapshot: GraphSnapshot, query: np.ndar
         for r in steps:
             prop_w[r] = max(prop_w.get(r, 0.0), path.score)
         for a, b in zip(steps, steps[1:]):
-            edges.add((snapshot.prop_ids[a], snapshot.prop_ids[b]))
-    stated = snapshot.states[passages].indices if passages else np.zeros(0, dtype=np.int64)
+            edges.add((subgraph.prop_ids[a], subgraph.prop_ids[b]))
+    stated = subgraph.states[passages].indices if passages else np.zeros(0, dtype=np.int64)
     stated = np.unique(stated)
-    cos_all = snapshot.prop_emb[stated] @ query if query is not None else np.zeros(len(stated))
+    cos_all = subgraph.prop_emb[stated] @ query if query is not None else np.zeros(len(stated))
     cos_of = dict(zip(stated.tolist(), cos_all.tolist()))
     keep: set[int] = set(prop_w)
     seeded: set[int] = set()  # statements of the seed passages, linked to Q
     for rank, i in enumerate(passages):
-        own = snapshot.states[i].indices.tolist()
-        by_cos = sorted(own, key=lambda r: (-cos_of[r], len(snapshot.prop_texts[r]), r))
-        shortest = min(own, key=lambda r: (len(snapshot.prop_texts[r]), -cos_of[r], r)) if own else None
+        own = subgraph.states[i].indices.tolist()
+        by_cos = sorted(own, key=lambda r: (-cos_of[r], len(subgraph.prop_texts[r]), r))
+        shortest = min(own, key=lambda r: (len(subgraph.prop_texts[r]), -cos_of[r], r)) if own else None
         chosen = set(by_cos[:STATEMENTS_PER_PASSAGE]) | ({shortest} if shortest is not None else set())
         keep |= chosen
         if rank < SEED_PASSAGES:
             seeded |= chosen | (set(own) & set(prop_w))
     props = np.asarray(sorted(keep), dtype=np.int64)
-    cosine = snapshot.prop_emb[props] @ query if query is not None else np.zeros(len(props))
+    cosine = subgraph.prop_emb[props] @ query if query is not None else np.zeros(len(props))
     candidate_passages = set(passages)
-    mentions = snapshot.prop_entities[props]
+    mentions = subgraph.prop_entities[props]
     seed_w = {e_index[s.entity_id]: 0.05 * s.weight for s in result.seeds if s.entity_id in e_index}
-    counts = np.bincount(mentions.indices, minlength=snapshot.n_entities)
+    counts = np.bincount(mentions.indices, minlength=subgraph.n_entities)
     entities = set(seed_w) | set(np.flatnonzero(counts >= 2).tolist())
     for row, (r, cos) in enumerate(zip(props.tolist(), cosine.tolist())):
-        stated_by = snapshot.prop_passages[r].indices
-        citation = snapshot.passage_titles[stated_by[0]] if len(stated_by) else None
-        text = snapshot.prop_texts[r]
+        stated_by = subgraph.prop_passages[r].indices
+        citation = subgraph.passage_titles[stated_by[0]] if len(stated_by) else None
+        text = subgraph.prop_texts[r]
         if citation and text.startswith(f"{citation}: "):
             text = text[len(citation) + 2:]
-        nodes.append(CandidateNode(id=snapshot.prop_ids[r], kind="proposition", text=text,
+        nodes.append(CandidateNode(id=subgraph.prop_ids[r], kind="proposition", text=text,
                                    weight=PROPOSITION_SCALE * max(0.0, cos, prop_w.get(r, 0.0)), cost=0,
                                    citation=citation or None))
         if r in seeded:
-            edges.add((QUERY_NODE, snapshot.prop_ids[r]))
-        edges.update((snapshot.passage_ids[p], snapshot.prop_ids[r]) for p in stated_by if int(p) in candidate_passages)
-        edges.update((snapshot.prop_ids[r], snapshot.entity_ids[e])
+            edges.add((QUERY_NODE, subgraph.prop_ids[r]))
+        edges.update((subgraph.passage_ids[p], subgraph.prop_ids[r]) for p in stated_by if int(p) in candidate_passages)
+        edges.update((subgraph.prop_ids[r], subgraph.entity_ids[e])
                      for e in mentions.indices[mentions.indptr[row]:mentions.indptr[row + 1]] if int(e) in entities)
+    subgraph.ensure_entities(sorted(entities))
     for e in sorted(entities):
-        nodes.append(CandidateNode(id=snapshot.entity_ids[e], kind="entity", text=snapshot.entity_names[e],
+        nodes.append(CandidateNode(id=subgraph.entity_ids[e], kind="entity", text=subgraph.entity_names[e],
                                    weight=seed_w.get(e, 0.0), cost=0, rendered=False))
-    edges.update((QUERY_NODE, snapshot.entity_ids[e]) for e in seed_w)
+    edges.update((QUERY_NODE, subgraph.entity_ids[e]) for e in seed_w)
     return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
 
 

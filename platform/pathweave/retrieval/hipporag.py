@@ -1,23 +1,24 @@
 """HippoRAG 2 baseline (spec §2), LLM-free variant, for comparison runs.
 
-Facts (triples) embedded as ``str((s, p, o))`` lower-cased; the top 5 facts
-seed their entities with ``fact_score / |passages of the entity|`` averaged
-over occurrences (top 5 entities kept); passages get ``0.05 x`` min-max dense
-score; PPR with damping 0.5 on a graph of triple edges (+1 each way),
-synonymy edges (cosine >= 0.8, overwriting) and passage–entity edges.
-No facts -> dense ranking.
+Facts (triples) embedded as ``str((s, p, o))`` lower-cased at ingestion and found through
+the store's Triple vector index; the top 5 facts seed their entities with
+``fact_score / |passages of the entity|`` averaged over occurrences (top 5 entities kept);
+the top passages of the passage index get ``0.05 x`` min-max dense score (normalized
+against the tenant's least similar passage and fact, found by the negated query); PPR
+with damping 0.5 on a graph of triple edges (+1 each way), synonymy edges (cosine >= 0.8,
+overwriting) and passage–entity edges, built from the tenant's topology. No facts ->
+dense ranking.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from pathweave.ppr import Walk, min_max, personalized_pagerank, transition_matrix
-from pathweave.snapshot import GraphSnapshot
+from pathweave.ppr import Walk, personalized_pagerank, transition_matrix
+from pathweave.topology import TopologyView
 
 TOP_FACTS = 5
 TOP_ENTITIES = 5
@@ -25,82 +26,83 @@ PASSAGE_SEED = 0.05
 DAMPING = 0.5
 
 
+def fact_text(subject: str, relation: str, obj: str) -> str:
+    """The text a fact is embedded as (spec §2): ``str((s, p, o))`` lower-cased."""
+    return str((subject.lower(), relation.lower(), obj.lower()))
+
+
 @dataclass
 class HippoGraph:
-    """Facts ``(F, d)`` and their entity indices, the PPR walk (transition prepared for
-    power iteration) over entities + passages, and the passage count of every entity ``(E,)``."""
+    """The PPR walk over entities + passages of a topology view and the passage count of
+    every entity ``(E,)``."""
 
-    fact_emb: np.ndarray
-    fact_entities: list[tuple[int, int]]
     walk: Walk
     passages_per_entity: np.ndarray
 
 
-def build_hippo_graph(snapshot: GraphSnapshot, encode: Callable[[list[str]], np.ndarray]) -> HippoGraph:
-    """Build (and embed the facts of) the HippoRAG 2 graph for a snapshot."""
-    e_index = {e: i for i, e in enumerate(snapshot.entity_ids)}
-    p_index = {p: i for i, p in enumerate(snapshot.passage_ids)}
-    n_e, n_p = snapshot.n_entities, len(snapshot.passage_ids)
-    facts: dict[str, tuple[str, int, int]] = {}
-    links: set[tuple[int, int]] = set()
-    for row in snapshot.triples:
-        s, o = e_index.get(row["subject_id"]), e_index.get(row["object_id"])
-        p = p_index.get(row["passage_id"])
-        if s is None or o is None:
-            continue
-        text = str((row["subject"].lower(), row["relation"].lower(), row["object"].lower()))
-        facts.setdefault(row["triple_id"], (text, s, o))
-        if p is not None:
-            links.update({(p, s), (p, o)})
-    values = list(facts.values())
-    entity_block = sp.lil_matrix((n_e, n_e))
-    for _, s, o in values:
-        entity_block[s, o] += 1.0
-        entity_block[o, s] += 1.0
-    entity_block = entity_block.tocsr()
-    syn = snapshot.synonyms.tocoo()
-    entity_block = entity_block.tolil()
-    for a, b, score in zip(syn.row, syn.col, syn.data):
-        entity_block[a, b] = score  # synonymy overwrites
-    entity_block = entity_block.tocsr()
-    if links:
-        rows, cols = zip(*links)
-        passage_entity = sp.csr_matrix((np.ones(len(links)), (rows, cols)), shape=(n_p, n_e))
+def build_hippo_graph(view: TopologyView) -> HippoGraph:
+    """The HippoRAG 2 graph of a topology view (once per view)."""
+    n_e, n_p = view.n_entities, view.n_passages
+    passages, triples = view.assertions
+    alive = np.unique(triples)
+    ends = view.triple_ends[alive] if len(alive) else np.zeros((0, 2), np.int64)
+    ends = ends[(ends[:, 0] < n_e) & (ends[:, 1] < n_e)]
+    edges = sp.csr_matrix((np.ones(2 * len(ends)), (np.r_[ends[:, 0], ends[:, 1]], np.r_[ends[:, 1], ends[:, 0]])),
+                          shape=(n_e, n_e))
+    edges.sum_duplicates()
+    synonyms = view.synonyms
+    mask = synonyms.copy()
+    mask.data[:] = 1.0
+    entity_block = (edges - edges.multiply(mask) + synonyms).tocsr()  # synonymy overwrites
+    if len(passages):
+        link_rows = np.r_[passages, passages]
+        link_cols = np.r_[view.triple_ends[triples, 0], view.triple_ends[triples, 1]]
+        keep = link_cols < n_e
+        passage_entity = sp.csr_matrix((np.ones(int(keep.sum())), (link_rows[keep], link_cols[keep])), shape=(n_p, n_e))
+        passage_entity.sum_duplicates()
+        passage_entity.data[:] = 1.0
     else:
         passage_entity = sp.csr_matrix((n_p, n_e))
     adjacency = sp.bmat([[entity_block, passage_entity.T], [passage_entity, None]], format="csr")
-    return HippoGraph(
-        fact_emb=encode([v[0] for v in values]),
-        fact_entities=[(s, o) for _, s, o in values],
-        walk=Walk.of(transition_matrix(adjacency)),
-        passages_per_entity=np.asarray(passage_entity.sum(axis=0)).ravel(),
-    )
+    return HippoGraph(walk=Walk.of(transition_matrix(adjacency)),
+                      passages_per_entity=np.asarray(passage_entity.sum(axis=0)).ravel())
 
 
-def hipporag2(query: np.ndarray, snapshot: GraphSnapshot, graph: HippoGraph) -> tuple[np.ndarray, np.ndarray]:
-    """Passage order and scores ``(P,)`` for an L2-normalized ``(d,)`` query."""
-    n_e = snapshot.n_entities
-    dense = snapshot.passage_emb @ query
-    if len(graph.fact_entities) == 0:
-        return np.argsort(-dense, kind="stable"), dense
-    fact_scores = min_max(graph.fact_emb @ query)
-    top = np.argsort(-fact_scores, kind="stable")[:TOP_FACTS]
-    weights: dict[int, float] = {}
-    counts: dict[int, int] = {}
-    for f in top:
-        for entity in graph.fact_entities[f]:
-            weight = fact_scores[f]
-            if graph.passages_per_entity[entity] > 0:
-                weight /= graph.passages_per_entity[entity]
-            weights[entity] = weights.get(entity, 0.0) + weight
-            counts[entity] = counts.get(entity, 0) + 1
-    mean = {e: w / counts[e] for e, w in weights.items()}
-    keep = sorted(mean, key=lambda e: -mean[e])[:TOP_ENTITIES]
-    reset = np.zeros(n_e + len(snapshot.passage_ids))
-    for entity in keep:
-        reset[entity] = mean[entity]
-    reset[n_e:] = PASSAGE_SEED * min_max(dense)
+def hipporag2(view: TopologyView, graph: HippoGraph, facts: list[tuple[str, float]], fact_floor: float | None,
+              passage_seeds: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Passage scores ``(P,)`` (topology order) of one query.
+
+    ``facts``: the nearest facts ``[(triple_id, cosine)]`` best first (at least the top 5);
+    ``fact_floor``: the lowest cosine of any fact (min-max as over all facts); ``passage_seeds``:
+    (topology indices, weights) of the weak passage seeds. Without facts, the passage seeds
+    alone (a dense ranking of the top passages)."""
+    n_e = view.n_entities
+    reset = np.zeros(n_e + view.n_passages)
+    reset[n_e + passage_seeds[0]] = passage_seeds[1]
+    known = [(view.triple_index.get(t, -1), cos) for t, cos in facts]
+    known = [(t, cos) for t, cos in known if 0 <= t < len(view.triple_ends)]
+    if known:
+        cosines = np.asarray([cos for _, cos in known])
+        low = min(cosines.min(), fact_floor) if fact_floor is not None else cosines.min()
+        spread = cosines.max() - low
+        fact_scores = (cosines - low) / spread if spread > 1e-12 else np.ones(len(cosines))
+        weights: dict[int, float] = {}
+        counts: dict[int, int] = {}
+        for (t, _), score in list(zip(known, fact_scores))[:TOP_FACTS]:
+            for entity in view.triple_ends[t]:
+                entity = int(entity)
+                if entity >= n_e:
+                    continue
+                weight = score
+                if graph.passages_per_entity[entity] > 0:
+                    weight /= graph.passages_per_entity[entity]
+                weights[entity] = weights.get(entity, 0.0) + weight
+                counts[entity] = counts.get(entity, 0) + 1
+        mean = {e: w / counts[e] for e, w in weights.items()}
+        for entity in sorted(mean, key=lambda e: -mean[e])[:TOP_ENTITIES]:
+            reset[entity] = mean[entity]
     if reset.sum() <= 0:
-        return np.argsort(-dense, kind="stable"), dense
-    scores = personalized_pagerank(graph.walk, reset, DAMPING)[n_e:]
-    return np.argsort(-scores, kind="stable"), scores
+        return np.zeros(view.n_passages)
+    if not known:
+        return reset[n_e:]
+    return personalized_pagerank(graph.walk, reset, DAMPING)[n_e:]

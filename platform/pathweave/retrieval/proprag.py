@@ -1,9 +1,11 @@
-"""PropRAG two-stage retrieval (PropRAG paper §3; spec §1), LLM-free.
+"""PropRAG two-stage retrieval (PropRAG paper §3; spec §1), LLM-free, on the graph store.
 
-Stage 1: propositions -> entity seeds (+ weak passage seeds) -> Personalized
-PageRank over the whole entity–passage graph -> subgraph G_sub of the top K
-passages. Stage 2: beam search over proposition paths inside G_sub -> entity
-seeds from the best paths -> PPR on G_sub -> final passage ranking.
+Stage 1 (coarse, on the tenant's integer topology): the store's proposition vector index
+gives the top propositions -> entity seeds; its passage index gives the top passages ->
+weak passage seeds -> Personalized PageRank over the entity–passage graph (local push,
+the exact power iteration, or GDS on Neo4j) -> the top K passages. Stage 2 (fine, on
+G_sub fetched from the store, :mod:`pathweave.subgraph`): beam search over proposition
+paths -> entity seeds from the best paths -> PPR on G_sub -> final passage ranking.
 """
 
 from __future__ import annotations
@@ -13,30 +15,46 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pathweave.ppr import min_max, personalized_pagerank, transition_matrix
-from pathweave.retrieval.beam import Path, PropositionGraph, beam_search
+from pathweave.ppr import min_max, personalized_pagerank, push_pagerank, transition_matrix, Walk
+from pathweave.retrieval.beam import Path, beam_search
 from pathweave.settings import PropRAGParams
-from pathweave.snapshot import GraphSnapshot
+from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
+from pathweave.topology import TopologyView
+
+
+@dataclass
+class Stage1Seeds:
+    """What the vector indexes returned for one query: ``props`` / ``passages`` as
+    ``[(id, cosine)]`` best first, and ``passage_floor``, the lowest cosine of any of the
+    tenant's passages (from a search with the negated query; None: the lowest of
+    ``passages``), so the weak passage seeds are min-max normalized as over all passages
+    (spec §1 step 3) although only the top N get one."""
+
+    props: list[tuple[str, float]]
+    passages: list[tuple[str, float]]
+    passage_floor: float | None = None
 
 
 @dataclass
 class PropRAGOutput:
-    """Passage order and scores ``(P,)``, top paths with the linking entity per step,
-    stage-2 seed entities ``{entity index: weight}``, and stage timings (ms)."""
+    """Passage order (topology indices) and scores ``(P,)``, top paths (indices into
+    ``subgraph``) with the linking entity per step, stage-2 seed entities ``{local entity
+    index: weight}``, the fetched G_sub, and stage timings (ms)."""
 
     order: np.ndarray
     scores: np.ndarray
     paths: list[Path]
     vias: list[list[str | None]]
     seeds: dict[int, float]
+    subgraph: Subgraph
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _top_entities(paths: list[Path], snapshot: GraphSnapshot, query: np.ndarray, limit: int) -> dict[int, float]:
+def _top_entities(paths: list[Path], subgraph: Subgraph, query: np.ndarray, limit: int) -> dict[int, float]:
     """Entities of ``paths`` weighted by the best score of a path containing them; top ``limit``
     (ties broken by the entity's own cosine to the query)."""
     weights: dict[int, float] = {}
-    pe = snapshot.prop_entities
+    pe = subgraph.prop_entities
     for path in paths:
         for prop in path.props:
             for entity in pe.indices[pe.indptr[prop]:pe.indptr[prop + 1]]:
@@ -44,7 +62,8 @@ def _top_entities(paths: list[Path], snapshot: GraphSnapshot, query: np.ndarray,
     if not weights:
         return {}
     ids = np.fromiter(weights, dtype=np.int64)
-    tie = snapshot.entity_emb[ids] @ query
+    subgraph.ensure_entities(ids)
+    tie = subgraph.entity_emb[ids] @ query
     order = np.lexsort((-tie, -np.array([weights[i] for i in ids])))[:limit]
     return {int(ids[i]): weights[int(ids[i])] for i in order}
 
@@ -56,63 +75,101 @@ def _normalized(seeds: dict[int, float]) -> dict[int, float]:
     return dict(zip(keys, min_max(np.array([seeds[k] for k in keys])).tolist()))
 
 
-def proprag(
-    query: np.ndarray, snapshot: GraphSnapshot, params: PropRAGParams,
-    encode: Callable[[list[str]], np.ndarray], clock: Callable[[str], None] = lambda _: None,
-    stage1_ppr: Callable[[np.ndarray, float], np.ndarray | None] = lambda reset, damping: None,
-) -> PropRAGOutput:
-    """Run both stages for an L2-normalized ``(d,)`` query vector; ``clock(stage)`` marks timings.
+def weak_passage_seeds(view: TopologyView, hits: list[tuple[str, float]], floor: float | None,
+                       weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """Topology indices and seed weights ``weight x (cos - floor) / (best - floor)`` of the
+    passage ``hits`` (spec §1 step 3 over the top N passages; the rest get 0)."""
+    index = [view.passage_index.get(pid, -1) for pid, _ in hits]
+    keep = [i for i, p in enumerate(index) if 0 <= p < view.n_passages]
+    if not keep:
+        return np.zeros(0, np.int64), np.zeros(0)
+    cosines = np.asarray([hits[i][1] for i in keep])
+    low = min(cosines.min(), floor) if floor is not None else cosines.min()
+    spread = cosines.max() - low
+    values = (cosines - low) / spread if spread > 1e-12 else np.where(cosines > 0, 1.0, 0.0)
+    return np.asarray([index[i] for i in keep], dtype=np.int64), weight * values
 
-    ``stage1_ppr(reset (E+P,), damping) -> (P,) | None`` lets the store's database run the
-    whole-graph PPR (Neo4j GDS); None falls back to the in-process power iteration.
+
+def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: PropRAGParams,
+           in_database: Callable[[np.ndarray, float], np.ndarray | None] | None = None) -> np.ndarray:
+    """Stage-1 passage scores ``(P,)`` (spec §1 stage 1) on the topology ``view``.
+
+    Steps 1-2: the top ``stage1_paths`` of the ``stage1_props`` nearest propositions seed
+    their entities (sum of scores; top ``seed_entities`` get 1.0). Step 3: the top passages
+    get ``passage_seed_weight`` x their normalized cosine. Step 4: PPR with
+    ``damping_stage1``: ``in_database(reset, damping)`` when given and it answers (Neo4j
+    GDS), else ``params.stage1_ppr``: ``push`` (local push, error below
+    ``ppr_epsilon`` x degree per node) or ``power`` (power iteration, tol 1e-6).
     """
-    n_e, n_p = snapshot.n_entities, len(snapshot.passage_ids)
-    dense = snapshot.passage_emb @ query
-    # ---- stage 1 -------------------------------------------------------------------
-    prop_scores = snapshot.prop_emb @ query
-    top = np.argsort(-prop_scores)[: params.stage1_props][: params.stage1_paths]
-    entity_score = np.asarray(snapshot.prop_entities[top].T @ prop_scores[top]).ravel()
-    seeds = np.zeros(n_e + n_p)
-    positive = np.flatnonzero(entity_score > 0)
-    chosen = positive[np.argsort(-entity_score[positive])][: params.seed_entities]
-    seeds[chosen] = 1.0
-    seeds[n_e:] = params.passage_seed_weight * min_max(dense)
-    if seeds.sum() <= 0:
-        seeds[n_e:] = 1.0
-    stage1 = stage1_ppr(seeds, params.damping_stage1)
-    if stage1 is None:
-        stage1 = personalized_pagerank(snapshot.walk, seeds, params.damping_stage1)[n_e:]
-    stage1_order = np.argsort(-stage1, kind="stable")
+    n_e, n_p = view.n_entities, view.n_passages
+    kept = query_seeds.props[: params.stage1_paths]
+    props = [(view.prop_index.get(pid, -1), cos) for pid, cos in kept]
+    props = [(r, cos) for r, cos in props if 0 <= r < view.prop_entities.shape[0]]
+    reset = np.zeros(n_e + n_p)
+    if props:
+        rows = np.asarray([r for r, _ in props], dtype=np.int64)
+        entity_score = np.asarray(view.prop_entities[rows].T @ np.asarray([c for _, c in props])).ravel()
+        positive = np.flatnonzero(entity_score > 0)
+        chosen = positive[np.argsort(-entity_score[positive], kind="stable")][: params.seed_entities]
+        reset[chosen] = 1.0
+    passages, weights = weak_passage_seeds(view, query_seeds.passages, query_seeds.passage_floor,
+                                           params.passage_seed_weight)
+    reset[n_e + passages] = weights
+    if reset.sum() <= 0:
+        if not len(passages):
+            return np.zeros(n_p)
+        reset[n_e + passages] = 1.0
+    scores = in_database(reset, params.damping_stage1) if in_database else None
+    if scores is not None:
+        return scores
+    if params.stage1_ppr == "power":
+        walk = view.derived("walk", lambda: Walk.of(transition_matrix(view.adjacency)))
+        return personalized_pagerank(walk, reset, params.damping_stage1)[n_e:]
+    return push_pagerank(view.adjacency, view.degree, reset, params.damping_stage1, params.ppr_epsilon)[n_e:]
+
+
+def proprag(
+    query: np.ndarray, query_seeds: Stage1Seeds, view: TopologyView, reader: NodeReader | None,
+    params: PropRAGParams, encode: Callable[[list[str]], np.ndarray],
+    clock: Callable[[str], None] = lambda _: None,
+    in_database: Callable[[np.ndarray, float], np.ndarray | None] | None = None,
+) -> PropRAGOutput:
+    """Both stages for an L2-normalized ``(d,)`` query vector; ``clock(stage)`` marks timings
+    (stage1, fetch, beam, stage2). ``reader`` reads G_sub's texts and embeddings."""
+    first = stage1(query_seeds, view, params, in_database)
+    candidates = np.flatnonzero(view.alive & (first > 0))
+    stage1_order = candidates[np.argsort(-first[candidates], kind="stable")]
     clock("stage1")
-    # ---- stage 2 -------------------------------------------------------------------
+    # ---- stage 2 on G_sub -------------------------------------------------------------
     sub_passages = stage1_order[: params.subgraph_passages]
-    allowed = np.asarray(snapshot.states[sub_passages].sum(axis=0)).ravel() > 0
-    paths, initial, graph = beam_search(query, snapshot, allowed, params, encode)
+    subgraph = build_subgraph(view, sub_passages, reader)
+    clock("fetch")
+    allowed = np.ones(len(subgraph.prop_ids), dtype=bool)
+    paths, initial, graph = beam_search(query, subgraph, allowed, params, encode)
     clock("beam")
-    exploit = _normalized(_top_entities(paths, snapshot, query, params.seeds_per_side))
-    explore = _normalized(_top_entities(initial, snapshot, query, params.seeds_per_side))
+    exploit = _normalized(_top_entities(paths, subgraph, query, params.seeds_per_side))
+    explore = _normalized(_top_entities(initial, subgraph, query, params.seeds_per_side))
     combined = {k: max(exploit.get(k, 0.0), explore.get(k, 0.0)) for k in exploit.keys() | explore.keys()}
-    sub_entities = np.flatnonzero(np.asarray(snapshot.passage_entities[sub_passages].sum(axis=0)).ravel() > 0)
-    sub_entities = np.union1d(sub_entities, np.fromiter(combined, dtype=np.int64))
-    nodes = np.concatenate([sub_entities, n_e + sub_passages])
-    local = {int(node): i for i, node in enumerate(nodes)}
-    reset = np.zeros(len(nodes))
+    n_sub_e = subgraph.n_entities
+    reset = np.zeros(n_sub_e + len(sub_passages))
     for entity, weight in combined.items():
-        reset[local[entity]] = weight
-    reset[len(sub_entities):] = params.passage_seed_weight * min_max(dense[sub_passages])
-    final = np.full(n_p, -np.inf)
+        reset[entity] = weight
+    dense = subgraph.passage_emb @ query
+    reset[n_sub_e:] = params.passage_seed_weight * min_max(dense)
     if reset.sum() > 0:
-        sub_adjacency = snapshot.adjacency[nodes][:, nodes]
-        stage2 = personalized_pagerank(transition_matrix(sub_adjacency), reset, params.damping_stage2)
-        sub_scores = stage2[len(sub_entities):]
+        sub_scores = personalized_pagerank(subgraph.walk, reset, params.damping_stage2)[n_sub_e:]
     else:
-        sub_scores = stage1[sub_passages]
+        sub_scores = first[sub_passages]
     # G_sub passages ranked by stage 2, everything else below them by stage 1
-    sub_order = sub_passages[np.argsort(-sub_scores, kind="stable")]
+    local = np.argsort(-sub_scores, kind="stable")
     rest = stage1_order[params.subgraph_passages:]
-    order = np.concatenate([sub_order, rest])
+    order = np.concatenate([sub_passages[local], rest])
+    final = np.full(view.n_passages, -np.inf)
     final[sub_passages] = sub_scores
-    final[rest] = stage1[rest]  # ranked below every G_sub passage by `order`
+    final[rest] = first[rest]  # ranked below every G_sub passage by `order`
+    subgraph.extras["local_order"] = local
     clock("stage2")
+    subgraph.ensure_entities(np.unique(np.concatenate(
+        [subgraph.prop_entities[list(p.props)].indices for p in paths] or [np.zeros(0, np.int64)])))
     vias = [[None] + [graph.via(a, b) for a, b in zip(p.props, p.props[1:])] for p in paths]
-    return PropRAGOutput(order=order, scores=final, paths=paths, vias=vias, seeds=combined)
+    return PropRAGOutput(order=order, scores=final, paths=paths, vias=vias, seeds=combined, subgraph=subgraph)

@@ -1,42 +1,64 @@
-"""The query entry point: embeds the question, runs a retrieval mode on the
-tenant's current snapshot, builds the :class:`~pathweave.model.QueryResult`
-and (by default) writes the reasoning record back to the graph.
+"""The query entry point: embeds the question, seeds retrieval from the store's vector
+indexes, runs a retrieval mode on the tenant's topology and the Cypher-fetched G_sub,
+builds the :class:`~pathweave.model.QueryResult` and (by default) writes the reasoning
+record back to the graph.
+
+Per query the store answers: the graph version (and, after a change, the change records:
+:mod:`pathweave.topology`), two or three vector searches (run concurrently), the texts and
+embeddings of G_sub's propositions and passages not in the tenant's node cache, the
+names and embeddings of the few entities the paths and seeds need, and the texts of the
+returned passages.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
-from pathweave.dialect import stage1_passage_scores
+from pathweave.backends import Capability, vector_search
 from pathweave.embeddings import Embedder
 from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPath, SeedEntity
 from pathweave.reasoning import RecordWriter, read_reasoning_record
 from pathweave.retrieval.context import candidate_graph, select_context
-from pathweave.retrieval.hipporag import build_hippo_graph, hipporag2
-from pathweave.retrieval.proprag import proprag
+from pathweave.retrieval.hipporag import TOP_FACTS, build_hippo_graph, hipporag2
+from pathweave.retrieval.proprag import Stage1Seeds, proprag, weak_passage_seeds
 from pathweave.selection import TokenCounter
 from pathweave.settings import Settings
-from pathweave.snapshot import GraphSnapshot, SnapshotCache
 from pathweave.store import GraphStore
+from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
+from pathweave.topology import Topology, TopologyCache, TopologyView
 
 MODES: tuple[str, ...] = ("proprag", "dense", "hipporag2")
 
+_SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
+"""Runs a query's vector searches concurrently (shared by every retriever of the process)."""
 
+
+@dataclass
+class Retrieval:
+    """One query's result with what it was computed on: the fetched ``subgraph`` (None for
+    a dense or HippoRAG 2 query without a token budget) and the ``(d,)`` query vector."""
+
+    result: QueryResult
+    subgraph: Subgraph | None
+    query: np.ndarray
 
 
 class Retriever:
-    """Answers queries for one store/tenant. Thread-safe; the snapshot is shared."""
+    """Answers queries for one store/tenant. Thread-safe; topologies are shared through
+    ``cache`` (one per process serves every tenant)."""
 
     def __init__(self, store: GraphStore, embedder: Embedder, settings: Settings,
-                 cache: SnapshotCache | None = None) -> None:
+                 cache: TopologyCache | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings
-        self.cache = cache or SnapshotCache()
+        self.cache = cache or TopologyCache(settings.topology_max_tenants, settings.topology_idle_s,
+                                           settings.node_cache_entries)
         self.records = RecordWriter(store)
 
     def flush(self) -> None:
@@ -53,24 +75,27 @@ class Retriever:
         """Token counter for budgets: ``settings.context_tokenizer`` or the embedder's tokenizer."""
         return TokenCounter(self.settings.context_tokenizer or None)
 
-    def snapshot(self) -> GraphSnapshot:
-        """The tenant's current snapshot (rebuilt if the graph version changed)."""
+    def topology(self) -> Topology:
+        """The tenant's topology at the store's current graph version."""
         return self.cache.get(self.store)
 
-    def warm_up(self, queries: int = 50) -> float:
-        """Run ``queries`` un-recorded PropRAG queries built from the tenant's passage titles
-        ("What is known about <title>?") and return the seconds taken.
+    def reader(self, topology: Topology) -> NodeReader:
+        """Reads this tenant's node rows through the topology's bounded node cache."""
+        return NodeReader(self.store, topology.nodes, self.store.dimensions)
 
-        The first forward passes of each new input shape are slow on CPU (bfloat16 kernels
-        are generated per shape): in a process that has just ingested, the first ~100
-        benchmark queries had p95 ~0.8-1.1 s against ~0.25 s after 100 such warm-up
-        queries (measured on the 2-core machine). Benchmarks, and services before they
-        take traffic, call this once.
+    def warm_up(self, queries: int = 50) -> float:
+        """Run ``queries`` un-recorded queries built from the tenant's passage titles ("What is
+        known about <title>?"), PropRAG and dense alike, and return the seconds taken.
+
+        The first forward passes of each new input shape are slow on CPU, and the store's
+        vector indexes answer their first searches slowly (up to ~1 s): services call this
+        once before they take traffic, benchmarks before they time.
         """
         started = time.perf_counter()
-        titles = list(dict.fromkeys(t for t in self.snapshot().passage_titles if t))[:queries]
-        for title in titles:
-            self.query(f"What is known about {title}?", write_record=False)
+        titles = [row["title"] for row in self.store.run("passage_titles", limit=queries)]
+        for i, title in enumerate(titles):
+            self.query(f"What is known about {title}?", mode="dense" if i % 5 == 4 else "proprag",
+                       write_record=False)
         return time.perf_counter() - started
 
     def query(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None,
@@ -82,6 +107,11 @@ class Retriever:
         ``result.context``. Raises ValueError on an empty question, an unknown mode,
         k < 1 or a negative budget.
         """
+        return self.search(question, mode, k, write_record, token_budget, select, style).result
+
+    def search(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None,
+               token_budget: int | None = None, select: str = "auto", style: str = "bullets") -> Retrieval:
+        """:meth:`query`, returning also the subgraph and query vector it used."""
         question = question.strip()
         if not question:
             raise ValueError("question is empty")
@@ -93,10 +123,45 @@ class Retriever:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise ValueError("k must be at least 1")
-        return self._query(question, mode, k, write_record, token_budget, select, style)
+        return self._search(question, mode, k, write_record, token_budget, select, style)
 
-    def _query(self, question: str, mode: Mode, k: int, write_record: bool | None, token_budget: int | None,
-               select: str, style: str) -> QueryResult:
+    # ---- helpers ----------------------------------------------------------------------
+    def _nearest(self, label: str, vector: np.ndarray, k: int):
+        return _SEARCHES.submit(vector_search, self.store, label, vector, k)
+
+    def _floor(self, label: str, vector: np.ndarray):
+        """Future of the lowest cosine of the tenant's ``label`` nodes to ``vector`` (the
+        nearest node to ``-vector``), or None when there is none."""
+        return _SEARCHES.submit(lambda: next((-cos for _, cos in vector_search(self.store, label, -vector, 1)),
+                                                  None))
+
+    def _in_database_ppr(self, view: TopologyView):
+        """Stage-1 PPR in the database (Neo4j GDS) when the backend can, mapped to the view."""
+        backend = self.store.backend
+        if Capability.PPR not in backend.capabilities:
+            return None
+        ids = view.entity_ids[:view.n_entities] + view.passage_ids[:view.n_passages]
+
+        def run(reset: np.ndarray, damping: float) -> np.ndarray | None:
+            seeds = {ids[i]: float(reset[i]) for i in np.flatnonzero(reset > 0)}
+            scores = backend.personalized_pagerank(self.store, seeds, damping, view.version)
+            if scores is None:
+                return None
+            return np.fromiter((scores.get(pid, 0.0) for pid in view.passage_ids[:view.n_passages]),
+                               dtype=np.float64, count=view.n_passages)
+        return run
+
+    def _hits(self, reader: NodeReader, ids: list[str], scores: list[float]) -> list[PassageHit]:
+        meta = reader.passages(ids)
+        texts = reader.passage_texts(ids)
+        return [PassageHit(passage_id=pid, doc_id=(meta.get(pid) or ("", "", None))[1] or "",
+                           title=(meta.get(pid) or ("", "", None))[0] or "",
+                           text=(texts.get(pid) or ("",))[0] or "", score=round(float(score), 8), rank=rank)
+                for rank, (pid, score) in enumerate(zip(ids, scores), 1)]
+
+    # ---- one query ----------------------------------------------------------------------
+    def _search(self, question: str, mode: Mode, k: int, write_record: bool | None, token_budget: int | None,
+                select: str, style: str) -> Retrieval:
         timings: dict[str, float] = {}
         last = [time.perf_counter()]
 
@@ -105,50 +170,66 @@ class Retriever:
             timings[stage] = round((now - last[0]) * 1000, 2)
             last[0] = now
 
-        snapshot = self.snapshot()
-        clock("snapshot")
+        topology = self.topology()
+        clock("topology")
+        view = topology.view()
+        reader = self.reader(topology)
         query_vec = self.embedder.encode_one(question)
         clock("embed")
         result = QueryResult(query_id=uuid.uuid4().hex, question=question, mode=mode, passages=[],
-                             graph_version=snapshot.version)
-        if not snapshot.passage_ids:
-            order, scores = np.zeros(0, dtype=np.int64), np.zeros(0)
-        elif mode == "dense":
-            scores = snapshot.passage_emb @ query_vec
-            order = np.argsort(-scores, kind="stable")
+                             graph_version=view.version)
+        depth = k if token_budget is None else max(k, self.settings.context_passages)
+        params = self.settings.proprag.for_device(self.embedder.device)
+        subgraph: Subgraph | None = None
+        ids: list[str] = []
+        scores: list[float] = []
+        if mode == "dense":
+            hits = vector_search(self.store, "Passage", query_vec, depth)
+            ids, scores = [h[0] for h in hits], [h[1] for h in hits]
             clock("dense")
         elif mode == "hipporag2":
-            graph = snapshot.extras.get("hipporag2")
-            if graph is None:
-                graph = snapshot.extras.setdefault("hipporag2", build_hippo_graph(snapshot, self.embedder.encode))
-            order, scores = hipporag2(query_vec, snapshot, graph)
+            facts = self._nearest("Triple", query_vec, max(TOP_FACTS, 20))
+            fact_floor = self._floor("Triple", query_vec)
+            passages = self._nearest("Passage", query_vec, params.stage1_passage_seeds)
+            passage_floor = self._floor("Passage", query_vec)
+            seeds = weak_passage_seeds(view, passages.result(), passage_floor.result(), 0.05)
+            clock("seeds")
+            graph = view.derived("hipporag2", lambda: build_hippo_graph(view))
+            ranked = hipporag2(view, graph, facts.result(), fact_floor.result(), seeds)
+            candidates = np.flatnonzero(view.alive & (ranked > 0))
+            order = candidates[np.argsort(-ranked[candidates], kind="stable")][:depth]
+            ids, scores = [view.passage_ids[i] for i in order], ranked[order].tolist()
             clock("ppr")
         else:
-            params = self.settings.proprag.for_device(self.embedder.device)
-            out = proprag(query_vec, snapshot, params, self.embedder.encode, clock,
-                          lambda reset, damping: stage1_passage_scores(self.store, snapshot, reset, damping))
-            order, scores = out.order, out.scores
+            props = self._nearest("Proposition", query_vec, params.stage1_props)
+            passages = self._nearest("Passage", query_vec, params.stage1_passage_seeds)
+            floor = self._floor("Passage", query_vec)
+            seeds = Stage1Seeds(props.result(), passages.result(), floor.result())
+            clock("seeds")
+            out = proprag(query_vec, seeds, view, reader, params, self.embedder.encode, clock,
+                          self._in_database_ppr(view))
+            subgraph = out.subgraph
+            top = out.order[:depth]
+            ids, scores = [view.passage_ids[i] for i in top], out.scores[top].tolist()
             result.paths = [
                 ReasoningPath(
                     path_id=f"{result.query_id}:{rank}", rank=rank, score=round(path.score, 6),
-                    steps=[PathStep(prop_id=snapshot.prop_ids[p], text=snapshot.prop_texts[p], via=via)
+                    steps=[PathStep(prop_id=subgraph.prop_ids[p], text=subgraph.prop_texts[p], via=via)
                            for p, via in zip(path.props, vias)],
                 )
                 for rank, (path, vias) in enumerate(zip(out.paths, out.vias), 1)
             ]
+            subgraph.ensure_entities(list(out.seeds))
             result.seeds = [
-                SeedEntity(entity_id=snapshot.entity_ids[e], name=snapshot.entity_names[e], weight=round(w, 6))
+                SeedEntity(entity_id=subgraph.entity_ids[e], name=subgraph.entity_names[e], weight=round(w, 6))
                 for e, w in sorted(out.seeds.items(), key=lambda item: -item[1])
             ]
-        depth = k if token_budget is None else max(k, self.settings.context_passages)
-        result.passages = [
-            PassageHit(passage_id=snapshot.passage_ids[i], doc_id=snapshot.passage_docs[i],
-                       title=snapshot.passage_titles[i], text=snapshot.passage_texts[i],
-                       score=round(float(scores[i]), 8), rank=rank)
-            for rank, i in enumerate(order[:depth], 1)
-        ]
-        if token_budget is not None and len(order):
-            result.context = select_context(candidate_graph(result, snapshot, query_vec), token_budget, select,
+        result.passages = self._hits(reader, ids, scores)
+        clock("passages")
+        if token_budget is not None and result.passages:
+            if subgraph is None:
+                subgraph = build_subgraph(view, view.index_of(view.passage_index, ids, view.n_passages), reader)
+            result.context = select_context(candidate_graph(result, subgraph, query_vec), token_budget, select,
                                             self.token_counter(), style, self.settings.select_time_limit_ms)
             clock("select")
         result.passages = result.passages[:k]
@@ -157,4 +238,4 @@ class Retriever:
             clock("record")
         result.timings_ms = timings
         result.timings_ms["total"] = round(sum(timings.values()), 2)
-        return result
+        return Retrieval(result, subgraph, query_vec)

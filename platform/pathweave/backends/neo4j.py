@@ -1,21 +1,11 @@
-"""What differs between the default store (ArcadeDB over Bolt) and Neo4j.
+"""The Neo4j backend: Neo4j 5.26 + Graph Data Science, reached with the official driver.
 
-One method per difference, same names on both dialects; nothing else in Pathweave
-branches on the backend. The Cypher statements themselves are shared (``cypher/``).
-
-- ``create_vector_indexes(dimensions)`` / ``vector_index_name(label, prop)``:
-  ArcadeDB creates them in ArcadeDB SQL over its HTTP port (``LSM_VECTOR``, named
-  ``Label[property]``); Neo4j with ``CREATE VECTOR INDEX`` (``cypher/neo4j.cypher``,
-  named ``label_property``). Both are queried with ``db.index.vector.queryNodes``
-  (statement ``vector_query_nodes``).
-- ``stage1_ppr(store, seeds, damping, version)``: stage-1 Personalized PageRank in the
-  database (Neo4j: GDS, :mod:`pathweave.gds`) or None = use the in-process PPR
-  (ArcadeDB). :func:`stage1_passage_scores` wraps it for PropRAG's snapshot arrays.
-- ``write_synonyms(store, threshold, max_per_entity)``: synonymy edges by ``gds.knn``
-  (Neo4j) or None = compute them in Python (ArcadeDB).
-- ``kmeans_entities(store, k, entity_ids)``: ``gds.kmeans`` clusters or None.
-- ``graph_changed(store)``: after an ingestion batch (Neo4j: schedules the debounced
-  re-projection); ``close()``.
+Vector indexes with ``CREATE VECTOR INDEX`` (``cypher/neo4j.cypher``, named
+``label_property``), queried with ``db.index.vector.queryNodes`` like ArcadeDB's. With
+GDS (:mod:`pathweave.backends.gds`, the optional ``graphdatascience`` client) it has the
+PPR, kNN and k-means capabilities: stage-1 PPR on a projection kept current in the
+background (debounced after each graph change), synonymy by ``gds.knn``, clusters by
+``gds.kmeans``.
 """
 
 from __future__ import annotations
@@ -23,40 +13,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
-import numpy as np
-
-from pathweave import gds as gds_ops
+from pathweave.backends import gds as gds_ops
+from pathweave.backends.base import VECTOR_INDEXES, Capability
 from pathweave.cypher import statement
 
 if TYPE_CHECKING:
     from neo4j import Driver
 
-    from pathweave.snapshot import GraphSnapshot
-    from pathweave.store import GraphStore
+    from pathweave.backends.base import GraphStore
 
 log = logging.getLogger(__name__)
-
-#: (label, property) pairs that carry a 384-d (embedder-sized) vector index (spec §0).
-VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
-    ("Passage", "embedding"),
-    ("Proposition", "embedding"),
-    ("Entity", "embedding"),
-    ("Relation", "embedding"),
-)
-
-
-#: ArcadeDB SQL DDL for one vector index; identifiers come from VECTOR_INDEXES only
-#: (DDL identifiers cannot be parameters), the dimension is an int.
-_ARCADE_VECTOR_DDL = (
-    "CREATE VERTEX TYPE {label} IF NOT EXISTS",
-    "CREATE PROPERTY {label}.{prop} IF NOT EXISTS ARRAY_OF_FLOATS",
-    "CREATE INDEX IF NOT EXISTS ON {label} ({prop}) LSM_VECTOR "
-    "METADATA {{dimensions: {dimensions}, similarity: 'COSINE'}}",
-)
 
 #: Neo4j: the named statement creating each vector index (cypher/neo4j.cypher).
 _NEO4J_VECTOR_STATEMENTS: dict[tuple[str, str], str] = {
@@ -64,75 +32,21 @@ _NEO4J_VECTOR_STATEMENTS: dict[tuple[str, str], str] = {
     ("Proposition", "embedding"): "neo4j_vector_index_proposition",
     ("Entity", "embedding"): "neo4j_vector_index_entity",
     ("Relation", "embedding"): "neo4j_vector_index_relation",
+    ("Triple", "embedding"): "neo4j_vector_index_triple",
 }
 
 
-@dataclass(frozen=True)
-class ArcadeDialect:
-    """The managed ArcadeDB server: HTTP base URL, credentials and database."""
-
-    http_url: str
-    user: str
-    password: str
-    database: str
-    name: str = "arcadedb"
-    #: whether :meth:`stage1_ppr` can run PPR in the database (no: ArcadeDB has no GDS)
-    runs_ppr = False
-
-    def _sql(self, command: str) -> dict:
-        response = httpx.post(
-            f"{self.http_url}/api/v1/command/{self.database}",
-            json={"language": "sql", "command": command},
-            auth=(self.user, self.password),
-            timeout=60,
-        )
-        if response.status_code != 200:
-            raise RuntimeError(f"ArcadeDB SQL failed ({response.status_code}): {response.text[:300]}")
-        return response.json()
-
-    def create_vector_indexes(self, dimensions: int) -> None:
-        """Create the vector indexes idempotently (ArcadeDB SQL, LSM_VECTOR, cosine)."""
-        for label, prop in VECTOR_INDEXES:
-            for template in _ARCADE_VECTOR_DDL:
-                self._sql(template.format(label=label, prop=prop, dimensions=int(dimensions)))
-
-    def vector_index_name(self, label: str, prop: str = "embedding") -> str:
-        """Index name for ``db.index.vector.queryNodes`` (``Label[prop]``)."""
-        return f"{label}[{prop}]"
-
-    def stage1_ppr(self, store: GraphStore, seeds: Mapping[str, float], damping: float,
-                   version: int) -> dict[str, float] | None:
-        """None: ArcadeDB has no PPR; PropRAG runs it in process (pathweave.ppr)."""
-        return None
-
-    def write_synonyms(self, store: GraphStore, threshold: float, max_per_entity: int) -> int | None:
-        """None: synonymy edges are computed in Python (pathweave_ingest.synonyms)."""
-        return None
-
-    def kmeans_entities(self, store: GraphStore, k: int, entity_ids: Sequence[str] | None = None,
-                        seed: int = 42) -> dict[str, int] | None:
-        """None: cluster in Python."""
-        return None
-
-    def graph_changed(self, store: GraphStore) -> None:
-        """Nothing to refresh: the in-process snapshot follows the graph version."""
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-class Neo4jDialect:
+class Neo4jBackend:
     """A Neo4j 5.26 server (GDS plugin for PPR, kNN and k-means) reached with ``driver``.
 
     The GDS client is created on first use; when the server has no GDS (or it fails),
     a warning is logged once and the GDS methods return None, so PropRAG and
-    ingestion fall back to their in-process code (same results, see pathweave.gds).
+    ingestion fall back to their in-process code (same results, see pathweave.backends.gds).
     ``debounce_s``: seconds the graph version must stay unchanged before the tenant's
     PPR graph is re-projected.
     """
 
     name = "neo4j"
-    runs_ppr = True  # through GDS, when the server has it (stage1_ppr returns None otherwise)
 
     def __init__(self, driver: Driver, database: str, debounce_s: float = 5.0, gds: Any = None) -> None:
         self.driver = driver
@@ -141,6 +55,14 @@ class Neo4jDialect:
         self._gds_failed = False
         self._lock = threading.Lock()
         self.projector = gds_ops.PprProjector(self._client, debounce_s)
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Vector search always; PPR, kNN and k-means when the server has GDS (the client
+        connects on first use)."""
+        if self._client() is None:
+            return frozenset({Capability.VECTOR_SEARCH})
+        return frozenset(Capability)
 
     def _run(self, name: str, **params: Any) -> list[dict[str, Any]]:
         with self.driver.session(database=self.database) as session:
@@ -172,8 +94,8 @@ class Neo4jDialect:
                                 "synonymy and k-means run in process", error)
             return self._gds
 
-    def stage1_ppr(self, store: GraphStore, seeds: Mapping[str, float], damping: float,
-                   version: int) -> dict[str, float] | None:
+    def personalized_pagerank(self, store: GraphStore, seeds: Mapping[str, float], damping: float,
+                              version: int) -> dict[str, float] | None:
         """Stage-1 PPR (spec §1 step 4) with ``gds.pageRank.stream`` on the tenant's PPR
         graph of ``version``: ``{passage_id: score}`` (scores sum to 1 over all nodes, as
         pathweave.ppr). None (use the in-process PPR) when GDS is unavailable, the
@@ -225,22 +147,3 @@ class Neo4jDialect:
         self.projector.cancel()
         if self._gds is not None:
             self._gds.close()
-
-
-def stage1_passage_scores(store: GraphStore, snapshot: GraphSnapshot, reset: np.ndarray,
-                          damping: float) -> np.ndarray | None:
-    """Stage-1 PPR passage scores ``(P,)`` in snapshot order computed by the store's
-    database, or None to compute them in process.
-
-    ``reset``: ``(E + P,)`` seed weights in the snapshot's node order (entities, then
-    passages), as PropRAG builds them. Passages the database did not score get 0.
-    """
-    if not store.dialect.runs_ppr:
-        return None
-    ids = snapshot.entity_ids + snapshot.passage_ids
-    seeds = {ids[i]: float(reset[i]) for i in np.flatnonzero(np.asarray(reset) > 0)}
-    scores = store.dialect.stage1_ppr(store, seeds, damping, snapshot.version)
-    if scores is None:
-        return None
-    return np.fromiter((scores.get(pid, 0.0) for pid in snapshot.passage_ids), dtype=np.float64,
-                       count=len(snapshot.passage_ids))

@@ -8,7 +8,7 @@ and ``run(name, **params) -> list[dict]``, a tenant-scoped runner of named state
 
 PPR graph (spec §1): the tenant's entities and passages, undirected ``LINK``
 relationships weighted by ``weight`` (co-occurrence counts, synonymy cosine,
-passage-entity 1.0): the same graph as :mod:`pathweave.snapshot` builds in process.
+passage-entity 1.0): the same graph as :mod:`pathweave.topology` builds in process.
 It is a named GDS graph ``pathweave-ppr-<tenant>-v<version>`` kept in GDS memory; with
 the graph version in the name, every process (API replicas, workers) sees which
 version is projected. :class:`PprProjector` projects a new version in a background

@@ -1,0 +1,115 @@
+// The query path's reads (issue 10): the graph-change log that keeps each process's
+// integer topology current, the topology reads themselves (ids only: no texts, no
+// embeddings), the Cypher-fetched neighbourhood of a query (G_sub) and the vector
+// searches that seed retrieval. `vec` is the node's embedding as base64 little-endian
+// float32 (pathweave.vectors): over Bolt a string decodes ~20x faster in Python than
+// the same vector as a float list or as bytes (measured: 500 rows 31 ms vs 560-700 ms).
+
+// name: record_graph_change
+// Bumps the tenant's graph version and records what this version changed, so that
+// in-process topologies apply the change instead of re-reading the tenant. $added /
+// $removed: passage ids written / deleted; $removed_entities: entity ids deleted;
+// $entities: entity ids whose SYNONYM edges were (re)written. Run in a write transaction.
+MERGE (m:Meta {meta_id: $meta_id})
+ON CREATE SET m.tenant = $tenant, m.version = 0
+SET m.version = m.version + 1
+WITH m
+CREATE (c:GraphChange {change_id: $meta_id + ':' + toString(m.version), tenant: $tenant,
+                       version: m.version, added: $added, removed: $removed,
+                       removed_entities: $removed_entities, entities: $entities})
+RETURN m.version AS version;
+
+// name: prune_graph_changes
+// Keeps the tenant's last $keep change records (a process further behind rebuilds its
+// topology from the store instead).
+MATCH (c:GraphChange) WHERE c.tenant = $tenant AND c.version <= $version - $keep
+DETACH DELETE c
+RETURN count(*) AS n;
+
+// name: graph_changes_since
+// The change records after version $since, oldest first.
+MATCH (c:GraphChange) WHERE c.tenant = $tenant AND c.version > $since
+RETURN c.version AS version, c.added AS added, c.removed AS removed,
+       c.removed_entities AS removed_entities, c.entities AS entities
+ORDER BY version;
+
+// name: topology_passage_ids
+// Every passage id of the tenant (a full topology build starts from these).
+MATCH (p:Passage) WHERE p.tenant = $tenant
+RETURN p.passage_id AS id;
+
+// name: topology_passage_propositions
+// For the passages $ids: each stated proposition with the entities it mentions (the
+// proposition hyper-edge). One row per (passage, proposition).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id})-[:STATES]->(q:Proposition)
+OPTIONAL MATCH (q)-[:MENTIONS]->(e:Entity)
+RETURN id AS passage_id, q.prop_id AS prop_id, collect(e.entity_id) AS entities;
+
+// name: topology_passage_triples
+// For the passages $ids: the triples each asserts, with subject and object entity ids
+// (the HippoRAG 2 baseline's graph).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id})-[:ASSERTS]->(t:Triple)
+RETURN id AS passage_id, t.triple_id AS triple_id, t.subject_id AS subject_id, t.object_id AS object_id;
+
+// name: topology_entity_synonyms
+// SYNONYM edges touching the entities $ids (either direction) with their cosine score.
+UNWIND $ids AS id
+MATCH (a:Entity {entity_id: id})-[r:SYNONYM]-(b:Entity)
+RETURN a.entity_id AS src, b.entity_id AS dst, r.score AS score;
+
+// name: topology_synonyms
+// Every SYNONYM edge of the tenant (full topology build).
+MATCH (a:Entity)-[r:SYNONYM]->(b:Entity) WHERE a.tenant = $tenant
+RETURN a.entity_id AS src, b.entity_id AS dst, r.score AS score;
+
+// name: subgraph_passages
+// Title, document and embedding of the passages $ids (G_sub of a query, spec §1 stage 2).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id})
+OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
+RETURN p.passage_id AS id, p.title AS title, p.vec AS vec, min(d.doc_id) AS doc_id;
+
+// name: subgraph_passage_texts
+// Texts of the passages $ids (only the ones a result returns).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id})
+RETURN p.passage_id AS id, p.text AS text;
+
+// name: subgraph_propositions
+// Text and embedding of the propositions $ids.
+UNWIND $ids AS id
+MATCH (q:Proposition {prop_id: id})
+RETURN q.prop_id AS id, q.text AS text, q.vec AS vec;
+
+// name: subgraph_entities
+// Name and embedding of the entities $ids.
+UNWIND $ids AS id
+MATCH (e:Entity {entity_id: id})
+RETURN e.entity_id AS id, e.name AS name, e.vec AS vec;
+
+// name: vector_search
+// Both backends. The $k nearest nodes of vector index $index to $vector, with their
+// tenant: the caller keeps its tenant's rows and asks again with a larger $k when other
+// tenants took the places (pathweave.backend.vector_search). score is the index's
+// normalized cosine (1 + cos) / 2 in [0, 1].
+// Manual: Cypher Manual 5, Vector indexes > db.index.vector.queryNodes.
+CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
+RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id) AS id,
+       node.tenant AS tenant, score;
+
+// name: vector_knn
+// Both backends. For each row {id, vector}: the $k nearest nodes of index $index with
+// normalized score >= $min_score, any tenant (the caller filters and widens $k where the
+// places were all taken), plus the neighbour's norm_name (synonymy skips short names).
+UNWIND $rows AS row
+CALL db.index.vector.queryNodes($index, $k, row.vector) YIELD node, score
+WITH row, node, score WHERE score >= $min_score
+RETURN row.id AS src, coalesce(node.entity_id, node.passage_id, node.prop_id) AS dst,
+       node.tenant AS tenant, node.norm_name AS norm_name, score;
+
+// name: passage_titles
+// Up to $limit distinct passage titles of the tenant (warm-up queries).
+MATCH (p:Passage) WHERE p.tenant = $tenant AND p.title IS NOT NULL
+RETURN DISTINCT p.title AS title LIMIT $limit;

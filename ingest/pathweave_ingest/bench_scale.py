@@ -1,0 +1,144 @@
+"""``pathweave bench scale``: the query path as the corpus grows (issue 10).
+
+One store, one tenant, default extractor. Size "base": the MuSiQue corpus; size "scaled":
+the same plus distractor passages (default: the 6,119 2WikiMultihopQA passages in
+``../shared/bench/scale``, 4.2x). At each size, in this one process (which is also the
+query process): PropRAG and dense Recall@2/5 on the MuSiQue questions, PropRAG with the
+exact stage-1 power iteration instead of the local push (the approximation's recall
+effect), warm query p50/p95, this process's RSS, the store server's RSS and the
+ingestion rate. Then freshness at the scaled size: ingest one new document and time the
+next query, which must return it. Writes ``scale.json`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+from pathweave import server
+from pathweave.embeddings import get_embedder
+from pathweave.evaluation import percentile_ms
+from pathweave.retrieval.retriever import Retriever
+from pathweave.settings import get_settings
+from pathweave.store import open_store
+from pathweave_ingest.bench import (default_data_dir, evaluate, git_commit, machine_info,
+                                    wait_for_idle_store)
+from pathweave_ingest.loaders import SourceDocument
+
+FRESH_TEXT = ("The Velmora Lighthouse on the island of Qisk was designed by the engineer Tamsin Oakhollow "
+              "and first lit in 1893.")
+FRESH_QUESTION = "Who designed the lighthouse on the island of Qisk?"
+
+
+def default_distractors() -> list[Path]:
+    """``../shared/bench/scale/2wikimultihopqa_corpus.json`` beside the MuSiQue folder."""
+    return [default_data_dir().parent / "scale" / "2wikimultihopqa_corpus.json"]
+
+
+def rss_mb(pid: int | None = None) -> float:
+    """Current resident memory of ``pid`` (default: this process), MiB."""
+    return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
+
+
+def measure(retriever: Retriever, questions: list[dict], console: Console) -> dict:
+    """Recall and latency of proprag (push and exact PPR) and dense on ``questions``."""
+    proprag = evaluate(retriever, questions, "proprag", console)
+    dense = evaluate(retriever, questions, "dense", console)
+    exact_params = retriever.settings.proprag.model_copy(update={"stage1_ppr": "power"})
+    exact = Retriever(retriever.store, retriever.embedder,
+                      retriever.settings.model_copy(update={"proprag": exact_params}), cache=retriever.cache)
+    power = evaluate(exact, questions, "proprag", console)
+    return {"recall_at_2": proprag["recall_at_2"], "recall_at_5": proprag["recall_at_5"],
+            "dense_recall_at_2": dense["recall_at_2"], "dense_recall_at_5": dense["recall_at_5"],
+            "exact_ppr_recall_at_2": power["recall_at_2"], "exact_ppr_recall_at_5": power["recall_at_5"],
+            "p50_ms": proprag["p50_ms"], "p95_ms": proprag["p95_ms"],
+            "exact_ppr_p50_ms": power["p50_ms"], "dense_p50_ms": dense["p50_ms"],
+            "stage_p50_ms": proprag["stage_p50_ms"], "query_rss_mb": rss_mb()}
+
+
+def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0) -> dict:
+    """Run the benchmark; returns (and writes) the results dict."""
+    from pathweave_ingest.cli import run_ingest
+
+    console = Console()
+    data = Path(data) if data else default_data_dir()
+    corpus = json.loads((data / "musique_train_corpus.json").read_text())
+    questions = json.loads((data / "musique_train.json").read_text())
+    questions = questions[:limit] if limit else questions
+    extra = [d for path in (distractors or default_distractors()) for d in json.loads(Path(path).read_text())]
+    base_docs = [SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
+    extra_docs = [SourceDocument(f"distractor#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(extra)]
+    workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-scale-"))
+    settings = get_settings().model_copy(update={"data_dir": workdir, "tenant": "scale"})
+    results: dict = {"sizes": {}, "machine": machine_info(), "commit": git_commit(), "questions": len(questions)}
+    try:
+        embedder = get_embedder(settings)
+        with open_store(settings, tenant="scale") as store:
+            retriever = Retriever(store, embedder, settings)
+            passages = 0
+            for size, docs in (("base", base_docs), ("scaled", extra_docs)):
+                report = run_ingest(store, settings, docs, [], None, label=f"ingest ({size})")
+                passages += report.passages_new
+                info = server.status(settings)
+                console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
+                wait_for_idle_store(info.pid if info else None)
+                started = time.perf_counter()
+                retriever.query("What is known about this?", write_record=False)  # apply the changes
+                refresh_s = time.perf_counter() - started
+                retriever.warm_up()
+                row = measure(retriever, questions, console)
+                row.update(passages=passages, ratio=round(passages / results["sizes"]["base"]["passages"], 2)
+                           if size == "scaled" else 1.0,
+                           passages_per_s=round(report.passages_per_s, 2), ingest_s=round(report.seconds, 1),
+                           first_query_after_ingest_s=round(refresh_s, 2),
+                           store_rss_mb=rss_mb(info.pid) if info else None)
+                results["sizes"][size] = row
+                console.print(f"{size}: {json.dumps(row)}")
+            # freshness: one new document, then the very next query
+            fresh = SourceDocument(f"fresh-{uuid.uuid4().hex[:8]}", "Velmora Lighthouse", FRESH_TEXT)
+            started = time.perf_counter()
+            run_ingest(store, settings, [fresh], [], None, label="ingest (one document)")
+            ingest_one_s = time.perf_counter() - started
+            started = time.perf_counter()
+            result = retriever.query(FRESH_QUESTION, k=5, write_record=False)
+            first_ms = (time.perf_counter() - started) * 1000
+            warm = []
+            for question in questions[:20]:
+                t0 = time.perf_counter()
+                retriever.query(question["question"], k=5, write_record=False)
+                warm.append((time.perf_counter() - t0) * 1000)
+            results["fresh"] = {"ingest_one_s": round(ingest_one_s, 2), "first_query_ms": round(first_ms, 1),
+                                "warm_p50_ms": results["sizes"]["scaled"]["p50_ms"],
+                                "warm_p50_after_ms": round(percentile_ms(warm, 50), 1),
+                                "found": any("Velmora" in hit.title for hit in result.passages),
+                                "rank": next((h.rank for h in result.passages if "Velmora" in h.title), None)}
+            retriever.flush()
+    finally:
+        server.stop(settings)
+        shutil.rmtree(workdir, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps(results, indent=2))
+    print_table(results, console)
+    console.print(f"wrote {out / 'scale.json'}")
+    return results
+
+
+def print_table(results: dict, console: Console) -> None:
+    table = Table(title=f"Scale ({results['questions']} MuSiQue questions) on {results['machine']['cores']} cores")
+    for column in ("size", "passages", "R@2", "R@5", "R@5 exact PPR", "dense R@5", "p50 ms", "p95 ms",
+                   "query RSS MiB", "store RSS MiB", "ingest p/s"):
+        table.add_column(column)
+    for size, r in results["sizes"].items():
+        table.add_row(size, str(r["passages"]), f"{r['recall_at_2']:.3f}", f"{r['recall_at_5']:.3f}",
+                      f"{r['exact_ppr_recall_at_5']:.3f}", f"{r['dense_recall_at_5']:.3f}", f"{r['p50_ms']:.0f}",
+                      f"{r['p95_ms']:.0f}", f"{r['query_rss_mb']:.0f}", f"{r['store_rss_mb']}", f"{r['passages_per_s']:.1f}")
+    console.print(table)
+    console.print(f"freshness: {results.get('fresh')}")

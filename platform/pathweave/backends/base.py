@@ -1,0 +1,142 @@
+"""The graph-store backend interface (issue 10): what Pathweave asks of a store beyond
+running the named statements of ``cypher/``, with declared capabilities.
+
+Both backends answer vector searches with ``db.index.vector.queryNodes`` (statements
+``vector_search`` / ``vector_knn`` in ``cypher/topology.cypher``). What only Neo4j + GDS
+can do in the database (stage-1 Personalized PageRank, kNN synonymy, k-means) is a
+:class:`Capability`; a caller checks ``backend.capabilities`` and otherwise runs its own
+code (the in-process topology, the vector-index kNN). A backend knows nothing of
+retrieval structures: it takes ids and returns ids and scores.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+class GraphStore(Protocol):
+    """What a backend uses of :class:`pathweave.store.GraphStore` (defined there; a
+    protocol here so that backends do not import the store that holds them)."""
+
+    tenant: str
+    backend: Backend
+
+    def run(self, name: str, **params) -> list[dict]:
+        """Run a named statement for the tenant."""
+
+
+class Capability(str, enum.Enum):
+    """What a backend can compute inside the database."""
+
+    VECTOR_SEARCH = "vector_search"  # db.index.vector.queryNodes (both backends)
+    PPR = "ppr"  # stage-1 Personalized PageRank (GDS pageRank with sourceNodes)
+    KNN = "knn"  # synonymy kNN over all entity embeddings (gds.knn)
+    KMEANS = "kmeans"  # entity clusters (gds.kmeans)
+
+
+#: (label, property) pairs that carry an embedder-sized vector index (spec §0; Triple: the
+#: fact texts of the HippoRAG 2 baseline).
+VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
+    ("Passage", "embedding"),
+    ("Proposition", "embedding"),
+    ("Entity", "embedding"),
+    ("Relation", "embedding"),
+    ("Triple", "embedding"),
+)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A graph store reached over Bolt. ``name``: ``arcadedb`` | ``neo4j``."""
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    def create_vector_indexes(self, dimensions: int) -> None:
+        """Create the cosine vector indexes of :data:`VECTOR_INDEXES` idempotently."""
+
+    def vector_index_name(self, label: str, prop: str = "embedding") -> str:
+        """The index name ``db.index.vector.queryNodes`` takes for ``label.prop``."""
+
+    def personalized_pagerank(self, store: GraphStore, seeds: Mapping[str, float], damping: float,
+                              version: int) -> dict[str, float] | None:
+        """Only with :attr:`Capability.PPR`: ``{passage_id: score}`` of the tenant's PPR graph
+        at ``version``, or None while that version's projection is not ready."""
+
+    def write_synonyms(self, store: GraphStore, threshold: float, max_per_entity: int) -> int:
+        """Only with :attr:`Capability.KNN`: write the tenant's SYNONYM edges, return the count."""
+
+    def kmeans_entities(self, store: GraphStore, k: int, entity_ids: Sequence[str] | None = None,
+                        seed: int = 42) -> dict[str, int]:
+        """Only with :attr:`Capability.KMEANS`: ``{entity_id: cluster}``."""
+
+    def graph_changed(self, store: GraphStore) -> None:
+        """Called after every recorded graph change (Neo4j: schedule the re-projection)."""
+
+    def close(self) -> None:
+        """Release what the backend holds (the driver is the store's)."""
+
+
+def cosine_of(score: float) -> float:
+    """The raw cosine of a vector index's normalized score ``(1 + cos) / 2``."""
+    return 2.0 * float(score) - 1.0
+
+
+def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
+                  max_k: int = 100_000) -> list[tuple[str, float]]:
+    """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``:
+    ``[(id, cosine)]``, best first.
+
+    The index is shared by every tenant of the database, so the search widens (x4 each
+    time, at most ``max_k``) until it holds ``k`` of this tenant's nodes or the index has
+    no more: a small tenant gets its ``k`` results however large the others are.
+    """
+    if k <= 0:
+        return []
+    index = store.backend.vector_index_name(label)
+    asked = k
+    while True:
+        rows = store.run("vector_search", index=index, k=asked, vector=np.asarray(vector, dtype=float).tolist())
+        mine = [(row["id"], cosine_of(row["score"])) for row in rows if row["tenant"] == store.tenant]
+        if len(mine) >= k or len(rows) < asked or asked >= max_k:
+            mine.sort(key=lambda item: -item[1])
+            return mine[:k]
+        asked = min(max_k, asked * 4)
+
+
+def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.ndarray, k: int,
+               min_cosine: float, batch: int = 256, max_k: int = 10_000) -> list[dict]:
+    """For each ``ids[i]`` with ``vectors[i]`` (``(n, d)`` float32, L2-normalized): up to ``k``
+    of the tenant's ``label`` nodes with cosine >= ``min_cosine``, itself included, as rows
+    ``{src, dst, norm_name, cosine}``. One ``vector_knn`` statement per ``batch`` vectors;
+    where all of a vector's places were taken above the threshold by other tenants' nodes,
+    it is asked again with a larger k (x4, at most ``max_k``)."""
+    index = store.backend.vector_index_name(label)
+    min_score = (1.0 + min_cosine) / 2.0
+    out: list[dict] = []
+    todo = list(range(len(ids)))
+    asked = k + 1
+    while todo:
+        again: list[int] = []
+        for start in range(0, len(todo), batch):
+            chunk = todo[start:start + batch]
+            rows = store.run("vector_knn", index=index, k=asked, min_score=min_score,
+                             rows=[{"id": str(i), "vector": np.asarray(vectors[i], dtype=float).tolist()}
+                                   for i in chunk])
+            hits: dict[int, list[dict]] = {i: [] for i in chunk}
+            for row in rows:
+                hits[int(row["src"])].append(row)
+            for i, found in hits.items():
+                mine = [r for r in found if r["tenant"] == store.tenant]
+                if len(found) >= asked and len(mine) < k + 1 and asked < max_k:
+                    again.append(i)
+                    continue
+                mine.sort(key=lambda r: -r["score"])
+                out.extend({"src": ids[i], "dst": r["dst"], "norm_name": r["norm_name"] or "",
+                            "cosine": cosine_of(r["score"])} for r in mine[:k + 1])
+        todo, asked = again, min(max_k, asked * 4)
+    return out

@@ -1,0 +1,62 @@
+"""A bounded least-recently-used cache of node rows read by queries (issue 10).
+
+Passages, propositions and entities are immutable under their content-hash ids, so a row
+read once stays right until the node is deleted; the tenant's topology evicts the ids a
+change removed (:mod:`pathweave.topology`). Bounded by entries, so a process never holds
+more of a tenant than ``max_entries`` rows whatever the corpus size (a row with a 384-d
+vector is ~2 KB: 50,000 rows ~ 100 MB).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+
+class NodeCache:
+    """``(kind, id) -> row`` with least-recently-used eviction beyond ``max_entries``."""
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self.max_entries = max_entries
+        self._rows: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_many(self, kind: str, ids: Sequence[str],
+                 fetch: Callable[[list[str]], Iterable[tuple[str, Any]]]) -> dict[str, Any]:
+        """Rows of ``ids``: cached ones, and the others from ``fetch(missing ids) -> (id, row)``
+        pairs (ids the store does not return are absent from the answer)."""
+        out: dict[str, Any] = {}
+        with self._lock:
+            for node_id in ids:
+                row = self._rows.get((kind, node_id))
+                if row is not None:
+                    self._rows.move_to_end((kind, node_id))
+                    out[node_id] = row
+            missing = [i for i in dict.fromkeys(ids) if i not in out]
+            self.hits += len(out)
+            self.misses += len(missing)
+        if missing:
+            fetched = dict(fetch(missing))
+            out.update(fetched)
+            with self._lock:
+                for node_id, row in fetched.items():
+                    self._rows[(kind, node_id)] = row
+                while len(self._rows) > self.max_entries:
+                    self._rows.popitem(last=False)
+        return out
+
+    def evict(self, ids: Iterable[str]) -> None:
+        """Forget every kind of row of ``ids`` (nodes a change removed)."""
+        gone = set(ids)
+        if not gone:
+            return
+        with self._lock:
+            for key in [key for key in self._rows if key[1] in gone]:
+                del self._rows[key]
+
+    def __len__(self) -> int:
+        return len(self._rows)

@@ -1,0 +1,355 @@
+"""A tenant's retrieval graph as integers, kept current from the graph-change log (issue 10).
+
+What a query process holds of a tenant: ids and incidence only — which passage states
+which proposition, which entities each proposition mentions (the proposition
+hyper-edge), the SYNONYM scores, which passage asserts which triple — never a text or an
+embedding (those stay in the store and are fetched per query for the neighbourhood,
+:mod:`pathweave.subgraph`). From it come PropRAG's PPR graph (spec §1: entities +
+passages; entity-entity +1 per co-occurrence inside one proposition plus synonymy
+cosine; passage-entity 1.0 for every entity of the passage's propositions) and the
+HippoRAG 2 baseline's graph (spec §2).
+
+Every ingestion batch and every deletion records a ``GraphChange`` (passages added and
+removed, entities removed, entities whose synonyms were written; :meth:`GraphStore.record_change`).
+:meth:`Topology.refresh` applies the records after its version: it fetches the
+propositions, entities and triples of the added passages only, so a document is
+queryable right after its ingest and the cost of a refresh is the change's size, not the
+tenant's. A process that is further behind than the kept records (or new) builds from
+the store once (ids only). The sparse matrices are derived from the integer lists
+in process when a query needs them after a change.
+
+Memory: a few integers per edge (~40 MB at 8k passages / 60k entities); tenants unused
+for ``idle_s`` or beyond ``max_tenants`` are evicted from :class:`TopologyCache`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from pathweave.node_cache import NodeCache
+
+if TYPE_CHECKING:
+    from pathweave.store import GraphStore
+
+FETCH_BATCH = 1000
+"""Passages per topology read (``topology_passage_propositions`` / ``..._triples``)."""
+
+
+def _csr(rows: list[np.ndarray], cols: list[np.ndarray], shape: tuple[int, int],
+         data: np.ndarray | None = None, binary: bool = True) -> sp.csr_matrix:
+    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    values = np.ones(len(r), dtype=np.float64) if data is None else data
+    matrix = sp.csr_matrix((values, (r, c)), shape=shape)
+    matrix.sum_duplicates()
+    if binary:
+        matrix.data[:] = 1.0
+    return matrix
+
+
+@dataclass
+class TopologyView:
+    """The matrices of one topology version (immutable; shared by concurrent queries).
+
+    Shapes (E entities, P passages, R propositions, all ids ever seen by this topology;
+    removed ones have no edges): ``states (P, R)``, ``prop_entities (R, E)`` binary CSR;
+    ``synonyms (E, E)`` symmetric cosine scores; ``adjacency (E + P, E + P)`` the PPR
+    graph (entities first) with its weighted ``degree (E + P,)``; ``alive (P,)`` bool.
+    """
+
+    version: int
+    entity_ids: list[str]
+    passage_ids: list[str]
+    prop_ids: list[str]
+    entity_index: dict[str, int]
+    passage_index: dict[str, int]
+    prop_index: dict[str, int]
+    states: sp.csr_matrix
+    prop_entities: sp.csr_matrix
+    synonyms: sp.csr_matrix
+    adjacency: sp.csr_matrix
+    degree: np.ndarray
+    alive: np.ndarray
+    triple_ids: list[str]
+    triple_index: dict[str, int]
+    triple_ends: np.ndarray  # (T, 2) subject and object entity of every triple seen
+    assertions: tuple[np.ndarray, np.ndarray]  # (passage, triple) pairs of alive passages
+    extras: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def n_entities(self) -> int:
+        return self.prop_entities.shape[1]
+
+    @property
+    def n_passages(self) -> int:
+        return self.states.shape[0]
+
+    def derived(self, key: Any, build) -> Any:
+        """``build()``'s result, computed once per view (e.g. the HippoRAG 2 graph)."""
+        with self._lock:
+            if key not in self.extras:
+                self.extras[key] = build()
+            return self.extras[key]
+
+    def index_of(self, index: dict[str, int], ids, limit: int) -> np.ndarray:
+        """Indices of ``ids`` known to this view (``< limit``), in order; unknown ids dropped."""
+        out = [index.get(i, -1) for i in ids]
+        return np.asarray([i for i in out if 0 <= i < limit], dtype=np.int64)
+
+
+class Topology:
+    """One tenant's integer topology; :meth:`refresh` brings it to the store's version,
+    :meth:`view` returns the matrices of the current version. Thread-safe."""
+
+    def __init__(self, tenant: str, node_cache_entries: int = 50_000) -> None:
+        self.tenant = tenant
+        self.nodes = NodeCache(node_cache_entries)  # rows queries read (texts, vectors), bounded
+        self.version = -1  # nothing read yet
+        self.entity_index: dict[str, int] = {}
+        self.entity_ids: list[str] = []
+        self.passage_index: dict[str, int] = {}
+        self.passage_ids: list[str] = []
+        self.prop_index: dict[str, int] = {}
+        self.prop_ids: list[str] = []
+        self.passage_props: dict[int, np.ndarray] = {}  # alive passages only
+        self.prop_entities: dict[int, np.ndarray] = {}  # propositions stated by an alive passage
+        self.prop_refs: dict[int, int] = {}
+        self.triple_index: dict[str, int] = {}
+        self.triple_ids: list[str] = []
+        self.triple_ends: dict[int, tuple[int, int]] = {}  # triple -> (subject, object) entities
+        self.passage_triples: dict[int, np.ndarray] = {}  # alive passages -> triples they assert
+        self.synonyms: dict[tuple[int, int], float] = {}  # (a, b), a < b
+        self.last_used = time.monotonic()
+        self.refresh_ms = 0.0
+        self._view: TopologyView | None = None
+        self._lock = threading.RLock()
+
+    # ---- ids ----------------------------------------------------------------------
+    @staticmethod
+    def _intern(index: dict[str, int], ids: list[str], key: str) -> int:
+        found = index.get(key)
+        if found is None:
+            found = len(ids)
+            ids.append(key)
+            index[key] = found
+        return found
+
+    def _entities(self, keys) -> np.ndarray:
+        return np.fromiter((self._intern(self.entity_index, self.entity_ids, k) for k in keys if k),
+                           dtype=np.int64)
+
+    # ---- changes --------------------------------------------------------------------
+    def add_passages(self, proposition_rows: list[dict], triple_rows: list[dict], passage_ids: list[str]) -> None:
+        """Add passages (idempotent: an alive passage is skipped) from the rows of
+        ``topology_passage_propositions`` / ``topology_passage_triples`` for ``passage_ids``."""
+        props: dict[str, dict[str, list[str]]] = {pid: {} for pid in passage_ids}
+        for row in proposition_rows:
+            props.setdefault(row["passage_id"], {})[row["prop_id"]] = row["entities"] or []
+        triples: dict[str, dict[str, tuple[str, str]]] = {}
+        for row in triple_rows:
+            triples.setdefault(row["passage_id"], {})[row["triple_id"]] = (row["subject_id"], row["object_id"])
+        for pid, stated in props.items():
+            p = self._intern(self.passage_index, self.passage_ids, pid)
+            if p in self.passage_props:
+                continue
+            prop_idx = []
+            for prop_id, entities in stated.items():
+                r = self._intern(self.prop_index, self.prop_ids, prop_id)
+                prop_idx.append(r)
+                if self.prop_refs.get(r, 0) == 0:
+                    self.prop_entities[r] = np.unique(self._entities(entities))
+                self.prop_refs[r] = self.prop_refs.get(r, 0) + 1
+            self.passage_props[p] = np.asarray(sorted(set(prop_idx)), dtype=np.int64)
+            asserted = []
+            for triple_id, (subject, obj) in triples.get(pid, {}).items():
+                if subject and obj:
+                    t = self._intern(self.triple_index, self.triple_ids, triple_id)
+                    self.triple_ends.setdefault(t, (int(self._entities([subject])[0]), int(self._entities([obj])[0])))
+                    asserted.append(t)
+            self.passage_triples[p] = np.asarray(sorted(set(asserted)), dtype=np.int64)
+        self._view = None
+
+    def remove_passages(self, passage_ids: list[str]) -> None:
+        """Remove passages and what only they stated (as ``DELETE /v1/documents`` does)."""
+        for pid in passage_ids:
+            p = self.passage_index.get(pid)
+            if p is None or p not in self.passage_props:
+                continue
+            gone = [pid]
+            for r in self.passage_props.pop(p).tolist():
+                self.prop_refs[r] -= 1
+                if self.prop_refs[r] <= 0:
+                    del self.prop_refs[r]
+                    self.prop_entities.pop(r, None)
+                    gone.append(self.prop_ids[r])
+            self.passage_triples.pop(p, None)
+            self.nodes.evict(gone)
+        self._view = None
+
+    def remove_entities(self, entity_ids: list[str]) -> None:
+        """Drop the SYNONYM edges of deleted entities."""
+        gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
+        self.nodes.evict(entity_ids)
+        if gone:
+            self.synonyms = {pair: s for pair, s in self.synonyms.items() if pair[0] not in gone and pair[1] not in gone}
+            self._view = None
+
+    def set_synonyms(self, entity_ids: list[str], rows: list[dict]) -> None:
+        """Replace the SYNONYM edges touching ``entity_ids`` by ``rows`` ``{src, dst, score}``."""
+        touched = set(self._entities(entity_ids).tolist())
+        if touched:
+            self.synonyms = {pair: s for pair, s in self.synonyms.items()
+                             if pair[0] not in touched and pair[1] not in touched}
+        for row in rows:
+            a, b = self._entities((row["src"], row["dst"])).tolist()
+            if a != b:
+                self.synonyms[(min(a, b), max(a, b))] = float(row["score"])
+        self._view = None
+
+    # ---- reading the store --------------------------------------------------------
+    def _fetch_passages(self, store: GraphStore, passage_ids: list[str]) -> None:
+        for start in range(0, len(passage_ids), FETCH_BATCH):
+            chunk = passage_ids[start:start + FETCH_BATCH]
+            self.add_passages(store.run("topology_passage_propositions", ids=chunk),
+                              store.run("topology_passage_triples", ids=chunk), chunk)
+
+    def load(self, store: GraphStore) -> None:
+        """Build from the store (ids only): every passage's propositions, entities and
+        triples, and every SYNONYM edge. The version is read first, so changes recorded
+        meanwhile are applied again by the next :meth:`refresh` (applying is idempotent)."""
+        version = store.graph_version()
+        self._fetch_passages(store, [row["id"] for row in store.run("topology_passage_ids")])
+        self.set_synonyms([], store.run("topology_synonyms"))
+        self.version = version
+
+    def refresh(self, store: GraphStore) -> bool:
+        """Bring the topology to the store's graph version: apply the change records after
+        :attr:`version`, or :meth:`load` when it is new or further behind than the kept
+        records. Returns whether anything was read."""
+        with self._lock:
+            self.last_used = time.monotonic()
+            version = store.graph_version()
+            if version == self.version:
+                return False
+            started = time.perf_counter()
+            changes = store.run("graph_changes_since", since=max(self.version, 0)) if self.version >= 0 else []
+            contiguous = bool(changes) and changes[0]["version"] == self.version + 1 and all(
+                b["version"] == a["version"] + 1 for a, b in zip(changes, changes[1:]))
+            if self.version < 0 or not contiguous:
+                fresh = Topology(self.tenant, self.nodes.max_entries)
+                fresh.load(store)
+                self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "_lock"})
+            else:
+                for change in changes:
+                    self.remove_passages(change["removed"] or [])
+                    self.remove_entities(change["removed_entities"] or [])
+                    self._fetch_passages(store, change["added"] or [])
+                    entities = change["entities"] or []
+                    if entities:
+                        rows = []
+                        for start in range(0, len(entities), FETCH_BATCH):
+                            rows += store.run("topology_entity_synonyms", ids=entities[start:start + FETCH_BATCH])
+                        self.set_synonyms(entities, rows)
+                    self.version = change["version"]
+            self.refresh_ms = (time.perf_counter() - started) * 1000
+            return True
+
+    # ---- matrices -------------------------------------------------------------------
+    def view(self) -> TopologyView:
+        """The matrices of the current version (built on first use after a change)."""
+        with self._lock:
+            self.last_used = time.monotonic()
+            if self._view is None:
+                self._view = self._build()
+            return self._view
+
+    def _build(self) -> TopologyView:
+        n_e, n_p, n_r = len(self.entity_ids), len(self.passage_ids), len(self.prop_ids)
+        passages = list(self.passage_props)
+        states = _csr([np.full(len(self.passage_props[p]), p) for p in passages],
+                      [self.passage_props[p] for p in passages], (n_p, n_r))
+        props = list(self.prop_entities)
+        prop_entities = _csr([np.full(len(self.prop_entities[r]), r) for r in props],
+                             [self.prop_entities[r] for r in props], (n_r, n_e))
+        if self.synonyms:
+            pairs = np.asarray(list(self.synonyms), dtype=np.int64)
+            scores = np.asarray(list(self.synonyms.values()), dtype=np.float64)
+            synonyms = _csr([pairs[:, 0], pairs[:, 1]], [pairs[:, 1], pairs[:, 0]], (n_e, n_e),
+                            data=np.r_[scores, scores], binary=False)
+            synonyms.data = np.minimum(synonyms.data, 1.0)
+        else:
+            synonyms = sp.csr_matrix((n_e, n_e), dtype=np.float64)
+        passage_entities = (states @ prop_entities).tocsr()
+        passage_entities.data[:] = 1.0
+        cooccurrence = (prop_entities.T @ prop_entities).tocoo()
+        off = cooccurrence.row != cooccurrence.col
+        cooccurrence = sp.csr_matrix((cooccurrence.data[off], (cooccurrence.row[off], cooccurrence.col[off])),
+                                     shape=(n_e, n_e))
+        adjacency = sp.bmat([[cooccurrence + synonyms, passage_entities.T], [passage_entities, None]],
+                            format="csr", dtype=np.float64)
+        alive = np.zeros(n_p, dtype=bool)
+        alive[passages] = True
+        asserting = [p for p, t in self.passage_triples.items() if len(t)]
+        triple_passages = np.concatenate([np.full(len(self.passage_triples[p]), p) for p in asserting]) \
+            if asserting else np.zeros(0, np.int64)
+        triple_rows = np.concatenate([self.passage_triples[p] for p in asserting]) if asserting else np.zeros(0, np.int64)
+        ends = np.asarray([self.triple_ends[t] for t in range(len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)
+        return TopologyView(
+            version=self.version, entity_ids=self.entity_ids, passage_ids=self.passage_ids, prop_ids=self.prop_ids,
+            entity_index=self.entity_index, passage_index=self.passage_index, prop_index=self.prop_index,
+            states=states, prop_entities=prop_entities, synonyms=synonyms, adjacency=adjacency,
+            degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive,
+            triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=ends,
+            assertions=(triple_passages, triple_rows),
+        )
+
+    def edges(self) -> dict[tuple[str, str], float]:
+        """The PPR graph's edges by id pairs ``{(a, b): weight}`` (a < b; for comparing two
+        topologies built differently, e.g. incrementally vs from scratch)."""
+        view = self.view()
+        names = view.entity_ids[:view.n_entities] + view.passage_ids[:view.n_passages]
+        upper = sp.triu(view.adjacency, k=1).tocoo()
+        out = {}
+        for a, b, w in zip(upper.row, upper.col, upper.data):
+            if w != 0:
+                x, y = names[a], names[b]
+                out[(min(x, y), max(x, y))] = round(float(w), 6)
+        return out
+
+
+class TopologyCache:
+    """Topologies of the tenants this process serves: at most ``max_tenants`` (least
+    recently used evicted), none unused for more than ``idle_s`` seconds."""
+
+    def __init__(self, max_tenants: int = 16, idle_s: float = 3600.0, node_cache_entries: int = 50_000) -> None:
+        self.max_tenants = max_tenants
+        self.idle_s = idle_s
+        self.node_cache_entries = node_cache_entries
+        self._topologies: OrderedDict[str, Topology] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, store: GraphStore) -> Topology:
+        """The tenant's topology, refreshed to the store's graph version."""
+        now = time.monotonic()
+        with self._lock:
+            for tenant in [t for t, topo in self._topologies.items() if now - topo.last_used > self.idle_s]:
+                del self._topologies[tenant]
+            topology = self._topologies.get(store.tenant)
+            if topology is None:
+                topology = self._topologies[store.tenant] = Topology(store.tenant, self.node_cache_entries)
+            self._topologies.move_to_end(store.tenant)
+            while len(self._topologies) > self.max_tenants:
+                self._topologies.popitem(last=False)
+        topology.refresh(store)
+        return topology
+
+    def __len__(self) -> int:
+        return len(self._topologies)
