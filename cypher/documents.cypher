@@ -38,12 +38,14 @@ OPTIONAL MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, s.status AS status, s.attempts AS attempts;
 
 // name: doc_status_queue
-// (Re)queue documents of a job. rows: {doc_id, title, source, queued_at}
+// (Re)queue documents of a job. rows: {doc_id, title, source, queued_at}. A document still
+// queued keeps its attempts (the caller never re-queues a running one); any other starts at 0.
 UNWIND $rows AS row
 MERGE (s:DocumentStatus {doc_id: row.doc_id})
 ON CREATE SET s.tenant = $tenant
+WITH s, row, CASE WHEN s.status = 'queued' THEN coalesce(s.attempts, 0) ELSE 0 END AS attempts
 SET s.status = 'queued', s.job_id = $job_id, s.title = row.title, s.source = row.source,
-    s.queued_at = row.queued_at, s.attempts = 0, s.error = null, s.started_at = null,
+    s.queued_at = row.queued_at, s.attempts = attempts, s.error = null, s.started_at = null,
     s.finished_at = null, s.seconds = null
 RETURN count(s) AS n;
 

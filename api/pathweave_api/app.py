@@ -26,14 +26,16 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import Field, ValidationError, create_model
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pathweave.settings import Settings, get_settings
 from pathweave_api import metrics, problems
 from pathweave_api.keys import ApiKey, KeyStore
-from pathweave_api.limits import BodyLimitMiddleware, RateLimiter, retry_after_header
+from pathweave_api.limits import AuthThrottle, BodyLimitMiddleware, KdfBusy, RateLimiter, retry_after_header
 from pathweave_api.models import (
     DOC_ID_PATTERN,
     HEX32_PATTERN,
+    TEXT_PATTERN,
     DeleteResponse,
     DocStatus,
     DocumentList,
@@ -144,6 +146,8 @@ class Services:
         self.keys = keys
         self.owns_runtime = owns_runtime
         self.limiter = RateLimiter()
+        self.auth_throttle = AuthThrottle(api.api_auth_failures_per_key, api.api_auth_failures_per_address,
+                                          api.api_auth_failure_window_s, api.api_auth_max_concurrent_kdf)
         self._dispatcher = None
         self._lock = threading.Lock()
         self.warm_error: str | None = None
@@ -223,6 +227,16 @@ def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
+def _multipart_terminated(content_type: str, body: bytes) -> bool:
+    """Does a multipart ``body`` end with its close delimiter (``--boundary--``)? A body cut
+    off mid-part parses without error but is a truncated upload."""
+    match = re.search(r'boundary="?([^";]+)"?', content_type, re.IGNORECASE)
+    if not match:
+        return True  # no boundary: the parser reports it
+    close = b"--" + match.group(1).encode("latin-1") + b"--"
+    return body.startswith(close) or (b"\r\n" + close) in body or (b"\n" + close) in body
+
+
 # ---------------------------------------------------------------------------- responses
 
 _ERR = {"model": Problem}
@@ -273,6 +287,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             "(`application/problem+json`)."
         ),
         lifespan=lifespan,
+        redirect_slashes=False,  # no redirects at all: a Location would echo the client's Host header
         docs_url="/docs" if api.api_docs else None,
         redoc_url="/redoc" if api.api_docs else None,
         openapi_tags=[
@@ -294,22 +309,41 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
 
     bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer pw_<id>_<secret>`.")
 
-    def principal(creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:
+    def too_many(detail: str, kind: str, wait: float) -> ApiProblem:
+        """429 whose detail names the same whole seconds as its ``Retry-After``."""
+        seconds = retry_after_header(wait)
+        return ApiProblem(429, f"{detail}; retry in {seconds} s", kind, {"Retry-After": seconds})
+
+    def principal(request: Request,
+                  creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:
         if creds is None or not creds.credentials:
             metrics.AUTH_FAILURES.inc()
             raise ApiProblem(401, "missing API key: send 'Authorization: Bearer <key>'", "missing-api-key",
                              {"WWW-Authenticate": "Bearer"})
-        key = svc.keys.authenticate(creds.credentials.strip())
+        token = creds.credentials.strip()
+        key_id = KeyStore.key_id_of(token)
+        address = request.client.host if request.client else None
+        if not svc.keys.is_verified(token):  # a token verified lately is never throttled
+            wait = svc.auth_throttle.wait(key_id, address)
+            if wait > 0:
+                metrics.RATE_LIMITED.inc()
+                raise too_many("too many failed authentication attempts for this key or client", "auth-throttled",
+                               wait)
+        try:
+            key = svc.keys.authenticate(token, kdf_slot=svc.auth_throttle.kdf_slot)
+        except KdfBusy:
+            metrics.RATE_LIMITED.inc()
+            raise too_many("too many API keys being verified at once", "auth-busy", 1.0) from None
         if key is None:
             metrics.AUTH_FAILURES.inc()
+            svc.auth_throttle.failed(key_id, address)
             raise ApiProblem(401, "invalid or revoked API key", "invalid-api-key",
                              {"WWW-Authenticate": 'Bearer error="invalid_token"'})
         rate = api.api_rate_limit_per_s if key.rate_limit_per_s is None else key.rate_limit_per_s
         wait = svc.limiter.acquire(key.key_id, rate, api.api_rate_limit_burst)
         if wait > 0:
             metrics.RATE_LIMITED.inc()
-            raise ApiProblem(429, f"rate limit exceeded ({rate:g} requests/s); retry in {wait:.1f} s",
-                             "rate-limited", {"Retry-After": retry_after_header(wait)})
+            raise too_many(f"rate limit exceeded ({rate:g} requests/s)", "rate-limited", wait)
         return key
 
     Principal = Annotated[ApiKey, Depends(principal)]
@@ -366,8 +400,20 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         return docs
 
     async def read_files(request: Request) -> list[SourceDocument]:
-        form = await request.form(max_files=api.api_max_documents, max_fields=api.api_max_documents + 10,
-                                  max_part_size=min(settings.max_file_bytes, api.api_max_body_bytes))
+        await request.body()  # the whole body (within the limit), so it can be checked after parsing
+        try:
+            form = await request.form(max_files=api.api_max_documents, max_fields=api.api_max_documents + 10,
+                                      max_part_size=min(settings.max_file_bytes, api.api_max_body_bytes))
+        except StarletteHTTPException as exc:  # the multipart parser's errors (Starlette answers 400)
+            message = str(exc.detail)
+            if message.startswith(("Too many files", "Too many fields")):
+                raise ApiProblem(422, f"too many files or form fields (more than {api.api_max_documents} "
+                                      "per request); split the submission", "too-many-documents") from None
+            raise ApiProblem(400, f"malformed multipart body: {message[:200]}", "malformed-multipart") from None
+        if not _multipart_terminated(request.headers.get("content-type", ""), await request.body()):
+            await form.close()
+            raise ApiProblem(400, "malformed multipart body: the closing boundary is missing (truncated upload?)",
+                             "malformed-multipart")
         try:
             uploads: list[UploadFile] = []
             for name, value in form.multi_items():
@@ -422,7 +468,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         try:
             dispatcher.check(math.ceil(len(payloads) / batch_size))
         except QueueFull as exc:
-            raise ApiProblem(429, str(exc), "queue-full", {"Retry-After": "10"}) from None
+            raise too_many(str(exc).removesuffix("; retry later"), "queue-full", 10.0) from None
         except Exception as exc:  # noqa: BLE001
             log.warning("broker unavailable: %s", exc)
             raise ApiProblem(503, "the job queue (broker) is unavailable; retry later", "broker-unavailable",
@@ -437,22 +483,26 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             full = isinstance(exc, QueueFull)
             reason = str(exc) if full else "the job queue (broker) is unavailable"
             _guard(jobs.mark_failed, store, [d["doc_id"] for d in sub.to_enqueue], f"not enqueued: {reason}")
-            raise ApiProblem(429 if full else 503, f"{reason}; retry later", "queue-full" if full else "broker-unavailable",
-                             {"Retry-After": "10"}) from None
+            if full:
+                raise too_many(reason, "queue-full", 10.0) from None
+            raise ApiProblem(503, f"{reason}; retry later", "broker-unavailable", {"Retry-After": "10"}) from None
         metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
         metrics.BATCHES_ENQUEUED.labels(dispatcher.mode).inc(len(batches))
-        done = set(sub.already_done)
+        done, in_flight = set(sub.already_done), set(sub.in_flight)
+        status = "running" if in_flight else ("queued" if sub.to_enqueue else "done")
         return {
-            "job_id": job_id, "status": "queued" if sub.to_enqueue else "done", "total": len(payloads),
-            "enqueued": len(sub.to_enqueue), "already_ingested": len(done), "batches": len(batches),
-            "queue": dispatcher.mode,
+            "job_id": job_id, "status": status, "total": len(payloads),
+            "enqueued": len(sub.to_enqueue), "already_ingested": len(done), "in_flight": len(in_flight),
+            "batches": len(batches), "queue": dispatcher.mode,
             "documents": [{"doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
-                           "status": "done" if p["doc_id"] in done else "queued"} for p in payloads],
+                           "status": "done" if p["doc_id"] in done else
+                           ("running" if p["doc_id"] in in_flight else "queued")} for p in payloads],
             "links": {"job": f"/v1/jobs/{job_id}"},
         }
 
     files_schema = {"type": "object", "required": ["files"], "properties": {"files": {
-        "type": "array", "items": {"type": "string", "format": "binary"},
+        "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1,
+        "maxItems": api.api_max_documents,
         "description": "Files: .txt, .md (one document each), .json (a list of {title, text}), .jsonl."}}}
 
     @app.post(
@@ -519,7 +569,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     QueryBody = create_model(
         "QueryRequest", __base__=QueryRequest,
         question=(str, Field(..., min_length=1, max_length=api.api_max_question_chars,
-                             description="The question (plain text).")),
+                             json_schema_extra={"pattern": TEXT_PATTERN},
+                             description="The question (plain text): at least one visible character, no NUL.")),
         k=(int, Field(5, ge=1, le=api.api_max_k, description="Passages to return.")),
         token_budget=(int | None, Field(None, ge=api.api_min_token_budget, le=api.api_max_token_budget,
                                         description="Context token budget (optional).")),
@@ -652,6 +703,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         doc_schema = DocumentsRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, definition in doc_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)
+        doc_schema["properties"]["documents"]["maxItems"] = api.api_max_documents
         components["DocumentsRequest"] = doc_schema
         components["QueryRequest"] = QueryBody.model_json_schema(ref_template="#/components/schemas/{model}")
         components.setdefault("Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}"))

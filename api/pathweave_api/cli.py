@@ -37,6 +37,7 @@ def serve(
     PATHWEAVE_BROKER_URL is set, else to an in-process queue."""
     import uvicorn
 
+    from pathweave_api.protocols import http_protocol
     from pathweave_api.settings import get_api_settings
     from pathweave_ingest.worker_settings import get_worker_settings
 
@@ -51,7 +52,7 @@ def serve(
     console.print(f"serving on http://{host or api.api_host}:{port or api.api_port} ({queue})")
     uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.api_host,
                 port=port if port is not None else api.api_port, workers=workers or api.api_workers,
-                log_level=log_level, proxy_headers=False, server_header=False)
+                log_level=log_level, proxy_headers=False, server_header=False, http=http_protocol())
 
 
 def worker(

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pathweave.model import BudgetedContext
+from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
 HEX32_PATTERN = r"^[0-9a-f]{32}$"
@@ -14,6 +15,11 @@ HEX32_PATTERN = r"^[0-9a-f]{32}$"
 Mode = Literal["proprag", "dense", "hipporag2"]
 DocStatus = Literal["queued", "running", "done", "failed"]
 JobState = Literal["queued", "running", "done", "done_with_errors", "failed"]
+
+# What the validators below check, as JSON Schema patterns (so generated clients and
+# property-based tests see the same rules): no NUL anywhere, at least one visible character.
+TEXT_PATTERN = f"^[^\\x00]*[^{INVISIBLE_CLASS}][^\\x00]*$"
+NO_NUL_PATTERN = "^[^\\x00]*$"
 
 _DOC_EXAMPLE = {"title": "Marie Curie",
                 "text": "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903.",
@@ -29,18 +35,21 @@ def _no_nul(value: str, what: str) -> str:
 class DocumentIn(BaseModel):
     """One document to ingest. ``text`` is plain UTF-8 text (it is chunked into passages)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_DOC_EXAMPLE]})
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [_DOC_EXAMPLE]})
 
-    title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).")
-    text: str = Field(..., min_length=1, max_length=20_000_000, description="The document text.")
-    source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).")
+    title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).",
+                       json_schema_extra={"pattern": NO_NUL_PATTERN})
+    text: str = Field(..., min_length=1, max_length=20_000_000, json_schema_extra={"pattern": TEXT_PATTERN},
+                      description="The document text: at least one visible character, no NUL.")
+    source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).",
+                               json_schema_extra={"pattern": NO_NUL_PATTERN})
 
     @field_validator("text")
     @classmethod
     def _text(cls, value: str) -> str:
         _no_nul(value, "text")
-        if not value.strip():
-            raise ValueError("text is empty (only whitespace)")
+        if not has_visible_text(value):
+            raise ValueError("text is empty (only whitespace or invisible characters)")
         return value
 
     @field_validator("title", "source")
@@ -52,9 +61,11 @@ class DocumentIn(BaseModel):
 class DocumentsRequest(BaseModel):
     """A batch of documents (JSON). Files go as ``multipart/form-data`` in field ``files``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"documents": [_DOC_EXAMPLE]}]})
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"examples": [{"documents": [_DOC_EXAMPLE]}]})
 
-    documents: list[DocumentIn] = Field(..., min_length=1, max_length=1000)
+    documents: list[DocumentIn] = Field(..., min_length=1, description=(
+        "At most PATHWEAVE_API_MAX_DOCUMENTS (1000) documents; the schema served by the API carries the limit."))
 
 
 class SubmittedDocument(BaseModel):
@@ -73,7 +84,7 @@ class SubmitResponse(BaseModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "job_id": "8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60", "status": "queued", "total": 1, "enqueued": 1,
-        "already_ingested": 0, "batches": 1, "queue": "inprocess",
+        "already_ingested": 0, "in_flight": 0, "batches": 1, "queue": "inprocess",
         "documents": [{"doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "title": "Marie Curie",
                        "source": "wiki/marie-curie.md", "status": "queued"}],
         "links": {"job": "/v1/jobs/8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"}}]})
@@ -83,6 +94,8 @@ class SubmitResponse(BaseModel):
     total: int
     enqueued: int
     already_ingested: int
+    in_flight: int = Field(0, description="Documents another job is ingesting right now: not enqueued again "
+                                          "(state and attempts kept); this job waits for them.")
     batches: int
     queue: Literal["celery", "inprocess"]
     documents: list[SubmittedDocument]
@@ -177,13 +190,13 @@ class QueryRequest(BaseModel):
     """A question. ``token_budget`` asks for a token-budgeted context (when the selection
     module is installed; otherwise the answer carries a ``note``)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"question": "Where was the physicist who won the 1903 Nobel Prize born?", "mode": "proprag", "k": 5},
         {"question": "Which river flows through the capital of Poland?", "mode": "dense", "k": 3,
          "token_budget": 512},
     ]})
 
-    question: str = Field(..., min_length=1, max_length=2000)
+    question: str = Field(..., min_length=1, max_length=2000, json_schema_extra={"pattern": TEXT_PATTERN})
     mode: Mode = "proprag"
     k: int = Field(5, ge=1, le=50, description="Passages to return.")
     token_budget: int | None = Field(None, ge=16, le=100_000, description="Context token budget.")
@@ -196,8 +209,8 @@ class QueryRequest(BaseModel):
     @classmethod
     def _question(cls, value: str) -> str:
         _no_nul(value, "question")
-        if not value.strip():
-            raise ValueError("question is empty (only whitespace)")
+        if not has_visible_text(value):
+            raise ValueError("question is empty (only whitespace or invisible characters)")
         return value
 
 
