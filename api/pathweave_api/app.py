@@ -42,6 +42,7 @@ from pathweave_api.models import (
     DocumentsRequest,
     Health,
     JobResponse,
+    json_int,
     QueryRequest,
     QueryResponse,
     Readiness,
@@ -540,11 +541,16 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
              description="Ingested and in-flight documents with status, counts and timings; newest first.",
              responses=_errors(422))
     def list_documents(
+        request: Request,
         key: Principal,
         status: Annotated[DocStatus | None, Query(description="Only documents in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=api.api_max_page)] = 50,
         offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     ):
+        unknown = sorted(set(request.query_params) - {"status", "limit", "offset"})
+        if unknown:
+            raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
+                                  "use status, limit, offset", "validation-error")
         page, total = _guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
         return {"documents": page, "total": total, "limit": limit, "offset": offset}
 
@@ -571,9 +577,9 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         question=(str, Field(..., min_length=1, max_length=api.api_max_question_chars,
                              json_schema_extra={"pattern": TEXT_PATTERN},
                              description="The question (plain text): at least one visible character, no NUL.")),
-        k=(int, Field(5, ge=1, le=api.api_max_k, description="Passages to return.")),
-        token_budget=(int | None, Field(None, ge=api.api_min_token_budget, le=api.api_max_token_budget,
-                                        description="Context token budget (optional).")),
+        k=(json_int(1, api.api_max_k), Field(5, description="Passages to return.")),
+        token_budget=(json_int(api.api_min_token_budget, api.api_max_token_budget) | None,
+                      Field(None, description="Context token budget (optional).")),
     )
 
     def answer(tenant: str, req: QueryRequest) -> dict[str, Any]:

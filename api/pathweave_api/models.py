@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from pathweave.model import BudgetedContext
 from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
@@ -20,6 +20,19 @@ JobState = Literal["queued", "running", "done", "done_with_errors", "failed"]
 # property-based tests see the same rules): no NUL anywhere, at least one visible character.
 TEXT_PATTERN = f"^[^\\x00]*[^{INVISIBLE_CLASS}][^\\x00]*$"
 NO_NUL_PATTERN = "^[^\\x00]*$"
+
+
+
+def _json_integer(value: object) -> object:
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be a JSON integer, not a string or a boolean")
+    return value
+
+
+def json_int(ge: int, le: int):
+    """An integer in ``[ge, le]`` as JSON Schema means it: 5 and 5.0 are integers; "5",
+    true and 2.5 are not (the constraints sit inside, so they also hold in a union)."""
+    return Annotated[int, Field(strict=False, ge=ge, le=le), BeforeValidator(_json_integer)]
 
 _DOC_EXAMPLE = {"title": "Marie Curie",
                 "text": "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903.",
@@ -198,8 +211,8 @@ class QueryRequest(BaseModel):
 
     question: str = Field(..., min_length=1, max_length=2000, json_schema_extra={"pattern": TEXT_PATTERN})
     mode: Mode = "proprag"
-    k: int = Field(5, ge=1, le=50, description="Passages to return.")
-    token_budget: int | None = Field(None, ge=16, le=100_000, description="Context token budget.")
+    k: json_int(1, 50) = Field(5, description="Passages to return.")
+    token_budget: json_int(16, 100_000) | None = Field(None, description="Context token budget.")
     selection_method: Literal["auto", "ilp", "greedy"] = Field(
         "auto", description="Context selection (with token_budget): CP-SAT ILP, greedy, or auto.")
     context_style: Literal["bullets", "triples"] = Field(

@@ -192,11 +192,22 @@ def test_zero_width_only_text_is_rejected(client, quiet_tenant, text):
 
 
 @pytest.mark.parametrize("payload", [{"question": "q", "k": "5"}, {"question": "q", "k": True},
-                                     {"question": "q", "k": 5.0}, {"question": "q", "token_budget": "100"},
+                                     {"question": "q", "k": [5]}, {"question": "q", "token_budget": "100"},
                                      {"question": "q", "token_budget": False}])
 def test_query_numbers_are_strict(client, quiet_tenant, payload):
     _, headers = quiet_tenant
     assert_problem(client.post("/v1/query", headers=headers, json=payload), 422)
+
+
+def test_integral_numbers_are_integers_as_the_schema_says(client, new_tenant):
+    _, headers = new_tenant("int")
+    response = client.post("/v1/query", headers=headers, json={"question": "Where is Warsaw?", "k": 3.0})
+    assert response.status_code == 200, response.text
+
+
+def test_unknown_query_parameters_are_rejected(client, quiet_tenant):
+    _, headers = quiet_tenant
+    assert_problem(client.get("/v1/documents?limit=1&stauts=done", headers=headers), 422, "stauts")
 
 
 def test_documents_fields_are_strict(client, quiet_tenant):
@@ -305,5 +316,8 @@ def test_schema_types_match_the_handler(client):
         assert not pattern.search("a\x00b")
     assert "pattern" in schema["DocumentIn"]["properties"]["title"]
     assert schema["QueryRequest"]["properties"]["k"]["type"] == "integer"
+    budget = next(s for s in schema["QueryRequest"]["properties"]["token_budget"]["anyOf"] if s["type"] == "integer")
+    api = client.app.state.services.api
+    assert (budget["minimum"], budget["maximum"]) == (api.api_min_token_budget, api.api_max_token_budget)
     documents = schema["DocumentsRequest"]["properties"]["documents"]
     assert documents["maxItems"] == client.app.state.services.api.api_max_documents
