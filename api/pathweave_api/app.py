@@ -42,12 +42,12 @@ from pathweave_api.models import (
     DocumentsRequest,
     Health,
     JobResponse,
-    json_int,
     QueryRequest,
     QueryResponse,
     Readiness,
     ReasoningRecord,
     SubmitResponse,
+    json_int,
 )
 from pathweave_api.problems import ApiProblem, Problem
 from pathweave_api.settings import ApiSettings, get_api_settings
