@@ -254,3 +254,45 @@ UNWIND $prop_ids AS pid
 MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
 WHERE p.tenant = $tenant AND p.passage_id IN $passage_ids
 RETURN pid AS prop_id, p.passage_id AS passage_id;
+
+// name: api_document_get
+// A document of the tenant with its passages (one row per passage; one row with a null
+// passage when it has none).
+MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
+OPTIONAL MATCH (p:Passage)-[:PART_OF]->(d)
+RETURN d.title AS title, d.source AS source, d.ingested_at AS ingested_at,
+       p.passage_id AS passage_id, p.position AS position, p.text AS text;
+
+// name: api_queries_recent
+// The tenant's reasoning records, newest first (the explorer's list page); the API
+// keeps the first $limit rows.
+MATCH (q:Query) WHERE q.tenant = $tenant
+RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at
+ORDER BY created_at DESC;
+
+// name: api_propositions_stated
+// The passages stating each proposition of $prop_ids (the explorer draws them).
+UNWIND $prop_ids AS pid
+MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
+WHERE p.tenant = $tenant
+RETURN pid AS prop_id, p.passage_id AS passage_id;
+
+// name: api_passages_get
+// Passages of $ids with their documents (the explorer's side panel and document links).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id}) WHERE p.tenant = $tenant
+OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
+RETURN p.passage_id AS passage_id, p.title AS title, p.text AS text, d.doc_id AS doc_id,
+       d.title AS doc_title, d.source AS source;
+
+// name: api_propositions_text
+// Text of each proposition of $ids.
+UNWIND $ids AS id
+MATCH (x:Proposition {prop_id: id}) WHERE x.tenant = $tenant
+RETURN x.prop_id AS id, x.text AS text;
+
+// name: api_entities_name
+// Name of each entity of $ids.
+UNWIND $ids AS id
+MATCH (x:Entity {entity_id: id}) WHERE x.tenant = $tenant
+RETURN x.entity_id AS id, x.name AS text;

@@ -39,10 +39,12 @@ from pathweave_api.models import (
     DeleteResponse,
     DocStatus,
     DocumentList,
+    DocumentText,
     DocumentsRequest,
     Health,
     JobResponse,
     QueryRequest,
+    QueryList,
     QueryResponse,
     Readiness,
     ReasoningRecord,
@@ -236,6 +238,35 @@ def _multipart_terminated(content_type: str, body: bytes) -> bool:
         return True  # no boundary: the parser reports it
     close = b"--" + match.group(1).encode("latin-1") + b"--"
     return body.startswith(close) or (b"\r\n" + close) in body or (b"\n" + close) in body
+
+
+def _enrich_record(store, record: dict) -> dict:
+    """Add what the explorer draws to a stored record: the text of each selected node, and
+    the passages (with their documents) stating the paths' propositions or selected."""
+    selected = record.get("selected", [])
+    by_label: dict[str, list[str]] = {}
+    for row in selected:
+        if row.get("id"):
+            by_label.setdefault(row.get("label") or "", []).append(row["id"])
+    texts: dict[str, str] = {}
+    for label, name in (("Proposition", "api_propositions_text"), ("Entity", "api_entities_name")):
+        if by_label.get(label):
+            texts.update({r["id"]: r["text"] for r in store.run(name, ids=by_label[label])})
+    prop_ids = sorted({step["prop_id"] for path in record.get("paths", []) for step in path["steps"]})
+    states: dict[str, list[str]] = {}
+    if prop_ids:
+        for row in store.run("api_propositions_stated", prop_ids=prop_ids):
+            states.setdefault(row["passage_id"], []).append(row["prop_id"])
+    passage_ids = list(dict.fromkeys([*by_label.get("Passage", []), *sorted(states)]))
+    passages = []
+    if passage_ids:
+        found = {r["passage_id"]: r for r in store.run("api_passages_get", ids=passage_ids)}
+        for pid in passage_ids:
+            if pid in found:
+                passages.append({**found[pid], "states": sorted(states.get(pid, []))})
+                texts[pid] = found[pid]["text"]
+    return {**record, "selected": [{**row, "text": texts.get(row.get("id"))} for row in selected],
+            "passages": passages}
 
 
 # ---------------------------------------------------------------------------- responses
@@ -554,6 +585,23 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         page, total = _guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
         return {"documents": page, "total": total, "limit": limit, "offset": offset}
 
+    @app.get("/v1/documents/{doc_id}", response_model=DocumentText, tags=["documents"],
+             summary="A document and its passages", description="An ingested document with its passages' text "
+             "in reading order (the reasoning explorer links passages to it).", responses=_errors(404, 422))
+    def get_document(key: Principal, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
+            "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
+        store = svc.store(key.tenant)
+        rows = _guard(store.run, "api_document_get", doc_id=doc_id)
+        if not rows:
+            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+        passages = sorted((r for r in rows if r["passage_id"] is not None),
+                          key=lambda r: (r["position"] is None, r["position"] or 0, r["passage_id"]))
+        first = rows[0]
+        return {"doc_id": doc_id, "title": first["title"], "source": first["source"],
+                "ingested_at": first["ingested_at"],
+                "passages": [{"passage_id": r["passage_id"], "position": r["position"], "text": r["text"]}
+                             for r in passages]}
+
     @app.delete(
         "/v1/documents/{doc_id}", response_model=DeleteResponse, tags=["documents"], summary="Delete a document",
         description=("Removes the document, its passages (unless another document shares them), the propositions "
@@ -653,7 +701,20 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             record = _guard(read_reasoning_record, store, query_id)
         except KeyError:
             record = {"query_id": query_id, "paths": [], "selected": []}
+        record = _guard(_enrich_record, store, record)
         return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
+
+    @app.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
+             description="The tenant's queries (their reasoning records), newest first.", responses=_errors(422))
+    def list_queries(request: Request, key: Principal,
+                     limit: Annotated[int, Query(ge=1, le=api.api_max_page)] = 50):
+        unknown = sorted(set(request.query_params) - {"limit"})
+        if unknown:
+            raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
+                                  "use limit", "validation-error")
+        _guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        rows = _guard(svc.store(key.tenant).run, "api_queries_recent")
+        return {"queries": rows[:limit], "limit": limit}
 
     # ------------------------------------------------------------------ operations
 

@@ -324,6 +324,19 @@ class RecordSelected(BaseModel):
     id: str | None = None
     rank: int | None = None
     weight: float | None = None
+    text: str | None = Field(None, description="The passage's or proposition's text, the entity's name.")
+
+
+class RecordPassage(BaseModel):
+    """A passage of a reasoning record (stating a path's proposition, or selected), with its document."""
+
+    passage_id: str
+    title: str | None = None
+    text: str | None = None
+    doc_id: str | None = None
+    doc_title: str | None = None
+    source: str | None = None
+    states: list[str] = Field(default_factory=list, description="The record's propositions it states.")
 
 
 class ReasoningRecord(BaseModel):
@@ -343,6 +356,48 @@ class ReasoningRecord(BaseModel):
     created_at: str | None = None
     paths: list[RecordPath]
     selected: list[RecordSelected]
+    passages: list[RecordPassage] = Field(
+        default_factory=list, description="Passages stating the paths' propositions, and the selected passages.")
+
+
+class DocumentPassage(BaseModel):
+    passage_id: str
+    position: int | None = None
+    text: str | None = None
+
+
+class DocumentText(BaseModel):
+    """An ingested document and its passages in reading order."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "title": "Warsaw", "source": "api:Warsaw#0",
+        "ingested_at": "2025-01-01T12:00:00+00:00", "passages": [
+            {"passage_id": "passage:9a8b7c6d5e4f3a2b1c0d9e8f", "position": 0,
+             "text": "Warsaw is the capital of Poland."}]}]})
+
+    doc_id: str
+    title: str | None = None
+    source: str | None = None
+    ingested_at: str | None = None
+    passages: list[DocumentPassage]
+
+
+class QuerySummary(BaseModel):
+    query_id: str
+    text: str | None = None
+    mode: str | None = None
+    created_at: str | None = None
+
+
+class QueryList(BaseModel):
+    """The tenant's reasoning records, newest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"queries": [
+        {"query_id": "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0", "text": "Where was Marie Curie born?", "mode": "proprag",
+         "created_at": "2025-01-01T12:00:00+00:00"}], "limit": 50}]})
+
+    queries: list[QuerySummary]
+    limit: int
 
 
 class Health(BaseModel):
