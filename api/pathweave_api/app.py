@@ -29,7 +29,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pathweave.settings import Settings, get_settings
-from pathweave_api import metrics, problems
+from pathweave_api import explorer, metrics, problems
 from pathweave_api.keys import ApiKey, KeyStore
 from pathweave_api.limits import AuthThrottle, BodyLimitMiddleware, KdfBusy, RateLimiter, retry_after_header
 from pathweave_api.models import (
@@ -784,5 +784,6 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         app.openapi_schema = schema
         return schema
 
+    explorer.install(app)
     app.openapi = openapi  # type: ignore[method-assign]
     return app
