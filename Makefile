@@ -15,6 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+	bash tools/vendor-ui.sh
 
 demo: install
 	$(VENV)/bin/pathweave demo

@@ -38,12 +38,14 @@ OPTIONAL MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, s.status AS status, s.attempts AS attempts;
 
 // name: doc_status_queue
-// (Re)queue documents of a job. rows: {doc_id, title, source, queued_at}
+// (Re)queue documents of a job. rows: {doc_id, title, source, queued_at}. A document still
+// queued keeps its attempts (the caller never re-queues a running one); any other starts at 0.
 UNWIND $rows AS row
 MERGE (s:DocumentStatus {doc_id: row.doc_id})
 ON CREATE SET s.tenant = $tenant
+WITH s, row, CASE WHEN s.status = 'queued' THEN coalesce(s.attempts, 0) ELSE 0 END AS attempts
 SET s.status = 'queued', s.job_id = $job_id, s.title = row.title, s.source = row.source,
-    s.queued_at = row.queued_at, s.attempts = 0, s.error = null, s.started_at = null,
+    s.queued_at = row.queued_at, s.attempts = attempts, s.error = null, s.started_at = null,
     s.finished_at = null, s.seconds = null
 RETURN count(s) AS n;
 
@@ -259,3 +261,45 @@ UNWIND $prop_ids AS pid
 MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
 WHERE p.tenant = $tenant AND p.passage_id IN $passage_ids
 RETURN pid AS prop_id, p.passage_id AS passage_id;
+
+// name: api_document_get
+// A document of the tenant with its passages (one row per passage; one row with a null
+// passage when it has none).
+MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
+OPTIONAL MATCH (p:Passage)-[:PART_OF]->(d)
+RETURN d.title AS title, d.source AS source, d.ingested_at AS ingested_at,
+       p.passage_id AS passage_id, p.position AS position, p.text AS text;
+
+// name: api_queries_recent
+// The tenant's reasoning records, newest first (the explorer's list page); the API
+// keeps the first $limit rows.
+MATCH (q:Query) WHERE q.tenant = $tenant
+RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at
+ORDER BY created_at DESC;
+
+// name: api_propositions_stated
+// The passages stating each proposition of $prop_ids (the explorer draws them).
+UNWIND $prop_ids AS pid
+MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
+WHERE p.tenant = $tenant
+RETURN pid AS prop_id, p.passage_id AS passage_id;
+
+// name: api_passages_get
+// Passages of $ids with their documents (the explorer's side panel and document links).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id}) WHERE p.tenant = $tenant
+OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
+RETURN p.passage_id AS passage_id, p.title AS title, p.text AS text, d.doc_id AS doc_id,
+       d.title AS doc_title, d.source AS source;
+
+// name: api_propositions_text
+// Text of each proposition of $ids.
+UNWIND $ids AS id
+MATCH (x:Proposition {prop_id: id}) WHERE x.tenant = $tenant
+RETURN x.prop_id AS id, x.text AS text;
+
+// name: api_entities_name
+// Name of each entity of $ids.
+UNWIND $ids AS id
+MATCH (x:Entity {entity_id: id}) WHERE x.tenant = $tenant
+RETURN x.entity_id AS id, x.name AS text;

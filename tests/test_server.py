@@ -39,3 +39,35 @@ def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
     with pytest.raises(server.ServerError, match="not ready after"):
         server.start(quick)
     server.stop(quick)
+
+
+def test_store_files_are_private_to_the_user(settings, store):
+    """The databases (WAL included: it holds document text) and the logs are 0600 in 0700
+    folders, like the password file: no other local user can read a tenant's data."""
+    store.bump_graph_version()  # a write: the WAL and the database files exist
+    data_dir = settings.data_dir
+    assert stat.S_IMODE(os.stat(data_dir).st_mode) == 0o700
+    server_dir = data_dir / "server"
+    checked = {"dirs": 0, "files": 0}
+    for root, dirs, files in os.walk(server_dir):
+        for name in dirs + [""]:
+            mode = stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode)
+            assert mode & 0o077 == 0, (os.path.join(root, name), oct(mode))
+            checked["dirs"] += 1
+        for name in files:
+            path = os.path.join(root, name)
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+            assert mode & 0o077 == 0, (path, oct(mode))
+            checked["files"] += 1
+    assert (server_dir / "server.log").exists() and (server_dir / "databases").is_dir()
+    assert checked["files"] > 5, checked
+
+
+def test_make_private_fixes_files_of_an_older_install(tmp_path):
+    old = tmp_path / "server" / "databases" / "pathweave"
+    old.mkdir(parents=True, mode=0o755)
+    (old / "data.wal").write_text("tenant text")
+    os.chmod(old / "data.wal", 0o644)
+    server.make_private(tmp_path / "server")
+    assert stat.S_IMODE(os.stat(old).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(old / "data.wal").st_mode) == 0o600

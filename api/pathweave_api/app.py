@@ -26,25 +26,30 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import Field, ValidationError, create_model
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pathweave.settings import Settings, get_settings
-from pathweave_api import metrics, problems
+from pathweave_api import explorer, metrics, problems
 from pathweave_api.keys import ApiKey, KeyStore
-from pathweave_api.limits import BodyLimitMiddleware, RateLimiter, retry_after_header
+from pathweave_api.limits import AuthThrottle, BodyLimitMiddleware, KdfBusy, RateLimiter, retry_after_header
 from pathweave_api.models import (
     DOC_ID_PATTERN,
     HEX32_PATTERN,
+    TEXT_PATTERN,
     DeleteResponse,
     DocStatus,
     DocumentList,
+    DocumentText,
     DocumentsRequest,
     Health,
     JobResponse,
     QueryRequest,
+    QueryList,
     QueryResponse,
     Readiness,
     ReasoningRecord,
     SubmitResponse,
+    json_int,
 )
 from pathweave_api.problems import ApiProblem, Problem
 from pathweave_api.settings import ApiSettings, get_api_settings
@@ -144,6 +149,8 @@ class Services:
         self.keys = keys
         self.owns_runtime = owns_runtime
         self.limiter = RateLimiter()
+        self.auth_throttle = AuthThrottle(api.api_auth_failures_per_key, api.api_auth_failures_per_address,
+                                          api.api_auth_failure_window_s, api.api_auth_max_concurrent_kdf)
         self._dispatcher = None
         self._lock = threading.Lock()
         self.warm_error: str | None = None
@@ -223,6 +230,45 @@ def _media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
+def _multipart_terminated(content_type: str, body: bytes) -> bool:
+    """Does a multipart ``body`` end with its close delimiter (``--boundary--``)? A body cut
+    off mid-part parses without error but is a truncated upload."""
+    match = re.search(r'boundary="?([^";]+)"?', content_type, re.IGNORECASE)
+    if not match:
+        return True  # no boundary: the parser reports it
+    close = b"--" + match.group(1).encode("latin-1") + b"--"
+    return body.startswith(close) or (b"\r\n" + close) in body or (b"\n" + close) in body
+
+
+def _enrich_record(store, record: dict) -> dict:
+    """Add what the explorer draws to a stored record: the text of each selected node, and
+    the passages (with their documents) stating the paths' propositions or selected."""
+    selected = record.get("selected", [])
+    by_label: dict[str, list[str]] = {}
+    for row in selected:
+        if row.get("id"):
+            by_label.setdefault(row.get("label") or "", []).append(row["id"])
+    texts: dict[str, str] = {}
+    for label, name in (("Proposition", "api_propositions_text"), ("Entity", "api_entities_name")):
+        if by_label.get(label):
+            texts.update({r["id"]: r["text"] for r in store.run(name, ids=by_label[label])})
+    prop_ids = sorted({step["prop_id"] for path in record.get("paths", []) for step in path["steps"]})
+    states: dict[str, list[str]] = {}
+    if prop_ids:
+        for row in store.run("api_propositions_stated", prop_ids=prop_ids):
+            states.setdefault(row["passage_id"], []).append(row["prop_id"])
+    passage_ids = list(dict.fromkeys([*by_label.get("Passage", []), *sorted(states)]))
+    passages = []
+    if passage_ids:
+        found = {r["passage_id"]: r for r in store.run("api_passages_get", ids=passage_ids)}
+        for pid in passage_ids:
+            if pid in found:
+                passages.append({**found[pid], "states": sorted(states.get(pid, []))})
+                texts[pid] = found[pid]["text"]
+    return {**record, "selected": [{**row, "text": texts.get(row.get("id"))} for row in selected],
+            "passages": passages}
+
+
 # ---------------------------------------------------------------------------- responses
 
 _ERR = {"model": Problem}
@@ -273,6 +319,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             "(`application/problem+json`)."
         ),
         lifespan=lifespan,
+        redirect_slashes=False,  # no redirects at all: a Location would echo the client's Host header
         docs_url="/docs" if api.api_docs else None,
         redoc_url="/redoc" if api.api_docs else None,
         openapi_tags=[
@@ -294,22 +341,41 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
 
     bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer pw_<id>_<secret>`.")
 
-    def principal(creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:
+    def too_many(detail: str, kind: str, wait: float) -> ApiProblem:
+        """429 whose detail names the same whole seconds as its ``Retry-After``."""
+        seconds = retry_after_header(wait)
+        return ApiProblem(429, f"{detail}; retry in {seconds} s", kind, {"Retry-After": seconds})
+
+    def principal(request: Request,
+                  creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:
         if creds is None or not creds.credentials:
             metrics.AUTH_FAILURES.inc()
             raise ApiProblem(401, "missing API key: send 'Authorization: Bearer <key>'", "missing-api-key",
                              {"WWW-Authenticate": "Bearer"})
-        key = svc.keys.authenticate(creds.credentials.strip())
+        token = creds.credentials.strip()
+        key_id = KeyStore.key_id_of(token)
+        address = request.client.host if request.client else None
+        if not svc.keys.is_verified(token):  # a token verified lately is never throttled
+            wait = svc.auth_throttle.wait(key_id, address)
+            if wait > 0:
+                metrics.RATE_LIMITED.inc()
+                raise too_many("too many failed authentication attempts for this key or client", "auth-throttled",
+                               wait)
+        try:
+            key = svc.keys.authenticate(token, kdf_slot=svc.auth_throttle.kdf_slot)
+        except KdfBusy:
+            metrics.RATE_LIMITED.inc()
+            raise too_many("too many API keys being verified at once", "auth-busy", 1.0) from None
         if key is None:
             metrics.AUTH_FAILURES.inc()
+            svc.auth_throttle.failed(key_id, address)
             raise ApiProblem(401, "invalid or revoked API key", "invalid-api-key",
                              {"WWW-Authenticate": 'Bearer error="invalid_token"'})
         rate = api.api_rate_limit_per_s if key.rate_limit_per_s is None else key.rate_limit_per_s
         wait = svc.limiter.acquire(key.key_id, rate, api.api_rate_limit_burst)
         if wait > 0:
             metrics.RATE_LIMITED.inc()
-            raise ApiProblem(429, f"rate limit exceeded ({rate:g} requests/s); retry in {wait:.1f} s",
-                             "rate-limited", {"Retry-After": retry_after_header(wait)})
+            raise too_many(f"rate limit exceeded ({rate:g} requests/s)", "rate-limited", wait)
         return key
 
     Principal = Annotated[ApiKey, Depends(principal)]
@@ -366,8 +432,20 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         return docs
 
     async def read_files(request: Request) -> list[SourceDocument]:
-        form = await request.form(max_files=api.api_max_documents, max_fields=api.api_max_documents + 10,
-                                  max_part_size=min(settings.max_file_bytes, api.api_max_body_bytes))
+        await request.body()  # the whole body (within the limit), so it can be checked after parsing
+        try:
+            form = await request.form(max_files=api.api_max_documents, max_fields=api.api_max_documents + 10,
+                                      max_part_size=min(settings.max_file_bytes, api.api_max_body_bytes))
+        except StarletteHTTPException as exc:  # the multipart parser's errors (Starlette answers 400)
+            message = str(exc.detail)
+            if message.startswith(("Too many files", "Too many fields")):
+                raise ApiProblem(422, f"too many files or form fields (more than {api.api_max_documents} "
+                                      "per request); split the submission", "too-many-documents") from None
+            raise ApiProblem(400, f"malformed multipart body: {message[:200]}", "malformed-multipart") from None
+        if not _multipart_terminated(request.headers.get("content-type", ""), await request.body()):
+            await form.close()
+            raise ApiProblem(400, "malformed multipart body: the closing boundary is missing (truncated upload?)",
+                             "malformed-multipart")
         try:
             uploads: list[UploadFile] = []
             for name, value in form.multi_items():
@@ -422,7 +500,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         try:
             dispatcher.check(math.ceil(len(payloads) / batch_size))
         except QueueFull as exc:
-            raise ApiProblem(429, str(exc), "queue-full", {"Retry-After": "10"}) from None
+            raise too_many(str(exc).removesuffix("; retry later"), "queue-full", 10.0) from None
         except Exception as exc:  # noqa: BLE001
             log.warning("broker unavailable: %s", exc)
             raise ApiProblem(503, "the job queue (broker) is unavailable; retry later", "broker-unavailable",
@@ -437,22 +515,26 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             full = isinstance(exc, QueueFull)
             reason = str(exc) if full else "the job queue (broker) is unavailable"
             _guard(jobs.mark_failed, store, [d["doc_id"] for d in sub.to_enqueue], f"not enqueued: {reason}")
-            raise ApiProblem(429 if full else 503, f"{reason}; retry later", "queue-full" if full else "broker-unavailable",
-                             {"Retry-After": "10"}) from None
+            if full:
+                raise too_many(reason, "queue-full", 10.0) from None
+            raise ApiProblem(503, f"{reason}; retry later", "broker-unavailable", {"Retry-After": "10"}) from None
         metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
         metrics.BATCHES_ENQUEUED.labels(dispatcher.mode).inc(len(batches))
-        done = set(sub.already_done)
+        done, in_flight = set(sub.already_done), set(sub.in_flight)
+        status = "running" if in_flight else ("queued" if sub.to_enqueue else "done")
         return {
-            "job_id": job_id, "status": "queued" if sub.to_enqueue else "done", "total": len(payloads),
-            "enqueued": len(sub.to_enqueue), "already_ingested": len(done), "batches": len(batches),
-            "queue": dispatcher.mode,
+            "job_id": job_id, "status": status, "total": len(payloads),
+            "enqueued": len(sub.to_enqueue), "already_ingested": len(done), "in_flight": len(in_flight),
+            "batches": len(batches), "queue": dispatcher.mode,
             "documents": [{"doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
-                           "status": "done" if p["doc_id"] in done else "queued"} for p in payloads],
+                           "status": "done" if p["doc_id"] in done else
+                           ("running" if p["doc_id"] in in_flight else "queued")} for p in payloads],
             "links": {"job": f"/v1/jobs/{job_id}"},
         }
 
     files_schema = {"type": "object", "required": ["files"], "properties": {"files": {
-        "type": "array", "items": {"type": "string", "format": "binary"},
+        "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1,
+        "maxItems": api.api_max_documents,
         "description": "Files: .txt, .md (one document each), .json (a list of {title, text}), .jsonl."}}}
 
     @app.post(
@@ -490,13 +572,35 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
              description="Ingested and in-flight documents with status, counts and timings; newest first.",
              responses=_errors(422))
     def list_documents(
+        request: Request,
         key: Principal,
         status: Annotated[DocStatus | None, Query(description="Only documents in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=api.api_max_page)] = 50,
         offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     ):
+        unknown = sorted(set(request.query_params) - {"status", "limit", "offset"})
+        if unknown:
+            raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
+                                  "use status, limit, offset", "validation-error")
         page, total = _guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
         return {"documents": page, "total": total, "limit": limit, "offset": offset}
+
+    @app.get("/v1/documents/{doc_id}", response_model=DocumentText, tags=["documents"],
+             summary="A document and its passages", description="An ingested document with its passages' text "
+             "in reading order (the reasoning explorer links passages to it).", responses=_errors(404, 422))
+    def get_document(key: Principal, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
+            "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
+        store = svc.store(key.tenant)
+        rows = _guard(store.run, "api_document_get", doc_id=doc_id)
+        if not rows:
+            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+        passages = sorted((r for r in rows if r["passage_id"] is not None),
+                          key=lambda r: (r["position"] is None, r["position"] or 0, r["passage_id"]))
+        first = rows[0]
+        return {"doc_id": doc_id, "title": first["title"], "source": first["source"],
+                "ingested_at": first["ingested_at"],
+                "passages": [{"passage_id": r["passage_id"], "position": r["position"], "text": r["text"]}
+                             for r in passages]}
 
     @app.delete(
         "/v1/documents/{doc_id}", response_model=DeleteResponse, tags=["documents"], summary="Delete a document",
@@ -519,10 +623,11 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     QueryBody = create_model(
         "QueryRequest", __base__=QueryRequest,
         question=(str, Field(..., min_length=1, max_length=api.api_max_question_chars,
-                             description="The question (plain text).")),
-        k=(int, Field(5, ge=1, le=api.api_max_k, description="Passages to return.")),
-        token_budget=(int | None, Field(None, ge=api.api_min_token_budget, le=api.api_max_token_budget,
-                                        description="Context token budget (optional).")),
+                             json_schema_extra={"pattern": TEXT_PATTERN},
+                             description="The question (plain text): at least one visible character, no NUL.")),
+        k=(json_int(1, api.api_max_k), Field(5, description="Passages to return.")),
+        token_budget=(json_int(api.api_min_token_budget, api.api_max_token_budget) | None,
+                      Field(None, description="Context token budget (optional).")),
     )
 
     def answer(tenant: str, req: QueryRequest) -> dict[str, Any]:
@@ -596,7 +701,20 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             record = _guard(read_reasoning_record, store, query_id)
         except KeyError:
             record = {"query_id": query_id, "paths": [], "selected": []}
+        record = _guard(_enrich_record, store, record)
         return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
+
+    @app.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
+             description="The tenant's queries (their reasoning records), newest first.", responses=_errors(422))
+    def list_queries(request: Request, key: Principal,
+                     limit: Annotated[int, Query(ge=1, le=api.api_max_page)] = 50):
+        unknown = sorted(set(request.query_params) - {"limit"})
+        if unknown:
+            raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
+                                  "use limit", "validation-error")
+        _guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        rows = _guard(svc.store(key.tenant).run, "api_queries_recent")
+        return {"queries": rows[:limit], "limit": limit}
 
     # ------------------------------------------------------------------ operations
 
@@ -652,6 +770,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         doc_schema = DocumentsRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, definition in doc_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)
+        doc_schema["properties"]["documents"]["maxItems"] = api.api_max_documents
         components["DocumentsRequest"] = doc_schema
         components["QueryRequest"] = QueryBody.model_json_schema(ref_template="#/components/schemas/{model}")
         components.setdefault("Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}"))
@@ -665,5 +784,6 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         app.openapi_schema = schema
         return schema
 
+    explorer.install(app)
     app.openapi = openapi  # type: ignore[method-assign]
     return app

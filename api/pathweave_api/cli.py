@@ -1,5 +1,5 @@
 """CLI commands of the service: ``pathweave serve``, ``pathweave worker``,
-``pathweave keys create|list|revoke`` and ``pathweave bench api``.
+``pathweave keys create|list|revoke``, ``pathweave explore`` and ``pathweave bench api``.
 
 Wire them into the main typer app with :func:`register`; ``python -m
 pathweave_api.cli`` runs them standalone.
@@ -37,6 +37,7 @@ def serve(
     PATHWEAVE_BROKER_URL is set, else to an in-process queue."""
     import uvicorn
 
+    from pathweave_api.protocols import http_protocol
     from pathweave_api.settings import get_api_settings
     from pathweave_ingest.worker_settings import get_worker_settings
 
@@ -51,7 +52,35 @@ def serve(
     console.print(f"serving on http://{host or api.api_host}:{port or api.api_port} ({queue})")
     uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.api_host,
                 port=port if port is not None else api.api_port, workers=workers or api.api_workers,
-                log_level=log_level, proxy_headers=False, server_header=False)
+                log_level=log_level, proxy_headers=False, server_header=False, http=http_protocol())
+
+
+def explore(
+    query_id: Optional[str] = typer.Argument(None, help="A query id (32 hex, from POST /v1/query); "
+                                                        "none: the list of recent queries."),
+    url: Optional[str] = typer.Option(None, help="The service's base URL (default http://HOST:PORT from "
+                                                 "PATHWEAVE_API_HOST/PORT)."),
+    open_browser: bool = typer.Option(False, "--open", help="Open the page in a web browser."),
+) -> None:
+    """Print the reasoning explorer's URL for QUERY_ID (or the list of queries); the page
+    asks once for an API key and keeps it in the tab's session storage."""
+    import re
+    import webbrowser
+
+    from pathweave_api.explorer import explorer_path
+    from pathweave_api.settings import get_api_settings
+
+    if query_id is not None and not re.fullmatch(r"[0-9a-f]{32}", query_id):
+        console.print(f"[red]error:[/] {query_id!r} is not a query id (32 lowercase hex characters)")
+        raise typer.Exit(2)
+    if url is None:
+        api = get_api_settings()
+        host = api.api_host if api.api_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        url = f"http://[{host}]:{api.api_port}" if ":" in host else f"http://{host}:{api.api_port}"
+    page = url.rstrip("/") + explorer_path(query_id)
+    sys.stdout.write(page + "\n")
+    if open_browser and not webbrowser.open(page):
+        console.print("[yellow]no browser could be opened:[/] open the URL above")
 
 
 def worker(
@@ -148,6 +177,7 @@ def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
     """Add ``serve``, ``worker``, ``keys`` (and ``bench api`` under ``bench_app``) to ``app``."""
     app.command("serve")(serve)
     app.command("worker")(worker)
+    app.command("explore")(explore)
     app.add_typer(keys_app, name="keys")
     if bench_app is not None:
         bench_app.command("api")(bench_api)

@@ -133,8 +133,24 @@ class KeyStore:
             self._verified = {k: v for k, v in self._verified.items() if v[0] != key_id}
         return bool(changed)
 
-    def authenticate(self, token: str) -> ApiKey | None:
-        """The active key of ``token``, or None (unknown, malformed, revoked or wrong secret)."""
+    @staticmethod
+    def key_id_of(token: str) -> str | None:
+        """The key id of a well-formed token (whether or not it exists), else None."""
+        match = _TOKEN.match(token or "")
+        return match.group(1) if match else None
+
+    def is_verified(self, token: str) -> bool:
+        """Was ``token`` verified in this process within ``cache_s`` (no KDF run needed)?"""
+        digest = hashlib.sha256((token or "").encode("utf-8", "replace")).hexdigest()
+        with self._lock:
+            cached = self._verified.get(digest)
+        return bool(cached and cached[2] > time.monotonic())
+
+    def authenticate(self, token: str, kdf_slot=None) -> ApiKey | None:
+        """The active key of ``token``, or None (unknown, malformed, revoked or wrong secret).
+
+        ``kdf_slot``: a context-manager factory held around the KDF run (bounds concurrent
+        argon2 verifications; it may raise to refuse the run)."""
         match = _TOKEN.match(token or "")
         if not match:
             return None
@@ -150,7 +166,11 @@ class KeyStore:
         if cached and cached[0] == key_id and cached[1] == row["secret_hash"] and cached[2] > now:
             return self._record(row)
         try:
-            self._hasher.verify(row["secret_hash"], secret)
+            if kdf_slot is None:
+                self._hasher.verify(row["secret_hash"], secret)
+            else:
+                with kdf_slot():
+                    self._hasher.verify(row["secret_hash"], secret)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return None
         if self.cache_s > 0:

@@ -102,3 +102,77 @@ class RateLimiter:
 
 def retry_after_header(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
+
+
+class AuthThrottle:
+    """Failed authentication, throttled per key id and per client address, and a bound on
+    concurrent KDF (argon2) runs. Thread-safe.
+
+    Each key id and each client address has a bucket of ``burst`` failures refilled at
+    ``burst / window_s`` per second: once a bucket is empty, attempts with that key id (not
+    yet verified in this process) or from that address are refused with 429 before any KDF
+    runs, until a failure's worth has refilled. ``kdf_slots`` bounds how many secrets are
+    verified at the same time (each argon2 run holds its memory cost, 64 MiB by default);
+    a verification that finds no free slot within ``kdf_wait_s`` is refused with 429 too.
+    """
+
+    def __init__(self, per_key: int, per_address: int, window_s: float, kdf_slots: int,
+                 kdf_wait_s: float = 2.0, max_entries: int = 100_000) -> None:
+        self.per_key = per_key
+        self.per_address = per_address
+        self.window_s = window_s
+        self.kdf_wait_s = kdf_wait_s
+        self.max_entries = max_entries
+        self._failures: dict[str, tuple[float, float]] = {}  # "k:<id>" / "a:<addr>" -> (tokens, at)
+        self._lock = threading.Lock()
+        self._kdf = threading.BoundedSemaphore(kdf_slots)
+
+    def _capacity(self, name: str) -> int:
+        return self.per_key if name.startswith("k:") else self.per_address
+
+    def _level(self, name: str, now: float) -> float:
+        capacity = self._capacity(name)
+        tokens, at = self._failures.get(name, (float(capacity), now))
+        return min(float(capacity), tokens + (now - at) * capacity / self.window_s)
+
+    def wait(self, key_id: str | None, address: str | None) -> float:
+        """Seconds until an attempt by ``key_id`` from ``address`` may be checked (0: now)."""
+        now = time.monotonic()
+        names = [n for n in (f"k:{key_id}" if key_id else None, f"a:{address}" if address else None)
+                 if n and self._capacity(n) > 0]
+        with self._lock:
+            waits = [(1.0 - level) * self.window_s / self._capacity(name)
+                     for name in names if (level := self._level(name, now)) < 1.0]
+        return max(waits, default=0.0)
+
+    def failed(self, key_id: str | None, address: str | None) -> None:
+        """Count one failed attempt against ``key_id`` (when the id exists) and ``address``."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._failures) > self.max_entries:  # forget buckets that are full again
+                self._failures = {n: v for n, v in self._failures.items()
+                                  if self._level(n, now) < self._capacity(n)}
+            for name in (f"k:{key_id}" if key_id else None, f"a:{address}" if address else None):
+                if name and self._capacity(name) > 0:
+                    self._failures[name] = (max(0.0, self._level(name, now) - 1.0), now)
+
+    def kdf_slot(self) -> "_Slot":
+        """A context manager holding one KDF slot; raises :class:`KdfBusy` when none frees up."""
+        return _Slot(self._kdf, self.kdf_wait_s)
+
+
+class KdfBusy(RuntimeError):
+    """Every KDF slot stayed busy: too many secrets are being verified at once."""
+
+
+class _Slot:
+    def __init__(self, semaphore: threading.BoundedSemaphore, wait_s: float) -> None:
+        self.semaphore = semaphore
+        self.wait_s = wait_s
+
+    def __enter__(self) -> None:
+        if not self.semaphore.acquire(timeout=self.wait_s):
+            raise KdfBusy("too many API keys are being verified at once")
+
+    def __exit__(self, *exc) -> None:
+        self.semaphore.release()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from pathweave.model import BudgetedContext
+from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
 HEX32_PATTERN = r"^[0-9a-f]{32}$"
@@ -14,6 +15,24 @@ HEX32_PATTERN = r"^[0-9a-f]{32}$"
 Mode = Literal["proprag", "dense", "hipporag2"]
 DocStatus = Literal["queued", "running", "done", "failed"]
 JobState = Literal["queued", "running", "done", "done_with_errors", "failed"]
+
+# What the validators below check, as JSON Schema patterns (so generated clients and
+# property-based tests see the same rules): no NUL anywhere, at least one visible character.
+TEXT_PATTERN = f"^[^\\x00]*[^{INVISIBLE_CLASS}][^\\x00]*$"
+NO_NUL_PATTERN = "^[^\\x00]*$"
+
+
+
+def _json_integer(value: object) -> object:
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be a JSON integer, not a string or a boolean")
+    return value
+
+
+def json_int(ge: int, le: int):
+    """An integer in ``[ge, le]`` as JSON Schema means it: 5 and 5.0 are integers; "5",
+    true and 2.5 are not (the constraints sit inside, so they also hold in a union)."""
+    return Annotated[int, Field(strict=False, ge=ge, le=le), BeforeValidator(_json_integer)]
 
 _DOC_EXAMPLE = {"title": "Marie Curie",
                 "text": "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903.",
@@ -29,18 +48,21 @@ def _no_nul(value: str, what: str) -> str:
 class DocumentIn(BaseModel):
     """One document to ingest. ``text`` is plain UTF-8 text (it is chunked into passages)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_DOC_EXAMPLE]})
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [_DOC_EXAMPLE]})
 
-    title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).")
-    text: str = Field(..., min_length=1, max_length=20_000_000, description="The document text.")
-    source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).")
+    title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).",
+                       json_schema_extra={"pattern": NO_NUL_PATTERN})
+    text: str = Field(..., min_length=1, max_length=20_000_000, json_schema_extra={"pattern": TEXT_PATTERN},
+                      description="The document text: at least one visible character, no NUL.")
+    source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).",
+                               json_schema_extra={"pattern": NO_NUL_PATTERN})
 
     @field_validator("text")
     @classmethod
     def _text(cls, value: str) -> str:
         _no_nul(value, "text")
-        if not value.strip():
-            raise ValueError("text is empty (only whitespace)")
+        if not has_visible_text(value):
+            raise ValueError("text is empty (only whitespace or invisible characters)")
         return value
 
     @field_validator("title", "source")
@@ -52,9 +74,11 @@ class DocumentIn(BaseModel):
 class DocumentsRequest(BaseModel):
     """A batch of documents (JSON). Files go as ``multipart/form-data`` in field ``files``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"documents": [_DOC_EXAMPLE]}]})
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"examples": [{"documents": [_DOC_EXAMPLE]}]})
 
-    documents: list[DocumentIn] = Field(..., min_length=1, max_length=1000)
+    documents: list[DocumentIn] = Field(..., min_length=1, description=(
+        "At most PATHWEAVE_API_MAX_DOCUMENTS (1000) documents; the schema served by the API carries the limit."))
 
 
 class SubmittedDocument(BaseModel):
@@ -73,7 +97,7 @@ class SubmitResponse(BaseModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "job_id": "8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60", "status": "queued", "total": 1, "enqueued": 1,
-        "already_ingested": 0, "batches": 1, "queue": "inprocess",
+        "already_ingested": 0, "in_flight": 0, "batches": 1, "queue": "inprocess",
         "documents": [{"doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "title": "Marie Curie",
                        "source": "wiki/marie-curie.md", "status": "queued"}],
         "links": {"job": "/v1/jobs/8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"}}]})
@@ -83,6 +107,8 @@ class SubmitResponse(BaseModel):
     total: int
     enqueued: int
     already_ingested: int
+    in_flight: int = Field(0, description="Documents another job is ingesting right now: not enqueued again "
+                                          "(state and attempts kept); this job waits for them.")
     batches: int
     queue: Literal["celery", "inprocess"]
     documents: list[SubmittedDocument]
@@ -177,16 +203,16 @@ class QueryRequest(BaseModel):
     """A question. ``token_budget`` asks for a token-budgeted context (when the selection
     module is installed; otherwise the answer carries a ``note``)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"question": "Where was the physicist who won the 1903 Nobel Prize born?", "mode": "proprag", "k": 5},
         {"question": "Which river flows through the capital of Poland?", "mode": "dense", "k": 3,
          "token_budget": 512},
     ]})
 
-    question: str = Field(..., min_length=1, max_length=2000)
+    question: str = Field(..., min_length=1, max_length=2000, json_schema_extra={"pattern": TEXT_PATTERN})
     mode: Mode = "proprag"
-    k: int = Field(5, ge=1, le=50, description="Passages to return.")
-    token_budget: int | None = Field(None, ge=16, le=100_000, description="Context token budget.")
+    k: json_int(1, 50) = Field(5, description="Passages to return.")
+    token_budget: json_int(16, 100_000) | None = Field(None, description="Context token budget.")
     selection_method: Literal["auto", "ilp", "greedy"] = Field(
         "auto", description="Context selection (with token_budget): CP-SAT ILP, greedy, or auto.")
     context_style: Literal["bullets", "triples"] = Field(
@@ -196,8 +222,8 @@ class QueryRequest(BaseModel):
     @classmethod
     def _question(cls, value: str) -> str:
         _no_nul(value, "question")
-        if not value.strip():
-            raise ValueError("question is empty (only whitespace)")
+        if not has_visible_text(value):
+            raise ValueError("question is empty (only whitespace or invisible characters)")
         return value
 
 
@@ -298,6 +324,19 @@ class RecordSelected(BaseModel):
     id: str | None = None
     rank: int | None = None
     weight: float | None = None
+    text: str | None = Field(None, description="The passage's or proposition's text, the entity's name.")
+
+
+class RecordPassage(BaseModel):
+    """A passage of a reasoning record (stating a path's proposition, or selected), with its document."""
+
+    passage_id: str
+    title: str | None = None
+    text: str | None = None
+    doc_id: str | None = None
+    doc_title: str | None = None
+    source: str | None = None
+    states: list[str] = Field(default_factory=list, description="The record's propositions it states.")
 
 
 class ReasoningRecord(BaseModel):
@@ -317,6 +356,48 @@ class ReasoningRecord(BaseModel):
     created_at: str | None = None
     paths: list[RecordPath]
     selected: list[RecordSelected]
+    passages: list[RecordPassage] = Field(
+        default_factory=list, description="Passages stating the paths' propositions, and the selected passages.")
+
+
+class DocumentPassage(BaseModel):
+    passage_id: str
+    position: int | None = None
+    text: str | None = None
+
+
+class DocumentText(BaseModel):
+    """An ingested document and its passages in reading order."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "title": "Warsaw", "source": "api:Warsaw#0",
+        "ingested_at": "2025-01-01T12:00:00+00:00", "passages": [
+            {"passage_id": "passage:9a8b7c6d5e4f3a2b1c0d9e8f", "position": 0,
+             "text": "Warsaw is the capital of Poland."}]}]})
+
+    doc_id: str
+    title: str | None = None
+    source: str | None = None
+    ingested_at: str | None = None
+    passages: list[DocumentPassage]
+
+
+class QuerySummary(BaseModel):
+    query_id: str
+    text: str | None = None
+    mode: str | None = None
+    created_at: str | None = None
+
+
+class QueryList(BaseModel):
+    """The tenant's reasoning records, newest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"queries": [
+        {"query_id": "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0", "text": "Where was Marie Curie born?", "mode": "proprag",
+         "created_at": "2025-01-01T12:00:00+00:00"}], "limit": 50}]})
+
+    queries: list[QuerySummary]
+    limit: int
 
 
 class Health(BaseModel):

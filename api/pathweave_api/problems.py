@@ -98,6 +98,20 @@ def validation_problem(request: Request, errors: list[dict[str, Any]]) -> JSONRe
                             errors=cleaned)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on the request's path (Starlette's own 405 names only
+    the first route that matched the path, e.g. POST but not GET on ``/v1/documents``)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        route_methods = getattr(route, "methods", None)
+        if route_methods and match is not Match.NONE:
+            methods.update(route_methods)
+    return sorted(methods)
+
+
 def install(app: FastAPI) -> None:
     """Register the problem handlers on ``app``."""
 
@@ -114,9 +128,12 @@ def install(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else _title(exc.status_code)
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no route {request.method} {request.url.path}"
+        headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:
-            detail = f"method {request.method} not allowed on {request.url.path}"
-        return problem_response(exc.status_code, detail, request.url.path, headers=getattr(exc, "headers", None))
+            allowed = allowed_methods(request)
+            headers["Allow"] = ", ".join(allowed)
+            detail = f"method {request.method} not allowed on {request.url.path}; allowed: {headers['Allow']}"
+        return problem_response(exc.status_code, detail, request.url.path, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -46,6 +46,15 @@ class ApiSettings(BaseSettings):
     api_rate_limit_per_s: float = Field(20.0, ge=0)
     api_rate_limit_burst: int = Field(60, ge=1)
 
+    # Failed authentication: at most this many failures per key id and per client address
+    # within the window (a bucket refilled over api_auth_failure_window_s; 0 disables one),
+    # then 429 with Retry-After before any KDF runs; at most api_auth_max_concurrent_kdf
+    # secrets verified at once (each argon2 run holds api_argon2_memory_kib).
+    api_auth_failures_per_key: int = Field(10, ge=0)
+    api_auth_failures_per_address: int = Field(30, ge=0)
+    api_auth_failure_window_s: float = Field(60.0, gt=0)
+    api_auth_max_concurrent_kdf: int = Field(2, ge=1)
+
     api_preload: bool = True  # load models and connect at startup (in the background)
     api_docs: bool = True  # serve /docs and /redoc
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -50,25 +50,34 @@ def to_source(payload: dict[str, str]) -> SourceDocument:
 
 @dataclass
 class Submission:
-    """A created job: what must be enqueued and what was ingested already."""
+    """A created job: what must be enqueued, what was ingested already, and what another
+    job is ingesting right now (``in_flight``: left as it is; this job waits for it)."""
 
     job_id: str
     to_enqueue: list[dict[str, str]]
     already_done: list[str]
+    in_flight: list[str] = field(default_factory=list)
 
 
 def create_job(store: GraphStore, job_id: str, docs: list[dict[str, str]], batch_size: int,
                queue: str) -> Submission:
     """Write the job and the documents' status (queued, or done when ingested already)
-    in one transaction. Nothing is enqueued here."""
+    in one transaction. Nothing is enqueued here.
+
+    A document another job is running keeps its status, job and attempts (so a document
+    that kills its workers still runs out of attempts): it is not enqueued again, and
+    this job reads ``running`` until that run finishes. A document still queued is
+    queued again under this job with its attempts kept; a failed one starts over."""
     ids = [d["doc_id"] for d in docs]
     states = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
     queued_at = now_iso()
-    enqueue, done = [], []
+    enqueue, done, in_flight = [], [], []
     for doc in docs:
         state = states.get(doc["doc_id"]) or {}
         if state.get("ingested") and state.get("status") in (None, "done"):
             done.append(doc)
+        elif state.get("status") == "running":
+            in_flight.append(doc["doc_id"])
         else:
             enqueue.append(doc)
     batches = (len(enqueue) + batch_size - 1) // batch_size if enqueue else 0
@@ -83,7 +92,7 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, str]], batch
     if done:
         steps.append(("doc_status_already_done", {"rows": rows(done), "job_id": job_id}))
     store.run_in_transaction(steps)
-    return Submission(job_id, enqueue, [d["doc_id"] for d in done])
+    return Submission(job_id, enqueue, [d["doc_id"] for d in done], in_flight)
 
 
 def batches_of(docs: list[dict[str, str]], size: int) -> list[list[dict[str, str]]]:

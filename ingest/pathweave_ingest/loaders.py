@@ -37,6 +37,43 @@ class LoadError:
         return f"{self.source}: {self.reason}"
 
 
+# A visible character: not whitespace, not a control character, not an invisible format
+# character (soft hyphen, zero-width space/joiners, bidi marks, word joiner, BOM, ...).
+# The same class is the API schema's ``pattern`` for texts, so schema and check agree.
+INVISIBLE_CLASS = ("\\s\\x00-\\x1f\\x7f-\\x9f\\xad\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u180e\\u200b-\\u200f"
+                   "\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb")
+_VISIBLE = re.compile(f"[^{INVISIBLE_CLASS}]")
+
+
+def has_visible_text(text: str) -> bool:
+    """True when ``text`` holds at least one visible character (see ``INVISIBLE_CLASS``):
+    a text of only whitespace or zero-width characters would be stored as an empty passage."""
+    return _VISIBLE.search(text) is not None
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as UTF-8 (a lone surrogate, e.g. from a JSON
+    ``"\\ud800"`` escape), or None when it can."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not valid Unicode: lone surrogate {text[exc.start]!r} at character {exc.start}"
+    return None
+
+
+def text_problem(text: str, what: str = "text") -> str | None:
+    """Why a document's ``text`` (or title) is unusable: a lone surrogate, NUL characters,
+    or nothing visible in it (only whitespace or zero-width characters); None when fine."""
+    problem = unicode_problem(text)
+    if problem:
+        return f"{what} is {problem}"
+    if "\x00" in text:
+        return f"{what} contains NUL characters (binary data is not text)"
+    if what == "text" and not has_visible_text(text):
+        return "text is empty (only whitespace or invisible characters)"
+    return None
+
+
 def _decode(path: Path, max_bytes: int) -> str:
     """File text, or ValueError with the reason (size, empty, binary, not UTF-8)."""
     size = path.stat().st_size
@@ -113,10 +150,12 @@ def load_file(path: Path, max_bytes: int) -> tuple[list[SourceDocument], list[Lo
         text = _decode(path, max_bytes)
         if path.suffix.lower() == ".md":
             body = markdown_to_text(text)
-            if not body:
+            if not has_visible_text(body):
                 raise ValueError("no text left after removing Markdown markup")
             return [SourceDocument(str(path), _title_of(path, text), body)], []
         if path.suffix.lower() == ".txt":
+            if not has_visible_text(text):
+                raise ValueError("no visible text (only whitespace or invisible characters)")
             return [SourceDocument(str(path), _title_of(path, text), text.strip())], []
         items = _items(path, text)
     except (OSError, ValueError) as exc:
@@ -128,6 +167,10 @@ def load_file(path: Path, max_bytes: int) -> tuple[list[SourceDocument], list[Lo
             errors.append(LoadError(source, "item needs a non-empty string 'text'"))
             continue
         title = item.get("title") if isinstance(item.get("title"), str) else ""
+        problem = text_problem(item["text"]) or text_problem(title, "title")
+        if problem:
+            errors.append(LoadError(source, problem))
+            continue
         docs.append(SourceDocument(source, title.strip(), item["text"].strip()))
     if not docs and not errors:
         errors.append(LoadError(str(path), "no documents in file"))

@@ -9,7 +9,8 @@ Delivery is at-least-once (Celery ``acks_late``): a batch may run again after
 a worker died. That is safe because every write MERGEs on content-hash ids and
 a document already in the store is skipped; what a killed attempt could leave
 undone (synonymy edges of the documents it had written, the graph version
-bump) is repaired when the batch runs again.
+bump) is repaired when the batch runs again, before any of its documents is
+marked ``done``: a job reads ``done`` only when the graph is complete.
 
 Failures:
 
@@ -163,12 +164,12 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
                                     "while processing this document (crash, kill or out of memory)")
         outcome.failed.extend(gave_up)
     pre_ingested = [d["doc_id"] for d in todo if (states.get(d["doc_id"]) or {}).get("ingested")]
+    if pre_ingested:  # written by an attempt that died before its synonymy step: the graph first,
+        repair_synonyms(store, runtime.settings, pre_ingested)  # so no document reads done before it is
+        outcome.repaired = pre_ingested
     groups = [[doc] for doc in todo] if crashed else ([todo] if todo else [])
     for group in groups:  # after a crash, one by one: a poison document only costs itself attempts
         _ingest(runtime, store, tenant, group, states, resumed, outcome)
-    if pre_ingested:
-        outcome.repaired = pre_ingested
-        repair_synonyms(store, runtime.settings, pre_ingested)
 
 
 def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[str, str]],
@@ -195,6 +196,8 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
     failed = [d for d in docs if not (after.get(d["doc_id"]) or {}).get("ingested")]
     if failed and not store_ok(store):
         raise _transient(runtime, RuntimeError("store stopped answering during the batch"))
+    if done and batch_error:  # the pipeline stopped after writing them: its synonymy step may be missing,
+        repair_synonyms(store, runtime.settings, [d["doc_id"] for d in done])  # repaired before they read done
     if done:
         counts = {row["doc_id"]: row for row in store.run("document_counts", ids=[d["doc_id"] for d in done])}
         finished = now_iso()
@@ -206,8 +209,6 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
             outcome.passages += int(c.get("passages") or 0)
         store.run("doc_status_done", rows=rows)
         outcome.done.extend(d["doc_id"] for d in done)
-        if batch_error:  # the pipeline stopped after writing them: its synonymy step may be missing
-            repair_synonyms(store, runtime.settings, [d["doc_id"] for d in done])
     retry_rows, failed_rows = [], []
     for d in failed:
         state = states.get(d["doc_id"]) or {}

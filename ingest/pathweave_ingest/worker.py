@@ -7,8 +7,9 @@ one batch of documents (:func:`pathweave_ingest.tasks.run_batch`).
 Delivery: ``acks_late`` (a message is acknowledged after its batch ran) with
 ``worker_prefetch_multiplier=1`` and ``task_reject_on_worker_lost``: a batch
 whose worker died is delivered again, to a restarted or another worker, after
-``visibility_timeout_s`` (Redis). Writes are idempotent, so a batch that runs
-twice leaves the graph as one clean run.
+``visibility_timeout_s`` (Redis; 60 s by default). A running batch's message is
+kept alive by a :class:`Heartbeat`, so batches may run longer than that.
+Writes are idempotent, so a batch that runs twice leaves the graph as one clean run.
 
 Concurrency: the default pool is ``solo`` (one batch at a time per worker
 process; the embedder and spaCy use the cores themselves, the models load
@@ -22,6 +23,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 
 from celery import Celery, signals
 
@@ -95,6 +98,53 @@ def runtime():
     return _runtime
 
 
+class Heartbeat:
+    """Keeps the message of a running batch unacknowledged-but-alive on Redis.
+
+    Redis redelivers a message whose delivery tag has sat in the unacknowledged index
+    (``unacked_index``) longer than the visibility timeout. While its batch runs, this
+    thread refreshes the tag's timestamp every quarter of that timeout, so a batch may
+    run far longer than the timeout without a second delivery; once the worker dies the
+    refreshes stop and the batch is redelivered after one timeout (60 s by default).
+    """
+
+    def __init__(self, app: Celery, delivery_tag: str | None, visibility_timeout_s: float) -> None:
+        self.app = app
+        self.tag = delivery_tag
+        self.interval = max(0.5, visibility_timeout_s / 4)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.beats = 0
+
+    def beat(self) -> None:
+        """Refresh the tag's timestamp (only while it is still unacknowledged: ``XX``)."""
+        with self.app.connection_for_write() as conn:
+            channel = conn.default_channel
+            key = getattr(channel, "unacked_index_key", None)
+            if key is None:  # not the Redis transport: nothing to refresh
+                return
+            channel.client.zadd(key, {self.tag: time.time()}, xx=True)
+            self.beats += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.beat()
+            except Exception as exc:  # noqa: BLE001 - the broker is away; the next beat retries
+                log.warning("heartbeat of batch %s failed: %s", self.tag, exc)
+
+    def __enter__(self) -> "Heartbeat":
+        if self.tag and str(self.app.conf.broker_url or "").startswith(("redis://", "rediss://")):
+            self._thread = threading.Thread(target=self._run, name="pathweave-heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
 @celery_app.task(bind=True, name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed: list[str] | None = None) -> dict:
     """Ingest one batch; retries transient store errors and failed documents with backoff."""
@@ -105,7 +155,9 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
     ids = [d["doc_id"] for d in documents]
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        outcome = run_batch(runtime(), tenant, job_id, documents, resumed=resumed or [], redelivered=redelivered)
+        with Heartbeat(self.app, (self.request.delivery_info or {}).get("delivery_tag"), ws.visibility_timeout_s):
+            outcome = run_batch(runtime(), tenant, job_id, documents, resumed=resumed or [],
+                                redelivered=redelivered)
     except TransientStoreError as exc:
         if retries >= ws.max_retries:
             log.error("giving up on a batch of %d (job %s) after %d retries: %s", len(documents), job_id, retries, exc)

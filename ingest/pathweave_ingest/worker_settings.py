@@ -35,10 +35,11 @@ class WorkerSettings(BaseSettings):
     # back at most the batch it was running.
     worker_prefetch_multiplier: int = Field(1, ge=1)
     worker_max_tasks_per_child: int = Field(0, ge=0)  # prefork only; 0 = unlimited
-    # Seconds before an unacknowledged message (its worker died) is delivered again. Must
-    # exceed the longest batch: a batch still running after it is delivered twice
-    # (harmless, writes are idempotent, but wasted work).
-    visibility_timeout_s: int = Field(3600, ge=1)
+    # Seconds before an unacknowledged message (its worker died) is delivered again: a
+    # killed worker's batch is picked up by another or a restarted worker within about
+    # this long (+ unacked_restore_interval_s). A running batch refreshes its message
+    # every quarter of it (worker.Heartbeat), so a batch may run longer than this.
+    visibility_timeout_s: int = Field(60, ge=2)
     unacked_restore_interval_s: int = Field(10, ge=1)
 
     # Documents per task (0 = auto: 64 on CPU, 256 on cuda) and per pipeline write

@@ -12,6 +12,9 @@ Neo4j. One server per data directory:
 - ``<data_dir>/server/server.log``: the server's log;
 - ``<data_dir>/server/databases``: ArcadeDB's root path.
 
+Everything under the data directory is private to the user: folders 0700 and
+files 0600 (the server runs with umask 077; older files are fixed at start).
+
 Errors: :class:`ServerError` with the log's tail when the server does not
 become ready within ``server_start_timeout_s`` seconds.
 """
@@ -58,9 +61,31 @@ class ServerInfo:
 
 
 def _server_dir(settings: Settings) -> Path:
+    """``<data_dir>/server``, created private to the user (0700, the data dir too)."""
     path = Path(settings.data_dir) / "server"
-    path.mkdir(parents=True, exist_ok=True)
+    for directory in (Path(settings.data_dir), path):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _chmod(directory, 0o700)
     return path
+
+
+def _chmod(path: Path, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except OSError:  # not ours (a shared parent): leave it
+        pass
+
+
+def make_private(directory: Path) -> None:
+    """Folders 0700 and files 0600 under ``directory`` (the databases, WAL files and logs
+    hold every tenant's text; files written before this rule existed are fixed at start)."""
+    for root, dirs, files in os.walk(directory):
+        _chmod(Path(root), 0o700)
+        for name in dirs:
+            _chmod(Path(root) / name, 0o700)
+        for name in files:
+            if not (Path(root) / name).is_symlink():
+                _chmod(Path(root) / name, 0o600)
 
 
 def _password(directory: Path) -> str:
@@ -148,7 +173,8 @@ def start(settings: Settings) -> ServerInfo:
         password = _password(directory)
         bolt_port = settings.server_port or _free_port()
         http_port = settings.server_http_port or _free_port()
-        log = open(directory / "server.log", "ab")
+        make_private(directory)
+        log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
         process = subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.server",
@@ -218,7 +244,11 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
 
 
 def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
-    """Entry point of the detached server process (``python -m pathweave.server``)."""
+    """Entry point of the detached server process (``python -m pathweave.server``).
+
+    The process (and the JVM inside it) runs with umask 077: every database, WAL and log
+    file it creates is private to the user."""
+    os.umask(0o077)
     from arcadedb_embedded.server import ArcadeDBServer
 
     server = ArcadeDBServer(

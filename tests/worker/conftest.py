@@ -95,11 +95,11 @@ class WorkerProcess:
 
 @pytest.fixture()
 def start_worker(worker_env, tmp_path):
-    """``start_worker() -> WorkerProcess`` (ready); all are stopped after the test."""
+    """``start_worker(**extra_env) -> WorkerProcess`` (ready); all are stopped after the test."""
     started: list[WorkerProcess] = []
 
-    def start() -> WorkerProcess:
-        worker = WorkerProcess(worker_env, tmp_path / f"worker-{len(started)}.log")
+    def start(**env: str) -> WorkerProcess:
+        worker = WorkerProcess({**worker_env, **env}, tmp_path / f"worker-{len(started)}.log")
         started.append(worker)
         worker.wait_ready()
         return worker

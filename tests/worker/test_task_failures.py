@@ -217,3 +217,56 @@ def test_batch_sizes_grow_on_any_cuda_device():
         assert (ws.batch_size(device), ws.group_size(device), ws.extract_batch(device)) == (256, 256, 256)
     assert (ws.batch_size("cpu"), ws.group_size("cpu"), ws.extract_batch("cpu")) == (64, 64, 64)
     assert WorkerSettings(broker_url="", ingest_batch_size=8).batch_size("cuda:1") == 8
+
+
+def test_a_redelivered_batch_marks_documents_done_only_after_the_graph_is_repaired(settings, base_store, embedder,
+                                                                                   extractor, ws):
+    """A worker killed after writing its documents, before its synonymy step: the redelivered
+    batch must not report any document (so the job) ``done`` while the tenant still lacks
+    those SYNONYM edges and the graph-version bump."""
+    from pathweave_ingest.pipeline import Pipeline
+
+    docs = [SourceDocument("s#0", "Marie Curie", "Marie Curie was born in Warsaw. Maria Curie won a Nobel Prize."),
+            SourceDocument("s#1", "Maria Sklodowska Curie", "Maria Sklodowska Curie studied in Paris with Marie "
+                                                            "Curie's husband Pierre Curie.")]
+    clean_tenant = f"clean{uuid.uuid4().hex[:8]}"
+    clean = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    clean_store = clean.store(clean_tenant)
+    job_id, batch = _submit(clean_store, docs)
+    assert len(run_batch(clean, clean_tenant, job_id, batch).done) == 2
+    synonyms = clean_store.counts().get("rel:SYNONYM", 0)
+    assert synonyms > 0
+
+    tenant = f"killed{uuid.uuid4().hex[:8]}"
+    runtime = Runtime(settings, ws, embedder=embedder, extractor=extractor)
+    store = runtime.store(tenant)
+    job_id, batch = _submit(store, docs)
+    # the killed attempt: documents running, written in full, no synonymy step (threshold above 1)
+    store.run("doc_status_running", rows=[{"doc_id": d["doc_id"], "started_at": jobs.now_iso(), "worker": "dead",
+                                           "count": 1} for d in batch])
+    killed = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": tenant,
+                                                                             "synonym_threshold": 2.0}))
+    killed.ingest(docs)
+    assert store.counts().get("rel:SYNONYM", 0) == 0
+    version_after_kill = store.graph_version()
+
+    seen_at_done: list[tuple[int, int]] = []
+    real_run = type(store).run
+
+    def watching_run(self, name, **params):
+        if name == "doc_status_done":  # the moment documents (and so maybe the job) read done
+            seen_at_done.append((self.counts().get("rel:SYNONYM", 0), self.graph_version()))
+        return real_run(self, name, **params)
+
+    runtime_store = runtime.store(tenant)
+    runtime_store.run = watching_run.__get__(runtime_store)
+    runtime.store = lambda _tenant: runtime_store
+    outcome = run_batch(runtime, tenant, job_id, batch, redelivered=True)
+    assert sorted(outcome.done) == sorted(d["doc_id"] for d in batch) and outcome.repaired
+    assert seen_at_done, "no document was marked done"
+    for edges, version in seen_at_done:
+        assert edges == synonyms and version > version_after_kill, (seen_at_done, synonyms, version_after_kill)
+    assert jobs.job_status(store, job_id)["status"] == "done"
+    assert store.counts() == clean_store.counts()
+    runtime.close()
+    clean.close()

@@ -90,3 +90,44 @@ def test_sigkill_mid_batch_then_restart_equals_clean_run(celery_api, start_worke
     answer = client.post("/v1/query", headers=headers, json={"question": "Who founded Station 3?", "mode": "dense",
                                                               "k": 20}).json()
     assert len(answer["passages"]) == len(DOCS)
+
+
+def test_default_redelivery_is_quick_and_long_batches_are_kept_alive(celery_api, start_worker, settings,
+                                                                     worker_runtime, broker_url, queue_name):
+    """Defaults: a dead worker's batch comes back within about a minute (not an hour), and a
+    batch running longer than the visibility timeout is not delivered a second time: its
+    message is kept alive by the worker's heartbeat while it runs."""
+    import re
+    from collections import Counter
+
+    from fastapi.testclient import TestClient
+
+    from pathweave_api.app import create_app
+    from pathweave_ingest.worker_settings import WorkerSettings
+
+    defaults = WorkerSettings(broker_url="redis://x")
+    assert defaults.visibility_timeout_s + defaults.unacked_restore_interval_s <= 120
+
+    _, keys = celery_api
+    app = create_app(settings, celery_api[0].app.state.services.api,
+                     WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=1000),
+                     runtime=worker_runtime, keys=keys)
+    many = [{"title": f"{d['title']} copy {n}", "text": d["text"].replace("Station", f"Halt {n}")}
+            for n in range(5) for d in DOCS]  # one batch of 90 documents: far longer than 2 s
+    worker = start_worker(PATHWEAVE_VISIBILITY_TIMEOUT_S="2", PATHWEAVE_UNACKED_RESTORE_INTERVAL_S="1")
+    with TestClient(app) as client:
+        tenant, headers = _key(keys, "long")
+        response = client.post("/v1/documents", headers=headers, json={"documents": many})
+        assert response.status_code == 202 and response.json()["batches"] == 1
+        started = time.monotonic()
+        job = _wait(client, headers, response.json()["job_id"])
+        elapsed = time.monotonic() - started
+        assert job["status"] == "done", job
+        assert max(d["attempts"] for d in job["documents"]) == 1
+        time.sleep(4)  # a batch put back meanwhile would be received again now
+    worker.stop()
+    log = worker.log.read_text(errors="replace")
+    received = Counter(re.findall(r"Task pathweave\.ingest_batch\[([0-9a-f-]+)\] received", log))
+    assert len(received) == 1, log[-3000:]
+    assert elapsed > 3 * 2, "the batch ran faster than the visibility timeout: nothing was tested"
+    assert set(received.values()) == {1}, f"a running batch was delivered again: {received}"
