@@ -6,7 +6,10 @@ twice leaves the graph unchanged. A document with a source key (a file path, a
 URL, an external id) is identified by it: when its content hash differs from the
 stored version's, the old version is removed and the new one written, with one
 graph-version bump for the whole ingestion (:mod:`pathweave_ingest.documents`).
-Passages keep the PDF ``page`` or heading-path ``section`` of their segment. Three groups of documents are in flight at
+Passages keep the PDF ``page`` or heading-path ``section`` of their segment.
+The removal commits before the new version is written (the version is bumped
+after both): if writing the new version fails, the source is absent until it
+is ingested again (the workers retry it). Three groups of documents are in flight at
 once: while one group is embedded, the next is chunked and extracted (spaCy) on
 an extraction thread and the previous one is written in one transaction by a
 writer thread; if a write fails, its documents are retried one by one at the end so a
