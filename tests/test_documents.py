@@ -213,3 +213,22 @@ def test_bad_input_gets_its_message_and_writes_nothing(tmp_path, pipeline, store
     assert len(errors) == 1 and reason in errors[0].reason and path.name in errors[0].source, errors
     report = pipeline.ingest(documents, errors)
     assert report.documents_new == 0 and store.counts() == {} and store.graph_version() == 0
+
+
+def test_scanned_pages_next_to_text_pages_are_reported(tmp_path, settings):
+    from reportlab.lib.pagesizes import letter
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+    from PIL import Image
+
+    path = tmp_path / "mixed.pdf"
+    c = canvas.Canvas(str(path), pagesize=letter)
+    c.drawString(72, 700, PAGES[0])
+    c.showPage()
+    c.drawImage(ImageReader(Image.new("RGB", (60, 40), (120, 30, 30))), 100, 100, 300, 200)
+    c.showPage()
+    c.showPage()  # a blank page is neither text nor a scan
+    c.save()
+    (doc,), errors = load_path(path, settings.max_file_bytes)
+    assert errors == [] and [s.page for s in doc.segments] == [1]
+    assert len(doc.warnings) == 1 and "page(s) 2 have no text layer" in doc.warnings[0]
