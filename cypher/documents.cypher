@@ -31,11 +31,13 @@ RETURN j.job_id AS job_id, j.created_at AS created_at, j.doc_ids AS doc_ids, j.t
        j.batches AS batches, j.queue AS queue;
 
 // name: document_states
-// Which of $ids exist as ingested documents and their status node, if any.
+// Which of $ids exist as ingested documents (with the stored version's content_hash, so
+// a changed version of a source is told apart) and their status node, if any.
 UNWIND $ids AS id
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 OPTIONAL MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
-RETURN id AS doc_id, d IS NOT NULL AS ingested, s.status AS status, s.attempts AS attempts;
+RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, s.status AS status,
+       s.attempts AS attempts;
 
 // name: doc_status_queue
 // (Re)queue documents of a job. rows: {doc_id, title, source, queued_at}. A document still
@@ -115,6 +117,12 @@ RETURN id AS doc_id, count(DISTINCT p) AS passages, count(DISTINCT r) AS proposi
 // Every ingested document of the tenant (the API merges in the status nodes).
 MATCH (d:Document) WHERE d.tenant = $tenant
 RETURN d.doc_id AS doc_id, d.title AS title, d.source AS source, d.ingested_at AS ingested_at;
+
+// name: documents_with_source_prefix
+// Documents identified by their source (identity 'source') whose source starts with $prefix
+// (folder sync: the documents of a folder, to find those whose files are gone).
+MATCH (d:Document) WHERE d.tenant = $tenant AND d.identity = 'source' AND d.source STARTS WITH $prefix
+RETURN d.doc_id AS doc_id, d.source AS source, d.title AS title, d.content_hash AS content_hash;
 
 // name: doc_status_list
 MATCH (s:DocumentStatus) WHERE s.tenant = $tenant
@@ -206,24 +214,32 @@ DELETE r
 RETURN count(*) AS n;
 
 // name: delete_triples_by_id
+// Deletes the Triple nodes of $ids (with their edges); returns the ids actually removed (change record).
 MATCH (t:Triple) WHERE t.triple_id IN $ids AND t.tenant = $tenant
+WITH t, t.triple_id AS id
 DETACH DELETE t
-RETURN count(*) AS n;
+RETURN id;
 
 // name: delete_propositions_by_id
+// Deletes the Proposition nodes of $ids (with their edges); returns the ids actually removed (change record).
 MATCH (r:Proposition) WHERE r.prop_id IN $ids AND r.tenant = $tenant
+WITH r, r.prop_id AS id
 DETACH DELETE r
-RETURN count(*) AS n;
+RETURN id;
 
 // name: delete_passages_by_id
+// Deletes the Passage nodes of $ids (with their edges); returns the ids actually removed (change record).
 MATCH (p:Passage) WHERE p.passage_id IN $ids AND p.tenant = $tenant
+WITH p, p.passage_id AS id
 DETACH DELETE p
-RETURN count(*) AS n;
+RETURN id;
 
 // name: delete_entities_by_id
+// Deletes the Entity nodes of $ids (with their edges); returns the ids actually removed (change record).
 MATCH (e:Entity) WHERE e.entity_id IN $ids AND e.tenant = $tenant
+WITH e, e.entity_id AS id
 DETACH DELETE e
-RETURN count(*) AS n;
+RETURN id;
 
 // name: delete_document_node
 MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
@@ -254,6 +270,24 @@ RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS c
 UNWIND $ids AS id
 MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 RETURN d.doc_id AS doc_id, d.source AS source;
+
+// name: passage_citations
+// Where each passage of $ids comes from (citations "title, p. N" / "title > section"):
+// its page or heading path and its document's title and source.
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id}) WHERE p.tenant = $tenant
+OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
+WITH p, id, d ORDER BY d.doc_id
+WITH p, id, collect(d)[0] AS d
+RETURN id AS passage_id, p.page AS page, p.section AS section, coalesce(d.title, p.title) AS title,
+       d.source AS source;
+
+// name: proposition_citing_passages
+// Passages stating each proposition of $prop_ids (a context statement cites one of them).
+UNWIND $prop_ids AS pid
+MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
+WHERE p.tenant = $tenant
+RETURN pid AS prop_id, p.passage_id AS passage_id ORDER BY p.passage_id;
 
 // name: api_passages_stating
 // Which of $passage_ids state each proposition of $prop_ids (citations of path steps).

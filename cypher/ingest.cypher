@@ -21,21 +21,31 @@ MATCH (n:Triple) WHERE n.triple_id IN $ids RETURN n.triple_id AS id;
 // name: existing_document_ids
 MATCH (n:Document) WHERE n.doc_id IN $ids RETURN n.doc_id AS id;
 
+// name: existing_document_hashes
+// Which of $ids are stored, with the content hash of the stored version (a source whose
+// hash differs is replaced).
+MATCH (n:Document) WHERE n.doc_id IN $ids AND n.tenant = $tenant
+RETURN n.doc_id AS id, n.content_hash AS content_hash;
+
 // name: upsert_documents
-// rows: {doc_id, tenant, source, title, content_hash, ingested_at}
+// rows: {doc_id, tenant, source, title, content_hash, identity, ingested_at}; identity is
+// 'source' (doc_id hashes tenant + source: a changed source replaces its old version) or
+// 'content' (doc_id hashes tenant + title + text).
 UNWIND $rows AS row
 MERGE (d:Document {doc_id: row.doc_id})
 ON CREATE SET d.tenant = row.tenant, d.source = row.source, d.title = row.title,
-              d.content_hash = row.content_hash, d.ingested_at = row.ingested_at
+              d.content_hash = row.content_hash, d.identity = row.identity, d.ingested_at = row.ingested_at
 RETURN count(d) AS n;
 
 // name: upsert_passages
-// rows: {passage_id, doc_id, tenant, title, text, position, token_count, embedding, vec}
-// (`vec`: the embedding as base64 float32, what queries read; `embedding` feeds the index)
+// rows: {passage_id, doc_id, tenant, title, text, position, token_count, page, section, embedding, vec};
+// page (1-based PDF page) or section (heading path "A > B") may be null; `vec`: the
+// embedding as base64 float32, what queries read (`embedding` feeds the vector index).
 UNWIND $rows AS row
 MERGE (p:Passage {passage_id: row.passage_id})
 ON CREATE SET p.tenant = row.tenant, p.title = row.title, p.text = row.text,
               p.position = row.position, p.token_count = row.token_count,
+              p.page = row.page, p.section = row.section,
               p.embedding = row.embedding, p.vec = row.vec
 WITH p, row
 MATCH (d:Document {doc_id: row.doc_id})

@@ -44,7 +44,7 @@ def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
 def test_store_files_are_private_to_the_user(settings, store):
     """The databases (WAL included: it holds document text) and the logs are 0600 in 0700
     folders, like the password file: no other local user can read a tenant's data."""
-    store.bump_graph_version()  # a write: the WAL and the database files exist
+    store.record_change()  # a write: the WAL and the database files exist
     data_dir = settings.data_dir
     assert stat.S_IMODE(os.stat(data_dir).st_mode) == 0o700
     server_dir = data_dir / "server"

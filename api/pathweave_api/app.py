@@ -9,6 +9,7 @@ sees only the key's tenant. Errors are ``application/problem+json``.
 Run: ``pathweave serve`` or ``uvicorn --factory pathweave_api.app:create_app``.
 """
 
+import dataclasses
 import json
 import logging
 import math
@@ -28,17 +29,20 @@ from pydantic import Field, ValidationError, create_model
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pathweave.citations import cite_result
 from pathweave.settings import Settings, get_settings
 from pathweave_api import explorer, metrics, problems
 from pathweave_api.keys import ApiKey, KeyStore
 from pathweave_api.limits import AuthThrottle, BodyLimitMiddleware, KdfBusy, RateLimiter, retry_after_header
 from pathweave_api.models import (
     DOC_ID_PATTERN,
+    EXTERNAL_ID_PATTERN,
     HEX32_PATTERN,
     TEXT_PATTERN,
     DeleteResponse,
     DocStatus,
     DocumentList,
+    DocumentPut,
     DocumentText,
     DocumentsRequest,
     Health,
@@ -332,7 +336,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     problems.install(app)
 
     def body_limit(method: str, path: str) -> int:
-        if method == "POST" and path.rstrip("/") == "/v1/documents":
+        if (method == "POST" and path.rstrip("/") == "/v1/documents") or \
+                (method == "PUT" and path.startswith("/v1/documents/")):
             return api.api_max_body_bytes
         return api.api_max_small_body_bytes
 
@@ -457,8 +462,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                                      "validation-error")
                 uploads.append(value)
             if not uploads:
-                raise ApiProblem(422, "no files: send one or more .txt/.md/.json/.jsonl files in form field 'files'",
-                                 "no-files")
+                raise ApiProblem(422, f"no files: send one or more files ({', '.join(SUPPORTED)}) in form field "
+                                      "'files'", "no-files")
             docs: list[SourceDocument] = []
             rejected: list[dict[str, Any]] = []
             with tempfile.TemporaryDirectory(prefix="pathweave-upload-") as tmp:
@@ -480,8 +485,9 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                     for error in errors:
                         rejected.append({"loc": ["files", index], "type": "invalid_file",
                                          "msg": f"{original[:200]}{error.source[len(prefix):]}: {error.reason}"})
-                    docs.extend(SourceDocument(f"upload:{original[:200]}{d.source[len(prefix):]}", d.title, d.text)
-                                for d in found)
+                    # uploads keep content identity (no stable source); PUT gives one
+                    docs.extend(dataclasses.replace(d, source=f"upload:{original[:200]}{d.source[len(prefix):]}",
+                                                    key=None) for d in found)
             if rejected:
                 summary = "; ".join(e["msg"] for e in rejected[:5])
                 raise ApiProblem(422, f"{len(rejected)} file(s) or item(s) rejected, nothing was ingested: {summary}",
@@ -535,7 +541,11 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     files_schema = {"type": "object", "required": ["files"], "properties": {"files": {
         "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1,
         "maxItems": api.api_max_documents,
-        "description": "Files: .txt, .md (one document each), .json (a list of {title, text}), .jsonl."}}}
+        "description": "Files: .txt, .md, .pdf (text per page), .html/.htm (main content), .docx (headings as "
+                       "sections): one document each; .json (a list of {title, text}), .jsonl."}}}
+    put_file_schema = {"type": "object", "required": ["files"], "properties": {"files": {
+        "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1, "maxItems": 1,
+        "description": "One file: .txt, .md, .pdf, .html/.htm, .docx (or a .json/.jsonl with one item)."}}}
 
     @app.post(
         "/v1/documents", status_code=202, response_model=SubmitResponse, tags=["documents"],
@@ -543,7 +553,9 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         description=(
             "Validates every document first (empty, binary, not UTF-8, too large, malformed JSON: 4xx and nothing "
             "is written), then creates a job and enqueues its batches. Answers 202 with the job id "
-            "(`Location: /v1/jobs/{id}`). Documents already ingested (same title and text) are `done` at once."),
+            "(`Location: /v1/jobs/{id}`). Documents already ingested (same title and text) are `done` at once. "
+            "Files: .txt, .md, .pdf, .html/.htm, .docx, .json, .jsonl; an encrypted, corrupt or image-only PDF, "
+            "HTML without main content or a .docx that is not a Word file is rejected (422, nothing written)."),
         responses=_errors(400, 413, 415, 422),
         openapi_extra={"requestBody": {"required": True, "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/DocumentsRequest"},
@@ -618,6 +630,46 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
         return result
 
+    @app.put(
+        "/v1/documents/{external_id}", status_code=202, response_model=SubmitResponse, tags=["documents"],
+        summary="Create or replace the document with this external id",
+        description=(
+            "The document's identity is the tenant + `external_id` (its id is answered in `documents[0].doc_id`). "
+            "Unchanged content (same content hash) changes nothing (`done` at once); changed content replaces the "
+            "stored version in one step: its passages, propositions, triples and orphaned entities are removed as "
+            "`DELETE /v1/documents/{id}` removes them, the new version is written, the graph version is bumped once. "
+            "Body: JSON `{title, text}` or `multipart/form-data` with one file in field `files` "
+            "(.txt, .md, .pdf, .html/.htm, .docx). Answers 202 with the job (`Location: /v1/jobs/{id}`)."),
+        responses=_errors(400, 413, 415, 422),
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/DocumentPut"},
+                                 "examples": {"one": {"summary": "A policy page", "value": {
+                                     "title": "Travel policy", "text": "Trips to Lyon need approval."}}}},
+            "multipart/form-data": {"schema": put_file_schema},
+        }}},
+    )
+    async def put_document(request: Request, response: Response, key: Principal, external_id: Annotated[
+            str, Path(pattern=EXTERNAL_ID_PATTERN, description="The caller's id of the document (its source).",
+                      examples=["policies:travel-2024"])]) -> dict[str, Any]:
+        media = _media_type(request)
+        if media == "multipart/form-data":
+            docs = await read_files(request)
+            if len(docs) != 1:
+                raise ApiProblem(422, f"PUT takes exactly one document, the upload holds {len(docs)}",
+                                 "validation-error")
+        else:
+            require_json(media, "application/json ({\"title\": ..., \"text\": ...}) or multipart/form-data "
+                                "(one file in field 'files')")
+            parsed = await json_body(request, DocumentPut, '{"title": ..., "text": ...}')
+            size = len(parsed.text.encode("utf-8"))
+            if size > settings.max_file_bytes:
+                raise ApiProblem(413, f"text is {size} bytes > limit {settings.max_file_bytes}", "document-too-large")
+            docs = [SourceDocument(external_id, parsed.title.strip(), parsed.text.strip())]
+        doc = dataclasses.replace(docs[0], source=external_id, key=external_id)
+        result = await run_in_threadpool(submit, key.tenant, [doc])
+        response.headers["Location"] = result["links"]["job"]
+        return result
+
     # ------------------------------------------------------------------ query
 
     QueryBody = create_model(
@@ -641,6 +693,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
         metrics.QUERIES.labels(req.mode).inc()
         store = retriever.store
+        _guard(cite_result, store, result)  # page / section citations ("title, p. N", "title > section")
         marker = {hit.passage_id: hit.rank for hit in result.passages}
         doc_ids = sorted({hit.doc_id for hit in result.passages if hit.doc_id})
         sources = {r["doc_id"]: r["source"] for r in _guard(store.run, "api_document_sources", ids=doc_ids)} \
@@ -663,7 +716,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                       for p in result.paths],
             "seeds": [s.model_dump() for s in result.seeds],
             "citations": [{"marker": hit.rank, "passage_id": hit.passage_id, "doc_id": hit.doc_id, "title": hit.title,
-                           "source": sources.get(hit.doc_id)} for hit in result.passages],
+                           "source": sources.get(hit.doc_id), "page": hit.page, "section": hit.section,
+                           "reference": hit.reference} for hit in result.passages],
             "timings_ms": result.timings_ms,
             "context": result.context.model_dump() if result.context is not None else None, "note": note,
             "links": {"record": f"/v1/queries/{result.query_id}"},
@@ -772,6 +826,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             components.setdefault(name, definition)
         doc_schema["properties"]["documents"]["maxItems"] = api.api_max_documents
         components["DocumentsRequest"] = doc_schema
+        components["DocumentPut"] = DocumentPut.model_json_schema(ref_template="#/components/schemas/{model}")
         components["QueryRequest"] = QueryBody.model_json_schema(ref_template="#/components/schemas/{model}")
         components.setdefault("Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}"))
         for path in schema.get("paths", {}).values():

@@ -11,6 +11,7 @@ from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
 HEX32_PATTERN = r"^[0-9a-f]{32}$"
+EXTERNAL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}$"
 
 Mode = Literal["proprag", "dense", "hipporag2"]
 DocStatus = Literal["queued", "running", "done", "failed"]
@@ -69,6 +70,29 @@ class DocumentIn(BaseModel):
     @classmethod
     def _short(cls, value: str | None) -> str | None:
         return _no_nul(value, "field") if value is not None else value
+
+
+class DocumentPut(BaseModel):
+    """The content of the document with an external id (PUT /v1/documents/{external_id})."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"title": "Travel policy", "text": "Trips to Lyon need approval from Paul Martin."}]})
+
+    title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).")
+    text: str = Field(..., min_length=1, max_length=20_000_000, description="The document text.")
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        _no_nul(value, "text")
+        if not value.strip():
+            raise ValueError("text is empty (only whitespace)")
+        return value
+
+    @field_validator("title")
+    @classmethod
+    def _short(cls, value: str) -> str:
+        return _no_nul(value, "field")
 
 
 class DocumentsRequest(BaseModel):
@@ -233,6 +257,10 @@ class Citation(BaseModel):
     doc_id: str
     title: str
     source: str | None = None
+    page: int | None = Field(None, description="1-based PDF page of the passage.")
+    section: str | None = Field(None, description="Heading path of the passage ('A > B').")
+    reference: str | None = Field(None, description="'title, p. N', 'title > section' or the title.",
+                                  examples=["Annual Report, p. 3"])
 
 
 class PassageOut(BaseModel):
@@ -242,6 +270,9 @@ class PassageOut(BaseModel):
     text: str
     score: float
     rank: int
+    page: int | None = Field(None, description="1-based PDF page of the passage.")
+    section: str | None = Field(None, description="Heading path of the passage ('A > B').")
+    reference: str | None = Field(None, description="'title, p. N', 'title > section' or the title.")
     citation: int = Field(description="Marker of this passage in ``citations``.")
 
 
@@ -325,6 +356,8 @@ class RecordSelected(BaseModel):
     rank: int | None = None
     weight: float | None = None
     text: str | None = Field(None, description="The passage's or proposition's text, the entity's name.")
+    reference: str | None = Field(None, description="Citation of a selected passage or statement "
+                                                    "('title, p. N' / 'title > section').")
 
 
 class RecordPassage(BaseModel):

@@ -37,3 +37,18 @@ def chunk_text(text: str, tokenizer, chunk_tokens: int, overlap: int) -> list[tu
         if start + chunk_tokens >= len(offsets):
             break
     return chunks
+
+
+def chunk_segments(segments, tokenizer, chunk_tokens: int, overlap: int) -> list[tuple[str, int, int | None, str | None]]:
+    """Passages of a document's segments (:class:`~pathweave_ingest.loaders.Segment`):
+    ``[(passage_text, token_count, page, section)]`` in reading order. Each segment
+    (a PDF page, a heading's section) is chunked on its own by :func:`chunk_text`, so a
+    passage never spans two pages or sections and cites exactly one. Raises ValueError
+    if overlap >= chunk_tokens.
+    """
+    out: list[tuple[str, int, int | None, str | None]] = []
+    for segment in segments:
+        for text, tokens in chunk_text(segment.text, tokenizer, chunk_tokens, overlap):
+            if text:
+                out.append((text, tokens, segment.page, segment.section))
+    return out

@@ -72,8 +72,10 @@ def progress_bar() -> Progress:
     )
 
 
-def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = None, label: str = "ingest"):
-    """Ingest ``documents`` with a progress bar; returns the IngestReport."""
+def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = None, label: str = "ingest",
+               remove: list[str] | None = None):
+    """Ingest ``documents`` with a progress bar (``remove``: ids of documents to delete in the
+    same change); returns the IngestReport."""
     import time
 
     from pathweave.embeddings import get_embedder
@@ -96,31 +98,84 @@ def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = 
             rate = passages / max(time.perf_counter() - started, 1e-9)
             bar.update(task, completed=docs_done, rate=f"{rate:.1f} passages/s")
 
-        return pipeline.ingest(documents, errors, on_progress)
+        return pipeline.ingest(documents, errors, on_progress, remove=remove)
+
+
+def sync_plan(store, root: Path, documents, errors) -> dict[str, list]:
+    """What ``ingest DIR --sync`` does: ``{"new": [doc], "changed": [doc], "unchanged": [doc],
+    "removed": [{doc_id, source, title}]}``. A stored document of the folder is removed when
+    its file (or JSON item) is gone; one whose file failed to load is kept (never removed
+    because of a load error)."""
+    from pathweave_ingest.documents import content_hash, document_id
+
+    prefix = str(root.absolute()).rstrip(os.sep) + os.sep
+    ids = {document_id(store.tenant, doc): doc for doc in documents}
+    stored = {row["id"]: row["content_hash"] for row in store.run("existing_document_hashes", ids=list(ids))}
+    failed_files = {str(Path(e.source.split("#", 1)[0]).absolute()) for e in errors}
+    plan: dict[str, list] = {"new": [], "changed": [], "unchanged": [], "removed": []}
+    for doc_id, doc in ids.items():
+        if doc_id not in stored:
+            plan["new"].append(doc)
+        else:
+            plan["changed" if stored[doc_id] != content_hash(doc) else "unchanged"].append(doc)
+    for row in store.run("documents_with_source_prefix", prefix=prefix):
+        if row["doc_id"] not in ids and row["source"].split("#", 1)[0] not in failed_files:
+            plan["removed"].append(row)
+    return plan
 
 
 @app.command()
 def ingest(
-    path: Path = typer.Argument(..., help="A .txt/.md/.json/.jsonl file or a directory (recursive)."),
+    path: Path = typer.Argument(..., help="A .txt/.md/.json/.jsonl/.pdf/.html/.docx file or a directory (recursive)."),
     extraction: Optional[Path] = typer.Option(None, help="Precomputed OpenIE extraction JSON (HippoRAG format)."),
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
+    sync: bool = typer.Option(False, "--sync", help="Folder sync: add new files, replace changed ones and remove "
+                                                    "the documents whose files are gone from PATH."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --sync: list what would be added, replaced and "
+                                                          "removed; change nothing."),
 ) -> None:
-    """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent)."""
+    """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent; a changed file
+    replaces its earlier version)."""
     from pathweave.store import open_store
     from pathweave_ingest.loaders import load_path
 
     settings = _settings(tenant)
+    if dry_run and not sync:
+        console.print("[red]error:[/] --dry-run needs --sync")
+        raise typer.Exit(2)
+    if sync and not path.is_dir():
+        console.print(f"[red]error:[/] --sync needs a directory, got {path}")
+        raise typer.Exit(2)
     try:
         documents, errors = load_path(path, settings.max_file_bytes)
     except FileNotFoundError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     with open_store(settings) as store:
-        report = run_ingest(store, settings, documents, errors, extraction)
+        remove = None
+        if sync:
+            plan = sync_plan(store, path, documents, errors)
+            if dry_run:
+                out = Console()
+                for label, key in (("add", "new"), ("replace", "changed"), ("keep", "unchanged")):
+                    for doc in plan[key]:
+                        out.print(f"{label:8} {doc.key or doc.source}", soft_wrap=True, markup=False)
+                for row in plan["removed"]:
+                    out.print(f"{'remove':8} {row['source']}", soft_wrap=True, markup=False)
+                for error in errors:
+                    console.print(f"[yellow]skip[/]     {error}", soft_wrap=True)
+                out.print(f"dry run: {len(plan['new'])} to add, {len(plan['changed'])} to replace, "
+                          f"{len(plan['removed'])} to remove, {len(plan['unchanged'])} unchanged; nothing written")
+                return
+            remove = [row["doc_id"] for row in plan["removed"]]
+        report = run_ingest(store, settings, documents, errors, extraction, remove=remove)
     for error in report.errors:
         console.print(f"[yellow]skipped[/] {error}", soft_wrap=True)  # a long path must not split the reason
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {warning}", soft_wrap=True)
     console.print(
-        f"{report.documents_new} new of {report.documents} documents, {report.passages_new} passages, "
+        f"{report.documents_new} new of {report.documents} documents ({report.documents_replaced} replaced, "
+        f"{report.documents_removed} removed), {report.passages_new} passages, "
         f"{report.propositions_new} propositions, {report.entities_new} entities, {report.triples} triples, "
         f"{report.synonym_edges} synonym edges in {report.seconds:.1f} s ({report.passages_per_s:.1f} passages/s)"
     )
@@ -140,6 +195,7 @@ def query(
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
+    from pathweave.citations import cite_result
     from pathweave.embeddings import get_embedder
     from pathweave.retrieval.retriever import Retriever
     from pathweave.store import open_store
@@ -153,6 +209,7 @@ def query(
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
         retriever.flush()  # the reasoning record is in the graph before the store closes
+        cite_result(store, result)  # "title, p. N" / "title > section"
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         return
@@ -165,7 +222,7 @@ def print_result(result) -> None:
     out.print(f"[bold]Q:[/] {result.question}  [dim]({result.mode}, record {result.query_id})[/]")
     for hit in result.passages:
         snippet = hit.text if len(hit.text) < 220 else hit.text[:217] + "..."
-        out.print(f"  [{hit.rank}] [bold]{hit.title}[/] (score {hit.score:.4f})\n      {snippet}")
+        out.print(f"  [{hit.rank}] [bold]{hit.reference or hit.title}[/] (score {hit.score:.4f})\n      {snippet}")
     for path in result.paths[:3]:
         out.print(f"  path {path.rank} (score {path.score:.3f}):")
         for step in path.steps:

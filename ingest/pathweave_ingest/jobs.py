@@ -17,7 +17,8 @@ from typing import Any
 
 from pathweave.store import GraphStore
 from pathweave.text import stable_id
-from pathweave_ingest.loaders import SourceDocument
+from pathweave_ingest.documents import commit_document_change, content_hash, document_id
+from pathweave_ingest.loaders import Segment, SourceDocument
 
 STATUSES = ("queued", "running", "done", "failed")
 
@@ -35,17 +36,36 @@ def doc_id_for(tenant: str, title: str, text: str) -> str:
     return stable_id("doc", tenant, title, text)
 
 
-def payloads(tenant: str, documents: list[SourceDocument]) -> list[dict[str, str]]:
-    """JSON-safe task payloads ``{doc_id, source, title, text}``, duplicates (same id) dropped."""
-    out: dict[str, dict[str, str]] = {}
+def payloads(tenant: str, documents: list[SourceDocument]) -> list[dict[str, Any]]:
+    """JSON-safe task payloads ``{doc_id, source, title, text, key, content_hash, segments:
+    [[text, page, section], ...]}``, duplicates (same id) dropped (the last version of a
+    source wins). ``doc_id`` is :func:`pathweave_ingest.documents.document_id`."""
+    out: dict[str, dict[str, Any]] = {}
     for doc in documents:
-        doc_id = doc_id_for(tenant, doc.title, doc.text)
-        out.setdefault(doc_id, {"doc_id": doc_id, "source": doc.source, "title": doc.title, "text": doc.text})
+        doc_id = document_id(tenant, doc)
+        payload = {"doc_id": doc_id, "source": doc.source, "title": doc.title, "text": doc.text,
+                   "key": doc.key, "content_hash": content_hash(doc),
+                   "segments": [[s.text, s.page, s.section] for s in doc.segments]}
+        if doc.key:
+            out.pop(doc_id, None)
+            out[doc_id] = payload
+        else:
+            out.setdefault(doc_id, payload)
     return list(out.values())
 
 
-def to_source(payload: dict[str, str]) -> SourceDocument:
-    return SourceDocument(payload["source"], payload["title"], payload["text"])
+def to_source(payload: dict[str, Any]) -> SourceDocument:
+    """The :class:`SourceDocument` of a task payload (see :func:`payloads`)."""
+    segments = tuple(Segment(text, page, section) for text, page, section in payload.get("segments") or ())
+    return SourceDocument(payload["source"], payload["title"], payload["text"], segments, payload.get("key"))
+
+
+def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
+    """Does the store hold this payload's version (``state``: a ``document_states`` row)?
+    A source whose stored content hash differs is ingested but not current."""
+    if not state or not state.get("ingested"):
+        return False
+    return not payload.get("key") or state.get("content_hash") == payload.get("content_hash")
 
 
 @dataclass
@@ -59,10 +79,10 @@ class Submission:
     in_flight: list[str] = field(default_factory=list)
 
 
-def create_job(store: GraphStore, job_id: str, docs: list[dict[str, str]], batch_size: int,
+def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch_size: int,
                queue: str) -> Submission:
-    """Write the job and the documents' status (queued, or done when ingested already)
-    in one transaction. Nothing is enqueued here.
+    """Write the job and the documents' status (queued, or done when this version is
+    ingested already) in one transaction. Nothing is enqueued here.
 
     A document another job is running keeps its status, job and attempts (so a document
     that kills its workers still runs out of attempts): it is not enqueued again, and
@@ -74,7 +94,7 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, str]], batch
     enqueue, done, in_flight = [], [], []
     for doc in docs:
         state = states.get(doc["doc_id"]) or {}
-        if state.get("ingested") and state.get("status") in (None, "done"):
+        if is_current(state, doc) and state.get("status") in (None, "done"):
             done.append(doc)
         elif state.get("status") == "running":
             in_flight.append(doc["doc_id"])
@@ -179,7 +199,8 @@ def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
     propositions and triples only they state/assert (with their RELATES edges), the
     entities nothing else mentions or relates (kept when an alias group member
     stays, so ALIAS_OF never dangles), relations no triple uses any more, the
-    document and its status. One write transaction; the graph version is bumped.
+    document and its status. One write transaction; the graph version is bumped once
+    (both through :func:`pathweave_ingest.documents.commit_document_change`).
 
     Returns the removed counts, None when the tenant has no such document.
     Raises :class:`DocumentBusy` while the document is queued or running.
@@ -189,45 +210,6 @@ def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
         return None
     if state["status"] in ("queued", "running"):
         raise DocumentBusy(f"document {doc_id} is {state['status']}; delete it once its job has finished")
-    from pathweave.cypher import statement
-
-    removed: dict[str, int] = {}
-    changed: dict[str, list[str]] = {}
-
-    def work(tx):
-        def run(name: str, **params: Any) -> list[dict[str, Any]]:
-            return [r.data() for r in tx.run(statement(name), {"tenant": store.tenant, **params})]
-
-        passage_ids = [r["id"] for r in run("delete_doc_passages", doc_id=doc_id)]
-        prop_ids = [r["id"] for r in run("delete_doc_propositions", passage_ids=passage_ids)] if passage_ids else []
-        triples = run("delete_doc_triples", passage_ids=passage_ids) if passage_ids else []
-        triple_ids = [t["id"] for t in triples]
-        source_ids = passage_ids + prop_ids
-        candidates = {r["id"] for r in run("delete_doc_candidate_entities", passage_ids=passage_ids,
-                                           prop_ids=prop_ids)} if source_ids else set()
-        candidates.update(t[k] for t in triples for k in ("subject_id", "object_id") if t[k])
-        orphans = [r["id"] for r in run("delete_doc_orphan_entities", entity_ids=sorted(candidates),
-                                        source_ids=source_ids, triple_ids=triple_ids)] if candidates else []
-        anchored = {r["id"] for r in run("delete_doc_alias_anchored", orphan_ids=orphans)} if orphans else set()
-        entity_ids = [e for e in orphans if e not in anchored]
-        if triples:
-            run("delete_doc_relates", rows=[{"triple_id": t["id"], "subject_id": t["subject_id"]} for t in triples])
-        run("delete_triples_by_id", ids=triple_ids)
-        run("delete_propositions_by_id", ids=prop_ids)
-        run("delete_passages_by_id", ids=passage_ids)
-        run("delete_entities_by_id", ids=entity_ids)
-        relation_ids = sorted({t["relation_id"] for t in triples if t["relation_id"]})
-        relations = run("delete_orphan_relations", relation_ids=relation_ids) if relation_ids else []
-        run("delete_document_node", doc_id=doc_id)
-        run("delete_document_status", doc_id=doc_id)
-        removed.clear()
-        changed.update(passages=passage_ids, entities=entity_ids)
-        removed.update(passages=len(passage_ids), propositions=len(prop_ids), triples=len(triple_ids),
-                       entities=len(entity_ids), entities_kept_for_aliases=len(anchored),
-                       relations=int(relations[0]["n"]) if relations else 0)
-
-    with store.driver.session(database=store.database) as session:
-        session.execute_write(work)
-    if state["ingested"]:
-        store.record_change(removed=changed["passages"], removed_entities=changed["entities"])
+    change = commit_document_change(store, [doc_id])
+    removed = dict(change.counts)
     return {"doc_id": doc_id, "removed": removed}

@@ -2,7 +2,14 @@
 
 Used by the CLI (and the workers): ids are content hashes, writes MERGE on
 them, and only texts not yet stored are embedded, so ingesting the same input
-twice leaves the graph unchanged. Three groups of documents are in flight at
+twice leaves the graph unchanged. A document with a source key (a file path, a
+URL, an external id) is identified by it: when its content hash differs from the
+stored version's, the old version is removed and the new one written, with one
+graph-version bump for the whole ingestion (:mod:`pathweave_ingest.documents`).
+Passages keep the PDF ``page`` or heading-path ``section`` of their segment.
+The removal commits before the new version is written (the version is bumped
+after both): if writing the new version fails, the source is absent until it
+is ingested again (the workers retry it). Three groups of documents are in flight at
 once: while one group is embedded, the next is chunked and extracted (spaCy) on
 an extraction thread and the previous one is written in one transaction by a
 writer thread; if a write fails, its documents are retried one by one at the end so a
@@ -11,7 +18,6 @@ bad document is reported and the others land.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable
@@ -24,7 +30,8 @@ from pathweave.embeddings import Embedder
 from pathweave.settings import Settings
 from pathweave.store import GraphStore
 from pathweave.text import normalize, stable_id
-from pathweave_ingest.chunking import chunk_text
+from pathweave_ingest.chunking import chunk_segments
+from pathweave_ingest.documents import DocumentChange, commit_document_change, content_hash, document_id
 from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
 from pathweave_ingest.loaders import LoadError, SourceDocument
 from pathweave.backends import Capability
@@ -39,6 +46,8 @@ class IngestReport:
 
     documents: int = 0
     documents_new: int = 0
+    documents_replaced: int = 0
+    documents_removed: int = 0
     passages_new: int = 0
     propositions_new: int = 0
     entities_new: int = 0
@@ -48,6 +57,8 @@ class IngestReport:
     seconds: float = 0.0
     passage_ids: list[str] = field(default_factory=list, repr=False)  # written (new or not), for the change record
     counted: dict[str, set[str]] = field(default_factory=dict, repr=False)  # label -> ids counted as new
+    warnings: list[LoadError] = field(default_factory=list)  # ingested, with a remark (e.g. scanned pages)
+    change: DocumentChange | None = field(default=None, repr=False)  # removed/added ids, version after the bump
 
     @property
     def passages_per_s(self) -> float:
@@ -99,15 +110,48 @@ class Pipeline:
         self.tenant = store.tenant
 
     def ingest(self, documents: list[SourceDocument], errors: list[LoadError] | None = None,
-               on_progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        """Ingest ``documents``; ``on_progress(documents_done, passages_done)`` after each group."""
+               on_progress: Callable[[int, int], None] | None = None,
+               remove: list[str] | None = None) -> IngestReport:
+        """Ingest ``documents``; ``on_progress(documents_done, passages_done)`` after each group.
+
+        A document already stored in this version is skipped; a source stored with another
+        content hash is replaced (old version removed first, then the new one written; the
+        graph version is bumped once at the end, see
+        :func:`~pathweave_ingest.documents.commit_document_change`). ``remove``: ids of
+        documents to delete in the same change (folder sync: files that are gone)."""
         started = time.perf_counter()
         report = IngestReport(documents=len(documents), errors=list(errors or []))
-        new_entities: dict[str, tuple[str, np.ndarray]] = {}
+        report.warnings = [LoadError(d.source, w) for d in documents for w in d.warnings]
         unique = list({self._doc_id(d): d for d in documents}.items())
-        stored = self.store.existing("existing_document_ids", [doc_id for doc_id, _ in unique])
-        todo = [(doc_id, d) for doc_id, d in unique if doc_id not in stored]
-        done = len(unique) - len(todo)
+        stored = {row["id"]: row["content_hash"] for row in self.store.run(
+            "existing_document_hashes", ids=[doc_id for doc_id, _ in unique])}
+        todo, replace = [], []
+        for doc_id, doc in unique:
+            if doc_id not in stored:
+                todo.append((doc_id, doc))
+            elif doc.key and stored[doc_id] != content_hash(doc):
+                todo.append((doc_id, doc))
+                replace.append(doc_id)
+        gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
+
+        def write() -> tuple[list[str], list[str]] | None:
+            entities = self._write_documents(todo, len(unique) - len(todo), report, on_progress)
+            if report.documents_new or report.synonym_edges:
+                return list(dict.fromkeys(report.passage_ids)), entities
+            return None
+
+        change = commit_document_change(self.store, replace + gone, write, keep_status=set(replace))
+        report.change = change
+        report.documents_replaced = len(set(change.removed_doc_ids) & set(replace))
+        report.documents_removed = len(set(change.removed_doc_ids) - set(replace))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _write_documents(self, todo: list[tuple[str, SourceDocument]], done: int, report: IngestReport,
+                         on_progress: Callable[[int, int], None] | None) -> list[str]:
+        """Chunk, extract, embed and write ``todo`` (groups in flight) and the synonymy edges;
+        returns the ids of the new entities (whose synonyms were written)."""
+        new_entities: dict[str, tuple[str, np.ndarray]] = {}
         if on_progress:
             on_progress(done, 0)
         failed: list[list[tuple[str, SourceDocument]]] = []
@@ -141,10 +185,7 @@ class Pipeline:
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
         if new_entities:
             report.synonym_edges = self._write_synonyms(new_entities)
-        if report.documents_new or report.synonym_edges:
-            self.store.record_change(added=list(dict.fromkeys(report.passage_ids)), entities=list(new_entities))
-        report.seconds = time.perf_counter() - started
-        return report
+        return list(new_entities)
 
     def _write(self, group, prepared):
         """Writer thread: one transaction for the group; returns (group, prepared, error)."""
@@ -169,7 +210,7 @@ class Pipeline:
         return len(group)
 
     def _doc_id(self, doc: SourceDocument) -> str:
-        return stable_id("doc", self.tenant, doc.title, doc.text)
+        return document_id(self.tenant, doc)
 
     @staticmethod
     def _count(report: IngestReport, batch: _Batch, embedded: dict, new_entities: dict, docs: int) -> None:
@@ -199,16 +240,17 @@ class Pipeline:
         tokenizer = self.embedder.tokenizer
         for doc_id, doc in group:
             batch.add("upsert_documents", {
-                "doc_id": doc_id, "tenant": self.tenant, "source": doc.source, "title": doc.title,
-                "content_hash": hashlib.sha256(doc.text.encode()).hexdigest(), "ingested_at": now,
+                "doc_id": doc_id, "tenant": self.tenant, "source": doc.key or doc.source, "title": doc.title,
+                "content_hash": content_hash(doc), "identity": "source" if doc.key else "content",
+                "ingested_at": now,
             })
             previous = None
-            chunks = chunk_text(doc.text, tokenizer, self.settings.chunk_tokens, self.settings.chunk_overlap)
-            for position, (text, tokens) in enumerate(chunks):
+            chunks = chunk_segments(doc.parts(), tokenizer, self.settings.chunk_tokens, self.settings.chunk_overlap)
+            for position, (text, tokens, page, section) in enumerate(chunks):
                 pid = stable_id("passage", self.tenant, doc.title, text)
                 batch.add("upsert_passages", {
                     "passage_id": pid, "doc_id": doc_id, "tenant": self.tenant, "title": doc.title,
-                    "text": text, "position": position, "token_count": tokens,
+                    "text": text, "position": position, "token_count": tokens, "page": page, "section": section,
                 })
                 batch.text("passage", pid, f"{doc.title}\n{text}" if doc.title else text)
                 if previous:

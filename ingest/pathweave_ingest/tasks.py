@@ -42,7 +42,7 @@ from typing import Any
 
 
 from pathweave.store import GraphStore
-from pathweave_ingest.jobs import mark_failed, now_iso, to_source
+from pathweave_ingest.jobs import is_current, mark_failed, now_iso, to_source
 from pathweave_ingest.worker_runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,9 @@ def _transient(runtime: Runtime, exc: BaseException) -> TransientStoreError:
 
 def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
               resumed: Collection[str] = (), redelivered: bool = False) -> BatchOutcome:
-    """Ingest one batch of payloads ``{doc_id, source, title, text}`` for ``tenant``.
+    """Ingest one batch of payloads ``{doc_id, source, title, text, key, content_hash, segments}``
+    (:func:`pathweave_ingest.jobs.payloads`) for ``tenant``; a payload whose source is stored
+    with another content hash replaces that version.
 
     ``resumed``: ids this task chain itself left ``running`` (a transient retry), so
     they are not taken for a crashed attempt. ``redelivered``: this very message was
@@ -150,7 +152,7 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
     for doc in documents:
         state = states.get(doc["doc_id"]) or {}
         status, attempts = state.get("status"), int(state.get("attempts") or 0)
-        if status is None or status == "failed" or (status == "done" and state.get("ingested")):
+        if status is None or status == "failed" or (status == "done" and is_current(state, doc)):
             outcome.skipped.append(doc["doc_id"])  # deleted, given up, or done by an earlier delivery
             continue
         if status == "running" and doc["doc_id"] not in resumed:
@@ -163,7 +165,7 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
         mark_failed(store, gave_up, f"gave up after {ws.max_doc_attempts} attempts: the worker stopped "
                                     "while processing this document (crash, kill or out of memory)")
         outcome.failed.extend(gave_up)
-    pre_ingested = [d["doc_id"] for d in todo if (states.get(d["doc_id"]) or {}).get("ingested")]
+    pre_ingested = [d["doc_id"] for d in todo if is_current(states.get(d["doc_id"]), d)]
     if pre_ingested:  # written by an attempt that died before its synonymy step: the graph first,
         repair_synonyms(store, runtime.settings, pre_ingested)  # so no document reads done before it is
         outcome.repaired = pre_ingested
@@ -192,8 +194,8 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
         batch_error = f"{type(exc).__name__}: {exc}"
     seconds = round(time.perf_counter() - started, 3)
     after = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
-    done = [d for d in docs if (after.get(d["doc_id"]) or {}).get("ingested")]
-    failed = [d for d in docs if not (after.get(d["doc_id"]) or {}).get("ingested")]
+    done = [d for d in docs if is_current(after.get(d["doc_id"]), d)]  # this version is stored
+    failed = [d for d in docs if not is_current(after.get(d["doc_id"]), d)]
     if failed and not store_ok(store):
         raise _transient(runtime, RuntimeError("store stopped answering during the batch"))
     if done and batch_error:  # the pipeline stopped after writing them: its synonymy step may be missing,

@@ -13,7 +13,8 @@ Mode = Literal["proprag", "dense", "hipporag2"]
 
 
 class PassageHit(BaseModel):
-    """A ranked passage; ``score`` is the mode's final score (PPR mass or cosine)."""
+    """A ranked passage; ``score`` is the mode's final score (PPR mass or cosine);
+    ``page``/``section``/``reference`` are set by :func:`pathweave.citations.cite_result`."""
 
     passage_id: str
     doc_id: str = ""
@@ -21,6 +22,9 @@ class PassageHit(BaseModel):
     text: str
     score: float
     rank: int
+    page: int | None = Field(None, description="1-based PDF page of the passage (citations).")
+    section: str | None = Field(None, description="Heading path of the passage, 'A > B' (citations).")
+    reference: str | None = Field(None, description="Citation: 'title, p. N', 'title > section' or the title.")
 
 
 class PathStep(BaseModel):
@@ -57,6 +61,7 @@ class ContextLine(BaseModel):
     rank: int
     weight: float
     line: str
+    reference: str | None = Field(None, description="Citation of the line's passage: 'title, p. N' / 'title > section'.")
 
 
 class BudgetedContext(BaseModel):

@@ -52,7 +52,8 @@ def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
 
 
 def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
-    """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...]}``.
+    """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...]}``;
+    each selected passage or proposition carries its ``reference`` (citation).
 
     Raises KeyError when the tenant has no such query.
     """
@@ -66,8 +67,23 @@ def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
                                                  "score": row["score"], "steps": []})
         path["steps"].append({"order": row["step"], "prop_id": row["prop_id"],
                               "text": row["proposition"], "via": row["via"]})
+    _cite_selected(store, selected)
     return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
             "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected}
+
+
+def _cite_selected(store: GraphStore, selected: list[dict]) -> None:
+    """Set ``reference`` ("title, p. N" / "title > section") on selected passages and
+    propositions (a proposition cites a selected passage stating it, else any)."""
+    from pathweave.citations import passage_citations, statement_passages
+
+    passages = [row["id"] for row in selected if row["label"] == "Passage"]
+    statement_of = statement_passages(store, [row["id"] for row in selected if row["label"] == "Proposition"],
+                                      passages)
+    cited = passage_citations(store, passages + list(statement_of.values()))
+    for row in selected:
+        passage = row["id"] if row["label"] == "Passage" else statement_of.get(row["id"])
+        row["reference"] = cited[passage]["reference"] if passage in cited else None
 
 
 class RecordWriter:

@@ -157,8 +157,8 @@ def test_openapi_is_complete(client):
     operations = {(method.upper(), path): op for path, item in schema["paths"].items() for method, op in item.items()}
     assert set(operations) == {
         ("POST", "/v1/documents"), ("GET", "/v1/jobs/{job_id}"), ("GET", "/v1/documents"),
-        ("DELETE", "/v1/documents/{doc_id}"), ("POST", "/v1/query"), ("GET", "/v1/queries/{query_id}"),
-        ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+        ("DELETE", "/v1/documents/{doc_id}"), ("PUT", "/v1/documents/{external_id}"), ("POST", "/v1/query"),
+        ("GET", "/v1/queries/{query_id}"), ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
     assert "HTTPBearer" in schema["components"]["securitySchemes"]
     for (method, path), op in operations.items():
         assert op.get("summary"), (method, path)
@@ -170,7 +170,10 @@ def test_openapi_is_complete(client):
         body = operations[("POST", path)]["requestBody"]["content"]
         assert body["application/json"]["examples"]
     assert "multipart/form-data" in operations[("POST", "/v1/documents")]["requestBody"]["content"]
+    put = operations[("PUT", "/v1/documents/{external_id}")]["requestBody"]["content"]
+    assert put["application/json"]["examples"] and "multipart/form-data" in put
+    assert ".pdf" in json.dumps(operations[("POST", "/v1/documents")]) and ".docx" in json.dumps(put)
     schemas = schema["components"]["schemas"]
     for name in ("QueryRequest", "QueryResponse", "SubmitResponse", "JobResponse", "ReasoningRecord", "DeleteResponse",
-                 "DocumentsRequest"):
+                 "DocumentsRequest", "DocumentPut"):
         assert schemas[name].get("examples"), name

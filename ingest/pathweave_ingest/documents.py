@@ -1,0 +1,150 @@
+"""Document identity and the one path by which documents leave the graph.
+
+Identity (spec §0): a document with a ``key`` (a file's absolute path, a URL or the
+caller's external id) is identified by tenant + key, with the ``content_hash`` of
+its title and segments beside it: ingesting the same source again with the same
+hash changes nothing, with another hash replaces the stored version. A document
+without a key keeps content identity (tenant + title + text), as before.
+
+Removal: :func:`commit_document_change` is the ONLY function that removes
+documents (``DELETE /v1/documents/{id}``, a changed source's replacement, folder
+sync) and the only place the ingestion bumps the graph version. It removes the
+documents in one write transaction, runs the optional ``write`` step (the
+pipeline writing new versions), then bumps the version exactly once and returns
+a :class:`DocumentChange` with the passage ids added and the passage and entity
+ids removed (the change record for incremental in-process topologies).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pathweave.cypher import statement
+from pathweave.store import GraphStore
+from pathweave.text import stable_id
+from pathweave_ingest.loaders import SourceDocument
+
+
+def content_hash(doc: SourceDocument) -> str:
+    """SHA-256 (hex) of the document's title and segments (text, page, section): any
+    change of text or structure gives another hash."""
+    parts = [doc.title, [[s.text, s.page, s.section] for s in doc.parts()]]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def source_doc_id(tenant: str, key: str) -> str:
+    """The id of the document whose source is ``key`` (``doc:`` + 24 hex)."""
+    return stable_id("doc", tenant, "\x1esource", key)
+
+
+def document_id(tenant: str, doc: SourceDocument) -> str:
+    """``doc``'s id: tenant + source key when it has one, else tenant + title + text."""
+    return source_doc_id(tenant, doc.key) if doc.key else stable_id("doc", tenant, doc.title, doc.text)
+
+
+@dataclass
+class DocumentChange:
+    """What one change did: documents removed (``removed_doc_ids``), the ids of the
+    passages and entities that left the graph, the passages the write step added, the
+    removed counts by kind and the graph version after the single bump (None when
+    nothing changed and the version was not bumped)."""
+
+    removed_doc_ids: list[str] = field(default_factory=list)
+    removed_passage_ids: list[str] = field(default_factory=list)
+    removed_entity_ids: list[str] = field(default_factory=list)
+    added_passage_ids: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("passages", "propositions", "triples", "entities", "entities_kept_for_aliases", "relations"), 0))
+    version: int | None = None
+
+
+def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_status: Collection[str],
+                change: DocumentChange) -> None:
+    """Remove one document inside the caller's transaction (``run(name, **params)``)."""
+    passage_ids = [r["id"] for r in run("delete_doc_passages", doc_id=doc_id)]
+    prop_ids = [r["id"] for r in run("delete_doc_propositions", passage_ids=passage_ids)] if passage_ids else []
+    triples = run("delete_doc_triples", passage_ids=passage_ids) if passage_ids else []
+    triple_ids = [t["id"] for t in triples]
+    source_ids = passage_ids + prop_ids
+    candidates = {r["id"] for r in run("delete_doc_candidate_entities", passage_ids=passage_ids,
+                                       prop_ids=prop_ids)} if source_ids else set()
+    candidates.update(t[k] for t in triples for k in ("subject_id", "object_id") if t[k])
+    orphans = [r["id"] for r in run("delete_doc_orphan_entities", entity_ids=sorted(candidates),
+                                    source_ids=source_ids, triple_ids=triple_ids)] if candidates else []
+    anchored = {r["id"] for r in run("delete_doc_alias_anchored", orphan_ids=orphans)} if orphans else set()
+    entity_ids = [e for e in orphans if e not in anchored]
+    if triples:
+        run("delete_doc_relates", rows=[{"triple_id": t["id"], "subject_id": t["subject_id"]} for t in triples])
+    removed_triples = [r["id"] for r in run("delete_triples_by_id", ids=triple_ids)] if triple_ids else []
+    removed_props = [r["id"] for r in run("delete_propositions_by_id", ids=prop_ids)] if prop_ids else []
+    removed_passages = [r["id"] for r in run("delete_passages_by_id", ids=passage_ids)] if passage_ids else []
+    removed_entities = [r["id"] for r in run("delete_entities_by_id", ids=entity_ids)] if entity_ids else []
+    relation_ids = sorted({t["relation_id"] for t in triples if t["relation_id"]})
+    relations = run("delete_orphan_relations", relation_ids=relation_ids) if relation_ids else []
+    run("delete_document_node", doc_id=doc_id)
+    if doc_id not in keep_status:
+        run("delete_document_status", doc_id=doc_id)
+    change.removed_doc_ids.append(doc_id)
+    change.removed_passage_ids.extend(removed_passages)
+    change.removed_entity_ids.extend(removed_entities)
+    for key, value in (("passages", len(removed_passages)), ("propositions", len(removed_props)),
+                       ("triples", len(removed_triples)), ("entities", len(removed_entities)),
+                       ("entities_kept_for_aliases", len(anchored)),
+                       ("relations", int(relations[0]["n"]) if relations else 0)):
+        change.counts[key] += value
+
+
+def commit_document_change(store: GraphStore, remove: Iterable[str] = (),
+                           write: Callable[[], tuple[list[str], list[str]] | None] | None = None,
+                           keep_status: Collection[str] = ()) -> DocumentChange:
+    """Remove the documents ``remove`` (ids of the store's tenant; unknown ids are
+    skipped), then run ``write`` (returns the ids of the passages it wrote and of the
+    entities whose synonyms it wrote, when it changed the graph; None when it wrote
+    nothing), then bump the tenant's graph version ONCE if anything was removed or
+    written, recording the change (:meth:`~pathweave.store.GraphStore.record_change`:
+    passages added, passages and entities removed) for the query processes' topologies.
+
+    Removal of a document: its passages (unless another document shares them), the
+    propositions and triples only they state/assert (with their RELATES edges), the
+    entities nothing else mentions or relates (kept when an alias group member stays,
+    so ALIAS_OF never dangles), relations no triple uses any more, the document node
+    and, unless its id is in ``keep_status`` (a replacement in flight), its status node. All
+    removals run in ONE write transaction (all or nothing); ``write`` runs after it
+    commits (its own transactions). An exception from ``write`` propagates after the
+    version has been bumped for what was removed.
+
+    Returns the :class:`DocumentChange` (removed ids, added passage ids, counts, version).
+    """
+    change = DocumentChange()
+    doc_ids = list(dict.fromkeys(remove))
+    if doc_ids:
+        def work(tx):
+            change.__init__()  # a retried transaction starts over
+
+            def run(name: str, **params: Any) -> list[dict[str, Any]]:
+                return [r.data() for r in tx.run(statement(name), {"tenant": store.tenant, **params})]
+
+            present = {r["id"] for r in run("existing_document_hashes", ids=doc_ids)}
+            for doc_id in doc_ids:
+                if doc_id in present:
+                    _remove_one(run, doc_id, keep_status, change)
+                elif doc_id not in keep_status:
+                    run("delete_document_status", doc_id=doc_id)
+
+        with store.driver.session(database=store.database) as session:
+            session.execute_write(work)
+    written = None
+    try:
+        if write is not None:
+            written = write()
+            change.added_passage_ids = list(written[0]) if written else []
+    finally:
+        if change.removed_doc_ids or written is not None:
+            change.version = store.record_change(
+                added=change.added_passage_ids, removed=change.removed_passage_ids,
+                removed_entities=change.removed_entity_ids, entities=list(written[1]) if written else [])
+    return change

@@ -1,0 +1,60 @@
+"""PUT /v1/documents/{external_id} (source identity, replacement) and PDF upload with page citations."""
+
+from pathlib import Path
+
+PAGES = [
+    "Acme Corporation was founded by Jane Smith in Boston in 1999. Acme builds rockets.",
+    "The Denver office of Acme Corporation designs rocket engines for lunar landers.",
+    "Paul Martin directs the Lyon office of Acme Corporation since 2005.",
+]
+
+
+def make_pdf(path: Path, pages: list[str], title: str = "Annual Report", images: bool = False,
+             encrypt: str | None = None) -> Path:
+    from reportlab.lib.pagesizes import letter
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=letter, encrypt=encrypt)
+    c.setTitle(title)
+    for text in pages:
+        if images:
+            from PIL import Image
+
+            c.drawImage(ImageReader(Image.new("RGB", (60, 40), (120, 30, 30))), 100, 100, 300, 200)
+        else:
+            c.drawString(72, 700, text)
+        c.showPage()
+    c.save()
+    return path
+
+
+def test_api_put_replaces_and_uploads_pdf(client, new_tenant, store_for, wait, tmp_path):
+    tenant, headers = new_tenant("put")
+    body = {"title": "Travel policy", "text": "Trips to Lyon need the approval of Paul Martin."}
+    first = client.put("/v1/documents/policies:travel", headers=headers, json=body)
+    assert first.status_code == 202, first.text
+    assert wait(headers, first.json()["job_id"])["status"] == "done"
+    doc_id = first.json()["documents"][0]["doc_id"]
+    store = store_for(tenant)
+    version = store.graph_version()
+    same = client.put("/v1/documents/policies:travel", headers=headers, json=body).json()
+    assert same["already_ingested"] == 1 and store.graph_version() == version
+    body2 = {"title": "Travel policy", "text": "Trips to Lyon need the approval of Claire Dubois."}
+    second = client.put("/v1/documents/policies:travel", headers=headers, json=body2)
+    assert second.status_code == 202 and second.json()["documents"][0]["doc_id"] == doc_id
+    assert wait(headers, second.json()["job_id"])["status"] == "done"
+    texts = [r["text"] for r in store.run("snapshot_passages")]
+    assert texts == [body2["text"]] and store.graph_version() == version + 1
+    pdf = make_pdf(tmp_path / "report.pdf", PAGES)
+    upload = client.post("/v1/documents", headers=headers,
+                         files=[("files", ("report.pdf", pdf.read_bytes(), "application/pdf"))])
+    assert upload.status_code == 202, upload.text
+    assert wait(headers, upload.json()["job_id"])["status"] == "done"
+    answer = client.post("/v1/query", headers=headers,
+                         json={"question": "Who directs the Lyon office of Acme?", "mode": "dense", "k": 1}).json()
+    assert answer["passages"][0]["reference"] == "Annual Report, p. 3"
+    assert answer["citations"][0]["page"] == 3
+    bad = client.post("/v1/documents", headers=headers,
+                      files=[("files", ("old.docx", b"not a zip", "application/octet-stream"))])
+    assert bad.status_code == 422 and "not a Word .docx file" in bad.text
