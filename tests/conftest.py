@@ -72,3 +72,30 @@ def pipeline(store, embedder, extractor, settings):
     from pathweave_ingest.pipeline import Pipeline
 
     return Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": store.tenant}))
+
+
+def _make_pdf(path: Path, pages: list[str], title: str = "Annual Report", images: bool = False,
+             encrypt: str | None = None) -> Path:
+    from reportlab.lib.pagesizes import letter
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=letter, encrypt=encrypt)
+    c.setTitle(title)
+    for text in pages:
+        if images:
+            from PIL import Image
+
+            c.drawImage(ImageReader(Image.new("RGB", (60, 40), (120, 30, 30))), 100, 100, 300, 200)
+        else:
+            c.drawString(72, 700, text)
+        c.showPage()
+    c.save()
+    return path
+
+
+@pytest.fixture(scope="session")
+def make_pdf():
+    """``make_pdf(path, pages, title=..., images=False, encrypt=None) -> path``: a PDF of one
+    line of text (or one image) per page, made with reportlab (tests of PDF ingestion)."""
+    return _make_pdf

@@ -29,24 +29,6 @@ who hired the first thirty engineers of the company outside America.</p></articl
 <footer>Copyright 2024 Acme. Privacy policy. Cookie settings.</footer></body></html>"""
 
 
-def make_pdf(path: Path, pages: list[str], title: str = "Annual Report", images: bool = False,
-             encrypt: str | None = None) -> Path:
-    from reportlab.lib.pagesizes import letter
-    from reportlab.lib.utils import ImageReader
-    from reportlab.pdfgen import canvas
-
-    c = canvas.Canvas(str(path), pagesize=letter, encrypt=encrypt)
-    c.setTitle(title)
-    for text in pages:
-        if images:
-            from PIL import Image
-
-            c.drawImage(ImageReader(Image.new("RGB", (60, 40), (120, 30, 30))), 100, 100, 300, 200)
-        else:
-            c.drawString(72, 700, text)
-        c.showPage()
-    c.save()
-    return path
 
 
 def make_docx(path: Path) -> Path:
@@ -68,7 +50,7 @@ def passages_of(store) -> list[dict]:
     return list(store.run("passage_citations", ids=ids))
 
 
-def test_pdf_html_docx_and_markdown_land_with_page_and_section(tmp_path, pipeline, store, settings):
+def test_pdf_html_docx_and_markdown_land_with_page_and_section(tmp_path, pipeline, store, settings, make_pdf):
     make_pdf(tmp_path / "report.pdf", PAGES)
     (tmp_path / "handbook.html").write_text(HTML)
     make_docx(tmp_path / "guide.docx")
@@ -90,7 +72,7 @@ def test_pdf_html_docx_and_markdown_land_with_page_and_section(tmp_path, pipelin
     assert len(page3) == 1 and "Denver" not in page3[0]["text"]  # no passage crosses a page
 
 
-def test_a_query_cites_the_page_and_the_record_too(tmp_path, pipeline, store, embedder, settings):
+def test_a_query_cites_the_page_and_the_record_too(tmp_path, pipeline, store, embedder, settings, make_pdf):
     from pathweave.citations import cite_result
     from pathweave.retrieval.retriever import Retriever
 
@@ -112,7 +94,7 @@ def test_a_query_cites_the_page_and_the_record_too(tmp_path, pipeline, store, em
     assert guide.passages[0].reference == "Employee Guide > Benefits"
 
 
-def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, embedder, extractor, settings):
+def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, embedder, extractor, settings, make_pdf):
     import uuid
 
     from pathweave.store import GraphStore
@@ -148,7 +130,7 @@ def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, em
     assert ours == theirs
 
 
-def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, settings):
+def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, settings, make_pdf):
     from pathweave.store import GraphStore
     from pathweave_ingest.cli import app
 
@@ -177,7 +159,7 @@ def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, set
     assert store.graph_version() == version + 1
 
 
-def _bad(tmp_path: Path, case: str) -> tuple[Path, str]:
+def _bad(tmp_path: Path, case: str, make_pdf) -> tuple[Path, str]:
     folder = tmp_path / "in"
     folder.mkdir()
     if case == "encrypted":
@@ -204,8 +186,8 @@ def _bad(tmp_path: Path, case: str) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize("case", ["encrypted", "corrupt", "images", "html", "docx", "size", "symlink"])
-def test_bad_input_gets_its_message_and_writes_nothing(tmp_path, pipeline, store, settings, case):
-    path, reason = _bad(tmp_path, case)
+def test_bad_input_gets_its_message_and_writes_nothing(tmp_path, pipeline, store, settings, case, make_pdf):
+    path, reason = _bad(tmp_path, case, make_pdf)
     limit = 3000 if case == "size" else settings.max_file_bytes
     documents, errors = load_path(path.parent, limit)
     assert documents == []

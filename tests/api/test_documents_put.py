@@ -1,7 +1,5 @@
 """PUT /v1/documents/{external_id} (source identity, replacement) and PDF upload with page citations."""
 
-from pathlib import Path
-
 PAGES = [
     "Acme Corporation was founded by Jane Smith in Boston in 1999. Acme builds rockets.",
     "The Denver office of Acme Corporation designs rocket engines for lunar landers.",
@@ -9,27 +7,9 @@ PAGES = [
 ]
 
 
-def make_pdf(path: Path, pages: list[str], title: str = "Annual Report", images: bool = False,
-             encrypt: str | None = None) -> Path:
-    from reportlab.lib.pagesizes import letter
-    from reportlab.lib.utils import ImageReader
-    from reportlab.pdfgen import canvas
-
-    c = canvas.Canvas(str(path), pagesize=letter, encrypt=encrypt)
-    c.setTitle(title)
-    for text in pages:
-        if images:
-            from PIL import Image
-
-            c.drawImage(ImageReader(Image.new("RGB", (60, 40), (120, 30, 30))), 100, 100, 300, 200)
-        else:
-            c.drawString(72, 700, text)
-        c.showPage()
-    c.save()
-    return path
 
 
-def test_api_put_replaces_and_uploads_pdf(client, new_tenant, store_for, wait, tmp_path):
+def test_api_put_replaces_and_uploads_pdf(client, new_tenant, store_for, wait, tmp_path, make_pdf):
     tenant, headers = new_tenant("put")
     body = {"title": "Travel policy", "text": "Trips to Lyon need the approval of Paul Martin."}
     first = client.put("/v1/documents/policies:travel", headers=headers, json=body)
