@@ -305,11 +305,11 @@ RETURN d.title AS title, d.source AS source, d.ingested_at AS ingested_at,
        p.passage_id AS passage_id, p.position AS position, p.text AS text;
 
 // name: api_queries_recent
-// The tenant's reasoning records, newest first (the explorer's list page); the API
-// keeps the first $limit rows.
+// The tenant's $limit most recent reasoning records, newest first (the explorer's list page).
 MATCH (q:Query) WHERE q.tenant = $tenant
 RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at
-ORDER BY created_at DESC;
+ORDER BY created_at DESC
+LIMIT $limit;
 
 // name: api_propositions_stated
 // The passages stating each proposition of $prop_ids (the explorer draws them).

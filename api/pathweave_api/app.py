@@ -767,7 +767,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
                                   "use limit", "validation-error")
         _guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
-        rows = _guard(svc.store(key.tenant).run, "api_queries_recent")
+        rows = _guard(svc.store(key.tenant).run, "api_queries_recent", limit=limit)
         return {"queries": rows[:limit], "limit": limit}
 
     # ------------------------------------------------------------------ operations

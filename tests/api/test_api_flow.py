@@ -48,6 +48,20 @@ def test_submit_poll_list_query_and_record(client, new_tenant, docs, wait):
     assert record["text"] == result["question"] and record["mode"] == "proprag"
     assert [p["path_id"] for p in record["paths"]] == [p["path_id"] for p in result["paths"]]
     assert {s["id"] for s in record["selected"] if s["label"] == "Passage"} == {p["passage_id"] for p in result["passages"]}
+    # what the explorer draws: each selected node's text, the passages stating the path steps with their documents
+    texts = {p["passage_id"]: p["text"] for p in result["passages"]}
+    assert all(s["text"] for s in record["selected"])
+    assert all(s["text"] == texts[s["id"]] for s in record["selected"] if s["label"] == "Passage")
+    stated = {prop for p in record["passages"] for prop in p["states"]}
+    assert stated == {step["prop_id"] for path in record["paths"] for step in path["steps"]}
+    passage = record["passages"][0]
+    assert passage["doc_id"] and passage["doc_title"] and passage["text"]
+    document = client.get(f"/v1/documents/{passage['doc_id']}", headers=headers)
+    assert document.status_code == 200 and document.json()["title"] == passage["doc_title"]
+    assert passage["text"] in [p["text"] for p in document.json()["passages"]]
+    listed = client.get("/v1/queries?limit=1", headers=headers).json()
+    assert listed == {"queries": [{"query_id": result["query_id"], "text": result["question"], "mode": "proprag",
+                                   "created_at": record["created_at"]}], "limit": 1}
 
     for mode in ("dense", "hipporag2"):
         other = client.post("/v1/query", headers=headers, json={"question": "Who married Marie Curie?", "mode": mode,
@@ -157,8 +171,10 @@ def test_openapi_is_complete(client):
     operations = {(method.upper(), path): op for path, item in schema["paths"].items() for method, op in item.items()}
     assert set(operations) == {
         ("POST", "/v1/documents"), ("GET", "/v1/jobs/{job_id}"), ("GET", "/v1/documents"),
-        ("DELETE", "/v1/documents/{doc_id}"), ("PUT", "/v1/documents/{external_id}"), ("POST", "/v1/query"),
-        ("GET", "/v1/queries/{query_id}"), ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+        ("DELETE", "/v1/documents/{doc_id}"), ("GET", "/v1/documents/{doc_id}"),
+        ("PUT", "/v1/documents/{external_id}"), ("POST", "/v1/query"),
+        ("GET", "/v1/queries"), ("GET", "/v1/queries/{query_id}"), ("GET", "/healthz"), ("GET", "/readyz"),
+        ("GET", "/metrics")}
     assert "HTTPBearer" in schema["components"]["securitySchemes"]
     for (method, path), op in operations.items():
         assert op.get("summary"), (method, path)
@@ -175,5 +191,5 @@ def test_openapi_is_complete(client):
     assert ".pdf" in json.dumps(operations[("POST", "/v1/documents")]) and ".docx" in json.dumps(put)
     schemas = schema["components"]["schemas"]
     for name in ("QueryRequest", "QueryResponse", "SubmitResponse", "JobResponse", "ReasoningRecord", "DeleteResponse",
-                 "DocumentsRequest", "DocumentPut"):
+                 "DocumentsRequest", "DocumentPut", "QueryList", "DocumentText"):
         assert schemas[name].get("examples"), name

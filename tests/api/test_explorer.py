@@ -233,6 +233,15 @@ def test_stored_text_is_never_html(live, browser):
 
     browser.get(f"{base}/ui/queries")
     browser.execute_script("sessionStorage.clear()")
+    # a refused key is dropped and asked for again
+    browser.get(f"{base}/ui/queries/{record['query_id']}")
+    _wait_state(browser, ("key",))
+    browser.find_element("id", "key").send_keys("pw_0123456789abcdef_wrong")
+    browser.find_element("css selector", "#key-form button[type=submit]").click()
+    time.sleep(0.5)
+    _wait_state(browser, ("key",))
+    assert "refused" in browser.find_element("id", "status").text
+    assert browser.execute_script("return sessionStorage.length") == 0
     _open_with_key(browser, f"{base}/ui/queries/{record['query_id']}", token)
     shown = _panel(browser, f"passage:{passage['id']}")
     assert XSS in shown["text"]

@@ -48,9 +48,14 @@ def test_ids_of_another_tenant_are_not_found(client, two_tenants, store_for):
     assert client.get(f"/v1/jobs/{job_a['job_id']}", headers=headers_b).status_code == 404
     assert client.get(f"/v1/queries/{record['query_id']}", headers=headers_b).status_code == 404
     assert client.delete(f"/v1/documents/{doc_a}", headers=headers_b).status_code == 404
+    assert client.get(f"/v1/documents/{doc_a}", headers=headers_b).status_code == 404
+    listed_b = client.get("/v1/queries", headers=headers_b).json()["queries"]
+    assert record["query_id"] not in {q["query_id"] for q in listed_b}
     # and everything is still there for its owner
     assert client.get(f"/v1/jobs/{job_a['job_id']}", headers=headers_a).status_code == 200
     assert client.get(f"/v1/queries/{record['query_id']}", headers=headers_a).status_code == 200
+    assert client.get(f"/v1/documents/{doc_a}", headers=headers_a).status_code == 200
+    assert record["query_id"] in {q["query_id"] for q in client.get("/v1/queries", headers=headers_a).json()["queries"]}
     assert doc_a in {d["doc_id"] for d in client.get("/v1/documents", headers=headers_a).json()["documents"]}
 
 
