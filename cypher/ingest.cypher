@@ -140,8 +140,9 @@ MATCH (e:Entity) WHERE e.tenant = $tenant
 RETURN e.entity_id AS id, e.norm_name AS norm_name, e.embedding AS embedding;
 
 // name: count_nodes
-// Node counts of a tenant by label (idempotency checks, status).
-MATCH (n) WHERE n.tenant = $tenant
+// Node counts of a tenant by label (idempotency checks, status); the graph-change log
+// (GraphChange, bookkeeping of versions, not content) is left out.
+MATCH (n) WHERE n.tenant = $tenant AND labels(n)[0] <> 'GraphChange'
 RETURN labels(n)[0] AS label, count(n) AS n;
 
 // name: count_relationships
