@@ -43,12 +43,13 @@ class PropRAGParams(BaseSettings):
     stage1_passage_seeds: int = 200
     # Stage-1 PPR on the default store: `push` (local push from the seeds, cost of their
     # neighbourhood) or `power` (whole-graph power iteration, tol 1e-6: the exact reference).
-    # On the MuSiQue store mid-way to 4.2x (39k nodes, 632k edges; 10 questions, loaded
-    # 2-core machine): power ~300 ms, push eps 1e-7 ~280 ms, eps 1e-6 ~50-77 ms with 48.7 of
-    # the exact top-50 passages (G_sub) on average. `pathweave bench scale` reports recall
-    # with both.
+    # `pathweave bench scale` (2-core machine under load, 100 MuSiQue questions): push with
+    # eps 1e-7 gave the same Recall@2/5 as `power` at 1x and 4.5x (0.492/0.692, 0.456/0.681),
+    # stage 1 p50 30 ms (1x) and 65 ms (4.5x). eps 1e-6 is ~4x cheaper than `power` on a
+    # 39k-node graph and kept 48.7 of the exact top-50 passages (10 questions; its recall
+    # over the benchmark is not measured yet).
     stage1_ppr: Literal["push", "power"] = "push"
-    ppr_epsilon: float = 1e-6
+    ppr_epsilon: float = 1e-7
     seed_entities: int = 40
     passage_seed_weight: float = 0.05
     damping_stage1: float = 0.75
