@@ -260,7 +260,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 budgets: list[int] | None = None, rescore_tops: list[int] | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict. ``rescore_tops``: extra
     proprag runs with these re-scoring depths M (rows ``proprag_m<M>``)."""
-    from pathweave_ingest.cli import run_ingest
+    from pathweave_ingest.console import run_ingest
 
     console = Console()
     data = Path(data) if data else default_data_dir()

@@ -66,7 +66,7 @@ def measure(retriever: Retriever, questions: list[dict], console: Console) -> di
 
 def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0) -> dict:
     """Run the benchmark; returns (and writes) the results dict."""
-    from pathweave_ingest.cli import run_ingest
+    from pathweave_ingest.console import run_ingest
 
     console = Console()
     data = Path(data) if data else default_data_dir()

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -14,7 +13,8 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pathweave_ingest.console import console, print_result, run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -25,7 +25,6 @@ db_app = typer.Typer(help="The managed local store server (ArcadeDB over Bolt)."
 bench_app = typer.Typer(help="Benchmarks on real data.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(bench_app, name="bench")
-console = Console(stderr=True)
 
 
 def _settings(tenant: str | None = None):
@@ -62,43 +61,6 @@ def db_status() -> None:
         console.print("not running")
         raise typer.Exit(1)
     console.print(f"running: pid {info.pid}, bolt {info.bolt_uri}, http {info.http_url}")
-
-
-def progress_bar() -> Progress:
-    """A rich progress bar with a passages/s column (for every long job)."""
-    return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console,
-    )
-
-
-def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = None, label: str = "ingest",
-               remove: list[str] | None = None):
-    """Ingest ``documents`` with a progress bar (``remove``: ids of documents to delete in the
-    same change); returns the IngestReport."""
-    import time
-
-    from pathweave.embeddings import get_embedder
-    from pathweave_ingest.pipeline import Pipeline
-
-    if extraction is not None:
-        from pathweave_ingest.extractors.imported import ImportedExtractor
-
-        extractor = ImportedExtractor(extraction)
-    else:
-        from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
-
-        extractor = SpacyExtractor(settings.spacy_model)
-    pipeline = Pipeline(store, get_embedder(settings), extractor, settings)
-    started = time.perf_counter()
-    with progress_bar() as bar:
-        task = bar.add_task(label, total=len(documents), rate="")
-
-        def on_progress(docs_done: int, passages: int) -> None:
-            rate = passages / max(time.perf_counter() - started, 1e-9)
-            bar.update(task, completed=docs_done, rate=f"{rate:.1f} passages/s")
-
-        return pipeline.ingest(documents, errors, on_progress, remove=remove)
 
 
 def sync_plan(store, root: Path, documents, errors) -> dict[str, list]:
@@ -214,28 +176,6 @@ def query(
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         return
     print_result(result)
-
-
-def print_result(result) -> None:
-    """Human-readable result: passages with citations, paths, seeds, timings."""
-    out = Console()
-    out.print(f"[bold]Q:[/] {result.question}  [dim]({result.mode}, record {result.query_id})[/]")
-    for hit in result.passages:
-        snippet = hit.text if len(hit.text) < 220 else hit.text[:217] + "..."
-        out.print(f"  [{hit.rank}] [bold]{hit.reference or hit.title}[/] (score {hit.score:.4f})\n      {snippet}")
-    for path in result.paths[:3]:
-        out.print(f"  path {path.rank} (score {path.score:.3f}):")
-        for step in path.steps:
-            via = f" [dim]via {step.via}[/]" if step.via else ""
-            out.print(f"    -> {step.text}{via}")
-    if result.context is not None:
-        c = result.context
-        out.print(f"  [bold]context[/] ({c.token_count}/{c.budget} tokens of {c.tokenizer}, {c.method}, "
-                  f"{'optimal' if c.optimal else f'gap {c.gap:.3f}'}, {c.solve_ms:.0f} ms):")
-        out.print("    " + c.text.replace("\n", "\n    "), markup=False)
-    if result.seeds:
-        out.print("  seeds: " + ", ".join(f"{s.name} ({s.weight:.2f})" for s in result.seeds))
-    out.print("  [dim]timings ms: " + json.dumps(result.timings_ms) + "[/]")
 
 
 @app.command()

@@ -47,7 +47,7 @@ def package_documents() -> list[SourceDocument]:
 
 def run_demo(settings: Settings) -> None:
     """Ingest the package READMEs (idempotent) and print answers to :data:`QUESTIONS`."""
-    from pathweave_ingest.cli import print_result, run_ingest
+    from pathweave_ingest.console import print_result, run_ingest
 
     console = Console()
     documents = package_documents()

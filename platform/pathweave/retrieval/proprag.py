@@ -167,7 +167,6 @@ def proprag(
     final = np.full(view.n_passages, -np.inf)
     final[sub_passages] = sub_scores
     final[rest] = first[rest]  # ranked below every G_sub passage by `order`
-    subgraph.extras["local_order"] = local
     clock("stage2")
     subgraph.ensure_entities(np.unique(np.concatenate(
         [subgraph.prop_entities[list(p.props)].indices for p in paths] or [np.zeros(0, np.int64)])))
