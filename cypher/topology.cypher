@@ -72,10 +72,15 @@ OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
 RETURN p.passage_id AS id, p.title AS title, p.vec AS vec, min(d.doc_id) AS doc_id;
 
 // name: subgraph_passage_texts
-// Texts of the passages $ids (only the ones a result returns).
+// Texts of the passages $ids (only the ones a result returns), with what their citations
+// need: the page or heading path and the document's title.
 UNWIND $ids AS id
 MATCH (p:Passage {passage_id: id})
-RETURN p.passage_id AS id, p.text AS text;
+OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
+WITH p, d ORDER BY d.doc_id
+WITH p, collect(d)[0] AS d
+RETURN p.passage_id AS id, p.text AS text, p.page AS page, p.section AS section,
+       coalesce(d.title, p.title) AS cited_title;
 
 // name: subgraph_propositions
 // Text and embedding of the propositions $ids.

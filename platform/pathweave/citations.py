@@ -2,9 +2,9 @@
 ``"title > section"`` for a passage under a heading (Markdown, HTML, Word), the
 title alone otherwise.
 
-Retrieval keeps its in-process view lean (ids, titles, texts); the page and
-section of the few passages a result cites are read afterwards in one statement
-(``passage_citations``) and attached by :func:`cite_result`.
+The retriever cites its ranked passages as it reads their texts (statement
+``subgraph_passage_texts``); :func:`cite_result` cites a token-budgeted context's
+lines (and any passage still uncited) afterwards in one or two statements.
 """
 
 from __future__ import annotations
@@ -55,15 +55,15 @@ def statement_passages(store: GraphStore, prop_ids: list[str], preferred: list[s
 
 
 def cite_result(store: GraphStore, result: QueryResult) -> QueryResult:
-    """``result`` with ``page``, ``section`` and ``reference`` set on its passages and
-    ``reference`` on its context lines (a statement line cites a passage stating it,
+    """``result`` with ``page``, ``section`` and ``reference`` set on its passages (those
+    the retriever left uncited) and ``reference`` on its context lines (a statement line cites a passage stating it,
     preferring the result's ranked passages). Changes ``result`` in place and returns it.
     Raises what the store raises."""
     ranked = [hit.passage_id for hit in result.passages]
     lines = result.context.lines if result.context is not None else []
     statement_of = statement_passages(store, [line.id for line in lines if line.kind == "proposition"], ranked)
-    cited = passage_citations(store, ranked + [line.id for line in lines if line.kind == "passage"]
-                              + list(statement_of.values()))
+    cited = passage_citations(store, [hit.passage_id for hit in result.passages if hit.reference is None]
+                              + [line.id for line in lines if line.kind == "passage"] + list(statement_of.values()))
     for hit in result.passages:
         found = cited.get(hit.passage_id)
         if found:

@@ -14,7 +14,7 @@ Mode = Literal["proprag", "dense", "hipporag2"]
 
 class PassageHit(BaseModel):
     """A ranked passage; ``score`` is the mode's final score (PPR mass or cosine);
-    ``page``/``section``/``reference`` are set by :func:`pathweave.citations.cite_result`."""
+    ``page``/``section``/``reference`` (citations) are read with the text by the retriever."""
 
     passage_id: str
     doc_id: str = ""

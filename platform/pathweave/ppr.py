@@ -83,7 +83,7 @@ def min_max(values: np.ndarray) -> np.ndarray:
 
 
 def push_pagerank(adjacency: sp.csr_matrix, degree: np.ndarray, reset: np.ndarray, damping: float,
-                  epsilon: float = 1e-7) -> np.ndarray:
+                  epsilon: float = 1e-6) -> np.ndarray:
     """Personalized PageRank by local push (Andersen, Chung & Lang 2006), all active nodes
     pushed at once: ``(n,)`` float64 estimates of :func:`personalized_pagerank` on the walk
     of ``adjacency``.

@@ -43,13 +43,11 @@ class PropRAGParams(BaseSettings):
     stage1_passage_seeds: int = 200
     # Stage-1 PPR on the default store: `push` (local push from the seeds, cost of their
     # neighbourhood) or `power` (whole-graph power iteration, tol 1e-6: the exact reference).
-    # `pathweave bench scale` (2-core machine under load, 100 MuSiQue questions): push with
-    # eps 1e-7 gave the same Recall@2/5 as `power` at 1x and 4.5x (0.492/0.692, 0.456/0.681),
-    # stage 1 p50 30 ms (1x) and 65 ms (4.5x). eps 1e-6 is ~4x cheaper than `power` on a
-    # 39k-node graph and kept 48.7 of the exact top-50 passages (10 questions; its recall
-    # over the benchmark is not measured yet).
+    # MuSiQue sample, 100 questions, default extractor, 2-core machine (loaded): push with
+    # eps 1e-6 gave Recall@2/5 0.497/0.692 at stage 1 p50 9 ms, eps 1e-7 0.497/0.695 at
+    # 21 ms; `pathweave bench scale` reports push against `power` at both sizes.
     stage1_ppr: Literal["push", "power"] = "push"
-    ppr_epsilon: float = 1e-7
+    ppr_epsilon: float = 1e-6
     seed_entities: int = 40
     passage_seed_weight: float = 0.05
     damping_stage1: float = 0.75

@@ -49,8 +49,9 @@ class NodeReader:
         return self._read("passage", "subgraph_passages", ids, ("title", "doc_id", "vec"))
 
     def passage_texts(self, ids: Sequence[str]) -> dict[str, tuple]:
-        """``{id: (text,)}`` of passages."""
-        return self._read("passage_text", "subgraph_passage_texts", ids, ("text",))
+        """``{id: (text, page, section, cited_title)}`` of passages (the last three for
+        citations: :func:`pathweave.citations.format_citation`)."""
+        return self._read("passage_text", "subgraph_passage_texts", ids, ("text", "page", "section", "cited_title"))
 
     def propositions(self, ids: Sequence[str]) -> dict[str, tuple]:
         """``{id: (text, vec)}`` of propositions."""

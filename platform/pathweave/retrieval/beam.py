@@ -42,7 +42,15 @@ class PropositionGraph:
         # whole-graph matrices, built once per subgraph and threshold
         self.entity_reach = subgraph.derived(("entity_reach", synonym_step_min),
                                              lambda: _entity_reach(subgraph, synonym_step_min))  # (E, E)
-        self.mentions_t = subgraph.derived("mentions_t", lambda: subgraph.prop_entities.T.tocsr())  # (E, R)
+        self.linked = subgraph.derived(("linked", synonym_step_min), self._linked)  # (R, R)
+
+    def _linked(self) -> sp.csr_matrix:
+        """``(R, R)``: propositions sharing an exact or synonymous entity (sorted rows), so a
+        step's neighbours are one row slice instead of two sparse row selections."""
+        mentions = self.subgraph.prop_entities
+        linked = (mentions @ self.entity_reach @ mentions.T).tocsr()
+        linked.sort_indices()
+        return linked
 
     def entities(self, prop: int) -> np.ndarray:
         pe = self.subgraph.prop_entities
@@ -50,11 +58,8 @@ class PropositionGraph:
 
     def neighbours(self, prop: int) -> np.ndarray:
         """Allowed propositions linked to ``prop`` through an exact or synonymous entity."""
-        entities = self.entities(prop)
-        if len(entities) == 0:
-            return np.zeros(0, dtype=np.int64)
-        reach = np.unique(self.entity_reach[entities].indices)
-        props = np.unique(self.mentions_t[reach].indices)
+        linked = self.linked
+        props = linked.indices[linked.indptr[prop]:linked.indptr[prop + 1]]
         return props[self.allowed[props]]
 
     def via(self, previous: int, current: int) -> str | None:
@@ -109,7 +114,7 @@ def beam_search(
         if not expanded:
             break
         paths = list(expanded.values())
-        means = np.stack([subgraph.prop_emb[list(p)].mean(axis=0) for p in paths])
+        means = subgraph.prop_emb[np.asarray(paths)].mean(axis=1)  # every path here has `depth` steps
         means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
         path_scores = means @ query
         ranked = np.argsort(-path_scores, kind="stable")

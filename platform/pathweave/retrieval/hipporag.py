@@ -68,12 +68,12 @@ def build_hippo_graph(view: TopologyView) -> HippoGraph:
                       passages_per_entity=np.asarray(passage_entity.sum(axis=0)).ravel())
 
 
-def hipporag2(view: TopologyView, graph: HippoGraph, facts: list[tuple[str, float]], fact_floor: float | None,
+def hipporag2(view: TopologyView, graph: HippoGraph, facts: list[tuple[str, float]],
               passage_seeds: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Passage scores ``(P,)`` (topology order) of one query.
 
     ``facts``: the nearest facts ``[(triple_id, cosine)]`` best first (at least the top 5);
-    ``fact_floor``: the lowest cosine of any fact (min-max as over all facts); ``passage_seeds``:
+    their cosines are min-max normalized over the facts given; ``passage_seeds``:
     (topology indices, weights) of the weak passage seeds. Without facts, the passage seeds
     alone (a dense ranking of the top passages)."""
     n_e = view.n_entities
@@ -83,7 +83,7 @@ def hipporag2(view: TopologyView, graph: HippoGraph, facts: list[tuple[str, floa
     known = [(t, cos) for t, cos in known if 0 <= t < len(view.triple_ends)]
     if known:
         cosines = np.asarray([cos for _, cos in known])
-        low = min(cosines.min(), fact_floor) if fact_floor is not None else cosines.min()
+        low = cosines.min()
         spread = cosines.max() - low
         fact_scores = (cosines - low) / spread if spread > 1e-12 else np.ones(len(cosines))
         weights: dict[int, float] = {}

@@ -4,7 +4,7 @@ builds the :class:`~pathweave.model.QueryResult` and (by default) writes the rea
 record back to the graph.
 
 Per query the store answers: the graph version (and, after a change, the change records:
-:mod:`pathweave.topology`), two or three vector searches (run concurrently), the texts and
+:mod:`pathweave.topology`), two vector searches (run concurrently), the texts and
 embeddings of G_sub's propositions and passages not in the tenant's node cache, the
 names and embeddings of the few entities the paths and seeds need, and the texts of the
 returned passages.
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pathweave.backends import Capability, vector_search
+from pathweave.citations import format_citation
 from pathweave.embeddings import Embedder
 from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPath, SeedEntity
 from pathweave.reasoning import RecordWriter, read_reasoning_record
@@ -129,12 +130,6 @@ class Retriever:
     def _nearest(self, label: str, vector: np.ndarray, k: int):
         return _SEARCHES.submit(vector_search, self.store, label, vector, k)
 
-    def _floor(self, label: str, vector: np.ndarray):
-        """Future of the lowest cosine of the tenant's ``label`` nodes to ``vector`` (the
-        nearest node to ``-vector``), or None when there is none."""
-        return _SEARCHES.submit(lambda: next((-cos for _, cos in vector_search(self.store, label, -vector, 1)),
-                                                  None))
-
     def _in_database_ppr(self, view: TopologyView):
         """Stage-1 PPR in the database (Neo4j GDS) when the backend can, mapped to the view."""
         backend = self.store.backend
@@ -152,12 +147,17 @@ class Retriever:
         return run
 
     def _hits(self, reader: NodeReader, ids: list[str], scores: list[float]) -> list[PassageHit]:
+        """The ranked passages with their texts and citations (page / section / reference)."""
         meta = reader.passages(ids)
         texts = reader.passage_texts(ids)
-        return [PassageHit(passage_id=pid, doc_id=(meta.get(pid) or ("", "", None))[1] or "",
-                           title=(meta.get(pid) or ("", "", None))[0] or "",
-                           text=(texts.get(pid) or ("",))[0] or "", score=round(float(score), 8), rank=rank)
-                for rank, (pid, score) in enumerate(zip(ids, scores), 1)]
+        hits = []
+        for rank, (pid, score) in enumerate(zip(ids, scores), 1):
+            title, doc_id, _ = meta.get(pid) or ("", "", None)
+            text, page, section, cited_title = texts.get(pid) or ("", None, None, None)
+            hits.append(PassageHit(passage_id=pid, doc_id=doc_id or "", title=title or "", text=text or "",
+                                   score=round(float(score), 8), rank=rank, page=page, section=section,
+                                   reference=format_citation(cited_title or title, page, section)))
+        return hits
 
     # ---- one query ----------------------------------------------------------------------
     def _search(self, question: str, mode: Mode, k: int, write_record: bool | None, token_budget: int | None,
@@ -189,13 +189,11 @@ class Retriever:
             clock("dense")
         elif mode == "hipporag2":
             facts = self._nearest("Triple", query_vec, max(TOP_FACTS, 20))
-            fact_floor = self._floor("Triple", query_vec)
             passages = self._nearest("Passage", query_vec, params.stage1_passage_seeds)
-            passage_floor = self._floor("Passage", query_vec)
-            seeds = weak_passage_seeds(view, passages.result(), passage_floor.result(), 0.05)
+            seeds = weak_passage_seeds(view, passages.result(), 0.05)
             clock("seeds")
             graph = view.derived("hipporag2", lambda: build_hippo_graph(view))
-            ranked = hipporag2(view, graph, facts.result(), fact_floor.result(), seeds)
+            ranked = hipporag2(view, graph, facts.result(), seeds)
             candidates = np.flatnonzero(view.alive & (ranked > 0))
             order = candidates[np.argsort(-ranked[candidates], kind="stable")][:depth]
             ids, scores = [view.passage_ids[i] for i in order], ranked[order].tolist()
@@ -203,8 +201,7 @@ class Retriever:
         else:
             props = self._nearest("Proposition", query_vec, params.stage1_props)
             passages = self._nearest("Passage", query_vec, params.stage1_passage_seeds)
-            floor = self._floor("Passage", query_vec)
-            seeds = Stage1Seeds(props.result(), passages.result(), floor.result())
+            seeds = Stage1Seeds(props.result(), passages.result())
             clock("seeds")
             out = proprag(query_vec, seeds, view, reader, params, self.embedder.encode, clock,
                           self._in_database_ppr(view))
