@@ -2,17 +2,20 @@
 
 One store, one tenant, default extractor. Size "base": the MuSiQue corpus; size "scaled":
 the same plus distractor passages (default: the 6,119 2WikiMultihopQA passages in
-``../shared/bench/scale``, 4.2x). At each size, in this one process (which is also the
-query process): PropRAG and dense Recall@2/5 on the MuSiQue questions, PropRAG with the
+``../shared/bench/scale``, 4.2x). Ingestion runs in this process; queries in a separate
+query-only process (:class:`QueryProcess`), as an API replica beside an ingestion worker.
+At each size: PropRAG and dense Recall@2/5 on the MuSiQue questions, PropRAG with the
 exact stage-1 power iteration instead of the local push (the approximation's recall
-effect), warm query p50/p95, this process's RSS, the store server's RSS and the
-ingestion rate. Then freshness at the scaled size: ingest one new document and time the
-next query, which must return it. Writes ``scale.json`` to ``--out``.
+effect), warm query p50/p95, the query process's RSS (what serving the tenant costs), the
+store server's RSS and the ingestion rate. Then freshness at the scaled size: ingest one
+new document and time the query process's next query, which must return it. Writes
+``scale.json`` to ``--out``.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 import tempfile
 import time
@@ -64,8 +67,81 @@ def measure(retriever: Retriever, questions: list[dict], console: Console) -> di
             "stage_p50_ms": proprag["stage_p50_ms"], "query_rss_mb": rss_mb()}
 
 
+def _refresh_and_measure(retriever: Retriever, console: Console, questions: list[dict]) -> dict:
+    """In the query process after an ingestion: the first query (which applies the graph
+    changes), the warm-up, then :func:`measure`."""
+    started = time.perf_counter()
+    retriever.query("What is known about this?", write_record=False)  # applies the changes
+    refresh_s = time.perf_counter() - started
+    retriever.warm_up()
+    return {**measure(retriever, questions, console), "first_query_after_ingest_s": round(refresh_s, 2)}
+
+
+def _fresh_query(retriever: Retriever, console: Console, questions: list[dict]) -> dict:
+    """In the query process right after one new document was ingested elsewhere: the very
+    next query (must return it), then the warm p50 of ``questions``."""
+    started = time.perf_counter()
+    result = retriever.query(FRESH_QUESTION, k=5, write_record=False)
+    first_ms = (time.perf_counter() - started) * 1000
+    warm = []
+    for question in questions:
+        t0 = time.perf_counter()
+        retriever.query(question["question"], k=5, write_record=False)
+        warm.append((time.perf_counter() - t0) * 1000)
+    return {"first_query_ms": round(first_ms, 1), "warm_p50_after_ms": round(percentile_ms(warm, 50), 1),
+            "found": any("Velmora" in hit.title for hit in result.passages),
+            "rank": next((h.rank for h in result.passages if "Velmora" in h.title), None)}
+
+
+_COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query}
+
+
+def _serve_queries(conn, settings) -> None:
+    """Body of the query process: one store connection, one retriever, commands from ``conn``."""
+    embedder = get_embedder(settings)
+    with open_store(settings, tenant="scale") as store:
+        retriever = Retriever(store, embedder, settings)
+        console = Console()
+        while True:
+            command, args = conn.recv()
+            if command == "stop":
+                return
+            try:
+                conn.send((True, _COMMANDS[command](retriever, console, *args)))
+            except Exception as exc:  # noqa: BLE001 - reported to the benchmark process
+                conn.send((False, f"{type(exc).__name__}: {exc}"))
+
+
+class QueryProcess:
+    """A query-only process beside the ingesting one, as an API replica runs beside a
+    worker: it never ingests, so its RSS is what serving the tenant costs, and it learns
+    of each ingestion only through the store's graph-change log."""
+
+    def __init__(self, settings) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self.process = context.Process(target=_serve_queries, args=(child, settings), daemon=True)
+        self.process.start()
+
+    def call(self, command: str, *args):
+        """Run ``command`` there and return its result; RuntimeError with its error."""
+        self._conn.send((command, args))
+        ok, value = self._conn.recv()
+        if not ok:
+            raise RuntimeError(f"query process: {value}")
+        return value
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self._conn.send(("stop", ()))
+            self.process.join(60)
+        if self.process.is_alive():
+            self.process.kill()
+
+
 def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0) -> dict:
-    """Run the benchmark; returns (and writes) the results dict."""
+    """Run the benchmark; returns (and writes) the results dict. Ingestion runs in this
+    process, queries in a separate :class:`QueryProcess`."""
     from pathweave_ingest.console import run_ingest
 
     console = Console()
@@ -79,10 +155,10 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-scale-"))
     settings = get_settings().model_copy(update={"data_dir": workdir, "tenant": "scale"})
     results: dict = {"sizes": {}, "machine": machine_info(), "commit": git_commit(), "questions": len(questions)}
+    queries: QueryProcess | None = None
     try:
-        embedder = get_embedder(settings)
         with open_store(settings, tenant="scale") as store:
-            retriever = Retriever(store, embedder, settings)
+            queries = QueryProcess(settings)
             passages = 0
             for size, docs in (("base", base_docs), ("scaled", extra_docs)):
                 report = run_ingest(store, settings, docs, [], None, label=f"ingest ({size})")
@@ -90,38 +166,24 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
                 info = server.status(settings)
                 console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
                 wait_for_idle_store(info.pid if info else None)
-                started = time.perf_counter()
-                retriever.query("What is known about this?", write_record=False)  # apply the changes
-                refresh_s = time.perf_counter() - started
-                retriever.warm_up()
-                row = measure(retriever, questions, console)
+                row = queries.call("measure", questions)
                 row.update(passages=passages, ratio=round(passages / results["sizes"]["base"]["passages"], 2)
                            if size == "scaled" else 1.0,
                            passages_per_s=round(report.passages_per_s, 2), ingest_s=round(report.seconds, 1),
-                           first_query_after_ingest_s=round(refresh_s, 2),
                            store_rss_mb=rss_mb(info.pid) if info else None)
                 results["sizes"][size] = row
                 console.print(f"{size}: {json.dumps(row)}")
-            # freshness: one new document, then the very next query
+            # freshness: one new document ingested here, then the query process's very next query
             fresh = SourceDocument(f"fresh-{uuid.uuid4().hex[:8]}", "Velmora Lighthouse", FRESH_TEXT)
             started = time.perf_counter()
             run_ingest(store, settings, [fresh], [], None, label="ingest (one document)")
             ingest_one_s = time.perf_counter() - started
-            started = time.perf_counter()
-            result = retriever.query(FRESH_QUESTION, k=5, write_record=False)
-            first_ms = (time.perf_counter() - started) * 1000
-            warm = []
-            for question in questions[:20]:
-                t0 = time.perf_counter()
-                retriever.query(question["question"], k=5, write_record=False)
-                warm.append((time.perf_counter() - t0) * 1000)
-            results["fresh"] = {"ingest_one_s": round(ingest_one_s, 2), "first_query_ms": round(first_ms, 1),
+            results["fresh"] = {"ingest_one_s": round(ingest_one_s, 2),
                                 "warm_p50_ms": results["sizes"]["scaled"]["p50_ms"],
-                                "warm_p50_after_ms": round(percentile_ms(warm, 50), 1),
-                                "found": any("Velmora" in hit.title for hit in result.passages),
-                                "rank": next((h.rank for h in result.passages if "Velmora" in h.title), None)}
-            retriever.flush()
+                                **queries.call("fresh", questions[:20])}
     finally:
+        if queries is not None:
+            queries.close()
         server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
