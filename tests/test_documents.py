@@ -132,7 +132,7 @@ def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, em
 
 def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, settings, make_pdf):
     from pathweave.store import GraphStore
-    from pathweave_ingest.cli import app
+    from pathweave_cli.main import app
 
     runner = CliRunner()
     folder = tmp_path / "sync"

@@ -203,7 +203,7 @@ def test_records_are_written_off_the_query_path_and_flush_waits_for_them(retriev
 
 def test_selection_size_study_on_real_candidate_graphs(retriever):
     """`bench musique`'s ILP-vs-greedy study by candidate-graph size, on the fixture corpus."""
-    from pathweave_ingest.bench import evaluate_selection_sizes
+    from pathweave_bench.musique import evaluate_selection_sizes
 
     study = evaluate_selection_sizes(retriever, [{"question": QUESTION}], passages=(2, 5), budget=60,
                                      reference_ms=1000)

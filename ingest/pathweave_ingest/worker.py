@@ -39,6 +39,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 log = logging.getLogger(__name__)
 
+
+def broker_answers(url: str) -> bool:
+    """Does the Redis broker at ``url`` answer PING (within ~2 s)?"""
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2).ping())
+    except Exception:  # noqa: BLE001 - any failure means "not answering"
+        return False
+
 TASK_NAME = "pathweave.ingest_batch"
 
 

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from pathweave_api.bench import free_port, stop_process
+from pathweave.server import free_port, stop_process
 
 
 @pytest.fixture(scope="module")

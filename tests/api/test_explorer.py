@@ -6,7 +6,6 @@ stored reasoning record calls for, and stored text must never become HTML."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 import uuid
@@ -56,12 +55,6 @@ def expected_graph(record: dict) -> tuple[set[str], set[str]]:
     return nodes, edges
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def live(settings, api_settings, worker_settings, runtime):
     """The API on a real socket: ``(base_url, http client factory, key store)``."""
@@ -70,7 +63,9 @@ def live(settings, api_settings, worker_settings, runtime):
     from pathweave_api.app import create_app
 
     app = create_app(settings, api_settings, worker_settings, runtime=runtime)
-    port = _free_port()
+    from pathweave.server import free_port
+
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="explorer-api", daemon=True)
     thread.start()

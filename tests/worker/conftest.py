@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pathweave_api.bench import free_port, redis_answers, stop_process
+from pathweave.server import free_port, stop_process
+from pathweave_ingest.worker import broker_answers as redis_answers
 
 REPO = Path(__file__).resolve().parents[2]
 

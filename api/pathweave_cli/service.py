@@ -1,8 +1,6 @@
-"""CLI commands of the service: ``pathweave serve``, ``pathweave worker``,
-``pathweave keys create|list|revoke``, ``pathweave explore`` and ``pathweave bench api``.
-
-Wire them into the main typer app with :func:`register`; ``python -m
-pathweave_api.cli`` runs them standalone.
+"""The service's commands: ``pathweave serve`` (the HTTP API), ``pathweave worker``
+(a Celery ingestion worker), ``pathweave keys create|list|revoke`` and ``pathweave
+explore`` (the reasoning explorer's URL). :mod:`pathweave_cli.main` mounts them.
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -155,43 +152,3 @@ def keys_revoke(key_id: str = typer.Argument(..., help="The key id (from `keys l
         console.print(f"[red]error:[/] no active key {key_id}")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")
-
-
-def bench_api(
-    data: Optional[Path] = typer.Option(None, help="MuSiQue folder (default ../shared/bench/musique)."),
-    out: Path = typer.Option(Path("bench-results"), help="Where api.json goes."),
-    passages: int = typer.Option(0, help="Ingest only the first N corpus passages (0 = all 1,890)."),
-    questions: int = typer.Option(0, help="Query only the first N questions (0 = all 100)."),
-    mode: str = typer.Option("proprag", help="Retrieval mode of the timed queries."),
-    redis_url: Optional[str] = typer.Option(None, help="Broker for the worker run (default: start a private "
-                                                       "redis-server on a free port)."),
-) -> None:
-    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through one Celery worker,
-    each beside the in-process figure of the same run (MuSiQue corpus)."""
-    from pathweave_api.bench import run_api_bench
-
-    run_api_bench(data, out, passages, questions, mode, redis_url)
-
-
-def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
-    """Add ``serve``, ``worker``, ``keys`` (and ``bench api`` under ``bench_app``) to ``app``."""
-    app.command("serve")(serve)
-    app.command("worker")(worker)
-    app.command("explore")(explore)
-    app.add_typer(keys_app, name="keys")
-    if bench_app is not None:
-        bench_app.command("api")(bench_api)
-
-
-def _standalone() -> typer.Typer:
-    app = typer.Typer(help="Pathweave service commands.", no_args_is_help=True)
-    bench = typer.Typer(help="Benchmarks.", no_args_is_help=True)
-    app.add_typer(bench, name="bench")
-    register(app, bench)
-    return app
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    _standalone()()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,16 +39,9 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for a child server; the tests use it too)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+from pathweave.server import free_port, stop_process
+from pathweave_bench.common import REPO_ROOT, default_data_dir, git_commit, machine_info
+from pathweave_ingest.worker import broker_answers
 
 def _wait(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None,
           interval: float = 0.2):
@@ -82,27 +74,6 @@ class _Processes:
     def stop_all(self) -> None:
         for process in reversed(self.items):
             stop_process(process)
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 60.0) -> None:
-    """SIGTERM, then SIGKILL after ``timeout`` seconds (a child server or worker)."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-def redis_answers(url: str) -> bool:
-    """Does the Redis at ``url`` answer PING?"""
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2).ping())
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _run_concurrent(call, questions: list[str], clients: int) -> tuple[list[tuple[float, bool, float]], float]:
@@ -160,7 +131,6 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     from pathweave import server
     from pathweave.settings import get_settings
     from pathweave_api.settings import ApiSettings
-    from pathweave_ingest.bench import default_data_dir, git_commit, machine_info
     from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.tasks import InProcessQueue
@@ -194,7 +164,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             processes.start([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
                              "--dir", str(workdir)], dict(os.environ), workdir / "redis.log")
             redis_url = f"redis://127.0.0.1:{port}/0"
-        _wait(lambda: redis_answers(redis_url), 30, "redis")
+        _wait(lambda: broker_answers(redis_url), 30, "redis")
         server.start(settings)  # the shared store server of this run
         api = ApiSettings(api_keys_file=workdir / "keys.sqlite3")
         keys = api.key_store(workdir)

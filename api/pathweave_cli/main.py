@@ -1,7 +1,9 @@
-"""The ``pathweave`` command line (typer + rich).
+"""The ``pathweave`` console script (typer + rich): the top of the dependency graph.
 
-``pathweave db start|stop|status``, ``pathweave ingest PATH``, ``pathweave query "…"``,
-``pathweave demo``, ``pathweave bench musique``.
+Owns the commands on the store and the documents: ``pathweave db start|stop|status``,
+``pathweave ingest PATH``, ``pathweave query "…"``, ``pathweave demo``; mounts the
+service commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``,
+``keys``) and the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|scale|api|select``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from pathweave_bench.cli import bench_app
+from pathweave_cli import service
 from pathweave_ingest.console import console, print_result, run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,9 +26,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 app = typer.Typer(help="Pathweave: minimal reasoning subgraphs from your documents.", no_args_is_help=True)
 db_app = typer.Typer(help="The managed local store server (ArcadeDB over Bolt).", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks on real data.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-app.add_typer(bench_app, name="bench")
 
 
 def _settings(tenant: str | None = None):
@@ -181,53 +183,16 @@ def query(
 @app.command()
 def demo(tenant: str = typer.Option("demo", help="Tenant for the demo documents.")) -> None:
     """Ingest the READMEs of installed packages and answer multi-hop questions about them."""
-    from pathweave_ingest.demo import run_demo
+    from pathweave_cli.demo import run_demo
 
     run_demo(_settings(tenant))
 
 
-@bench_app.command("scale")
-def bench_scale(
-    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
-    distractors: Optional[list[Path]] = typer.Option(None, help="JSON lists of {title, text} added as distractors "
-                                                     "(default ../shared/bench/scale/2wikimultihopqa_corpus.json)."),
-    out: Path = typer.Option(Path("bench-results"), help="Where scale.json goes."),
-    limit: int = typer.Option(0, help="Only the first N questions (0 = all)."),
-) -> None:
-    """Recall, latency, memory and freshness at 1x and with distractors (issue 10)."""
-    from pathweave_ingest.bench_scale import run_scale
-
-    run_scale(data, distractors or None, out, limit)
-
-
-@bench_app.command("musique")
-def bench_musique(
-    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
-    out: Path = typer.Option(Path("bench-results"), help="Where musique.json and musique.html go."),
-    questions: int = typer.Option(0, help="Use only the first N questions (0 = all)."),
-    extractions: str = typer.Option("default,imported", help="Comma list: default, imported."),
-    budget: str = typer.Option("", help="Comma list of token budgets (e.g. 200,400,800): also benchmark context selection."),
-    rescore_top: str = typer.Option("", help="Comma list of PropRAG re-scoring depths M (e.g. 0,2,40): also run "
-                                             "proprag with each (rows proprag_m<M>), the recall/latency trade-off."),
-) -> None:
-    """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
-    from pathweave_ingest.bench import run_musique
-
-    budgets = [int(b) for b in budget.split(",") if b.strip()]
-    rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
-    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
-
-
-def _register_service_commands() -> None:
-    """``serve``, ``worker``, ``keys`` and ``bench api`` live with the service (api/)."""
-    try:
-        from pathweave_api.cli import register
-    except ImportError:  # the service package is not installed
-        return
-    register(app, bench_app)
-
-
-_register_service_commands()
+app.command("serve")(service.serve)
+app.command("worker")(service.worker)
+app.command("explore")(service.explore)
+app.add_typer(service.keys_app, name="keys")
+app.add_typer(bench_app, name="bench")
 
 if __name__ == "__main__":
     app()

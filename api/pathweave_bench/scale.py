@@ -29,8 +29,8 @@ from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_ingest.bench import (default_data_dir, evaluate, git_commit, machine_info,
-                                    wait_for_idle_store)
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store
+from pathweave_bench.musique import evaluate
 from pathweave_ingest.loaders import SourceDocument
 
 FRESH_TEXT = ("The Velmora Lighthouse on the island of Qisk was designed by the engineer Tamsin Oakhollow "
