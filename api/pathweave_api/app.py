@@ -30,9 +30,9 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pathweave.citations import cite_result
-from pathweave.settings import Settings, get_settings
+from pathweave.settings import ApiSettings, Settings, WorkerSettings, get_settings
 from pathweave_api import explorer, metrics, problems
-from pathweave_api.keys import ApiKey, KeyStore
+from pathweave_api.keys import ApiKey, KeyStore, key_store_for
 from pathweave_api.limits import AuthThrottle, BodyLimitMiddleware, KdfBusy, RateLimiter, retry_after_header
 from pathweave_api.models import (
     DOC_ID_PATTERN,
@@ -56,12 +56,10 @@ from pathweave_api.models import (
     json_int,
 )
 from pathweave_api.problems import ApiProblem, Problem
-from pathweave_api.settings import ApiSettings, get_api_settings
 from pathweave_ingest import jobs
 from pathweave_ingest.loaders import SUPPORTED, SourceDocument, load_file
 from pathweave_ingest.tasks import InProcessQueue, QueueFull, is_transient
 from pathweave_ingest.worker_runtime import Runtime
-from pathweave_ingest.worker_settings import WorkerSettings, get_worker_settings
 
 log = logging.getLogger("pathweave_api")
 
@@ -153,8 +151,8 @@ class Services:
         self.keys = keys
         self.owns_runtime = owns_runtime
         self.limiter = RateLimiter()
-        self.auth_throttle = AuthThrottle(api.api_auth_failures_per_key, api.api_auth_failures_per_address,
-                                          api.api_auth_failure_window_s, api.api_auth_max_concurrent_kdf)
+        self.auth_throttle = AuthThrottle(api.auth_failures_per_key, api.auth_failures_per_address,
+                                          api.auth_failure_window_s, api.auth_max_concurrent_kdf)
         self._dispatcher = None
         self._lock = threading.Lock()
         self.warm_error: str | None = None
@@ -171,7 +169,7 @@ class Services:
 
     def start(self) -> None:
         _ = self.dispatcher
-        if self.api.api_preload:
+        if self.api.preload:
             self._warm_thread = threading.Thread(target=self._warm, name="pathweave-warm", daemon=True)
             self._warm_thread.start()
 
@@ -297,11 +295,11 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                keys: KeyStore | None = None) -> FastAPI:
     """The API application (all arguments default to the process settings)."""
     settings = settings or get_settings()
-    api = api_settings or get_api_settings()
-    ws = worker_settings or get_worker_settings()
+    api = api_settings or settings.api
+    ws = worker_settings or settings.worker
     owns_runtime = runtime is None
     runtime = runtime or Runtime(settings, ws)
-    keys = keys or api.key_store(settings.data_dir)
+    keys = keys or key_store_for(api, settings.data_dir)
     svc = Services(settings, api, ws, runtime, keys, owns_runtime)
 
     @asynccontextmanager
@@ -324,8 +322,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         ),
         lifespan=lifespan,
         redirect_slashes=False,  # no redirects at all: a Location would echo the client's Host header
-        docs_url="/docs" if api.api_docs else None,
-        redoc_url="/redoc" if api.api_docs else None,
+        docs_url="/docs" if api.docs else None,
+        redoc_url="/redoc" if api.docs else None,
         openapi_tags=[
             {"name": "documents", "description": "Ingestion jobs and the tenant's documents."},
             {"name": "query", "description": "Retrieval and reasoning records."},
@@ -338,8 +336,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     def body_limit(method: str, path: str) -> int:
         if (method == "POST" and path.rstrip("/") == "/v1/documents") or \
                 (method == "PUT" and path.startswith("/v1/documents/")):
-            return api.api_max_body_bytes
-        return api.api_max_small_body_bytes
+            return api.max_body_bytes
+        return api.max_small_body_bytes
 
     app.add_middleware(BodyLimitMiddleware, limit_for=body_limit)
     app.add_middleware(metrics.MetricsMiddleware)
@@ -376,8 +374,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             svc.auth_throttle.failed(key_id, address)
             raise ApiProblem(401, "invalid or revoked API key", "invalid-api-key",
                              {"WWW-Authenticate": 'Bearer error="invalid_token"'})
-        rate = api.api_rate_limit_per_s if key.rate_limit_per_s is None else key.rate_limit_per_s
-        wait = svc.limiter.acquire(key.key_id, rate, api.api_rate_limit_burst)
+        rate = api.rate_limit_per_s if key.rate_limit_per_s is None else key.rate_limit_per_s
+        wait = svc.limiter.acquire(key.key_id, rate, api.rate_limit_burst)
         if wait > 0:
             metrics.RATE_LIMITED.inc()
             raise too_many(f"rate limit exceeded ({rate:g} requests/s)", "rate-limited", wait)
@@ -423,14 +421,14 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             return await read_files(request)
         require_json(media, "application/json ({\"documents\": [...]}) or multipart/form-data (field 'files')")
         parsed = await json_body(request, DocumentsRequest, '{"documents": [{"title": ..., "text": ...}]}')
-        if len(parsed.documents) > api.api_max_documents:
-            raise ApiProblem(422, f"too many documents ({len(parsed.documents)} > {api.api_max_documents} "
+        if len(parsed.documents) > api.max_documents:
+            raise ApiProblem(422, f"too many documents ({len(parsed.documents)} > {api.max_documents} "
                                   "per request); split the submission", "too-many-documents")
         docs = []
         for index, doc in enumerate(parsed.documents):
             size = len(doc.text.encode("utf-8"))
-            if size > settings.max_file_bytes:
-                raise ApiProblem(413, f"documents[{index}] text is {size} bytes > limit {settings.max_file_bytes}",
+            if size > settings.ingest.max_file_bytes:
+                raise ApiProblem(413, f"documents[{index}] text is {size} bytes > limit {settings.ingest.max_file_bytes}",
                                  "document-too-large")
             title = doc.title.strip()
             docs.append(SourceDocument(doc.source or f"api:{title or 'untitled'}#{index}", title, doc.text.strip()))
@@ -439,12 +437,12 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     async def read_files(request: Request) -> list[SourceDocument]:
         await request.body()  # the whole body (within the limit), so it can be checked after parsing
         try:
-            form = await request.form(max_files=api.api_max_documents, max_fields=api.api_max_documents + 10,
-                                      max_part_size=min(settings.max_file_bytes, api.api_max_body_bytes))
+            form = await request.form(max_files=api.max_documents, max_fields=api.max_documents + 10,
+                                      max_part_size=min(settings.ingest.max_file_bytes, api.max_body_bytes))
         except StarletteHTTPException as exc:  # the multipart parser's errors (Starlette answers 400)
             message = str(exc.detail)
             if message.startswith(("Too many files", "Too many fields")):
-                raise ApiProblem(422, f"too many files or form fields (more than {api.api_max_documents} "
+                raise ApiProblem(422, f"too many files or form fields (more than {api.max_documents} "
                                       "per request); split the submission", "too-many-documents") from None
             raise ApiProblem(400, f"malformed multipart body: {message[:200]}", "malformed-multipart") from None
         if not _multipart_terminated(request.headers.get("content-type", ""), await request.body()):
@@ -476,11 +474,11 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                                          "msg": f"{original[:200]}: unsupported file type {suffix or '(none)'}; "
                                                 f"use {', '.join(SUPPORTED)}"})
                         continue
-                    data = await upload.read(settings.max_file_bytes + 1)
+                    data = await upload.read(settings.ingest.max_file_bytes + 1)
                     path = FilePath(tmp) / str(index) / safe  # the loader titles .txt files by name
                     path.parent.mkdir()
                     path.write_bytes(data)
-                    found, errors = await run_in_threadpool(load_file, path, settings.max_file_bytes)
+                    found, errors = await run_in_threadpool(load_file, path, settings.ingest.max_file_bytes)
                     prefix = str(path)
                     for error in errors:
                         rejected.append({"loc": ["files", index], "type": "invalid_file",
@@ -492,8 +490,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                 summary = "; ".join(e["msg"] for e in rejected[:5])
                 raise ApiProblem(422, f"{len(rejected)} file(s) or item(s) rejected, nothing was ingested: {summary}",
                                  "invalid-files", errors=rejected)
-            if len(docs) > api.api_max_documents:
-                raise ApiProblem(422, f"too many documents ({len(docs)} > {api.api_max_documents} per request)",
+            if len(docs) > api.max_documents:
+                raise ApiProblem(422, f"too many documents ({len(docs)} > {api.max_documents} per request)",
                                  "too-many-documents")
             return docs
         finally:
@@ -540,7 +538,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
 
     files_schema = {"type": "object", "required": ["files"], "properties": {"files": {
         "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1,
-        "maxItems": api.api_max_documents,
+        "maxItems": api.max_documents,
         "description": "Files: .txt, .md, .pdf (text per page), .html/.htm (main content), .docx (headings as "
                        "sections): one document each; .json (a list of {title, text}), .jsonl."}}}
     put_file_schema = {"type": "object", "required": ["files"], "properties": {"files": {
@@ -587,7 +585,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         request: Request,
         key: Principal,
         status: Annotated[DocStatus | None, Query(description="Only documents in this state.")] = None,
-        limit: Annotated[int, Query(ge=1, le=api.api_max_page)] = 50,
+        limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50,
         offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     ):
         unknown = sorted(set(request.query_params) - {"status", "limit", "offset"})
@@ -662,8 +660,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                                 "(one file in field 'files')")
             parsed = await json_body(request, DocumentPut, '{"title": ..., "text": ...}')
             size = len(parsed.text.encode("utf-8"))
-            if size > settings.max_file_bytes:
-                raise ApiProblem(413, f"text is {size} bytes > limit {settings.max_file_bytes}", "document-too-large")
+            if size > settings.ingest.max_file_bytes:
+                raise ApiProblem(413, f"text is {size} bytes > limit {settings.ingest.max_file_bytes}", "document-too-large")
             docs = [SourceDocument(external_id, parsed.title.strip(), parsed.text.strip())]
         doc = dataclasses.replace(docs[0], source=external_id, key=external_id)
         result = await run_in_threadpool(submit, key.tenant, [doc])
@@ -674,11 +672,11 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
 
     QueryBody = create_model(
         "QueryRequest", __base__=QueryRequest,
-        question=(str, Field(..., min_length=1, max_length=api.api_max_question_chars,
+        question=(str, Field(..., min_length=1, max_length=api.max_question_chars,
                              json_schema_extra={"pattern": TEXT_PATTERN},
                              description="The question (plain text): at least one visible character, no NUL.")),
-        k=(json_int(1, api.api_max_k), Field(5, description="Passages to return.")),
-        token_budget=(json_int(api.api_min_token_budget, api.api_max_token_budget) | None,
+        k=(json_int(1, api.max_k), Field(5, description="Passages to return.")),
+        token_budget=(json_int(api.min_token_budget, api.max_token_budget) | None,
                       Field(None, description="Context token budget (optional).")),
     )
 
@@ -761,7 +759,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     @app.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
              description="The tenant's queries (their reasoning records), newest first.", responses=_errors(422))
     def list_queries(request: Request, key: Principal,
-                     limit: Annotated[int, Query(ge=1, le=api.api_max_page)] = 50):
+                     limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50):
         unknown = sorted(set(request.query_params) - {"limit"})
         if unknown:
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
@@ -824,7 +822,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         doc_schema = DocumentsRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, definition in doc_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)
-        doc_schema["properties"]["documents"]["maxItems"] = api.api_max_documents
+        doc_schema["properties"]["documents"]["maxItems"] = api.max_documents
         components["DocumentsRequest"] = doc_schema
         components["DocumentPut"] = DocumentPut.model_json_schema(ref_template="#/components/schemas/{model}")
         components["QueryRequest"] = QueryBody.model_json_schema(ref_template="#/components/schemas/{model}")

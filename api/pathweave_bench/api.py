@@ -129,13 +129,12 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                   redis_url: str | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict."""
     from pathweave import server
-    from pathweave.settings import get_settings
-    from pathweave_api.settings import ApiSettings
+    from pathweave.settings import ApiSettings, WorkerSettings, get_settings
+    from pathweave_api.keys import key_store_for
     from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.tasks import InProcessQueue
     from pathweave_ingest.worker_runtime import Runtime
-    from pathweave_ingest.worker_settings import WorkerSettings
 
     console = Console()
     data = Path(data) if data else default_data_dir()
@@ -166,13 +165,13 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             redis_url = f"redis://127.0.0.1:{port}/0"
         _wait(lambda: broker_answers(redis_url), 30, "redis")
         server.start(settings)  # the shared store server of this run
-        api = ApiSettings(api_keys_file=workdir / "keys.sqlite3")
-        keys = api.key_store(workdir)
+        api = ApiSettings(keys_file=workdir / "keys.sqlite3")
+        keys = key_store_for(api, workdir)
         worker_tenant, inproc_tenant = "bench-worker", "bench-inprocess"
         token, _ = keys.create(worker_tenant, "bench", rate_limit_per_s=0)
         headers = {"Authorization": f"Bearer {token}"}
         env = {**os.environ, "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_BROKER_URL": redis_url,
-               "PATHWEAVE_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.api_keys_file),
+               "PATHWEAVE_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.keys_file),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
         # 1. one Celery worker, fed through the API
@@ -199,8 +198,8 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             results["load_avg_1m"]["ingest_worker_start"] = round(os.getloadavg()[0], 2)
             started = time.perf_counter()
             job_urls, batches = [], 0
-            for start in range(0, len(documents), api.api_max_documents):  # requests of at most 1000 documents
-                response = client.post("/v1/documents", json={"documents": documents[start:start + api.api_max_documents]})
+            for start in range(0, len(documents), api.max_documents):  # requests of at most 1000 documents
+                response = client.post("/v1/documents", json={"documents": documents[start:start + api.max_documents]})
                 if response.status_code != 202:
                     raise RuntimeError(f"POST /v1/documents: {response.status_code} {response.text[:500]}")
                 job_urls.append(f"/v1/jobs/{response.json()['job_id']}")

@@ -101,12 +101,12 @@ def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[
     from pathweave.retrieval.context import candidate_graph, select_context
 
     counter = retriever.token_counter()
-    limit_ms = retriever.settings.select_time_limit_ms
+    limit_ms = retriever.settings.selection.select_time_limit_ms
     full = {"recall": [], "tokens": []}
     cases = []  # (gold, result, candidate graph, subgraph) per question
     for question in questions:
         gold = gold_documents(question, retriever.store.tenant)
-        found = retriever.search(question["question"], mode="proprag", k=retriever.settings.context_passages,
+        found = retriever.search(question["question"], mode="proprag", k=retriever.settings.selection.context_passages,
                                  write_record=False)
         result = found.result
         graph = candidate_graph(result, found.subgraph, found.query)
@@ -165,7 +165,7 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
     from pathweave.selection import assign_costs, select, solve_ilp
 
     counter = retriever.token_counter()
-    limit_ms = retriever.settings.select_time_limit_ms
+    limit_ms = retriever.settings.selection.select_time_limit_ms
     rows: dict[int, dict[str, list]] = {n: {k: [] for k in ("nodes", "ms", "optimal", "ilp", "greedy", "ref_optimal",
                                                           "ref_ms")}
                                         for n in passages}
@@ -247,8 +247,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     results["results"][extraction][mode] = evaluate(retriever, questions, mode, console)
                 for m in rescore_tops or []:
                     console.print(f"[dim]querying {len(questions)} questions: {extraction} / proprag, M = {m}[/]")
-                    params = settings.proprag.model_copy(update={"rescore_top": m})
-                    variant = Retriever(store, embedder, settings.model_copy(update={"proprag": params}),
+                    params = settings.retrieval.model_copy(update={"rescore_top": m})
+                    variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": params}),
                                         cache=retriever.cache)
                     results["results"][extraction][f"proprag_m{m}"] = evaluate(variant, questions, "proprag", console)
                 if budgets:

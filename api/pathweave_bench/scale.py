@@ -52,9 +52,9 @@ def measure(retriever: Retriever, questions: list[dict], console: Console) -> di
     """Recall and latency of proprag (push and exact PPR) and dense on ``questions``."""
     proprag = evaluate(retriever, questions, "proprag", console)
     dense = evaluate(retriever, questions, "dense", console)
-    exact_params = retriever.settings.proprag.model_copy(update={"stage1_ppr": "power"})
+    exact_params = retriever.settings.retrieval.model_copy(update={"stage1_ppr": "power"})
     exact = Retriever(retriever.store, retriever.embedder,
-                      retriever.settings.model_copy(update={"proprag": exact_params}), cache=retriever.cache)
+                      retriever.settings.model_copy(update={"retrieval": exact_params}), cache=retriever.cache)
     power = evaluate(exact, questions, "proprag", console)
     return {"recall_at_2": proprag["recall_at_2"], "recall_at_5": proprag["recall_at_5"],
             "dense_recall_at_2": dense["recall_at_2"], "dense_recall_at_5": dense["recall_at_5"],

@@ -1,7 +1,8 @@
 """The ``pathweave`` console script (typer + rich): the top of the dependency graph.
 
 Owns the commands on the store and the documents: ``pathweave db start|stop|status``,
-``pathweave ingest PATH``, ``pathweave query "…"``, ``pathweave demo``; mounts the
+``pathweave ingest PATH``, ``pathweave query "…"``, ``pathweave demo``, ``pathweave config
+show``; mounts the
 service commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``,
 ``keys``) and the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|scale|api|select``).
 """
@@ -26,6 +27,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 app = typer.Typer(help="Pathweave: minimal reasoning subgraphs from your documents.", no_args_is_help=True)
 db_app = typer.Typer(help="The managed local store server (ArcadeDB over Bolt).", no_args_is_help=True)
+config_app = typer.Typer(help="The settings (environment PATHWEAVE_* and pathweave.toml).", no_args_is_help=True)
+app.add_typer(config_app, name="config")
 app.add_typer(db_app, name="db")
 
 
@@ -34,6 +37,37 @@ def _settings(tenant: str | None = None):
 
     settings = get_settings()
     return settings.model_copy(update={"tenant": tenant}) if tenant else settings
+
+
+def toml_lines(values: dict, section: str = "") -> list[str]:
+    """``values`` (a settings dict) as TOML: plain keys first, then one ``[table]`` per
+    nested dict; an unset value (None) as a comment."""
+    import json
+
+    lines = [f"[{section}]"] if section else []
+    tables = {k: v for k, v in values.items() if isinstance(v, dict)}
+    for key, value in values.items():
+        if key not in tables:
+            lines.append(f"# {key} = (unset)" if value is None else f"{key} = {json.dumps(value)}")
+    for key, table in tables.items():
+        lines += [""] + toml_lines(table, f"{section}.{key}" if section else key)
+    return lines
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Print the effective configuration as TOML (passwords, secrets, API keys and the
+    passwords in URLs masked); exit 2 on a setting that does not exist."""
+    from pydantic import ValidationError
+
+    from pathweave.settings import masked
+
+    try:
+        values = masked(_settings())
+    except (ValueError, ValidationError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    sys.stdout.write("\n".join(toml_lines(values)) + "\n")
 
 
 @db_app.command("start")
@@ -111,7 +145,7 @@ def ingest(
         console.print(f"[red]error:[/] --sync needs a directory, got {path}")
         raise typer.Exit(2)
     try:
-        documents, errors = load_path(path, settings.max_file_bytes)
+        documents, errors = load_path(path, settings.ingest.max_file_bytes)
     except FileNotFoundError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)

@@ -19,9 +19,9 @@ console = Console(stderr=True)
 
 def _key_store():
     from pathweave.settings import get_settings
-    from pathweave_api.settings import get_api_settings
+    from pathweave_api.keys import key_store_for
 
-    return get_api_settings().key_store(get_settings().data_dir)
+    return key_store_for(get_settings().api, get_settings().data_dir)
 
 
 def serve(
@@ -35,20 +35,20 @@ def serve(
     import uvicorn
 
     from pathweave_api.protocols import http_protocol
-    from pathweave_api.settings import get_api_settings
-    from pathweave_ingest.worker_settings import get_worker_settings
+    from pathweave.settings import get_settings, masked
 
-    api = get_api_settings()
+    api = get_settings().api
     try:
         keys = _key_store().list(include_revoked=False)
     except Exception:  # noqa: BLE001 - the app reports it at startup
         keys = []
     if not keys:
         console.print("[yellow]no API keys yet:[/] create one with `pathweave keys create --tenant NAME`")
-    queue = "broker " + get_worker_settings().broker_url if get_worker_settings().broker_url else "in-process queue"
-    console.print(f"serving on http://{host or api.api_host}:{port or api.api_port} ({queue})")
-    uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.api_host,
-                port=port if port is not None else api.api_port, workers=workers or api.api_workers,
+    broker = masked(get_settings())["worker"]["broker_url"]  # no password on the screen
+    queue = "broker " + broker if broker else "in-process queue"
+    console.print(f"serving on http://{host or api.host}:{port or api.port} ({queue})")
+    uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.host,
+                port=port if port is not None else api.port, workers=workers or api.workers,
                 log_level=log_level, proxy_headers=False, server_header=False, http=http_protocol())
 
 
@@ -65,15 +65,15 @@ def explore(
     import webbrowser
 
     from pathweave_api.explorer import explorer_path
-    from pathweave_api.settings import get_api_settings
+    from pathweave.settings import get_settings
 
     if query_id is not None and not re.fullmatch(r"[0-9a-f]{32}", query_id):
         console.print(f"[red]error:[/] {query_id!r} is not a query id (32 lowercase hex characters)")
         raise typer.Exit(2)
     if url is None:
-        api = get_api_settings()
-        host = api.api_host if api.api_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        url = f"http://[{host}]:{api.api_port}" if ":" in host else f"http://{host}:{api.api_port}"
+        api = get_settings().api
+        host = api.host if api.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        url = f"http://[{host}]:{api.port}" if ":" in host else f"http://{host}:{api.port}"
     page = url.rstrip("/") + explorer_path(query_id)
     sys.stdout.write(page + "\n")
     if open_browser and not webbrowser.open(page):
@@ -92,9 +92,9 @@ def worker(
                         ("PATHWEAVE_WORKER_PREFETCH_MULTIPLIER", prefetch)):
         if value is not None:
             os.environ[name] = str(value)
-    from pathweave_ingest import worker_settings
+    from pathweave.settings import get_settings
 
-    worker_settings.get_worker_settings.cache_clear()
+    get_settings.cache_clear()
     from pathweave_ingest.worker import main
 
     main(loglevel=loglevel, hostname=hostname)

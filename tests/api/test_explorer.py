@@ -194,7 +194,7 @@ def test_explorer_draws_the_record(live, browser, docs):
     assert unquote(shown["doc_href"]) == f"/ui/documents/{passage['doc_id']}#{passage['passage_id']}"
     assert _panel(browser, "query")["text"] == record["text"]
 
-    target = os.environ.get("PATHWEAVE_EXPLORER_SCREENSHOT")
+    target = os.environ.get("PATHWEAVE_TEST_EXPLORER_SCREENSHOT")
     if target:
         _panel(browser, f"prop:{step['prop_id']}")
         browser.save_screenshot(target)
@@ -274,14 +274,13 @@ def test_explorer_static_files_and_api(client, new_tenant):
 def test_explore_command_prints_the_url(monkeypatch):
     from typer.testing import CliRunner
 
-    from pathweave_api import cli
-
     monkeypatch.setenv("PATHWEAVE_API_PORT", "8123")
-    from pathweave_api.settings import get_api_settings
+    from pathweave.settings import get_settings
 
-    get_api_settings.cache_clear()
+    get_settings.cache_clear()
     try:
-        app = cli._standalone()
+        from pathweave_cli.main import app
+
         qid = "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"
         result = CliRunner().invoke(app, ["explore", qid])
         assert result.exit_code == 0, result.output
@@ -289,4 +288,4 @@ def test_explore_command_prints_the_url(monkeypatch):
         assert CliRunner().invoke(app, ["explore", "nothex"]).exit_code != 0
         assert "http://127.0.0.1:8123/ui/queries" in CliRunner().invoke(app, ["explore"]).output
     finally:
-        get_api_settings.cache_clear()
+        get_settings.cache_clear()

@@ -61,12 +61,13 @@ def test_invalid_tenant_names(key_store, tenant):
 
 
 def test_keys_cli(tmp_path, monkeypatch):
-    from pathweave_api.settings import get_api_settings
+    from pathweave.settings import get_settings
+    from pathweave_api.keys import key_store_for
 
     monkeypatch.setenv("PATHWEAVE_API_KEYS_FILE", str(tmp_path / "cli-keys.sqlite3"))
     monkeypatch.setenv("PATHWEAVE_API_ARGON2_TIME_COST", "1")
     monkeypatch.setenv("PATHWEAVE_API_ARGON2_MEMORY_KIB", "1024")
-    get_api_settings.cache_clear()
+    get_settings.cache_clear()
     try:
         from pathweave_cli.main import app
 
@@ -85,10 +86,10 @@ def test_keys_cli(tmp_path, monkeypatch):
         assert len(runner.invoke(app, ["keys", "list", "--json"]).stdout.strip().splitlines()) == 1
         assert len(runner.invoke(app, ["keys", "list", "--all", "--json"]).stdout.strip().splitlines()) == 2
         assert runner.invoke(app, ["keys", "create", "--tenant", "bad tenant"]).exit_code == 2
-        store = get_api_settings().key_store(tmp_path)
+        store = key_store_for(get_settings().api, tmp_path)
         assert store.authenticate(info["token"]) is None
     finally:
-        get_api_settings.cache_clear()
+        get_settings.cache_clear()
 
 
 def test_the_pathweave_command_has_every_command():
