@@ -23,7 +23,8 @@ from rich.table import Table
 from pathweave import server
 from pathweave.embeddings import get_embedder
 from pathweave.evaluation import percentile_ms, recall_at_k
-from pathweave.retrieval.retriever import MODES, Retriever
+from pathweave.retrieval.modes import MODES
+from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
 from pathweave.text import stable_id

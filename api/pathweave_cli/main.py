@@ -17,6 +17,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from pathweave.retrieval.modes import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
 from pathweave_ingest.console import console, print_result, run_ingest
@@ -184,7 +185,7 @@ def ingest(
 @app.command()
 def query(
     question: str = typer.Argument(..., help="The question."),
-    mode: str = typer.Option("proprag", help="proprag | dense | hipporag2"),
+    mode: str = typer.Option(MODES[0], help=" | ".join(MODES)),
     k: int = typer.Option(5, min=1, max=100, help="Passages to return."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     budget: Optional[int] = typer.Option(None, min=0, help="Token budget: also select the best connected context."),

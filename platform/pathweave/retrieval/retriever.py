@@ -25,6 +25,7 @@ from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPa
 from pathweave.reasoning import RecordWriter, read_reasoning_record
 from pathweave.retrieval.context import candidate_graph, select_context
 from pathweave.retrieval.hipporag import TOP_FACTS, build_hippo_graph, hipporag2
+from pathweave.retrieval.modes import MODES
 from pathweave.retrieval.proprag import Stage1Seeds, proprag, weak_passage_seeds
 from pathweave.selection import TokenCounter
 from pathweave.settings import Settings
@@ -32,7 +33,6 @@ from pathweave.store import GraphStore
 from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.topology import Topology, TopologyCache, TopologyView
 
-MODES: tuple[str, ...] = ("proprag", "dense", "hipporag2")
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
 """Runs a query's vector searches concurrently (shared by every retriever of the process)."""
