@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from pathweave_ingest.cli import app
+from pathweave_cli.main import app
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

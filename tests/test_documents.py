@@ -55,7 +55,7 @@ def test_pdf_html_docx_and_markdown_land_with_page_and_section(tmp_path, pipelin
     (tmp_path / "handbook.html").write_text(HTML)
     make_docx(tmp_path / "guide.docx")
     (tmp_path / "notes.md").write_text("# Notes\n\nIntro line about Acme.\n\n## Launch\n\nThe first launch was in 2001.\n")
-    documents, errors = load_path(tmp_path, settings.max_file_bytes)
+    documents, errors = load_path(tmp_path, settings.ingest.max_file_bytes)
     assert errors == []
     report = pipeline.ingest(documents, errors)
     assert report.documents_new == 4 and report.errors == []
@@ -78,7 +78,7 @@ def test_a_query_cites_the_page_and_the_record_too(tmp_path, pipeline, store, em
 
     make_pdf(tmp_path / "report.pdf", PAGES)
     make_docx(tmp_path / "guide.docx")
-    documents, errors = load_path(tmp_path, settings.max_file_bytes)
+    documents, errors = load_path(tmp_path, settings.ingest.max_file_bytes)
     pipeline.ingest(documents, errors)
     retriever = Retriever(store, embedder, settings.model_copy(update={"tenant": store.tenant}))
     result = retriever.query("Who directs the Lyon office of Acme?", mode="dense", k=2, token_budget=200)
@@ -104,16 +104,16 @@ def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, em
     folder.mkdir()
     make_pdf(folder / "report.pdf", PAGES)
     (folder / "other.txt").write_text("Quillon is a harbour town famous for the Brass Lighthouse.")
-    first = pipeline.ingest(*load_path(folder, settings.max_file_bytes))
+    first = pipeline.ingest(*load_path(folder, settings.ingest.max_file_bytes))
     assert first.documents_new == 2
     version, counts = store.graph_version(), store.counts()
-    again = pipeline.ingest(*load_path(folder, settings.max_file_bytes))
+    again = pipeline.ingest(*load_path(folder, settings.ingest.max_file_bytes))
     assert again.documents_new == 0 and store.graph_version() == version and store.counts() == counts
 
     new_pages = [PAGES[0], "The Denver office of Acme Corporation was closed and sold to Zorblat Industries.",
                  PAGES[2]]
     make_pdf(folder / "report.pdf", new_pages)
-    changed = pipeline.ingest(*load_path(folder, settings.max_file_bytes))
+    changed = pipeline.ingest(*load_path(folder, settings.ingest.max_file_bytes))
     assert changed.documents_replaced == 1 and changed.documents_new == 1
     assert store.graph_version() == version + 1  # one bump for removal + write
     assert changed.change.removed_passage_ids and changed.change.added_passage_ids
@@ -124,7 +124,7 @@ def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, em
     fresh = GraphStore(store.driver, store.database, store.backend, f"t{uuid.uuid4().hex[:10]}",
                        store.batch_size, store.dimensions)
     Pipeline(fresh, embedder, extractor, settings.model_copy(update={"tenant": fresh.tenant})).ingest(
-        *load_path(folder, settings.max_file_bytes))
+        *load_path(folder, settings.ingest.max_file_bytes))
     ours, theirs = store.counts(), fresh.counts()
     ours.pop("Meta", None), theirs.pop("Meta", None)
     assert ours == theirs
@@ -132,7 +132,7 @@ def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, em
 
 def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, settings, make_pdf):
     from pathweave.store import GraphStore
-    from pathweave_ingest.cli import app
+    from pathweave_cli.main import app
 
     runner = CliRunner()
     folder = tmp_path / "sync"
@@ -188,7 +188,7 @@ def _bad(tmp_path: Path, case: str, make_pdf) -> tuple[Path, str]:
 @pytest.mark.parametrize("case", ["encrypted", "corrupt", "images", "html", "docx", "size", "symlink"])
 def test_bad_input_gets_its_message_and_writes_nothing(tmp_path, pipeline, store, settings, case, make_pdf):
     path, reason = _bad(tmp_path, case, make_pdf)
-    limit = 3000 if case == "size" else settings.max_file_bytes
+    limit = 3000 if case == "size" else settings.ingest.max_file_bytes
     documents, errors = load_path(path.parent, limit)
     assert documents == []
     assert len(errors) == 1 and reason in errors[0].reason and path.name in errors[0].source, errors
@@ -210,6 +210,6 @@ def test_scanned_pages_next_to_text_pages_are_reported(tmp_path, settings):
     c.showPage()
     c.showPage()  # a blank page is neither text nor a scan
     c.save()
-    (doc,), errors = load_path(path, settings.max_file_bytes)
+    (doc,), errors = load_path(path, settings.ingest.max_file_bytes)
     assert errors == [] and [s.page for s in doc.segments] == [1]
     assert len(doc.warnings) == 1 and "page(s) 2 have no text layer" in doc.warnings[0]

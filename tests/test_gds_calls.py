@@ -434,8 +434,8 @@ def test_open_store_neo4j_branch(monkeypatch, tmp_path):
         return driver
 
     monkeypatch.setattr(store_module.GraphDatabase, "driver", fake_driver)
-    settings = Settings(data_dir=tmp_path, store_uri="neo4j://graph.internal:7687", store_user="neo4j",
-                        store_password="secret", store_database="neo4j")
+    settings = Settings(data_dir=tmp_path, store={"uri": "neo4j://graph.internal:7687", "user": "neo4j",
+                                                  "password": "secret", "database": "neo4j"})
     store = store_module.open_store(settings, tenant="acme", dimensions=384)
     assert opened == {"uri": "neo4j://graph.internal:7687", "auth": ("neo4j", "secret")}
     assert isinstance(store.backend, Neo4jBackend) and store.tenant == "acme" and store.database == "neo4j"
@@ -456,7 +456,7 @@ def test_open_store_neo4j_missing_database(monkeypatch, tmp_path):
     missing = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Database.DatabaseNotFound", message="no db")
     driver = FakeDriver(fail={statement("constraint_document"): missing})
     monkeypatch.setattr(store_module.GraphDatabase, "driver", lambda uri, auth: driver)
-    settings = Settings(data_dir=tmp_path, store_uri="bolt://localhost:7687", store_database="pathweave")
+    settings = Settings(data_dir=tmp_path, store={"uri": "bolt://localhost:7687", "database": "pathweave"})
     with pytest.raises(ValueError, match="PATHWEAVE_STORE_DATABASE=neo4j"):
         store_module.open_store(settings)
     assert driver.closed

@@ -12,7 +12,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def ingest_dir(pipeline, path, settings):
-    documents, errors = load_path(path, settings.max_file_bytes)
+    documents, errors = load_path(path, settings.ingest.max_file_bytes)
     return pipeline.ingest(documents, errors)
 
 
@@ -54,14 +54,14 @@ def test_bad_input_is_rejected_with_a_clear_reason_and_nothing_written(tmp_path,
                                                                        name, content, reason):
     (tmp_path / name).write_bytes(content)
     (tmp_path / "good.txt").write_text("Ada Lovelace worked with Charles Babbage in London.")
-    documents, errors = load_path(tmp_path / name, settings.max_file_bytes)
+    documents, errors = load_path(tmp_path / name, settings.ingest.max_file_bytes)
     assert documents == [] or name in ("wrong.json",)
     assert any(reason in e.reason and name in e.source for e in errors), errors
     report = pipeline.ingest(documents, errors)
     assert report.documents_new == 0
     assert store.counts() == {}
     # the rest of a batch proceeds
-    documents, errors = load_path(tmp_path, settings.max_file_bytes)
+    documents, errors = load_path(tmp_path, settings.ingest.max_file_bytes)
     report = pipeline.ingest(documents, errors)
     assert report.documents_new == 1 and any(name in e.source for e in report.errors)
 
@@ -70,7 +70,7 @@ def test_huge_file_is_rejected_before_reading(tmp_path, settings):
     big = tmp_path / "huge.txt"
     with open(big, "wb") as handle:
         handle.truncate(50 * 1024 * 1024)  # sparse 50 MB file
-    documents, errors = load_path(big, settings.max_file_bytes)
+    documents, errors = load_path(big, settings.ingest.max_file_bytes)
     assert documents == []
     assert "file too large" in errors[0].reason and "huge.txt" in errors[0].source
 
@@ -87,7 +87,7 @@ def test_cypher_looking_text_is_stored_verbatim_and_runs_nothing(tmp_path, pipel
 
 def test_missing_path_raises(tmp_path, settings):
     with pytest.raises(FileNotFoundError):
-        load_path(tmp_path / "nope", settings.max_file_bytes)
+        load_path(tmp_path / "nope", settings.ingest.max_file_bytes)
 
 
 def test_long_document_is_chunked_with_overlap(tmp_path, pipeline, store, settings):
@@ -100,7 +100,7 @@ def test_long_document_is_chunked_with_overlap(tmp_path, pipeline, store, settin
 
 def test_markdown_markup_is_removed(tmp_path, settings):
     (tmp_path / "readme.md").write_text("# Tool\n\n<img src='x.png'>\n**Tool** is [fast](http://x).\n```\ncode\n```\n")
-    (doc,), errors = load_path(tmp_path / "readme.md", settings.max_file_bytes)
+    (doc,), errors = load_path(tmp_path / "readme.md", settings.ingest.max_file_bytes)
     assert errors == [] and doc.title == "Tool"
     assert doc.text == "Tool\n\nTool is fast."
 
@@ -110,7 +110,7 @@ def test_synonyms_through_the_vector_index_equal_exact_knn(pipeline, store, sett
     tenant-wide entity matrix): the edges must equal an exact cosine kNN over all entities."""
     from pathweave.text import alnum_count
 
-    documents, _ = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    documents, _ = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
     for document in documents:
         pipeline.ingest([document])
     rows = store.run("entity_embeddings")
@@ -119,7 +119,7 @@ def test_synonyms_through_the_vector_index_equal_exact_knn(pipeline, store, sett
     ok = [alnum_count(row["norm_name"]) > 2 for row in rows]
     cosine = vectors @ vectors.T
     exact = {(min(ids[a], ids[b]), max(ids[a], ids[b]))
-             for a, b in zip(*np.nonzero(cosine >= settings.synonym_threshold)) if a != b and ok[a] and ok[b]}
+             for a, b in zip(*np.nonzero(cosine >= settings.ingest.synonym_threshold)) if a != b and ok[a] and ok[b]}
     stored = store.run("snapshot_synonyms")
     assert exact and {(min(r["src"], r["dst"]), max(r["src"], r["dst"])) for r in stored} == exact
     for row in stored:
@@ -135,7 +135,7 @@ def test_groups_in_flight_give_the_same_graph_as_one_group(store, embedder, extr
     from pathweave.store import GraphStore
     from pathweave_ingest.pipeline import Pipeline
 
-    documents, _ = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    documents, _ = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
     other = GraphStore(store.driver, store.database, store.backend, f"t{uuid.uuid4().hex[:10]}",
                        store.batch_size, store.dimensions)
     small = Pipeline(store, embedder, extractor, settings, group_size=2).ingest(documents)

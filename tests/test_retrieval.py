@@ -15,10 +15,10 @@ QUESTION = "On which river stands the city where Marie Curie was born?"
 
 @pytest.fixture()
 def retriever(pipeline, store, embedder, settings):
-    documents, errors = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    documents, errors = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
     pipeline.ingest(documents, errors)
-    spec = settings.proprag.model_copy(update={"rescore_top": 40})  # pin the spec's M = 40 on any device
-    return Retriever(store, embedder, settings.model_copy(update={"proprag": spec}))
+    spec = settings.retrieval.model_copy(update={"rescore_top": 40})  # pin the spec's M = 40 on any device
+    return Retriever(store, embedder, settings.model_copy(update={"retrieval": spec}))
 
 
 def test_proprag_finds_both_hops_and_connecting_paths(retriever):
@@ -69,7 +69,7 @@ def test_unknown_record_and_bad_queries_raise(retriever, store):
 def test_a_new_document_is_found_by_the_very_next_query(retriever, pipeline, settings, tmp_path):
     before = retriever.topology().view()
     (tmp_path / "new.txt").write_text("Zakopane is a mountain town famous for its wooden Goral architecture.")
-    documents, errors = load_path(tmp_path, settings.max_file_bytes)
+    documents, errors = load_path(tmp_path, settings.ingest.max_file_bytes)
     pipeline.ingest(documents, errors)
     result = retriever.query("Which town is famous for wooden Goral architecture?", k=3, write_record=False)
     after = retriever.topology().view()
@@ -203,7 +203,7 @@ def test_records_are_written_off_the_query_path_and_flush_waits_for_them(retriev
 
 def test_selection_size_study_on_real_candidate_graphs(retriever):
     """`bench musique`'s ILP-vs-greedy study by candidate-graph size, on the fixture corpus."""
-    from pathweave_ingest.bench import evaluate_selection_sizes
+    from pathweave_bench.musique import evaluate_selection_sizes
 
     study = evaluate_selection_sizes(retriever, [{"question": QUESTION}], passages=(2, 5), budget=60,
                                      reference_ms=1000)

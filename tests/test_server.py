@@ -12,7 +12,7 @@ from pathweave.settings import Settings
 
 @pytest.fixture()
 def own_settings(tmp_path):
-    return Settings(data_dir=tmp_path / "data", server_start_timeout_s=60)
+    return Settings(data_dir=tmp_path / "data", store={"server_start_timeout_s": 60})
 
 
 def test_start_status_stop_and_stale_pid(own_settings):
@@ -35,7 +35,8 @@ def test_start_status_stop_and_stale_pid(own_settings):
 
 def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
     monkeypatch.setattr(server, "_port_open", lambda port: False)
-    quick = own_settings.model_copy(update={"server_start_timeout_s": 1.0})
+    quick = own_settings.model_copy(
+        update={"store": own_settings.store.model_copy(update={"server_start_timeout_s": 1.0})})
     with pytest.raises(server.ServerError, match="not ready after"):
         server.start(quick)
     server.stop(quick)

@@ -56,8 +56,8 @@ def backend(request) -> GraphStore:
 
     settings = Settings(
         data_dir=request.getfixturevalue("tmp_path_factory").mktemp("neo4j-contract"),
-        store_uri=os.environ["NEO4J_URI"], store_user=os.environ.get("NEO4J_USER", "neo4j"),
-        store_password=os.environ["NEO4J_PASSWORD"], store_database=os.environ.get("NEO4J_DATABASE", "neo4j"),
+        store={"uri": os.environ["NEO4J_URI"], "user": os.environ.get("NEO4J_USER", "neo4j"),
+               "password": os.environ["NEO4J_PASSWORD"], "database": os.environ.get("NEO4J_DATABASE", "neo4j")},
     )
     store = open_store(settings, tenant="contract-setup", dimensions=DIM)
     yield store

@@ -61,7 +61,7 @@ def small_graph(store):
 
 
 def test_incremental_topology_equals_a_fresh_build_after_ingests_and_a_delete(pipeline, store, settings, tmp_path):
-    documents, errors = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    documents, errors = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
     incremental = Topology(store.tenant)
     incremental.refresh(store)  # empty tenant
     assert incremental.view().n_passages == 0

@@ -27,6 +27,8 @@ from pathlib import Path
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
+from pathweave.settings import ApiSettings
+
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOKEN = re.compile(r"^pw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
 
@@ -61,6 +63,13 @@ class ApiKey:
 
 def valid_tenant(tenant: str) -> bool:
     return bool(TENANT_PATTERN.match(tenant or ""))
+
+
+def key_store_for(api: ApiSettings, data_dir: Path) -> "KeyStore":
+    """The :class:`KeyStore` the ``api`` settings describe (its file, cache and argon2 cost)."""
+    hasher = PasswordHasher(time_cost=api.argon2_time_cost, memory_cost=api.argon2_memory_kib,
+                            parallelism=api.argon2_parallelism)
+    return KeyStore(api.keys_path(data_dir), api.key_cache_s, hasher)
 
 
 class KeyStore:

@@ -7,13 +7,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from pathweave.model import BudgetedContext
+from pathweave.retrieval.modes import Mode
 from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
 HEX32_PATTERN = r"^[0-9a-f]{32}$"
 EXTERNAL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}$"
 
-Mode = Literal["proprag", "dense", "hipporag2"]
 DocStatus = Literal["queued", "running", "done", "failed"]
 JobState = Literal["queued", "running", "done", "done_with_errors", "failed"]
 

@@ -98,13 +98,24 @@ def validation_problem(request: Request, errors: list[dict[str, Any]]) -> JSONRe
                             errors=cleaned)
 
 
+def flat_routes(routes):
+    """The routes in ``routes``, those of included routers (FastAPI keeps an included
+    router as one entry, without a prefix here) in their place."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from flat_routes(inner.routes)
+        else:
+            yield route
+
+
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves on the request's path (Starlette's own 405 names only
     the first route that matched the path, e.g. POST but not GET on ``/v1/documents``)."""
     from starlette.routing import Match
 
     methods: set[str] = set()
-    for route in request.app.router.routes:
+    for route in flat_routes(request.app.router.routes):
         match, _ = route.matches({**request.scope, "method": "GET"})
         route_methods = getattr(route, "methods", None)
         if route_methods and match is not Match.NONE:
@@ -148,3 +159,19 @@ def install(app: FastAPI) -> None:
                   exc_info=exc)
         return problem_response(500, f"internal error (request {request_id}); details are in the server log",
                                 request.url.path, "internal-error")
+
+
+ERR = {"model": Problem}
+_AUTHERRORS = {401: {**ERR, "description": "Missing, invalid or revoked API key."},
+                429: {**ERR, "description": "Rate limit of the API key exceeded (see Retry-After)."},
+                503: {**ERR, "description": "Store or broker unavailable; retry later."}}
+
+
+def errors(*codes: int) -> dict[int, dict]:
+    """OpenAPI ``responses`` of an authenticated route: 401/429/503 and ``codes``, each a Problem."""
+    text = {400: "Malformed request (empty body, malformed JSON, not UTF-8).",
+            404: "Unknown id for this tenant.", 409: "Conflict with the resource's state.",
+            413: "Body or document over the size limit.", 415: "Unsupported content type.",
+            422: "Invalid request: see `errors`."}
+    return {**_AUTHERRORS, **{code: {**ERR, "description": text[code]} for code in codes}}
+

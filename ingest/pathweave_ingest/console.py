@@ -38,7 +38,7 @@ def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = 
     else:
         from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
 
-        extractor = SpacyExtractor(settings.spacy_model)
+        extractor = SpacyExtractor(settings.models.spacy_model)
     pipeline = Pipeline(store, get_embedder(settings), extractor, settings)
     started = time.perf_counter()
     with progress_bar() as bar:

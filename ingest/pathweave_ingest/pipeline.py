@@ -245,7 +245,7 @@ class Pipeline:
                 "ingested_at": now,
             })
             previous = None
-            chunks = chunk_segments(doc.parts(), tokenizer, self.settings.chunk_tokens, self.settings.chunk_overlap)
+            chunks = chunk_segments(doc.parts(), tokenizer, self.settings.ingest.chunk_tokens, self.settings.ingest.chunk_overlap)
             for position, (text, tokens, page, section) in enumerate(chunks):
                 pid = stable_id("passage", self.tenant, doc.title, text)
                 batch.add("upsert_passages", {
@@ -338,10 +338,10 @@ class Pipeline:
         index (never a tenant-wide entity matrix in this process)."""
         backend = self.store.backend
         if Capability.KNN in backend.capabilities:
-            written = backend.write_synonyms(self.store, self.settings.synonym_threshold, self.settings.synonym_max)
+            written = backend.write_synonyms(self.store, self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max)
             if written is not None:
                 return written
         ids = list(new_entities)
         return write_synonyms(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
-                              {i: new_entities[i][0] for i in ids}, self.settings.synonym_threshold,
-                              self.settings.synonym_max)
+                              {i: new_entities[i][0] for i in ids}, self.settings.ingest.synonym_threshold,
+                              self.settings.ingest.synonym_max)

@@ -243,7 +243,7 @@ def repair_synonyms(store: GraphStore, settings, doc_ids: list[str]) -> int:
         vectors = decode_vectors([row["vec"] for row in rows], store.dimensions)
         written = write_synonyms(store, [row["id"] for row in rows], vectors,
                                  {row["id"]: row["norm_name"] for row in rows},
-                                 settings.synonym_threshold, settings.synonym_max)
+                                 settings.ingest.synonym_threshold, settings.ingest.synonym_max)
     passages = [row["id"] for row in store.run("document_passage_ids", ids=doc_ids)]
     store.record_change(added=passages, entities=[row["id"] for row in rows])
     return written

@@ -28,7 +28,7 @@ import time
 
 from celery import Celery, signals
 
-from pathweave_ingest.worker_settings import WorkerSettings, get_worker_settings
+from pathweave.settings import WorkerSettings, get_settings
 
 if __name__ == "__main__":  # `python -m pathweave_ingest.worker`: one module object, one app
     sys.modules.setdefault("pathweave_ingest.worker", sys.modules[__name__])
@@ -38,6 +38,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 log = logging.getLogger(__name__)
+
+
+def broker_answers(url: str) -> bool:
+    """Does the Redis broker at ``url`` answer PING (within ~2 s)?"""
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2).ping())
+    except Exception:  # noqa: BLE001 - any failure means "not answering"
+        return False
 
 TASK_NAME = "pathweave.ingest_batch"
 
@@ -79,7 +89,7 @@ def celery_config(ws: WorkerSettings) -> dict:
 def make_celery(ws: WorkerSettings | None = None) -> Celery:
     """A Celery app for ``ws`` (the API uses one to publish batches by task name)."""
     app = Celery("pathweave")
-    app.conf.update(celery_config(ws or get_worker_settings()))
+    app.conf.update(celery_config(ws or get_settings().worker))
     return app
 
 
@@ -91,10 +101,9 @@ def runtime():
     """This worker process's :class:`~pathweave_ingest.worker_runtime.Runtime` (created once)."""
     global _runtime
     if _runtime is None:
-        from pathweave.settings import get_settings
         from pathweave_ingest.worker_runtime import Runtime
 
-        _runtime = Runtime(get_settings(), get_worker_settings())
+        _runtime = Runtime(get_settings(), get_settings().worker)
     return _runtime
 
 
@@ -150,7 +159,7 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
     """Ingest one batch; retries transient store errors and failed documents with backoff."""
     from pathweave_ingest.tasks import TransientStoreError, give_up, jittered, run_batch
 
-    ws = get_worker_settings()
+    ws = get_settings().worker
     retries = self.request.retries
     ids = [d["doc_id"] for d in documents]
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
@@ -177,7 +186,7 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
 @signals.worker_ready.connect
 def _warm_main(**_: object) -> None:
     """solo/threads pools run tasks in this process: load the models before the first batch."""
-    if get_worker_settings().worker_pool in ("solo", "threads"):
+    if get_settings().worker.worker_pool in ("solo", "threads"):
         runtime().warm()
 
 
@@ -198,7 +207,7 @@ def worker_argv(ws: WorkerSettings, loglevel: str = "INFO", hostname: str | None
 
 def main(argv: list[str] | None = None, loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a worker in this process (blocks). Exits with status 2 when no broker is set."""
-    ws = get_worker_settings()
+    ws = get_settings().worker
     if not ws.broker_url:
         sys.stderr.write("error: no broker configured; set PATHWEAVE_BROKER_URL (e.g. redis://127.0.0.1:6379/0)\n")
         raise SystemExit(2)

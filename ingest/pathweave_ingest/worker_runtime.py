@@ -13,7 +13,7 @@ from typing import Any
 
 from pathweave.settings import Settings
 from pathweave.store import GraphStore, open_store
-from pathweave_ingest.worker_settings import WorkerSettings
+from pathweave.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Runtime:
     def device(self) -> str:
         from pathweave.embeddings import resolve_device
 
-        return resolve_device(self.settings.device)
+        return resolve_device(self.settings.models.device)
 
     @property
     def embedder(self):
@@ -76,9 +76,9 @@ class Runtime:
 
                 device = self.device
                 on_gpu = device.startswith("cuda") and _prefer_gpu_for_spacy()
-                self._extractor = SpacyExtractor(self.settings.spacy_model,
+                self._extractor = SpacyExtractor(self.settings.models.spacy_model,
                                                  batch_size=self.worker_settings.extract_batch(device))
-                log.info("extractor %s on %s (batch %d)", self.settings.spacy_model,
+                log.info("extractor %s on %s (batch %d)", self.settings.models.spacy_model,
                          "cuda" if on_gpu else "cpu", self._extractor.batch_size)
             return self._extractor
 
@@ -107,8 +107,8 @@ class Runtime:
             retriever = self._retrievers.get(tenant)
             if retriever is None or retriever.store is not store:
                 if self._cache is None:
-                    self._cache = TopologyCache(self.settings.topology_max_tenants, self.settings.topology_idle_s,
-                                                self.settings.node_cache_entries)
+                    self._cache = TopologyCache(self.settings.query.topology_max_tenants, self.settings.query.topology_idle_s,
+                                                self.settings.query.node_cache_entries)
                 retriever = Retriever(store, self.embedder, self.settings, cache=self._cache)
                 self._retrievers[tenant] = retriever
             return retriever

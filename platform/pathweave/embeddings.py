@@ -156,7 +156,7 @@ def _cached(model_path: str, device: str, batch_size: int, precision: str) -> Em
 
 def get_embedder(settings: Settings) -> Embedder:
     """The process-wide embedder for ``settings`` (loaded once)."""
-    device = resolve_device(settings.device)
-    batch = settings.embed_batch_size * (4 if device == "cuda" else 1)
-    path = settings.embedder or str(default_model_path())
-    return _cached(path, device, batch, resolve_precision(settings.embed_precision, device))
+    device = resolve_device(settings.models.device)
+    batch = settings.models.embed_batch_size * (4 if device == "cuda" else 1)
+    path = settings.models.embedder or str(default_model_path())
+    return _cached(path, device, batch, resolve_precision(settings.models.embed_precision, device))

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Mode = Literal["proprag", "dense", "hipporag2"]
+from pathweave.retrieval.modes import Mode
 
 
 class PassageHit(BaseModel):

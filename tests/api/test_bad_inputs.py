@@ -74,8 +74,8 @@ def test_rate_limit_per_key(settings, api_settings, worker_settings, runtime, ke
 
     from pathweave_api.app import create_app
 
-    limited = create_app(settings, api_settings.model_copy(update={"api_rate_limit_per_s": 0.2,
-                                                                    "api_rate_limit_burst": 3}),
+    limited = create_app(settings, api_settings.model_copy(update={"rate_limit_per_s": 0.2,
+                                                                    "rate_limit_burst": 3}),
                          worker_settings, runtime=runtime, keys=keys)
     token, _ = keys.create("ratelimited", "tests")  # default (settings) rate
     other, _ = keys.create("ratelimited", "tests")
@@ -123,7 +123,7 @@ def test_documents_bad_json(client, quiet_tenant, content, content_type, status,
 
 def test_documents_oversized_body(client, quiet_tenant, api_settings):
     _, headers = quiet_tenant
-    text = "word " * (api_settings.api_max_body_bytes // 5 + 10)
+    text = "word " * (api_settings.max_body_bytes // 5 + 10)
     response = client.post("/v1/documents", headers=headers, json={"documents": [{"text": text}]})
     assert_problem(response, 413, "exceeds the limit")
 
@@ -133,7 +133,7 @@ def test_documents_oversized_streamed_body(client, quiet_tenant, api_settings):
 
     def chunks():
         yield b'{"documents": [{"text": "'
-        for _ in range(api_settings.api_max_body_bytes // 1000 + 5):
+        for _ in range(api_settings.max_body_bytes // 1000 + 5):
             yield b"x" * 1000
         yield b'"}]}'
 
@@ -216,7 +216,7 @@ def test_query_bad_content_type_and_size(client, quiet_tenant, api_settings):
     _, headers = quiet_tenant
     assert_problem(client.post("/v1/query", headers={**headers, "Content-Type": "text/plain"}, content=b"q"), 415)
     assert_problem(client.post("/v1/query", headers=headers, data={"question": "q"}), 415)
-    big = {"question": "q", "padding": "x" * api_settings.api_max_small_body_bytes}
+    big = {"question": "q", "padding": "x" * api_settings.max_small_body_bytes}
     assert_problem(client.post("/v1/query", headers=headers, json=big), 413, "exceeds the limit")
 
 

@@ -6,7 +6,6 @@ stored reasoning record calls for, and stored text must never become HTML."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 import uuid
@@ -56,12 +55,6 @@ def expected_graph(record: dict) -> tuple[set[str], set[str]]:
     return nodes, edges
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def live(settings, api_settings, worker_settings, runtime):
     """The API on a real socket: ``(base_url, http client factory, key store)``."""
@@ -70,7 +63,9 @@ def live(settings, api_settings, worker_settings, runtime):
     from pathweave_api.app import create_app
 
     app = create_app(settings, api_settings, worker_settings, runtime=runtime)
-    port = _free_port()
+    from pathweave.server import free_port
+
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="explorer-api", daemon=True)
     thread.start()
@@ -199,7 +194,7 @@ def test_explorer_draws_the_record(live, browser, docs):
     assert unquote(shown["doc_href"]) == f"/ui/documents/{passage['doc_id']}#{passage['passage_id']}"
     assert _panel(browser, "query")["text"] == record["text"]
 
-    target = os.environ.get("PATHWEAVE_EXPLORER_SCREENSHOT")
+    target = os.environ.get("PATHWEAVE_TEST_EXPLORER_SCREENSHOT")
     if target:
         _panel(browser, f"prop:{step['prop_id']}")
         browser.save_screenshot(target)
@@ -279,14 +274,13 @@ def test_explorer_static_files_and_api(client, new_tenant):
 def test_explore_command_prints_the_url(monkeypatch):
     from typer.testing import CliRunner
 
-    from pathweave_api import cli
-
     monkeypatch.setenv("PATHWEAVE_API_PORT", "8123")
-    from pathweave_api.settings import get_api_settings
+    from pathweave.settings import get_settings
 
-    get_api_settings.cache_clear()
+    get_settings.cache_clear()
     try:
-        app = cli._standalone()
+        from pathweave_cli.main import app
+
         qid = "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"
         result = CliRunner().invoke(app, ["explore", qid])
         assert result.exit_code == 0, result.output
@@ -294,4 +288,4 @@ def test_explore_command_prints_the_url(monkeypatch):
         assert CliRunner().invoke(app, ["explore", "nothex"]).exit_code != 0
         assert "http://127.0.0.1:8123/ui/queries" in CliRunner().invoke(app, ["explore"]).output
     finally:
-        get_api_settings.cache_clear()
+        get_settings.cache_clear()

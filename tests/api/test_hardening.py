@@ -102,8 +102,8 @@ def throttled_app(settings, api_settings, worker_settings, runtime, keys):
     from pathweave_api.app import create_app
 
     app = create_app(settings, api_settings.model_copy(update={
-        "api_auth_failures_per_key": 3, "api_auth_failures_per_address": 8, "api_auth_failure_window_s": 60.0,
-        "api_auth_max_concurrent_kdf": 2}), worker_settings, runtime=runtime, keys=keys)
+        "auth_failures_per_key": 3, "auth_failures_per_address": 8, "auth_failure_window_s": 60.0,
+        "auth_max_concurrent_kdf": 2}), worker_settings, runtime=runtime, keys=keys)
     return app, TestClient(app)
 
 
@@ -221,8 +221,8 @@ def test_rate_limit_body_agrees_with_retry_after(settings, api_settings, worker_
 
     from pathweave_api.app import create_app
 
-    limited = create_app(settings, api_settings.model_copy(update={"api_rate_limit_per_s": 20.0,
-                                                                    "api_rate_limit_burst": 1}),
+    limited = create_app(settings, api_settings.model_copy(update={"rate_limit_per_s": 20.0,
+                                                                    "rate_limit_burst": 1}),
                          worker_settings, runtime=runtime, keys=keys)
     token, _ = keys.create("ratelimited", "tests")
     client = TestClient(limited)
@@ -238,7 +238,7 @@ def uvicorn_url(app):
     """The real app behind a real uvicorn server with the protocol `pathweave serve` uses."""
     import uvicorn
 
-    from pathweave_api.bench import free_port
+    from pathweave.server import free_port
     from pathweave_api.protocols import http_protocol
 
     port = free_port()
@@ -290,7 +290,7 @@ def test_unterminated_multipart_is_400(client, quiet_tenant):
 
 def test_too_many_files_is_422(client, quiet_tenant, api_settings):
     _, headers = quiet_tenant
-    files = [("files", (f"f{i}.txt", b"x", "text/plain")) for i in range(api_settings.api_max_documents + 1)]
+    files = [("files", (f"f{i}.txt", b"x", "text/plain")) for i in range(api_settings.max_documents + 1)]
     assert_problem(client.post("/v1/documents", headers=headers, files=files), 422, "too many")
 
 
@@ -319,6 +319,6 @@ def test_schema_types_match_the_handler(client):
     assert schema["QueryRequest"]["properties"]["k"]["type"] == "integer"
     budget = next(s for s in schema["QueryRequest"]["properties"]["token_budget"]["anyOf"] if s["type"] == "integer")
     api = client.app.state.services.api
-    assert (budget["minimum"], budget["maximum"]) == (api.api_min_token_budget, api.api_max_token_budget)
+    assert (budget["minimum"], budget["maximum"]) == (api.min_token_budget, api.max_token_budget)
     documents = schema["DocumentsRequest"]["properties"]["documents"]
-    assert documents["maxItems"] == client.app.state.services.api.api_max_documents
+    assert documents["maxItems"] == client.app.state.services.api.max_documents

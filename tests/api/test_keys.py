@@ -61,15 +61,16 @@ def test_invalid_tenant_names(key_store, tenant):
 
 
 def test_keys_cli(tmp_path, monkeypatch):
-    from pathweave_api import cli
-    from pathweave_api.settings import get_api_settings
+    from pathweave.settings import get_settings
+    from pathweave_api.keys import key_store_for
 
     monkeypatch.setenv("PATHWEAVE_API_KEYS_FILE", str(tmp_path / "cli-keys.sqlite3"))
     monkeypatch.setenv("PATHWEAVE_API_ARGON2_TIME_COST", "1")
     monkeypatch.setenv("PATHWEAVE_API_ARGON2_MEMORY_KIB", "1024")
-    get_api_settings.cache_clear()
+    get_settings.cache_clear()
     try:
-        app = cli._standalone()
+        from pathweave_cli.main import app
+
         runner = CliRunner()
         created = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--name", "ci", "--json"])
         assert created.exit_code == 0, created.output
@@ -85,20 +86,22 @@ def test_keys_cli(tmp_path, monkeypatch):
         assert len(runner.invoke(app, ["keys", "list", "--json"]).stdout.strip().splitlines()) == 1
         assert len(runner.invoke(app, ["keys", "list", "--all", "--json"]).stdout.strip().splitlines()) == 2
         assert runner.invoke(app, ["keys", "create", "--tenant", "bad tenant"]).exit_code == 2
-        store = get_api_settings().key_store(tmp_path)
+        store = key_store_for(get_settings().api, tmp_path)
         assert store.authenticate(info["token"]) is None
     finally:
-        get_api_settings.cache_clear()
+        get_settings.cache_clear()
 
 
-def test_register_adds_the_commands():
-    import typer
+def test_the_pathweave_command_has_every_command():
+    """The console script (pathweave_cli.main:app) mounts the service commands and the benchmarks."""
+    from pathweave_cli.main import app
 
-    from pathweave_api.cli import register
+    def names(typer_app):
+        return {c.name or c.callback.__name__ for c in typer_app.registered_commands} | \
+            {g.name for g in typer_app.registered_groups}
 
-    app, bench = typer.Typer(), typer.Typer()
-    app.add_typer(bench, name="bench")
-    register(app, bench)
-    names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
-    assert {"serve", "worker", "keys", "bench"} <= names
-    assert [c.name for c in bench.registered_commands] == ["api"]
+    assert {"db", "ingest", "query", "demo", "serve", "worker", "explore", "keys", "bench"} <= names(app)
+    bench = next(g.typer_instance for g in app.registered_groups if g.name == "bench")
+    assert names(bench) == {"musique", "scale", "api", "select"}
+    help_text = CliRunner().invoke(app, ["bench", "--help"]).output
+    assert all(name in help_text for name in ("musique", "scale", "api", "select"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pathweave.selection.bench import random_candidate_graph, synthetic_solve_stats
+from pathweave_bench.selection import random_candidate_graph, synthetic_solve_stats
 
 
 def test_random_candidate_graph_shape(helpers):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pathweave.selection import solve_greedy, solve_ilp
-from pathweave.selection.bench import random_candidate_graph
+from pathweave_bench.selection import random_candidate_graph
 
 
 def test_frontier_rule_hand_example(helpers):

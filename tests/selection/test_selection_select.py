@@ -8,7 +8,7 @@ import time
 import pytest
 
 from pathweave.selection import select
-from pathweave.selection.bench import random_candidate_graph
+from pathweave_bench.selection import random_candidate_graph
 from pathweave.selection.result import make_selection
 from pathweave.selection.select import AUTO_MAX_NODES
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pathweave_api.bench import free_port, redis_answers, stop_process
+from pathweave.server import free_port, stop_process
+from pathweave_ingest.worker import broker_answers as redis_answers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -112,7 +113,7 @@ def start_worker(worker_env, tmp_path):
 @pytest.fixture(scope="session")
 def worker_runtime(settings, base_store, embedder, extractor):
     from pathweave_ingest.worker_runtime import Runtime
-    from pathweave_ingest.worker_settings import WorkerSettings
+    from pathweave.settings import WorkerSettings
 
     runtime = Runtime(settings, WorkerSettings(broker_url=""), embedder=embedder, extractor=extractor)
     yield runtime
@@ -125,11 +126,10 @@ def celery_api(settings, worker_runtime, broker_url, queue_name, tmp_path_factor
     from fastapi.testclient import TestClient
 
     from pathweave_api.app import create_app
-    from pathweave_api.settings import ApiSettings
-    from pathweave_ingest.worker_settings import WorkerSettings
+    from pathweave.settings import ApiSettings, WorkerSettings
 
-    api = ApiSettings(api_keys_file=tmp_path_factory.mktemp("keys") / "keys.sqlite3", api_preload=False,
-                      api_argon2_time_cost=1, api_argon2_memory_kib=1024, api_argon2_parallelism=1)
+    api = ApiSettings(keys_file=tmp_path_factory.mktemp("keys") / "keys.sqlite3", preload=False,
+                      argon2_time_cost=1, argon2_memory_kib=1024, argon2_parallelism=1)
     ws = WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=6)
     app = create_app(settings, api, ws, runtime=worker_runtime)
     with TestClient(app, raise_server_exceptions=False) as client:

@@ -13,7 +13,7 @@ from pathweave_ingest import jobs
 from pathweave_ingest.loaders import SourceDocument
 from pathweave_ingest.tasks import TransientStoreError, run_batch, run_batch_with_retries
 from pathweave_ingest.worker_runtime import Runtime
-from pathweave_ingest.worker_settings import WorkerSettings
+from pathweave.settings import WorkerSettings
 
 GOOD = [SourceDocument("t#0", "Lyra", "Lyra is a constellation. Vega is the brightest star in Lyra."),
         SourceDocument("t#1", "Vega", "Vega was the northern pole star around 12000 BC.")]
@@ -244,8 +244,9 @@ def test_a_redelivered_batch_marks_documents_done_only_after_the_graph_is_repair
     # the killed attempt: documents running, written in full, no synonymy step (threshold above 1)
     store.run("doc_status_running", rows=[{"doc_id": d["doc_id"], "started_at": jobs.now_iso(), "worker": "dead",
                                            "count": 1} for d in batch])
+    no_synonyms = settings.ingest.model_copy(update={"synonym_threshold": 2.0})
     killed = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": tenant,
-                                                                             "synonym_threshold": 2.0}))
+                                                                             "ingest": no_synonyms}))
     killed.ingest(docs)
     assert store.counts().get("rel:SYNONYM", 0) == 0
     version_after_kill = store.graph_version()

@@ -103,7 +103,7 @@ def test_default_redelivery_is_quick_and_long_batches_are_kept_alive(celery_api,
     from fastapi.testclient import TestClient
 
     from pathweave_api.app import create_app
-    from pathweave_ingest.worker_settings import WorkerSettings
+    from pathweave.settings import WorkerSettings
 
     defaults = WorkerSettings(broker_url="redis://x")
     assert defaults.visibility_timeout_s + defaults.unacked_restore_interval_s <= 120

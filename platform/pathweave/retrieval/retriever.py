@@ -26,6 +26,7 @@ from pathweave.model import Mode, PassageHit, PathStep, QueryResult, ReasoningPa
 from pathweave.reasoning import RecordWriter, read_reasoning_record
 from pathweave.retrieval.context import candidate_graph, select_context
 from pathweave.retrieval.hipporag import TOP_FACTS, build_hippo_graph, hipporag2
+from pathweave.retrieval.modes import MODES
 from pathweave.retrieval.proprag import Stage1Seeds, proprag, weak_passage_seeds
 from pathweave.selection import TokenCounter
 from pathweave.settings import Settings
@@ -33,7 +34,6 @@ from pathweave.store import GraphStore
 from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.topology import Topology, TopologyCache, TopologyView
 
-MODES: tuple[str, ...] = ("proprag", "dense", "hipporag2")
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
 """Runs a query's vector searches concurrently (shared by every retriever of the process)."""
@@ -58,8 +58,8 @@ class Retriever:
         self.store = store
         self.embedder = embedder
         self.settings = settings
-        self.cache = cache or TopologyCache(settings.topology_max_tenants, settings.topology_idle_s,
-                                           settings.node_cache_entries)
+        self.cache = cache or TopologyCache(settings.query.topology_max_tenants, settings.query.topology_idle_s,
+                                           settings.query.node_cache_entries)
         self.records = RecordWriter(store)
 
     def flush(self) -> None:
@@ -73,8 +73,8 @@ class Retriever:
         return read_reasoning_record(self.store, query_id)
 
     def token_counter(self) -> TokenCounter:
-        """Token counter for budgets: ``settings.context_tokenizer`` or the embedder's tokenizer."""
-        return TokenCounter(self.settings.context_tokenizer or None)
+        """Token counter for budgets: ``settings.selection.context_tokenizer`` or the embedder's tokenizer."""
+        return TokenCounter(self.settings.selection.context_tokenizer or None)
 
     def topology(self) -> Topology:
         """The tenant's topology at the store's current graph version."""
@@ -178,8 +178,8 @@ class Retriever:
         clock("embed")
         result = QueryResult(query_id=uuid.uuid4().hex, question=question, mode=mode, passages=[],
                              graph_version=view.version)
-        depth = k if token_budget is None else max(k, self.settings.context_passages)
-        params = self.settings.proprag.for_device(self.embedder.device)
+        depth = k if token_budget is None else max(k, self.settings.selection.context_passages)
+        params = self.settings.retrieval.for_device(self.embedder.device)
         subgraph: Subgraph | None = None
         ids: list[str] = []
         scores: list[float] = []
@@ -227,10 +227,10 @@ class Retriever:
             if subgraph is None:
                 subgraph = build_subgraph(view, view.index_of(view.passage_index, ids, view.n_passages), reader)
             result.context = select_context(candidate_graph(result, subgraph, query_vec), token_budget, select,
-                                            self.token_counter(), style, self.settings.select_time_limit_ms)
+                                            self.token_counter(), style, self.settings.selection.select_time_limit_ms)
             clock("select")
         result.passages = result.passages[:k]
-        if self.settings.write_reasoning if write_record is None else write_record:
+        if self.settings.query.write_reasoning if write_record is None else write_record:
             self.records.submit(result.model_copy())  # written on the writer's thread, off the query path
             clock("record")
         result.timings_ms = timings

@@ -19,7 +19,7 @@ move improves (:func:`improve_order`). ``"path+ls"`` first also restarts the
 path rule from the cheapest path to each of the 5 heaviest nodes it left out
 (:func:`path_multistart_order`; a ratio greedy can fill the budget with small
 items and leave no room for one heavy node). On the synthetic benchmark
-(:mod:`pathweave.selection.bench`, budget 400, 50-200 nodes) ``"path+ls"`` is
+(:mod:`pathweave_bench.selection`, budget 400, 50-200 nodes) ``"path+ls"`` is
 within 0.5-1.5 % of the optimum on average, the frontier rule 10-30 % below it.
 
 Source: graph context optimization seed, graph-context-optimization-ilp.md;

@@ -5,7 +5,7 @@ passages, propositions and entities with passage-proposition,
 proposition-entity and passage-entity edges; exponentially skewed weights)
 and measures the ILP and greedy selectors on them.
 
-Run: ``PYTHONPATH=platform python -m pathweave.selection.bench``.
+Run: ``pathweave bench select`` (JSON on stdout).
 
 Source: graph context optimization seed, graph-context-optimization-ilp.md;
 spec §5.
@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .candidate import CandidateGraph, CandidateNode
-from .greedy import solve_greedy
-from .ilp import Connectivity, solve_ilp
+from pathweave.selection.candidate import CandidateGraph, CandidateNode
+from pathweave.selection.greedy import solve_greedy
+from pathweave.selection.ilp import Connectivity, solve_ilp
 
 
 GraphStyle = Literal["rendered", "coverage"]

@@ -32,8 +32,8 @@ from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_ingest.bench import (default_data_dir, evaluate, git_commit, machine_info,
-                                    wait_for_idle_store)
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store
+from pathweave_bench.musique import evaluate
 from pathweave_ingest.loaders import SourceDocument
 
 FRESH_TEXT = ("The Velmora Lighthouse on the island of Qisk was designed by the engineer Tamsin Oakhollow "
@@ -55,9 +55,9 @@ def measure(retriever: Retriever, questions: list[dict], console: Console) -> di
     """Recall and latency of proprag (push and exact PPR) and dense on ``questions``."""
     proprag = evaluate(retriever, questions, "proprag", console)
     dense = evaluate(retriever, questions, "dense", console)
-    exact_params = retriever.settings.proprag.model_copy(update={"stage1_ppr": "power"})
+    exact_params = retriever.settings.retrieval.model_copy(update={"stage1_ppr": "power"})
     exact = Retriever(retriever.store, retriever.embedder,
-                      retriever.settings.model_copy(update={"proprag": exact_params}), cache=retriever.cache)
+                      retriever.settings.model_copy(update={"retrieval": exact_params}), cache=retriever.cache)
     power = evaluate(exact, questions, "proprag", console)
     return {"recall_at_2": proprag["recall_at_2"], "recall_at_5": proprag["recall_at_5"],
             "dense_recall_at_2": dense["recall_at_2"], "dense_recall_at_5": dense["recall_at_5"],

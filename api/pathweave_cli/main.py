@@ -1,7 +1,10 @@
-"""The ``pathweave`` command line (typer + rich).
+"""The ``pathweave`` console script (typer + rich): the top of the dependency graph.
 
-``pathweave db start|stop|status``, ``pathweave ingest PATH``, ``pathweave query "…"``,
-``pathweave demo``, ``pathweave bench musique``.
+Owns the commands on the store and the documents: ``pathweave db start|stop|status``,
+``pathweave ingest PATH``, ``pathweave query "…"``, ``pathweave demo``, ``pathweave config
+show``; mounts the
+service commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``,
+``keys``) and the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|scale|api|select``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from pathweave.retrieval.modes import MODES
+from pathweave_bench.cli import bench_app
+from pathweave_cli import service
 from pathweave_ingest.console import console, print_result, run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,9 +28,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 app = typer.Typer(help="Pathweave: minimal reasoning subgraphs from your documents.", no_args_is_help=True)
 db_app = typer.Typer(help="The managed local store server (ArcadeDB over Bolt).", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks on real data.", no_args_is_help=True)
+config_app = typer.Typer(help="The settings (environment PATHWEAVE_* and pathweave.toml).", no_args_is_help=True)
+app.add_typer(config_app, name="config")
 app.add_typer(db_app, name="db")
-app.add_typer(bench_app, name="bench")
 
 
 def _settings(tenant: str | None = None):
@@ -32,6 +38,37 @@ def _settings(tenant: str | None = None):
 
     settings = get_settings()
     return settings.model_copy(update={"tenant": tenant}) if tenant else settings
+
+
+def toml_lines(values: dict, section: str = "") -> list[str]:
+    """``values`` (a settings dict) as TOML: plain keys first, then one ``[table]`` per
+    nested dict; an unset value (None) as a comment."""
+    import json
+
+    lines = [f"[{section}]"] if section else []
+    tables = {k: v for k, v in values.items() if isinstance(v, dict)}
+    for key, value in values.items():
+        if key not in tables:
+            lines.append(f"# {key} = (unset)" if value is None else f"{key} = {json.dumps(value)}")
+    for key, table in tables.items():
+        lines += [""] + toml_lines(table, f"{section}.{key}" if section else key)
+    return lines
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Print the effective configuration as TOML (passwords, secrets, API keys and the
+    passwords in URLs masked); exit 2 on a setting that does not exist."""
+    from pydantic import ValidationError
+
+    from pathweave.settings import masked
+
+    try:
+        values = masked(_settings())
+    except (ValueError, ValidationError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    sys.stdout.write("\n".join(toml_lines(values)) + "\n")
 
 
 @db_app.command("start")
@@ -109,7 +146,7 @@ def ingest(
         console.print(f"[red]error:[/] --sync needs a directory, got {path}")
         raise typer.Exit(2)
     try:
-        documents, errors = load_path(path, settings.max_file_bytes)
+        documents, errors = load_path(path, settings.ingest.max_file_bytes)
     except FileNotFoundError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
@@ -148,7 +185,7 @@ def ingest(
 @app.command()
 def query(
     question: str = typer.Argument(..., help="The question."),
-    mode: str = typer.Option("proprag", help="proprag | dense | hipporag2"),
+    mode: str = typer.Option(MODES[0], help=" | ".join(MODES)),
     k: int = typer.Option(5, min=1, max=100, help="Passages to return."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     budget: Optional[int] = typer.Option(None, min=0, help="Token budget: also select the best connected context."),
@@ -181,53 +218,16 @@ def query(
 @app.command()
 def demo(tenant: str = typer.Option("demo", help="Tenant for the demo documents.")) -> None:
     """Ingest the READMEs of installed packages and answer multi-hop questions about them."""
-    from pathweave_ingest.demo import run_demo
+    from pathweave_cli.demo import run_demo
 
     run_demo(_settings(tenant))
 
 
-@bench_app.command("scale")
-def bench_scale(
-    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
-    distractors: Optional[list[Path]] = typer.Option(None, help="JSON lists of {title, text} added as distractors "
-                                                     "(default ../shared/bench/scale/2wikimultihopqa_corpus.json)."),
-    out: Path = typer.Option(Path("bench-results"), help="Where scale.json goes."),
-    limit: int = typer.Option(0, help="Only the first N questions (0 = all)."),
-) -> None:
-    """Recall, latency, memory and freshness at 1x and with distractors (issue 10)."""
-    from pathweave_ingest.bench_scale import run_scale
-
-    run_scale(data, distractors or None, out, limit)
-
-
-@bench_app.command("musique")
-def bench_musique(
-    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
-    out: Path = typer.Option(Path("bench-results"), help="Where musique.json and musique.html go."),
-    questions: int = typer.Option(0, help="Use only the first N questions (0 = all)."),
-    extractions: str = typer.Option("default,imported", help="Comma list: default, imported."),
-    budget: str = typer.Option("", help="Comma list of token budgets (e.g. 200,400,800): also benchmark context selection."),
-    rescore_top: str = typer.Option("", help="Comma list of PropRAG re-scoring depths M (e.g. 0,2,40): also run "
-                                             "proprag with each (rows proprag_m<M>), the recall/latency trade-off."),
-) -> None:
-    """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
-    from pathweave_ingest.bench import run_musique
-
-    budgets = [int(b) for b in budget.split(",") if b.strip()]
-    rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
-    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
-
-
-def _register_service_commands() -> None:
-    """``serve``, ``worker``, ``keys`` and ``bench api`` live with the service (api/)."""
-    try:
-        from pathweave_api.cli import register
-    except ImportError:  # the service package is not installed
-        return
-    register(app, bench_app)
-
-
-_register_service_commands()
+app.command("serve")(service.serve)
+app.command("worker")(service.worker)
+app.command("explore")(service.explore)
+app.add_typer(service.keys_app, name="keys")
+app.add_typer(bench_app, name="bench")
 
 if __name__ == "__main__":
     app()

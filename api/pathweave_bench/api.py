@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,16 +39,9 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for a child server; the tests use it too)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+from pathweave.server import free_port, stop_process
+from pathweave_bench.common import REPO_ROOT, default_data_dir, git_commit, machine_info
+from pathweave_ingest.worker import broker_answers
 
 def _wait(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None,
           interval: float = 0.2):
@@ -82,27 +74,6 @@ class _Processes:
     def stop_all(self) -> None:
         for process in reversed(self.items):
             stop_process(process)
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 60.0) -> None:
-    """SIGTERM, then SIGKILL after ``timeout`` seconds (a child server or worker)."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-def redis_answers(url: str) -> bool:
-    """Does the Redis at ``url`` answer PING?"""
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2).ping())
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _run_concurrent(call, questions: list[str], clients: int) -> tuple[list[tuple[float, bool, float]], float]:
@@ -158,14 +129,12 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                   redis_url: str | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict."""
     from pathweave import server
-    from pathweave.settings import get_settings
-    from pathweave_api.settings import ApiSettings
-    from pathweave_ingest.bench import default_data_dir, git_commit, machine_info
+    from pathweave.settings import ApiSettings, WorkerSettings, get_settings
+    from pathweave_api.keys import key_store_for
     from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.tasks import InProcessQueue
     from pathweave_ingest.worker_runtime import Runtime
-    from pathweave_ingest.worker_settings import WorkerSettings
 
     console = Console()
     data = Path(data) if data else default_data_dir()
@@ -194,15 +163,15 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             processes.start([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
                              "--dir", str(workdir)], dict(os.environ), workdir / "redis.log")
             redis_url = f"redis://127.0.0.1:{port}/0"
-        _wait(lambda: redis_answers(redis_url), 30, "redis")
+        _wait(lambda: broker_answers(redis_url), 30, "redis")
         server.start(settings)  # the shared store server of this run
-        api = ApiSettings(api_keys_file=workdir / "keys.sqlite3")
-        keys = api.key_store(workdir)
+        api = ApiSettings(keys_file=workdir / "keys.sqlite3")
+        keys = key_store_for(api, workdir)
         worker_tenant, inproc_tenant = "bench-worker", "bench-inprocess"
         token, _ = keys.create(worker_tenant, "bench", rate_limit_per_s=0)
         headers = {"Authorization": f"Bearer {token}"}
         env = {**os.environ, "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_BROKER_URL": redis_url,
-               "PATHWEAVE_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.api_keys_file),
+               "PATHWEAVE_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.keys_file),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
         # 1. one Celery worker, fed through the API
@@ -229,8 +198,8 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             results["load_avg_1m"]["ingest_worker_start"] = round(os.getloadavg()[0], 2)
             started = time.perf_counter()
             job_urls, batches = [], 0
-            for start in range(0, len(documents), api.api_max_documents):  # requests of at most 1000 documents
-                response = client.post("/v1/documents", json={"documents": documents[start:start + api.api_max_documents]})
+            for start in range(0, len(documents), api.max_documents):  # requests of at most 1000 documents
+                response = client.post("/v1/documents", json={"documents": documents[start:start + api.max_documents]})
                 if response.status_code != 202:
                     raise RuntimeError(f"POST /v1/documents: {response.status_code} {response.text[:500]}")
                 job_urls.append(f"/v1/jobs/{response.json()['job_id']}")

@@ -10,10 +10,7 @@ Prints one table and writes ``musique.json`` and ``musique.html`` to ``--out``.
 from __future__ import annotations
 
 import json
-import platform as stdlib_platform
-import resource
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -26,67 +23,15 @@ from rich.table import Table
 from pathweave import server
 from pathweave.embeddings import get_embedder
 from pathweave.evaluation import percentile_ms, recall_at_k
-from pathweave.retrieval.retriever import MODES, Retriever
+from pathweave.retrieval.modes import MODES
+from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
 from pathweave.text import stable_id
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store
 from pathweave_ingest.loaders import SourceDocument
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTRACTION_FILE = "openie_gpt-3.5-turbo-1106.json"
-
-
-def default_data_dir() -> Path:
-    """``../shared/bench/musique`` next to the repository (or the working directory)."""
-    for base in (Path.cwd(), REPO_ROOT):
-        candidate = (base / ".." / "shared" / "bench" / "musique").resolve()
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("MuSiQue data not found at ../shared/bench/musique; pass --data")
-
-
-def machine_info() -> dict:
-    """Cores, RAM (GiB) and CPU model of this machine."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        model = stdlib_platform.processor()
-    return {"cores": psutil.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "cpu": model}
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, MiB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def wait_for_idle_store(pid: int | None, timeout_s: float = 180.0, threshold_pct: float = 15.0) -> float:
-    """Wait until the store server process ``pid`` uses under ``threshold_pct`` % CPU for
-    two consecutive 1-s samples (after a large ingestion ArcadeDB keeps compacting and
-    indexing for a while, which on 2 cores competes with the queries being timed).
-    Returns the seconds waited (at most ``timeout_s``)."""
-    if pid is None:
-        return 0.0
-    started, quiet = time.perf_counter(), 0
-    try:
-        process = psutil.Process(pid)
-        while quiet < 2 and time.perf_counter() - started < timeout_s:
-            quiet = quiet + 1 if process.cpu_percent(interval=1.0) < threshold_pct else 0
-    except psutil.Error:
-        pass
-    return round(time.perf_counter() - started, 1)
 
 
 def gold_documents(question: dict, tenant: str) -> set[str]:
@@ -157,12 +102,12 @@ def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[
     from pathweave.retrieval.context import candidate_graph, select_context
 
     counter = retriever.token_counter()
-    limit_ms = retriever.settings.select_time_limit_ms
+    limit_ms = retriever.settings.selection.select_time_limit_ms
     full = {"recall": [], "tokens": []}
     cases = []  # (gold, result, candidate graph, subgraph) per question
     for question in questions:
         gold = gold_documents(question, retriever.store.tenant)
-        found = retriever.search(question["question"], mode="proprag", k=retriever.settings.context_passages,
+        found = retriever.search(question["question"], mode="proprag", k=retriever.settings.selection.context_passages,
                                  write_record=False)
         result = found.result
         graph = candidate_graph(result, found.subgraph, found.query)
@@ -221,7 +166,7 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
     from pathweave.selection import assign_costs, select, solve_ilp
 
     counter = retriever.token_counter()
-    limit_ms = retriever.settings.select_time_limit_ms
+    limit_ms = retriever.settings.selection.select_time_limit_ms
     rows: dict[int, dict[str, list]] = {n: {k: [] for k in ("nodes", "ms", "optimal", "ilp", "greedy", "ref_optimal",
                                                           "ref_ms")}
                                         for n in passages}
@@ -274,7 +219,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                      "questions": len(questions), "passages": len(documents)}
     try:
         if budgets:  # first, while no store server shares the cores
-            from pathweave.selection.bench import synthetic_solve_stats
+            from pathweave_bench.selection import synthetic_solve_stats
 
             console.print("[dim]ILP vs greedy on synthetic candidate graphs of 50/100/200 nodes[/]")
             results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
@@ -303,8 +248,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     results["results"][extraction][mode] = evaluate(retriever, questions, mode, console)
                 for m in rescore_tops or []:
                     console.print(f"[dim]querying {len(questions)} questions: {extraction} / proprag, M = {m}[/]")
-                    params = settings.proprag.model_copy(update={"rescore_top": m})
-                    variant = Retriever(store, embedder, settings.model_copy(update={"proprag": params}),
+                    params = settings.retrieval.model_copy(update={"rescore_top": m})
+                    variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": params}),
                                         cache=retriever.cache)
                     results["results"][extraction][f"proprag_m{m}"] = evaluate(variant, questions, "proprag", console)
                 if budgets:

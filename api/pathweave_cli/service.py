@@ -1,8 +1,6 @@
-"""CLI commands of the service: ``pathweave serve``, ``pathweave worker``,
-``pathweave keys create|list|revoke``, ``pathweave explore`` and ``pathweave bench api``.
-
-Wire them into the main typer app with :func:`register`; ``python -m
-pathweave_api.cli`` runs them standalone.
+"""The service's commands: ``pathweave serve`` (the HTTP API), ``pathweave worker``
+(a Celery ingestion worker), ``pathweave keys create|list|revoke`` and ``pathweave
+explore`` (the reasoning explorer's URL). :mod:`pathweave_cli.main` mounts them.
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -22,9 +19,9 @@ console = Console(stderr=True)
 
 def _key_store():
     from pathweave.settings import get_settings
-    from pathweave_api.settings import get_api_settings
+    from pathweave_api.keys import key_store_for
 
-    return get_api_settings().key_store(get_settings().data_dir)
+    return key_store_for(get_settings().api, get_settings().data_dir)
 
 
 def serve(
@@ -38,20 +35,20 @@ def serve(
     import uvicorn
 
     from pathweave_api.protocols import http_protocol
-    from pathweave_api.settings import get_api_settings
-    from pathweave_ingest.worker_settings import get_worker_settings
+    from pathweave.settings import get_settings, masked
 
-    api = get_api_settings()
+    api = get_settings().api
     try:
         keys = _key_store().list(include_revoked=False)
     except Exception:  # noqa: BLE001 - the app reports it at startup
         keys = []
     if not keys:
         console.print("[yellow]no API keys yet:[/] create one with `pathweave keys create --tenant NAME`")
-    queue = "broker " + get_worker_settings().broker_url if get_worker_settings().broker_url else "in-process queue"
-    console.print(f"serving on http://{host or api.api_host}:{port or api.api_port} ({queue})")
-    uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.api_host,
-                port=port if port is not None else api.api_port, workers=workers or api.api_workers,
+    broker = masked(get_settings())["worker"]["broker_url"]  # no password on the screen
+    queue = "broker " + broker if broker else "in-process queue"
+    console.print(f"serving on http://{host or api.host}:{port or api.port} ({queue})")
+    uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.host,
+                port=port if port is not None else api.port, workers=workers or api.workers,
                 log_level=log_level, proxy_headers=False, server_header=False, http=http_protocol())
 
 
@@ -68,15 +65,15 @@ def explore(
     import webbrowser
 
     from pathweave_api.explorer import explorer_path
-    from pathweave_api.settings import get_api_settings
+    from pathweave.settings import get_settings
 
     if query_id is not None and not re.fullmatch(r"[0-9a-f]{32}", query_id):
         console.print(f"[red]error:[/] {query_id!r} is not a query id (32 lowercase hex characters)")
         raise typer.Exit(2)
     if url is None:
-        api = get_api_settings()
-        host = api.api_host if api.api_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        url = f"http://[{host}]:{api.api_port}" if ":" in host else f"http://{host}:{api.api_port}"
+        api = get_settings().api
+        host = api.host if api.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        url = f"http://[{host}]:{api.port}" if ":" in host else f"http://{host}:{api.port}"
     page = url.rstrip("/") + explorer_path(query_id)
     sys.stdout.write(page + "\n")
     if open_browser and not webbrowser.open(page):
@@ -95,9 +92,9 @@ def worker(
                         ("PATHWEAVE_WORKER_PREFETCH_MULTIPLIER", prefetch)):
         if value is not None:
             os.environ[name] = str(value)
-    from pathweave_ingest import worker_settings
+    from pathweave.settings import get_settings
 
-    worker_settings.get_worker_settings.cache_clear()
+    get_settings.cache_clear()
     from pathweave_ingest.worker import main
 
     main(loglevel=loglevel, hostname=hostname)
@@ -155,43 +152,3 @@ def keys_revoke(key_id: str = typer.Argument(..., help="The key id (from `keys l
         console.print(f"[red]error:[/] no active key {key_id}")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")
-
-
-def bench_api(
-    data: Optional[Path] = typer.Option(None, help="MuSiQue folder (default ../shared/bench/musique)."),
-    out: Path = typer.Option(Path("bench-results"), help="Where api.json goes."),
-    passages: int = typer.Option(0, help="Ingest only the first N corpus passages (0 = all 1,890)."),
-    questions: int = typer.Option(0, help="Query only the first N questions (0 = all 100)."),
-    mode: str = typer.Option("proprag", help="Retrieval mode of the timed queries."),
-    redis_url: Optional[str] = typer.Option(None, help="Broker for the worker run (default: start a private "
-                                                       "redis-server on a free port)."),
-) -> None:
-    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through one Celery worker,
-    each beside the in-process figure of the same run (MuSiQue corpus)."""
-    from pathweave_api.bench import run_api_bench
-
-    run_api_bench(data, out, passages, questions, mode, redis_url)
-
-
-def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
-    """Add ``serve``, ``worker``, ``keys`` (and ``bench api`` under ``bench_app``) to ``app``."""
-    app.command("serve")(serve)
-    app.command("worker")(worker)
-    app.command("explore")(explore)
-    app.add_typer(keys_app, name="keys")
-    if bench_app is not None:
-        bench_app.command("api")(bench_api)
-
-
-def _standalone() -> typer.Typer:
-    app = typer.Typer(help="Pathweave service commands.", no_args_is_help=True)
-    bench = typer.Typer(help="Benchmarks.", no_args_is_help=True)
-    app.add_typer(bench, name="bench")
-    register(app, bench)
-    return app
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    _standalone()()

@@ -1,0 +1,58 @@
+"""Authentication of ``/v1`` requests (FastAPI dependency :data:`Principal`): the bearer
+API key, verified against the key store (argon2id), failed attempts throttled per key id
+and client address, then the key's rate limit; 401/429 problems otherwise."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pathweave_api import metrics
+from pathweave_api.keys import ApiKey, KeyStore
+from pathweave_api.limits import KdfBusy, retry_after_header
+from pathweave_api.problems import ApiProblem
+from pathweave_api.services import ServicesDep
+
+bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer pw_<id>_<secret>`.")
+
+def too_many(detail: str, kind: str, wait: float) -> ApiProblem:
+    """429 whose detail names the same whole seconds as its ``Retry-After``."""
+    seconds = retry_after_header(wait)
+    return ApiProblem(429, f"{detail}; retry in {seconds} s", kind, {"Retry-After": seconds})
+
+def principal(request: Request, svc: ServicesDep,
+              creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:
+    """The request's API key: 401 when missing or invalid, 429 when throttled or over its rate."""
+    if creds is None or not creds.credentials:
+        metrics.AUTH_FAILURES.inc()
+        raise ApiProblem(401, "missing API key: send 'Authorization: Bearer <key>'", "missing-api-key",
+                         {"WWW-Authenticate": "Bearer"})
+    token = creds.credentials.strip()
+    key_id = KeyStore.key_id_of(token)
+    address = request.client.host if request.client else None
+    if not svc.keys.is_verified(token):  # a token verified lately is never throttled
+        wait = svc.auth_throttle.wait(key_id, address)
+        if wait > 0:
+            metrics.RATE_LIMITED.inc()
+            raise too_many("too many failed authentication attempts for this key or client", "auth-throttled",
+                           wait)
+    try:
+        key = svc.keys.authenticate(token, kdf_slot=svc.auth_throttle.kdf_slot)
+    except KdfBusy:
+        metrics.RATE_LIMITED.inc()
+        raise too_many("too many API keys being verified at once", "auth-busy", 1.0) from None
+    if key is None:
+        metrics.AUTH_FAILURES.inc()
+        svc.auth_throttle.failed(key_id, address)
+        raise ApiProblem(401, "invalid or revoked API key", "invalid-api-key",
+                         {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    rate = svc.api.rate_limit_per_s if key.rate_limit_per_s is None else key.rate_limit_per_s
+    wait = svc.limiter.acquire(key.key_id, rate, svc.api.rate_limit_burst)
+    if wait > 0:
+        metrics.RATE_LIMITED.inc()
+        raise too_many(f"rate limit exceeded ({rate:g} requests/s)", "rate-limited", wait)
+    return key
+
+Principal = Annotated[ApiKey, Depends(principal)]

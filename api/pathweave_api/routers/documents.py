@@ -1,0 +1,201 @@
+"""Routes of ``/v1/documents``: submit (JSON or files), list, read, delete, and create or
+replace by external id (PUT); :func:`submit` creates the ingestion job and enqueues it."""
+
+import dataclasses
+import math
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from pathweave.settings import ApiSettings
+from pathweave_api import metrics
+from pathweave_api.auth import Principal, too_many
+from pathweave_api.bodies import json_body, media_type, read_documents, read_files, require_json
+from pathweave_api.models import (
+    DOC_ID_PATTERN,
+    EXTERNAL_ID_PATTERN,
+    DeleteResponse,
+    DocStatus,
+    DocumentList,
+    DocumentPut,
+    DocumentText,
+    SubmitResponse,
+)
+from pathweave_api.problems import ApiProblem, errors
+from pathweave_api.services import Services, ServicesDep, guard, log
+from pathweave_ingest import jobs
+from pathweave_ingest.loaders import SourceDocument
+from pathweave_ingest.tasks import QueueFull
+
+
+def submit(svc: Services, tenant: str, docs: list[SourceDocument]) -> dict[str, Any]:
+    """Create the job of ``docs`` and enqueue its batches: the ``SubmitResponse`` body; 429 when
+    the queue is full, 503 when the broker or the store is unavailable (nothing enqueued)."""
+    payloads = jobs.payloads(tenant, docs)
+    batch_size = svc.ws.batch_size(svc.runtime.device)
+    dispatcher = svc.dispatcher
+    try:
+        dispatcher.check(math.ceil(len(payloads) / batch_size))
+    except QueueFull as exc:
+        raise too_many(str(exc).removesuffix("; retry later"), "queue-full", 10.0) from None
+    except Exception as exc:  # noqa: BLE001
+        log.warning("broker unavailable: %s", exc)
+        raise ApiProblem(503, "the job queue (broker) is unavailable; retry later", "broker-unavailable",
+                         {"Retry-After": "10"}) from None
+    store = svc.store(tenant)
+    job_id = jobs.new_job_id()
+    sub = guard(jobs.create_job, store, job_id, payloads, batch_size, dispatcher.mode)
+    batches = jobs.batches_of(sub.to_enqueue, batch_size)
+    try:
+        dispatcher.submit_all(tenant, job_id, batches)
+    except Exception as exc:  # noqa: BLE001
+        full = isinstance(exc, QueueFull)
+        reason = str(exc) if full else "the job queue (broker) is unavailable"
+        guard(jobs.mark_failed, store, [d["doc_id"] for d in sub.to_enqueue], f"not enqueued: {reason}")
+        if full:
+            raise too_many(reason, "queue-full", 10.0) from None
+        raise ApiProblem(503, f"{reason}; retry later", "broker-unavailable", {"Retry-After": "10"}) from None
+    metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
+    metrics.BATCHES_ENQUEUED.labels(dispatcher.mode).inc(len(batches))
+    done, in_flight = set(sub.already_done), set(sub.in_flight)
+    status = "running" if in_flight else ("queued" if sub.to_enqueue else "done")
+    return {
+        "job_id": job_id, "status": status, "total": len(payloads),
+        "enqueued": len(sub.to_enqueue), "already_ingested": len(done), "in_flight": len(in_flight),
+        "batches": len(batches), "queue": dispatcher.mode,
+        "documents": [{"doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
+                       "status": "done" if p["doc_id"] in done else
+                       ("running" if p["doc_id"] in in_flight else "queued")} for p in payloads],
+        "links": {"job": f"/v1/jobs/{job_id}"},
+    }
+
+
+def router(api: ApiSettings) -> APIRouter:
+    """The documents routes under ``api``'s limits."""
+    router = APIRouter()
+    files_schema = {"type": "object", "required": ["files"], "properties": {"files": {
+        "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1,
+        "maxItems": api.max_documents,
+        "description": "Files: .txt, .md, .pdf (text per page), .html/.htm (main content), .docx (headings as "
+                       "sections): one document each; .json (a list of {title, text}), .jsonl."}}}
+    put_file_schema = {"type": "object", "required": ["files"], "properties": {"files": {
+        "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1, "maxItems": 1,
+        "description": "One file: .txt, .md, .pdf, .html/.htm, .docx (or a .json/.jsonl with one item)."}}}
+
+    @router.post(
+        "/v1/documents", status_code=202, response_model=SubmitResponse, tags=["documents"],
+        summary="Submit documents for ingestion",
+        description=(
+            "Validates every document first (empty, binary, not UTF-8, too large, malformed JSON: 4xx and nothing "
+            "is written), then creates a job and enqueues its batches. Answers 202 with the job id "
+            "(`Location: /v1/jobs/{id}`). Documents already ingested (same title and text) are `done` at once. "
+            "Files: .txt, .md, .pdf, .html/.htm, .docx, .json, .jsonl; an encrypted, corrupt or image-only PDF, "
+            "HTML without main content or a .docx that is not a Word file is rejected (422, nothing written)."),
+        responses=errors(400, 413, 415, 422),
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/DocumentsRequest"},
+                                 "examples": {"one": {"summary": "One document", "value": {"documents": [{
+                                     "title": "Marie Curie", "text": "Marie Curie was born in Warsaw.",
+                                     "source": "wiki/marie-curie.md"}]}}}},
+            "multipart/form-data": {"schema": files_schema},
+        }}},
+    )
+    async def submit_documents(request: Request, response: Response, key: Principal,
+                               svc: ServicesDep) -> dict[str, Any]:
+        docs = await read_documents(request, svc)
+        result = await run_in_threadpool(submit, svc, key.tenant, docs)
+        response.headers["Location"] = result["links"]["job"]
+        return result
+
+    @router.get("/v1/documents", response_model=DocumentList, tags=["documents"], summary="The tenant's documents",
+             description="Ingested and in-flight documents with status, counts and timings; newest first.",
+             responses=errors(422))
+    def list_documents(
+        request: Request,
+        key: Principal,
+        svc: ServicesDep,
+        status: Annotated[DocStatus | None, Query(description="Only documents in this state.")] = None,
+        limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50,
+        offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    ):
+        unknown = sorted(set(request.query_params) - {"status", "limit", "offset"})
+        if unknown:
+            raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
+                                  "use status, limit, offset", "validation-error")
+        page, total = guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
+        return {"documents": page, "total": total, "limit": limit, "offset": offset}
+
+    @router.get("/v1/documents/{doc_id}", response_model=DocumentText, tags=["documents"],
+             summary="A document and its passages", description="An ingested document with its passages' text "
+             "in reading order (the reasoning explorer links passages to it).", responses=errors(404, 422))
+    def get_document(key: Principal, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
+            "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
+        store = svc.store(key.tenant)
+        rows = guard(store.run, "api_document_get", doc_id=doc_id)
+        if not rows:
+            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+        passages = sorted((r for r in rows if r["passage_id"] is not None),
+                          key=lambda r: (r["position"] is None, r["position"] or 0, r["passage_id"]))
+        first = rows[0]
+        return {"doc_id": doc_id, "title": first["title"], "source": first["source"],
+                "ingested_at": first["ingested_at"],
+                "passages": [{"passage_id": r["passage_id"], "position": r["position"], "text": r["text"]}
+                             for r in passages]}
+
+    @router.delete(
+        "/v1/documents/{doc_id}", response_model=DeleteResponse, tags=["documents"], summary="Delete a document",
+        description=("Removes the document, its passages (unless another document shares them), the propositions "
+                     "and triples only it states/asserts, and entities nothing else mentions (shared entities "
+                     "stay; alias groups stay consistent). 409 while the document is queued or running."),
+        responses=errors(404, 409, 422))
+    def delete_document(key: Principal, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
+            "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
+        try:
+            result = guard(jobs.delete_document, svc.store(key.tenant), doc_id)
+        except jobs.DocumentBusy as exc:
+            raise ApiProblem(409, str(exc), "document-busy") from None
+        if result is None:
+            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+        return result
+
+    @router.put(
+        "/v1/documents/{external_id}", status_code=202, response_model=SubmitResponse, tags=["documents"],
+        summary="Create or replace the document with this external id",
+        description=(
+            "The document's identity is the tenant + `external_id` (its id is answered in `documents[0].doc_id`). "
+            "Unchanged content (same content hash) changes nothing (`done` at once); changed content replaces the "
+            "stored version in one step: its passages, propositions, triples and orphaned entities are removed as "
+            "`DELETE /v1/documents/{id}` removes them, the new version is written, the graph version is bumped once. "
+            "Body: JSON `{title, text}` or `multipart/form-data` with one file in field `files` "
+            "(.txt, .md, .pdf, .html/.htm, .docx). Answers 202 with the job (`Location: /v1/jobs/{id}`)."),
+        responses=errors(400, 413, 415, 422),
+        openapi_extra={"requestBody": {"required": True, "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/DocumentPut"},
+                                 "examples": {"one": {"summary": "A policy page", "value": {
+                                     "title": "Travel policy", "text": "Trips to Lyon need approval."}}}},
+            "multipart/form-data": {"schema": put_file_schema},
+        }}},
+    )
+    async def put_document(request: Request, response: Response, key: Principal, svc: ServicesDep, external_id: Annotated[
+            str, Path(pattern=EXTERNAL_ID_PATTERN, description="The caller's id of the document (its source).",
+                      examples=["policies:travel-2024"])]) -> dict[str, Any]:
+        media = media_type(request)
+        if media == "multipart/form-data":
+            docs = await read_files(request, svc)
+            if len(docs) != 1:
+                raise ApiProblem(422, f"PUT takes exactly one document, the upload holds {len(docs)}",
+                                 "validation-error")
+        else:
+            require_json(media, "application/json ({\"title\": ..., \"text\": ...}) or multipart/form-data "
+                                "(one file in field 'files')")
+            parsed = await json_body(request, DocumentPut, '{"title": ..., "text": ...}')
+            size = len(parsed.text.encode("utf-8"))
+            if size > svc.settings.ingest.max_file_bytes:
+                raise ApiProblem(413, f"text is {size} bytes > limit {svc.settings.ingest.max_file_bytes}", "document-too-large")
+            docs = [SourceDocument(external_id, parsed.title.strip(), parsed.text.strip())]
+        doc = dataclasses.replace(docs[0], source=external_id, key=external_id)
+        result = await run_in_threadpool(submit, svc, key.tenant, [doc])
+        response.headers["Location"] = result["links"]["job"]
+        return result
+    return router

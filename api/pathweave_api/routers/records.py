@@ -1,0 +1,79 @@
+"""Routes of ``/v1/queries``: a query's reasoning record (with what the explorer draws:
+node texts and the passages stating its propositions) and the tenant's recent queries."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+
+from pathweave.settings import ApiSettings
+from pathweave_api.auth import Principal
+from pathweave_api.models import HEX32_PATTERN, QueryList, ReasoningRecord
+from pathweave_api.problems import ApiProblem, errors
+from pathweave_api.services import ServicesDep, guard
+
+
+def enrich_record(store, record: dict) -> dict:
+    """Add what the explorer draws to a stored record: the text of each selected node, and
+    the passages (with their documents) stating the paths' propositions or selected."""
+    selected = record.get("selected", [])
+    by_label: dict[str, list[str]] = {}
+    for row in selected:
+        if row.get("id"):
+            by_label.setdefault(row.get("label") or "", []).append(row["id"])
+    texts: dict[str, str] = {}
+    for label, name in (("Proposition", "api_propositions_text"), ("Entity", "api_entities_name")):
+        if by_label.get(label):
+            texts.update({r["id"]: r["text"] for r in store.run(name, ids=by_label[label])})
+    prop_ids = sorted({step["prop_id"] for path in record.get("paths", []) for step in path["steps"]})
+    states: dict[str, list[str]] = {}
+    if prop_ids:
+        for row in store.run("api_propositions_stated", prop_ids=prop_ids):
+            states.setdefault(row["passage_id"], []).append(row["prop_id"])
+    passage_ids = list(dict.fromkeys([*by_label.get("Passage", []), *sorted(states)]))
+    passages = []
+    if passage_ids:
+        found = {r["passage_id"]: r for r in store.run("api_passages_get", ids=passage_ids)}
+        for pid in passage_ids:
+            if pid in found:
+                passages.append({**found[pid], "states": sorted(states.get(pid, []))})
+                texts[pid] = found[pid]["text"]
+    return {**record, "selected": [{**row, "text": texts.get(row.get("id"))} for row in selected],
+            "passages": passages}
+
+
+
+def router(api: ApiSettings) -> APIRouter:
+    """The reasoning-record routes under ``api``'s page limit."""
+    router = APIRouter()
+
+    @router.get("/v1/queries/{query_id}", response_model=ReasoningRecord, tags=["query"],
+             summary="A query's reasoning record", responses=errors(404, 422))
+    def get_record(key: Principal, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
+            "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
+        from pathweave.reasoning import read_reasoning_record
+
+        guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        store = svc.store(key.tenant)
+        rows = guard(store.run, "api_query_get", query_id=query_id)
+        if not rows:
+            raise ApiProblem(404, f"no reasoning record {query_id} for this tenant", "not-found")
+        try:
+            record = guard(read_reasoning_record, store, query_id)
+        except KeyError:
+            record = {"query_id": query_id, "paths": [], "selected": []}
+        record = guard(enrich_record, store, record)
+        return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
+
+    @router.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
+             description="The tenant's queries (their reasoning records), newest first.", responses=errors(422))
+    def list_queries(request: Request, key: Principal, svc: ServicesDep,
+                     limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50):
+        unknown = sorted(set(request.query_params) - {"limit"})
+        if unknown:
+            raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
+                                  "use limit", "validation-error")
+        guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        rows = guard(svc.store(key.tenant).run, "api_queries_recent", limit=limit)
+        return {"queries": rows[:limit], "limit": limit}
+
+    return router

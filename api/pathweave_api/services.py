@@ -1,0 +1,184 @@
+"""What the API's routes share, one per app: the settings, the runtime (store
+connections, models, retrievers), the API keys, the rate limiters and the ingestion
+dispatcher (Celery when ``PATHWEAVE_BROKER_URL`` is set, else the in-process queue);
+:func:`services` is the FastAPI dependency that hands it to a route, :func:`guard`
+turns transient store errors into 503 problems."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from pathweave.settings import ApiSettings, Settings, WorkerSettings
+from pathweave_api.keys import KeyStore
+from pathweave_api.limits import AuthThrottle, RateLimiter
+from pathweave_api.problems import ApiProblem
+from pathweave_ingest.tasks import InProcessQueue, QueueFull, is_transient
+from pathweave_ingest.worker_runtime import Runtime
+
+log = logging.getLogger("pathweave_api")
+
+
+class CeleryDispatcher:
+    """Publishes batches to the broker by task name (the API does not import task code)."""
+
+    mode = "celery"
+
+    def __init__(self, ws: WorkerSettings) -> None:
+        from pathweave_ingest.worker import TASK_NAME, make_celery
+
+        self.ws = ws
+        self.task_name = TASK_NAME
+        self.app = make_celery(ws)
+
+    def check(self, batches: int) -> None:
+        """Raise when the broker is unreachable (before anything is written)."""
+        with self.app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=3)
+
+    def submit_all(self, tenant: str, job_id: str, batches: list[list[dict]]) -> None:
+        for batch in batches:
+            self.app.send_task(self.task_name, args=[tenant, job_id, batch], queue=self.ws.queue)
+
+    def depth(self) -> int | None:
+        try:
+            with self.app.connection_for_read() as conn:
+                client = conn.default_channel.client
+                return int(client.llen(self.ws.queue))
+        except Exception:  # noqa: BLE001 - metrics only
+            return None
+
+    def healthy(self) -> bool:
+        try:
+            self.check(0)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    def close(self) -> None:
+        pass
+
+
+class LocalDispatcher:
+    """The in-process queue (no broker configured)."""
+
+    mode = "inprocess"
+
+    def __init__(self, runtime: Runtime, ws: WorkerSettings) -> None:
+        self.queue = InProcessQueue(runtime, ws.inprocess_queue_size, ws.inprocess_workers)
+
+    def check(self, batches: int) -> None:
+        if self.queue.free() < batches:
+            raise QueueFull(f"the ingestion queue is full ({self.queue.depth} of {self.queue.maxsize} "
+                            f"batches waiting); retry later")
+
+    def submit_all(self, tenant: str, job_id: str, batches: list[list[dict]]) -> None:
+        self.queue.submit_all(tenant, job_id, batches)
+
+    def depth(self) -> int | None:
+        return self.queue.depth
+
+    def healthy(self) -> bool | None:
+        return None
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+class Services:
+    """Everything the routes share; one per app."""
+
+    def __init__(self, settings: Settings, api: ApiSettings, ws: WorkerSettings, runtime: Runtime,
+                 keys: KeyStore, owns_runtime: bool) -> None:
+        self.settings = settings
+        self.api = api
+        self.ws = ws
+        self.runtime = runtime
+        self.keys = keys
+        self.owns_runtime = owns_runtime
+        self.limiter = RateLimiter()
+        self.auth_throttle = AuthThrottle(api.auth_failures_per_key, api.auth_failures_per_address,
+                                          api.auth_failure_window_s, api.auth_max_concurrent_kdf)
+        self._dispatcher = None
+        self._lock = threading.Lock()
+        self.warm_error: str | None = None
+        self._warm_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    @property
+    def dispatcher(self):
+        with self._lock:
+            if self._dispatcher is None:
+                self._dispatcher = CeleryDispatcher(self.ws) if self.ws.broker_url else LocalDispatcher(
+                    self.runtime, self.ws)
+            return self._dispatcher
+
+    def start(self) -> None:
+        _ = self.dispatcher
+        if self.api.preload:
+            self._warm_thread = threading.Thread(target=self._warm, name="pathweave-warm", daemon=True)
+            self._warm_thread.start()
+
+    @property
+    def needs_extractor(self) -> bool:
+        """Ingestion runs in this process (no broker): the extractor must be loaded too."""
+        return not self.ws.broker_url
+
+    def _warm(self) -> None:
+        """Connect and load the models; retried with backoff (e.g. while the store starts,
+        or when another process creates the schema at the same moment)."""
+        delay = 1.0
+        while not self._stopping.is_set():
+            try:
+                self.runtime.warm(extractor=self.needs_extractor)
+                self.warm_error = None
+                return
+            except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried
+                self.warm_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+                log.warning("warm-up failed (retrying in %.0f s): %s", delay, self.warm_error)
+                self.runtime.reset()
+                self._stopping.wait(delay)
+                delay = min(30.0, delay * 2)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.close()
+        if self.owns_runtime:
+            self.runtime.close()
+
+    def store(self, tenant: str):
+        try:
+            return self.runtime.store(tenant)
+        except Exception as exc:
+            raise unavailable(exc) from exc
+
+
+def unavailable(exc: BaseException) -> ApiProblem:
+    log.warning("store unavailable: %s: %s", type(exc).__name__, exc)
+    return ApiProblem(503, "the store is unavailable; retry later", "store-unavailable", {"Retry-After": "5"})
+
+
+def guard(fn, *args, **kwargs):
+    """Run a store call; transient store errors become 503 problems."""
+    try:
+        return fn(*args, **kwargs)
+    except ApiProblem:
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise unavailable(exc) from exc
+        raise
+
+
+def services(request: Request) -> Services:
+    """The app's :class:`Services` (FastAPI dependency)."""
+    return request.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(services)]

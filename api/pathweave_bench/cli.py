@@ -1,0 +1,72 @@
+"""The ``pathweave bench`` commands (typer): ``musique``, ``scale``, ``api`` and ``select``.
+
+Each runs one benchmark module of this package on real data from ``../shared/bench``
+and prints its figures beside the baseline measured in the same run. The top-level
+command line (:mod:`pathweave_cli.main`) mounts :data:`bench_app` as ``pathweave bench``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+bench_app = typer.Typer(help="Benchmarks on real data.", no_args_is_help=True)
+
+
+@bench_app.command("scale")
+def bench_scale(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    distractors: Optional[list[Path]] = typer.Option(None, help="JSON lists of {title, text} added as distractors "
+                                                     "(default ../shared/bench/scale/2wikimultihopqa_corpus.json)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where scale.json goes."),
+    limit: int = typer.Option(0, help="Only the first N questions (0 = all)."),
+) -> None:
+    """Recall, latency, memory and freshness at 1x and with distractors (issue 10)."""
+    from pathweave_bench.scale import run_scale
+
+    run_scale(data, distractors or None, out, limit)
+
+
+@bench_app.command("musique")
+def bench_musique(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where musique.json and musique.html go."),
+    questions: int = typer.Option(0, help="Use only the first N questions (0 = all)."),
+    extractions: str = typer.Option("default,imported", help="Comma list: default, imported."),
+    budget: str = typer.Option("", help="Comma list of token budgets (e.g. 200,400,800): also benchmark context selection."),
+    rescore_top: str = typer.Option("", help="Comma list of PropRAG re-scoring depths M (e.g. 0,2,40): also run "
+                                             "proprag with each (rows proprag_m<M>), the recall/latency trade-off."),
+) -> None:
+    """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
+    from pathweave_bench.musique import run_musique
+
+    budgets = [int(b) for b in budget.split(",") if b.strip()]
+    rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
+    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
+
+
+@bench_app.command("api")
+def bench_api(
+    data: Optional[Path] = typer.Option(None, help="MuSiQue folder (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where api.json goes."),
+    passages: int = typer.Option(0, help="Ingest only the first N corpus passages (0 = all 1,890)."),
+    questions: int = typer.Option(0, help="Query only the first N questions (0 = all 100)."),
+    mode: str = typer.Option("proprag", help="Retrieval mode of the timed queries."),
+    redis_url: Optional[str] = typer.Option(None, help="Broker for the worker run (default: start a private "
+                                                       "redis-server on a free port)."),
+) -> None:
+    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through one Celery worker,
+    each beside the in-process figure of the same run (MuSiQue corpus)."""
+    from pathweave_bench.api import run_api_bench
+
+    run_api_bench(data, out, passages, questions, mode, redis_url)
+
+
+@bench_app.command("select")
+def bench_select() -> None:
+    """Context selection on synthetic candidate graphs: CP-SAT solve time and greedy quality (JSON)."""
+    from pathweave_bench.selection import main
+
+    main()

@@ -1,0 +1,69 @@
+"""What every benchmark records beside its figures: where the benchmark data is
+(``../shared/bench``), the machine (cores, RAM, CPU), the commit, peak memory, and a wait
+for the store server to go idle before timing queries."""
+
+from __future__ import annotations
+
+import platform as stdlib_platform
+import resource
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_data_dir() -> Path:
+    """``../shared/bench/musique`` next to the repository (or the working directory)."""
+    for base in (Path.cwd(), REPO_ROOT):
+        candidate = (base / ".." / "shared" / "bench" / "musique").resolve()
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("MuSiQue data not found at ../shared/bench/musique; pass --data")
+
+
+def machine_info() -> dict:
+    """Cores, RAM (GiB) and CPU model of this machine."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        model = stdlib_platform.processor()
+    return {"cores": psutil.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "cpu": model}
+
+
+def git_commit() -> str:
+    """The short commit hash of the checkout (``unknown`` outside git)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def wait_for_idle_store(pid: int | None, timeout_s: float = 180.0, threshold_pct: float = 15.0) -> float:
+    """Wait until the store server process ``pid`` uses under ``threshold_pct`` % CPU for
+    two consecutive 1-s samples (after a large ingestion ArcadeDB keeps compacting and
+    indexing for a while, which on 2 cores competes with the queries being timed).
+    Returns the seconds waited (at most ``timeout_s``)."""
+    if pid is None:
+        return 0.0
+    started, quiet = time.perf_counter(), 0
+    try:
+        process = psutil.Process(pid)
+        while quiet < 2 and time.perf_counter() - started < timeout_s:
+            quiet = quiet + 1 if process.cpu_percent(interval=1.0) < threshold_pct else 0
+    except psutil.Error:
+        pass
+    return round(time.perf_counter() - started, 1)

@@ -1,0 +1,97 @@
+"""The one settings root: sections from the environment and pathweave.toml alike, unknown
+keys refused by name, ``pathweave config show`` with secrets masked."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from pathweave.settings import Settings, UnknownSettingError, env_names
+
+
+@pytest.fixture()
+def toml(tmp_path, monkeypatch):
+    """Write ``pathweave.toml`` and point PATHWEAVE_CONFIG at it."""
+    path = tmp_path / "pathweave.toml"
+
+    def write(text: str):
+        path.write_text(text)
+        monkeypatch.setenv("PATHWEAVE_CONFIG", str(path))
+        return path
+
+    return write
+
+
+def test_the_documented_environment_names_set_the_sections(monkeypatch):
+    for name, value in {"PATHWEAVE_STORE_URI": "bolt://graph:7687", "PATHWEAVE_STORE_PASSWORD": "pw",
+                        "PATHWEAVE_TENANT": "acme", "PATHWEAVE_DEVICE": "cpu", "PATHWEAVE_CHUNK_TOKENS": "128",
+                        "PATHWEAVE_PROPRAG_STAGE1_PROPS": "300", "PATHWEAVE_CONTEXT_PASSAGES": "7",
+                        "PATHWEAVE_API_MAX_K": "9", "PATHWEAVE_BROKER_URL": "redis://h:6379/0",
+                        "PATHWEAVE_WORKER_POOL": "prefork", "PATHWEAVE_NODE_CACHE_ENTRIES": "5"}.items():
+        monkeypatch.setenv(name, value)
+    s = Settings()
+    assert (s.store.uri, s.store.password, s.tenant, s.models.device) == ("bolt://graph:7687", "pw", "acme", "cpu")
+    assert (s.ingest.chunk_tokens, s.retrieval.stage1_props, s.selection.context_passages) == (128, 300, 7)
+    assert (s.api.max_k, s.worker.broker_url, s.worker.worker_pool, s.query.node_cache_entries) == \
+        (9, "redis://h:6379/0", "prefork", 5)
+    assert env_names()["PATHWEAVE_API_KEYS_FILE"] == ("api", "keys_file")
+
+
+def test_toml_sets_the_same_sections_and_the_environment_wins(toml, monkeypatch):
+    toml('tenant = "acme"\n[store]\nuri = "bolt://a:7687"\n[retrieval]\nstage1_paths = 12\n'
+         '[api]\nmax_k = 11\n[worker]\nqueue = "q1"\n')
+    monkeypatch.setenv("PATHWEAVE_API_MAX_K", "13")
+    s = Settings()
+    assert (s.tenant, s.store.uri, s.retrieval.stage1_paths, s.worker.queue) == ("acme", "bolt://a:7687", 12, "q1")
+    assert s.api.max_k == 13 and s.retrieval.stage1_props == 200  # env over file; defaults kept
+
+
+def test_an_unknown_environment_key_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv("PATHWEAVE_EXTRACTOR", "spacy")  # a setting that no longer exists
+    with pytest.raises(UnknownSettingError, match="PATHWEAVE_EXTRACTOR"):
+        Settings()
+    monkeypatch.delenv("PATHWEAVE_EXTRACTOR")
+    monkeypatch.setenv("PATHWEAVE_API_MAX_KK", "3")
+    with pytest.raises(UnknownSettingError, match="PATHWEAVE_API_MAX_KK.*PATHWEAVE_API_MAX_K"):
+        Settings()
+
+
+def test_an_unknown_toml_key_is_an_error_naming_it(toml):
+    toml('[store]\nurl = "bolt://a:7687"\n')
+    with pytest.raises(ValidationError, match=r"store\.url"):
+        Settings()
+    toml('stage1_props = 3\n')
+    with pytest.raises(ValidationError, match="stage1_props"):
+        Settings()
+
+
+def test_the_llm_section_is_reserved(monkeypatch, toml):
+    monkeypatch.setenv("PATHWEAVE_LLM_MODEL", "qwen")
+    toml('[llm]\ntimeout_s = 30\n')
+    assert Settings().llm.model_dump() == {"model": "qwen", "timeout_s": 30}
+
+
+def test_config_show_prints_the_effective_configuration_with_secrets_masked(monkeypatch, toml):
+    from pathweave.settings import get_settings
+    from pathweave_cli.main import app
+
+    toml('[api]\nmax_k = 11\n')
+    monkeypatch.setenv("PATHWEAVE_STORE_PASSWORD", "hunter2")
+    monkeypatch.setenv("PATHWEAVE_BROKER_URL", "redis://:brokerpw@cache:6379/0")
+    monkeypatch.setenv("PATHWEAVE_LLM_API_KEY", "sk-secret")
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["config", "show"])
+        assert result.exit_code == 0, result.output
+        out = result.stdout
+        assert "[api]" in out and "max_k = 11" in out and "[retrieval]" in out
+        assert 'password = "***"' in out and 'broker_url = "redis://:***@cache:6379/0"' in out
+        assert 'api_key = "***"' in out
+        assert not any(secret in out for secret in ("hunter2", "brokerpw", "sk-secret"))
+        monkeypatch.setenv("PATHWEAVE_NOPE", "1")
+        get_settings.cache_clear()
+        refused = CliRunner().invoke(app, ["config", "show"])
+        assert refused.exit_code == 2 and "PATHWEAVE_NOPE" in refused.output
+    finally:
+        get_settings.cache_clear()
