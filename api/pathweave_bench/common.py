@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform as stdlib_platform
 import resource
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -67,3 +68,11 @@ def wait_for_idle_store(pid: int | None, timeout_s: float = 180.0, threshold_pct
     except psutil.Error:
         pass
     return round(time.perf_counter() - started, 1)
+
+
+def write_results(out: Path, name: str, results: dict) -> Path:
+    """Write ``results`` as ``<out>/<name>`` (indented JSON, ``out`` created); returns the path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    path.write_text(json.dumps(results, indent=2))
+    return path

@@ -32,7 +32,7 @@ from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, write_results
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.loaders import SourceDocument
 
@@ -186,10 +186,9 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
             queries.close()
         server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps(results, indent=2))
+    path = write_results(out, "scale.json", results)
     print_table(results, console)
-    console.print(f"wrote {out / 'scale.json'}")
+    console.print(f"wrote {path}")
     return results
 
 
