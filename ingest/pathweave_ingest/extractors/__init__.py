@@ -2,8 +2,27 @@
 
 - :mod:`.spacy_extractor`: the default, LLM-free (spaCy ``en_core_web_sm``).
 - :mod:`.imported`: precomputed OpenIE extractions (HippoRAG JSON format).
+- :mod:`.llm_extractor`: an LLM (``--extractor llm``), JSON-schema constrained.
 """
 
 from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
 
 __all__ = ["PassageExtraction", "PassageInput"]
+
+
+def make_extractor(settings, batch_size: int | None = None):
+    """The extractor ``settings.extractor`` names: ``spacy`` (default) or ``llm`` (the
+    endpoint of ``PATHWEAVE_LLM_*``, the managed local server when none is set). Raises
+    ValueError for another name."""
+    if settings.extractor == "llm":
+        from pathweave.llm.client import connect
+        from pathweave.llm.settings import LLMSettings
+        from pathweave_ingest.extractors.llm_extractor import LLMExtractor
+
+        llm = LLMSettings()
+        return LLMExtractor(connect(settings.data_dir, llm), llm.concurrency)
+    if settings.extractor != "spacy":
+        raise ValueError(f"unknown extractor {settings.extractor!r}; use spacy or llm")
+    from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+
+    return SpacyExtractor(settings.spacy_model, **({"batch_size": batch_size} if batch_size else {}))

@@ -33,6 +33,8 @@ from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.topology import Topology, TopologyCache, TopologyView
 
 MODES: tuple[str, ...] = ("proprag", "dense", "hipporag2")
+LLM_MODES: tuple[str, ...] = ("prunerag",)
+"""Modes that need an LLM (:mod:`pathweave.retrieval.prunerag`)."""
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
 """Runs a query's vector searches concurrently (shared by every retriever of the process)."""
@@ -53,13 +55,31 @@ class Retriever:
     ``cache`` (one per process serves every tenant)."""
 
     def __init__(self, store: GraphStore, embedder: Embedder, settings: Settings,
-                 cache: TopologyCache | None = None) -> None:
+                 cache: TopologyCache | None = None, llm=None) -> None:
         self.store = store
+        self._llm = llm  # an LLMClient, or None: connected on first use (mode prunerag)
         self.embedder = embedder
         self.settings = settings
         self.cache = cache or TopologyCache(settings.topology_max_tenants, settings.topology_idle_s,
                                            settings.node_cache_entries)
         self.records = RecordWriter(store)
+
+    def llm_client(self):
+        """The LLM client of the LLM modes: the one given, else one for ``PATHWEAVE_LLM_*``
+        (the managed local server, started on demand)."""
+        if self._llm is None:
+            from pathweave.llm.client import connect
+            from pathweave.llm.settings import LLMSettings
+
+            self._llm = connect(self.settings.data_dir, LLMSettings())
+        return self._llm
+
+    @property
+    def prunerag_params(self):
+        """PruneRAG parameters (``PATHWEAVE_PRUNERAG_*``, spec §4)."""
+        from pathweave.llm.settings import PruneRAGParams
+
+        return PruneRAGParams()
 
     def flush(self) -> None:
         """Wait until the reasoning records of earlier queries are in the store."""
@@ -119,10 +139,16 @@ class Retriever:
             raise ValueError("token budget must be >= 0")
         if select not in ("ilp", "greedy", "auto"):
             raise ValueError(f"unknown selection method {select!r}; use ilp, greedy or auto")
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        if mode not in MODES + LLM_MODES:
+            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES + LLM_MODES)}")
         if k < 1:
             raise ValueError("k must be at least 1")
+        if mode == "prunerag":
+            if token_budget is not None:
+                raise ValueError("a token budget does not apply to mode prunerag")
+            from pathweave.retrieval.prunerag import prunerag_search
+
+            return prunerag_search(self, question, k, write_record)
         return self._search(question, mode, k, write_record, token_budget, select, style)
 
     # ---- helpers ----------------------------------------------------------------------
