@@ -278,7 +278,7 @@ def _enrich_record(store, record: dict) -> dict:
 _ERR = {"model": Problem}
 _AUTH_ERRORS = {401: {**_ERR, "description": "Missing, invalid or revoked API key."},
                 429: {**_ERR, "description": "Rate limit of the API key exceeded (see Retry-After)."},
-                503: {**_ERR, "description": "Store or broker unavailable; retry later."}}
+                503: {**_ERR, "description": "Store, broker or (to answer) LLM unavailable; retry later."}}
 
 
 def _errors(*codes: int) -> dict[int, dict]:
@@ -685,11 +685,21 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     def answer(tenant: str, req: QueryRequest) -> dict[str, Any]:
         retriever = _guard(runtime.retriever, tenant)
         started = time.perf_counter()
+        from pathweave.answering import answer_query
+        from pathweave.llm.client import LLMError
+        from pathweave.llm.server import LLMServerError
+
         try:
-            result = _guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
-                            select=req.selection_method, style=req.context_style)
+            if req.answer or req.mode == "prunerag":
+                result = _guard(answer_query, retriever, req.question, req.mode, req.k, req.token_budget,
+                                req.selection_method, req.context_style)
+            else:
+                result = _guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
+                                select=req.selection_method, style=req.context_style)
         except ValueError as exc:
             raise ApiProblem(422, str(exc), "validation-error") from None
+        except (LLMError, LLMServerError) as exc:  # no model at all (the extra missing, the server not starting)
+            raise ApiProblem(503, f"no LLM to answer with: {exc}", "llm-unavailable", {"Retry-After": "30"}) from None
         metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
         metrics.QUERIES.labels(req.mode).inc()
         store = retriever.store
@@ -720,6 +730,8 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                            "reference": hit.reference} for hit in result.passages],
             "timings_ms": result.timings_ms,
             "context": result.context.model_dump() if result.context is not None else None, "note": note,
+            "answer": result.answer.model_dump() if result.answer is not None else None,
+            "tree": result.tree.model_dump() if result.tree is not None else None,
             "links": {"record": f"/v1/queries/{result.query_id}"},
         }
 

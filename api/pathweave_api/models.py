@@ -6,14 +6,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from pathweave.model import BudgetedContext
+from pathweave.model import Answer, BudgetedContext, PruneTree
 from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
 HEX32_PATTERN = r"^[0-9a-f]{32}$"
 EXTERNAL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}$"
 
-Mode = Literal["proprag", "dense", "hipporag2"]
+Mode = Literal["proprag", "dense", "hipporag2", "prunerag"]
 DocStatus = Literal["queued", "running", "done", "failed"]
 JobState = Literal["queued", "running", "done", "done_with_errors", "failed"]
 
@@ -241,6 +241,9 @@ class QueryRequest(BaseModel):
         "auto", description="Context selection (with token_budget): CP-SAT ILP, greedy, or auto.")
     context_style: Literal["bullets", "triples"] = Field(
         "bullets", description="How the selected context is written (with token_budget).")
+    answer: bool = Field(False, description="Also generate a short answer with the LLM from the budgeted context "
+                                            "(or the top passages), citing what it used. Mode prunerag always "
+                                            "answers (its decomposition tree is returned too).")
 
     @field_validator("question")
     @classmethod
@@ -332,6 +335,9 @@ class QueryResponse(BaseModel):
     timings_ms: dict[str, float]
     context: BudgetedContext | None = Field(
         None, description="The best connected evidence within token_budget, linearized (with token_budget).")
+    answer: Answer | None = Field(None, description="The LLM's answer (with answer: true or mode prunerag); "
+                                                     "`error` says why its text is empty.")
+    tree: PruneTree | None = Field(None, description="PruneRAG's decomposition tree (mode prunerag).")
     note: str | None = None
     links: dict[str, str]
 

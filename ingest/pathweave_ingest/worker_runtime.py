@@ -35,23 +35,26 @@ def _prefer_gpu_for_spacy() -> bool:
 class Runtime:
     """Process-wide ingestion/query components. Thread-safe; everything lazy.
 
-    ``embedder``/``extractor`` may be injected (tests); otherwise the packaged
-    embedder (:func:`pathweave.embeddings.get_embedder`) and
-    :class:`~pathweave_ingest.extractors.spacy_extractor.SpacyExtractor`.
+    ``embedder``/``extractor``/``llm`` may be injected (tests); otherwise the packaged
+    embedder (:func:`pathweave.embeddings.get_embedder`), the extractor
+    ``settings.extractor`` names (:func:`pathweave_ingest.extractors.make_extractor`) and
+    the LLM client of ``PATHWEAVE_LLM_*`` (:func:`pathweave.llm.client.connect`).
     """
 
     def __init__(self, settings: Settings, worker_settings: WorkerSettings,
-                 embedder: Any = None, extractor: Any = None) -> None:
+                 embedder: Any = None, extractor: Any = None, llm: Any = None) -> None:
         self.settings = settings
         self.worker_settings = worker_settings
         self._embedder = embedder
         self._extractor = extractor
+        self._llm = llm  # the LLM client answers use (connected on first use when None)
         self._base: GraphStore | None = None
         self._stores: dict[str, GraphStore] = {}
         self._retrievers: dict[str, Any] = {}
         self._pipelines: dict[int, tuple[str, Any]] = {}  # thread id -> (tenant, Pipeline)
         self._cache = None
         self._lock = threading.RLock()
+        self._llm_lock = threading.Lock()  # a model server may take minutes to start: not under _lock
 
     @property
     def device(self) -> str:
@@ -80,6 +83,17 @@ class Runtime:
                 log.info("extractor %s on %s", self.settings.extractor, "cuda" if on_gpu else "cpu")
             return self._extractor
 
+    def llm_client(self):
+        """The process's LLM client (``PATHWEAVE_LLM_*``; the managed local model server by
+        default, started on first use). Raises LLMError / LLMServerError when none can be had."""
+        with self._llm_lock:
+            if self._llm is None:
+                from pathweave.llm.client import connect
+                from pathweave.llm.settings import LLMSettings
+
+                self._llm = connect(self.settings.data_dir, LLMSettings())
+            return self._llm
+
     def store(self, tenant: str) -> GraphStore:
         """The store bound to ``tenant`` (connects, and starts the managed server, on first use)."""
         with self._lock:
@@ -107,7 +121,7 @@ class Runtime:
                 if self._cache is None:
                     self._cache = TopologyCache(self.settings.topology_max_tenants, self.settings.topology_idle_s,
                                                 self.settings.node_cache_entries)
-                retriever = Retriever(store, self.embedder, self.settings, cache=self._cache)
+                retriever = Retriever(store, self.embedder, self.settings, cache=self._cache, llm=self.llm_client)
                 self._retrievers[tenant] = retriever
             return retriever
 

@@ -57,7 +57,7 @@ class Retriever:
     def __init__(self, store: GraphStore, embedder: Embedder, settings: Settings,
                  cache: TopologyCache | None = None, llm=None) -> None:
         self.store = store
-        self._llm = llm  # an LLMClient, or None: connected on first use (mode prunerag)
+        self._llm = llm  # an LLMClient, a function returning one, or None: connected on first use
         self.embedder = embedder
         self.settings = settings
         self.cache = cache or TopologyCache(settings.topology_max_tenants, settings.topology_idle_s,
@@ -65,14 +65,14 @@ class Retriever:
         self.records = RecordWriter(store)
 
     def llm_client(self):
-        """The LLM client of the LLM modes: the one given, else one for ``PATHWEAVE_LLM_*``
-        (the managed local server, started on demand)."""
+        """The LLM client of the LLM modes: the one given (or the given function's), else one
+        for ``PATHWEAVE_LLM_*`` (the managed local server, started on demand)."""
         if self._llm is None:
             from pathweave.llm.client import connect
             from pathweave.llm.settings import LLMSettings
 
             self._llm = connect(self.settings.data_dir, LLMSettings())
-        return self._llm
+        return self._llm if hasattr(self._llm, "chat") else self._llm()
 
     @property
     def prunerag_params(self):
