@@ -127,6 +127,7 @@ def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
         state = directory / "server.json"
         tmp = state.with_suffix(".tmp")
         tmp.write_text(json.dumps({"pid": info.pid, "port": port, "model": llm.model}))
+        tmp.chmod(0o600)
         tmp.replace(state)
         return info
 
