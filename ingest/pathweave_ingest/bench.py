@@ -89,6 +89,15 @@ def wait_for_idle_store(pid: int | None, timeout_s: float = 180.0, threshold_pct
     return round(time.perf_counter() - started, 1)
 
 
+def load_musique(data: Path, limit: int = 0) -> tuple[list[dict], list[SourceDocument]]:
+    """The MuSiQue sample in ``data``: its first ``limit`` questions (0 = all) and the corpus
+    as documents (``musique#<i>`` sources)."""
+    corpus = json.loads((data / "musique_train_corpus.json").read_text())
+    questions = json.loads((data / "musique_train.json").read_text())
+    documents = [SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
+    return (questions[:limit] if limit else questions), documents
+
+
 def gold_documents(question: dict, tenant: str) -> set[str]:
     """Document ids of the question's supporting paragraphs (title + paragraph_text rule)."""
     gold = set()
@@ -264,10 +273,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
 
     console = Console()
     data = Path(data) if data else default_data_dir()
-    corpus = json.loads((data / "musique_train_corpus.json").read_text())
-    questions = json.loads((data / "musique_train.json").read_text())
-    questions = questions[:limit] if limit else questions
-    documents = [SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
+    questions, documents = load_musique(data, limit)
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-"))
     settings = get_settings().model_copy(update={"data_dir": workdir})
     results: dict = {"results": {}, "ingest": {}, "machine": machine_info(), "commit": git_commit(),

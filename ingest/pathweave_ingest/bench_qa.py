@@ -37,9 +37,15 @@ from pathweave.llm.settings import LLMSettings, PruneRAGParams
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_ingest.bench import default_data_dir, git_commit, gold_documents, machine_info, wait_for_idle_store
+from pathweave_ingest.bench import (
+    default_data_dir,
+    git_commit,
+    gold_documents,
+    load_musique,
+    machine_info,
+    wait_for_idle_store,
+)
 from pathweave_ingest.console import progress_bar, run_ingest
-from pathweave_ingest.loaders import SourceDocument
 
 ROWS = ("dense_top5", "proprag_top5", "proprag_budget_200", "proprag_budget_400", "prunerag")
 
@@ -67,11 +73,7 @@ def efr(cases: list[tuple[bool, float]]) -> float | None:
 def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] = ROWS) -> dict:
     """Run the benchmark; returns (and writes ``out/qa.json``) the results dict."""
     console = Console()
-    data = Path(data) if data else default_data_dir()
-    corpus = json.loads((data / "musique_train_corpus.json").read_text())
-    questions = json.loads((data / "musique_train.json").read_text())
-    questions = questions[:limit] if limit else questions
-    documents = [SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
+    questions, documents = load_musique(Path(data) if data else default_data_dir(), limit)
     base = get_settings()
     llm = LLMSettings()
     console.print(f"[dim]LLM: {llm.model} at {llm.base_url or 'the managed local server'}[/]")

@@ -21,7 +21,6 @@ import fcntl
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ import httpx
 
 from pathweave.llm.settings import LLMSettings
 from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
-from pathweave.server import _free_port, _log_tail, _pid_alive, make_private
+from pathweave.server import _free_port, _log_tail, _pid_alive, make_private, terminate
 
 
 class LLMServerError(RuntimeError):
@@ -153,11 +152,6 @@ def stop(data_dir: Path, timeout_s: float = 30.0) -> bool:
     info = status(data_dir)
     if info is None:
         return False
-    os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and _pid_alive(info.pid):
-        time.sleep(0.1)
-    if _pid_alive(info.pid):
-        os.kill(info.pid, signal.SIGKILL)
+    terminate(info.pid, timeout_s)
     (server_dir(data_dir) / "server.json").unlink(missing_ok=True)
     return True
