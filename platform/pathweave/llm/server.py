@@ -101,14 +101,14 @@ def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
         running = status(data_dir)
         if running is not None and running.model == llm.model:
             return running
-        if running is not None:
-            stop(data_dir)
         if not extra_installed():
             raise LLMServerError(f"the local model server needs llama-cpp-python: {INSTALL_HINT}")
-        try:
+        try:  # a bad model name or missing parts leave a running server alone
             model_path = assemble(llm.model, directory / "models")
         except (ModelUnavailable, ValueError) as exc:
             raise LLMServerError(str(exc)) from None
+        if running is not None:
+            stop(data_dir)
         port = llm.server_port or _free_port()
         threads = llm.server_threads or os.cpu_count() or 1
         make_private(directory)
