@@ -64,7 +64,8 @@ def run_demo(settings: Settings) -> None:
             if answering:
                 from pathweave.answering import answer_query
 
-                print_result(answer_query(retriever, question, "proprag", k=3))
+                # from a 200-token budgeted context: a short prompt, so a CPU answers in seconds
+                print_result(answer_query(retriever, question, "proprag", k=3, token_budget=200))
             else:
                 print_result(retriever.query(question, mode="proprag", k=3))
             console.print()
