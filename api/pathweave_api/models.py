@@ -397,6 +397,10 @@ class ReasoningRecord(BaseModel):
     selected: list[RecordSelected]
     passages: list[RecordPassage] = Field(
         default_factory=list, description="Passages stating the paths' propositions, and the selected passages.")
+    answer: dict | None = Field(None, description="The stored LLM answer (ANSWERED): text, source, model, tokens, "
+                                                  "latency, citations and the cited passage/statement ids (`cited`).")
+    tree: dict | None = Field(None, description="The stored PruneRAG tree (TREE): totals and nodes with decision, "
+                                                "answer, confidence, children and retrieved passages.")
 
 
 class DocumentPassage(BaseModel):

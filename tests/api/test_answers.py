@@ -9,7 +9,7 @@ QUESTION = "On which river is the city where Marie Curie was born?"
 
 
 def test_answer_with_the_real_model_server(client, new_tenant, ingest, docs, runtime, llm_client, monkeypatch):
-    tenant, headers = new_tenant()
+    _, headers = new_tenant()
     assert ingest(headers, docs["core"])["status"] == "done"
     monkeypatch.setattr(runtime, "_llm", llm_client)
     response = client.post("/v1/query", headers=headers, json={"question": QUESTION, "k": 3, "answer": True})
@@ -20,8 +20,11 @@ def test_answer_with_the_real_model_server(client, new_tenant, ingest, docs, run
     assert answer["prompt_tokens"] > 0 and answer["completion_tokens"] > 0 and answer["llm_calls"] == 1
     assert set(answer["passage_ids"]) <= {p["passage_id"] for p in body["passages"]}
     assert body["tree"] is None
-    record = runtime.retriever(tenant).read_record(body["query_id"])
-    assert record["answer"]["text"] == answer["text"] and record["answer"]["model"] == answer["model"]
+    record = client.get(body["links"]["record"], headers=headers)
+    assert record.status_code == 200, record.text
+    stored = record.json()["answer"]
+    assert stored["text"] == answer["text"] and stored["model"] == answer["model"]
+    assert [c["id"] for c in stored["cited"]] == answer["passage_ids"]
 
 
 def test_without_a_reachable_llm_the_query_answers_with_passages_and_says_why(client, new_tenant, ingest, docs):
