@@ -34,8 +34,8 @@ DECISION_TOKENS = 96
 """Completion budget of one node decision (tokens)."""
 AGGREGATE_TOKENS = 48
 """Completion budget of the final aggregation call (tokens)."""
-DOC_CHARS = 600
-"""Characters of a passage shown in a node's prompt and in the aggregated tree."""
+DOC_CHARS = 1200
+"""Characters of a passage shown in a node's prompt and in the aggregated tree (a 256-token chunk fits)."""
 
 SYSTEM = """You solve one question of a question-decomposition tree using the retrieved documents.
 Reply with ONE JSON object:
