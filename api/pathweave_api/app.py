@@ -690,9 +690,10 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         from pathweave.llm.server import LLMServerError
 
         try:
-            if req.answer or req.mode == "prunerag":
-                result = _guard(answer_query, retriever, req.question, req.mode, req.k, req.token_budget,
-                                req.selection_method, req.context_style)
+            if req.answer or req.mode == "prunerag":  # a PruneRAG tree has no budgeted context (see the note)
+                result = _guard(answer_query, retriever, req.question, req.mode, req.k,
+                                None if req.mode == "prunerag" else req.token_budget, req.selection_method,
+                                req.context_style)
             else:
                 result = _guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
                                 select=req.selection_method, style=req.context_style)
@@ -714,7 +715,9 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
             for row in _guard(store.run, "api_passages_stating", prop_ids=prop_ids, passage_ids=list(marker)):
                 stating.setdefault(row["prop_id"], []).append(marker[row["passage_id"]])
         note = None
-        if req.token_budget is not None and result.context is None:
+        if req.token_budget is not None and req.mode == "prunerag":
+            note = "token_budget does not apply to mode prunerag (its nodes answer from their top passages)"
+        elif req.token_budget is not None and result.context is None:
             note = "no context selected: the tenant has no passages for this question"
         return {
             "query_id": result.query_id, "record_id": result.query_id, "question": result.question,
