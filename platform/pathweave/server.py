@@ -249,14 +249,19 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     info = status(settings)
     if info is None:
         return False
-    os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and _pid_alive(info.pid):
-        time.sleep(0.1)
-    if _pid_alive(info.pid):
-        os.kill(info.pid, signal.SIGKILL)
+    terminate(info.pid, timeout_s)
     (_server_dir(settings) / "server.json").unlink(missing_ok=True)
     return True
+
+
+def terminate(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGTERM ``pid``, then SIGKILL when it still runs after ``timeout_s`` seconds."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _pid_alive(pid):
+        time.sleep(0.1)
+    if _pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
