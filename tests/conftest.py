@@ -15,6 +15,7 @@ import pytest
 
 _DATA_DIR = Path(tempfile.mkdtemp(prefix="pathweave-tests-"))
 os.environ.setdefault("PATHWEAVE_DATA_DIR", str(_DATA_DIR))
+os.environ.setdefault("PATHWEAVE_LLM_MODEL", "qwen2.5-coder-0.5b")  # the managed server's fast model in tests
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 

@@ -48,10 +48,10 @@ def test_toml_sets_the_same_sections_and_the_environment_wins(toml, monkeypatch)
 
 
 def test_an_unknown_environment_key_is_an_error_naming_it(monkeypatch):
-    monkeypatch.setenv("PATHWEAVE_EXTRACTOR", "spacy")  # a setting that no longer exists
-    with pytest.raises(UnknownSettingError, match="PATHWEAVE_EXTRACTOR"):
+    monkeypatch.setenv("PATHWEAVE_WRITE_BATCH_SIZE", "64")  # renamed PATHWEAVE_STORE_WRITE_BATCH_SIZE
+    with pytest.raises(UnknownSettingError, match="PATHWEAVE_WRITE_BATCH_SIZE"):
         Settings()
-    monkeypatch.delenv("PATHWEAVE_EXTRACTOR")
+    monkeypatch.delenv("PATHWEAVE_WRITE_BATCH_SIZE")
     monkeypatch.setenv("PATHWEAVE_API_MAX_KK", "3")
     with pytest.raises(UnknownSettingError, match="PATHWEAVE_API_MAX_KK.*PATHWEAVE_API_MAX_K"):
         Settings()

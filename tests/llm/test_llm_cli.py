@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pathweave_cli.main import app
@@ -15,8 +16,18 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 runner = CliRunner()
 
 
-def test_llm_status_and_query_with_answer(base_store, tenant, llm_server, monkeypatch):
-    monkeypatch.setenv("PATHWEAVE_LLM_MODEL", llm_server.model)  # the running server: reused, not restarted
+@pytest.fixture
+def reread_settings():
+    """The commands read the environment a test sets (get_settings is cached per process)."""
+    from pathweave.settings import get_settings
+
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_llm_status_and_query_with_answer(base_store, tenant, llm_server):
+    # the tests' PATHWEAVE_LLM_MODEL (conftest) names the running server: reused, not restarted
     status = runner.invoke(app, ["llm", "status"])
     assert status.exit_code == 0 and f"pid {llm_server.pid}" in status.output
     assert runner.invoke(app, ["ingest", str(FIXTURES / "docs"), "--tenant", tenant]).exit_code == 0
@@ -29,7 +40,7 @@ def test_llm_status_and_query_with_answer(base_store, tenant, llm_server, monkey
     assert shown.exit_code == 0 and "A:" in shown.stdout and "LLM call" in shown.stdout
 
 
-def test_unknown_model_is_a_clear_error(base_store, tenant, llm_server, monkeypatch):
+def test_unknown_model_is_a_clear_error(base_store, tenant, llm_server, monkeypatch, reread_settings):
     monkeypatch.setenv("PATHWEAVE_LLM_MODEL", "gpt-9")
     result = runner.invoke(app, ["query", "Where was Marie Curie born?", "--tenant", tenant, "--answer"])
     assert result.exit_code == 2 and "unknown packaged model" in result.output

@@ -29,7 +29,7 @@ ANSWER_ONLY = {"type": "object", "properties": {"type": {"const": "answer"}, "an
 
 @pytest.fixture()
 def retriever(pipeline, store, embedder, settings, llm_client):
-    documents, errors = load_path(FIXTURES / "docs", settings.max_file_bytes)
+    documents, errors = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
     pipeline.ingest(documents, errors)
     return Retriever(store, embedder, settings, llm=llm_client)
 
@@ -67,10 +67,11 @@ def test_confidence_is_the_mean_logprob_of_the_answer_value_tokens(llm_client):
     assert math.isclose(answer_confidence(completion.text, completion.tokens), expected, rel_tol=1e-9)
 
 
-def test_prunerag_rejects_low_confidence_and_persists_the_tree(retriever, monkeypatch):
-    monkeypatch.setenv("PATHWEAVE_PRUNERAG_THRESHOLD", "1.01")  # no answer can pass: every answer is retried
-    monkeypatch.setenv("PATHWEAVE_PRUNERAG_MAX_DEPTH", "2")
-    monkeypatch.setenv("PATHWEAVE_PRUNERAG_TOP_K", "2")
+def test_prunerag_rejects_low_confidence_and_persists_the_tree(retriever):
+    # threshold 1.01: no answer can pass, every answer is retried
+    params = retriever.settings.prunerag.model_copy(update={"threshold": 1.01, "max_depth": 2, "top_k": 2})
+    retriever = Retriever(retriever.store, retriever.embedder, retriever.settings.model_copy(update={"prunerag": params}),
+                          llm=retriever.llm_client())
     result = retriever.query(QUESTION, mode="prunerag", k=3)
     tree = result.tree
     assert result.mode == "prunerag" and len(result.passages) == 3
@@ -110,9 +111,9 @@ def test_answer_cites_passages_and_is_recorded(retriever):
 
 
 def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_settings):
-    from pathweave.server import _free_port
+    from pathweave.server import free_port
 
-    down = LLMClient(f"http://127.0.0.1:{_free_port()}/v1", "none", timeout_s=5)
+    down = LLMClient(f"http://127.0.0.1:{free_port()}/v1", "none", timeout_s=5)
     with pytest.raises(LLMError, match="unreachable"):
         down.check()
     result = Retriever(retriever.store, retriever.embedder, retriever.settings, llm=down).query(QUESTION, "prunerag")

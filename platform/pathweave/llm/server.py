@@ -31,7 +31,7 @@ import httpx
 
 from pathweave.settings import LLMSettings
 from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
-from pathweave.server import _free_port, _log_tail, _pid_alive, make_private, terminate
+from pathweave.server import free_port, log_tail, pid_alive, make_private, terminate
 
 
 class LLMServerError(RuntimeError):
@@ -74,7 +74,7 @@ def status(data_dir: Path) -> LLMServerInfo | None:
     except (OSError, ValueError, KeyError):
         state.unlink(missing_ok=True)
         return None
-    if not _pid_alive(pid) or "llama_cpp.server" not in _cmdline(pid):
+    if not pid_alive(pid) or "llama_cpp.server" not in _cmdline(pid):
         state.unlink(missing_ok=True)
         return None
     return LLMServerInfo(pid=pid, port=int(data["port"]), model=str(data["model"]))
@@ -109,7 +109,7 @@ def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
             raise LLMServerError(str(exc)) from None
         if running is not None:
             stop(data_dir)
-        port = llm.server_port or _free_port()
+        port = llm.server_port or free_port()
         threads = llm.server_threads or os.cpu_count() or 1
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
@@ -135,7 +135,7 @@ def _wait_ready(info: LLMServerInfo, process: subprocess.Popen, directory: Path,
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise LLMServerError(f"model server exited with code {process.returncode}:\n{_log_tail(directory)}")
+            raise LLMServerError(f"model server exited with code {process.returncode}:\n{log_tail(directory)}")
         try:
             if httpx.get(f"{info.base_url}/models", timeout=2.0).status_code == 200:
                 return
@@ -143,7 +143,7 @@ def _wait_ready(info: LLMServerInfo, process: subprocess.Popen, directory: Path,
             pass
         time.sleep(0.5)
     process.kill()
-    raise LLMServerError(f"model server not ready after {timeout_s:.0f} s:\n{_log_tail(directory)}")
+    raise LLMServerError(f"model server not ready after {timeout_s:.0f} s:\n{log_tail(directory)}")
 
 
 def stop(data_dir: Path, timeout_s: float = 30.0) -> bool:
