@@ -4,6 +4,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export OMP_WAIT_POLICY := passive
 
 .PHONY: install demo test bench bench-api lint clean
 
@@ -11,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,neo4j]"
+	$(PY) -m pip install -q -e ".[dev,neo4j,llm]"
 	touch $@
 
 install: $(VENV)/.installed

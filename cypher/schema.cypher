@@ -30,3 +30,11 @@ CREATE CONSTRAINT path_id IF NOT EXISTS FOR (n:Path) REQUIRE n.path_id IS UNIQUE
 // name: constraint_meta
 // One Meta node per tenant holds the graph version counter.
 CREATE CONSTRAINT meta_id IF NOT EXISTS FOR (n:Meta) REQUIRE n.meta_id IS UNIQUE;
+
+// name: constraint_answer
+// Generated answers (spec §0: (:Query)-[:ANSWERED]->(:Answer)); answer_id = the query's id.
+CREATE CONSTRAINT answer_id IF NOT EXISTS FOR (n:Answer) REQUIRE n.answer_id IS UNIQUE;
+
+// name: constraint_tree_node
+// PruneRAG tree nodes (spec §4); node_id = "<query_id>:n<i>".
+CREATE CONSTRAINT tree_node_id IF NOT EXISTS FOR (n:TreeNode) REQUIRE n.node_id IS UNIQUE;

@@ -4,6 +4,7 @@ fresh tenant per test so tests never see each other's data."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -14,6 +15,7 @@ import pytest
 
 _DATA_DIR = Path(tempfile.mkdtemp(prefix="pathweave-tests-"))
 os.environ.setdefault("PATHWEAVE_DATA_DIR", str(_DATA_DIR))
+os.environ.setdefault("PATHWEAVE_LLM_MODEL", "qwen2.5-coder-0.5b")  # the managed server's fast model in tests
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
@@ -99,3 +101,37 @@ def make_pdf():
     """``make_pdf(path, pages, title=..., images=False, encrypt=None) -> path``: a PDF of one
     line of text (or one image) per page, made with reportlab (tests of PDF ingestion)."""
     return _make_pdf
+
+
+# ---- the real local model server (LLM tests): the managed llama.cpp server of the session's
+# data directory serving the packaged Qwen2.5-Coder-0.5B (fast on a CPU). Skipped, with the
+# reason, only when llama-cpp-python (extra pathweave[llm]) is not installed: make install
+# (and so CI) installs it.
+
+SKIP_REASON = "llama-cpp-python is not installed: pip install -e '.[llm]' (make install does)"
+
+
+@pytest.fixture(scope="session")
+def llm_settings():
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip(SKIP_REASON)
+    from pathweave.settings import LLMSettings
+
+    return LLMSettings(base_url="", model="qwen2.5-coder-0.5b", timeout_s=600, start_timeout_s=300)
+
+
+@pytest.fixture(scope="session")
+def llm_server(base_store, settings, llm_settings):
+    """The running managed server (stopped before the store's teardown removes the data dir)."""
+    from pathweave.llm import server
+
+    info = server.start(settings.data_dir, llm_settings)
+    yield info
+    server.stop(settings.data_dir)
+
+
+@pytest.fixture(scope="session")
+def llm_client(settings, llm_settings, llm_server):
+    from pathweave.llm.client import connect
+
+    return connect(settings.data_dir, llm_settings)

@@ -48,10 +48,10 @@ def test_toml_sets_the_same_sections_and_the_environment_wins(toml, monkeypatch)
 
 
 def test_an_unknown_environment_key_is_an_error_naming_it(monkeypatch):
-    monkeypatch.setenv("PATHWEAVE_EXTRACTOR", "spacy")  # a setting that no longer exists
-    with pytest.raises(UnknownSettingError, match="PATHWEAVE_EXTRACTOR"):
+    monkeypatch.setenv("PATHWEAVE_WRITE_BATCH_SIZE", "64")  # renamed PATHWEAVE_STORE_WRITE_BATCH_SIZE
+    with pytest.raises(UnknownSettingError, match="PATHWEAVE_WRITE_BATCH_SIZE"):
         Settings()
-    monkeypatch.delenv("PATHWEAVE_EXTRACTOR")
+    monkeypatch.delenv("PATHWEAVE_WRITE_BATCH_SIZE")
     monkeypatch.setenv("PATHWEAVE_API_MAX_KK", "3")
     with pytest.raises(UnknownSettingError, match="PATHWEAVE_API_MAX_KK.*PATHWEAVE_API_MAX_K"):
         Settings()
@@ -66,10 +66,21 @@ def test_an_unknown_toml_key_is_an_error_naming_it(toml):
         Settings()
 
 
-def test_the_llm_section_is_reserved(monkeypatch, toml):
+def test_the_llm_and_prunerag_sections_are_typed(monkeypatch, toml):
     monkeypatch.setenv("PATHWEAVE_LLM_MODEL", "qwen")
+    monkeypatch.setenv("PATHWEAVE_PRUNERAG_MAX_DEPTH", "2")
+    monkeypatch.setenv("PATHWEAVE_EXTRACTOR", "llm")
     toml('[llm]\ntimeout_s = 30\n')
-    assert Settings().llm.model_dump() == {"model": "qwen", "timeout_s": 30}
+    settings = Settings()
+    assert (settings.llm.model, settings.llm.timeout_s, settings.llm.managed) == ("qwen", 30.0, True)
+    assert settings.prunerag.max_depth == 2 and settings.prunerag.threshold == 0.95
+    assert settings.ingest.extractor == "llm"
+    toml('[llm]\ntimeout = 30\n')
+    with pytest.raises(ValidationError, match=r"llm\.timeout"):
+        Settings()
+    monkeypatch.setenv("PATHWEAVE_LLM_TIMEOUT", "30")
+    with pytest.raises(UnknownSettingError, match="PATHWEAVE_LLM_TIMEOUT"):
+        Settings()
 
 
 def test_config_show_prints_the_effective_configuration_with_secrets_masked(monkeypatch, toml):

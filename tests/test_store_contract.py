@@ -236,7 +236,8 @@ def test_browser_queries(cstore):
     queries = browser_statements()
     assert set(queries) == {
         "browser_reasoning_record", "browser_reasoning_record_table", "browser_entity_paths",
-        "browser_entity_aliases", "browser_document_footprint", "browser_document_footprint_counts"}
+        "browser_entity_aliases", "browser_document_footprint", "browser_document_footprint_counts",
+        "browser_prunerag_tree"}
 
     def run(name: str, **params) -> list[dict]:
         with cstore.driver.session(database=cstore.database) as session:
@@ -248,6 +249,7 @@ def test_browser_queries(cstore):
     assert sorted(table[0]["entities"]) == ["Entity 0", "Entity 1"] and table[0]["passages"] == [f"{t}:p0"]
     assert len(run("browser_reasoning_record", query_id=f"{t}:q")) == 3
     assert run("browser_reasoning_record", query_id="nope") == []
+    assert run("browser_prunerag_tree", query_id=None) == []  # no PruneRAG query in this tenant (tests/llm has one)
     assert len(run("browser_entity_paths", entity="entity 1")) == 2   # both paths step through e1
     aliases = run("browser_entity_aliases", entity=f"{t}:e1")
     assert len(aliases) == 1 and len(aliases[0]["synonyms"]) == 1

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from pathweave.model import BudgetedContext
+from pathweave.model import Answer, BudgetedContext, PruneTree
 from pathweave.retrieval.modes import Mode
 from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
@@ -241,6 +241,9 @@ class QueryRequest(BaseModel):
         "auto", description="Context selection (with token_budget): CP-SAT ILP, greedy, or auto.")
     context_style: Literal["bullets", "triples"] = Field(
         "bullets", description="How the selected context is written (with token_budget).")
+    answer: bool = Field(False, description="Also generate a short answer with the LLM from the budgeted context "
+                                            "(or the top passages), citing what it used. Mode prunerag always "
+                                            "answers (its decomposition tree is returned too).")
 
     @field_validator("question")
     @classmethod
@@ -332,6 +335,9 @@ class QueryResponse(BaseModel):
     timings_ms: dict[str, float]
     context: BudgetedContext | None = Field(
         None, description="The best connected evidence within token_budget, linearized (with token_budget).")
+    answer: Answer | None = Field(None, description="The LLM's answer (with answer: true or mode prunerag); "
+                                                     "`error` says why its text is empty.")
+    tree: PruneTree | None = Field(None, description="PruneRAG's decomposition tree (mode prunerag).")
     note: str | None = None
     links: dict[str, str]
 
@@ -391,6 +397,10 @@ class ReasoningRecord(BaseModel):
     selected: list[RecordSelected]
     passages: list[RecordPassage] = Field(
         default_factory=list, description="Passages stating the paths' propositions, and the selected passages.")
+    answer: dict | None = Field(None, description="The stored LLM answer (ANSWERED): text, source, model, tokens, "
+                                                  "latency, citations and the cited passage/statement ids (`cited`).")
+    tree: dict | None = Field(None, description="The stored PruneRAG tree (TREE): totals and nodes with decision, "
+                                                "answer, confidence, children and retrieved passages.")
 
 
 class DocumentPassage(BaseModel):

@@ -164,7 +164,7 @@ def install(app: FastAPI) -> None:
 ERR = {"model": Problem}
 _AUTHERRORS = {401: {**ERR, "description": "Missing, invalid or revoked API key."},
                 429: {**ERR, "description": "Rate limit of the API key exceeded (see Retry-After)."},
-                503: {**ERR, "description": "Store or broker unavailable; retry later."}}
+                503: {**ERR, "description": "Store, broker or (to answer) LLM unavailable; retry later."}}
 
 
 def errors(*codes: int) -> dict[int, dict]:

@@ -1,4 +1,4 @@
-"""The ``pathweave bench`` commands (typer): ``musique``, ``scale``, ``api`` and ``select``.
+"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``scale``, ``api`` and ``select``.
 
 Each runs one benchmark module of this package on real data from ``../shared/bench``
 and prints its figures beside the baseline measured in the same run. The top-level
@@ -45,6 +45,18 @@ def bench_musique(
     budgets = [int(b) for b in budget.split(",") if b.strip()]
     rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
     run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
+
+
+@bench_app.command("qa")
+def bench_qa(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where qa.json goes."),
+    limit: int = typer.Option(0, help="Only the first N questions (0 = all; e.g. 20 on a CPU)."),
+) -> None:
+    """EM/F1/EFR of LLM answers: dense top-5, PropRAG top-5, budgeted context 200/400, PruneRAG."""
+    from pathweave_bench.qa import run_qa
+
+    run_qa(data, out, limit)
 
 
 @bench_app.command("api")

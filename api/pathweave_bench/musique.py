@@ -2,8 +2,9 @@
 
 A fresh store (temporary data directory) ingests the 1,890-passage corpus
 twice, as two tenants: with the default spaCy extractor and with the imported
-gpt-3.5 OpenIE extraction. Each of the 100 questions runs in the three modes
-(proprag, dense, hipporag2: the baselines are measured in the same run).
+gpt-3.5 OpenIE extraction. Each of the 100 questions runs in the retrieval modes that
+need no LLM (proprag, dense, hipporag2: the baselines are measured in the same run;
+PruneRAG is measured by ``pathweave bench qa``).
 Prints one table and writes ``musique.json`` and ``musique.html`` to ``--out``.
 """
 
@@ -23,7 +24,7 @@ from rich.table import Table
 from pathweave import server
 from pathweave.embeddings import get_embedder
 from pathweave.evaluation import percentile_ms, recall_at_k
-from pathweave.retrieval.modes import MODES
+from pathweave.retrieval.modes import RETRIEVAL_ONLY
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
@@ -32,6 +33,15 @@ from pathweave_bench.common import default_data_dir, git_commit, machine_info, p
 from pathweave_ingest.loaders import SourceDocument
 
 EXTRACTION_FILE = "openie_gpt-3.5-turbo-1106.json"
+
+
+def load_musique(data: Path, limit: int = 0) -> tuple[list[dict], list[SourceDocument]]:
+    """The MuSiQue sample in ``data``: its first ``limit`` questions (0 = all) and the corpus
+    as documents (``musique#<i>`` sources)."""
+    corpus = json.loads((data / "musique_train_corpus.json").read_text())
+    questions = json.loads((data / "musique_train.json").read_text())
+    documents = [SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
+    return (questions[:limit] if limit else questions), documents
 
 
 def gold_documents(question: dict, tenant: str) -> set[str]:
@@ -209,10 +219,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
 
     console = Console()
     data = Path(data) if data else default_data_dir()
-    corpus = json.loads((data / "musique_train_corpus.json").read_text())
-    questions = json.loads((data / "musique_train.json").read_text())
-    questions = questions[:limit] if limit else questions
-    documents = [SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
+    questions, documents = load_musique(data, limit)
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-"))
     settings = get_settings().model_copy(update={"data_dir": workdir})
     results: dict = {"results": {}, "ingest": {}, "machine": machine_info(), "commit": git_commit(),
@@ -243,7 +250,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 retriever = Retriever(store, embedder, settings)
                 results["ingest"][extraction]["warm_up_s"] = round(retriever.warm_up(), 1)
                 results["results"][extraction] = {}
-                for mode in MODES:
+                for mode in RETRIEVAL_ONLY:  # the LLM modes: pathweave bench qa
                     console.print(f"[dim]querying {len(questions)} questions: {extraction} / {mode}[/]")
                     results["results"][extraction][mode] = evaluate(retriever, questions, mode, console)
                 for m in rescore_tops or []:

@@ -2,7 +2,9 @@
 
 Ingests the long descriptions (READMEs) in the installed packages' metadata
 (``*.dist-info/METADATA`` of fastapi, celery, neo4j, spacy, ...) and answers a
-few multi-hop questions about them, printing passages, paths and citations.
+few multi-hop questions about them, printing passages, paths and citations, and an
+answer written by the LLM (the managed local model server unless ``PATHWEAVE_LLM_BASE_URL``
+is set; passages only when no model can be had).
 """
 
 from __future__ import annotations
@@ -57,7 +59,29 @@ def run_demo(settings: Settings) -> None:
         console.print(f"{report.passages_new} new passages, {report.propositions_new} propositions, "
                       f"{report.entities_new} entities ({report.seconds:.1f} s)")
         retriever = Retriever(store, get_embedder(settings), settings)
+        answering = _llm_ready(retriever, console)
         for question in QUESTIONS:
-            print_result(retriever.query(question, mode="proprag", k=3))
+            if answering:
+                from pathweave.answering import answer_query
+
+                # from a 200-token budgeted context: a short prompt, so a CPU answers in seconds
+                print_result(answer_query(retriever, question, "proprag", k=3, token_budget=200))
+            else:
+                print_result(retriever.query(question, mode="proprag", k=3))
             console.print()
         retriever.flush()  # reasoning records in the graph before the store closes
+
+
+def _llm_ready(retriever: Retriever, console: Console) -> bool:
+    """Connect the LLM that answers (the managed local server by default); False, with the
+    reason and how to enable answers, when there is none."""
+    from pathweave.llm.client import LLMError
+    from pathweave.llm.server import LLMServerError
+
+    console.print("[dim]starting the LLM that writes the answers (PATHWEAVE_LLM_*)...[/]")
+    try:
+        retriever.llm_client().check()
+    except (LLMError, LLMServerError) as exc:
+        console.print(f"[yellow]no answers, passages only:[/] {exc}")
+        return False
+    return True

@@ -1,10 +1,11 @@
 """The ``pathweave`` console script (typer + rich): the top of the dependency graph.
 
 Owns the commands on the store and the documents: ``pathweave db start|stop|status``,
-``pathweave ingest PATH``, ``pathweave query "…"``, ``pathweave demo``, ``pathweave config
-show``; mounts the
-service commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``,
-``keys``) and the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|scale|api|select``).
+``pathweave ingest PATH [--extractor llm]``, ``pathweave query "…" [--answer] [--mode
+prunerag]``, ``pathweave demo``, ``pathweave config show``; mounts the managed model
+server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), the service
+commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``, ``keys``) and
+the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|qa|scale|api|select``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 from pathweave.retrieval.modes import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
+from pathweave_cli.llm import llm_app
 from pathweave_ingest.console import console, print_result, run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -132,6 +134,8 @@ def ingest(
                                                     "the documents whose files are gone from PATH."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --sync: list what would be added, replaced and "
                                                           "removed; change nothing."),
+    extractor: Optional[str] = typer.Option(None, help="spacy (default) | llm (PATHWEAVE_LLM_*: entities, triples, "
+                                                       "propositions by the model)."),
 ) -> None:
     """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent; a changed file
     replaces its earlier version)."""
@@ -139,6 +143,8 @@ def ingest(
     from pathweave_ingest.loaders import load_path
 
     settings = _settings(tenant)
+    if extractor:
+        settings = settings.model_copy(update={"ingest": settings.ingest.model_copy(update={"extractor": extractor})})
     if dry_run and not sync:
         console.print("[red]error:[/] --dry-run needs --sync")
         raise typer.Exit(2)
@@ -185,17 +191,21 @@ def ingest(
 @app.command()
 def query(
     question: str = typer.Argument(..., help="The question."),
-    mode: str = typer.Option(MODES[0], help=" | ".join(MODES)),
+    mode: str = typer.Option(MODES[0], help=" | ".join(MODES) + " (prunerag: an LLM decomposition tree)"),
     k: int = typer.Option(5, min=1, max=100, help="Passages to return."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     budget: Optional[int] = typer.Option(None, min=0, help="Token budget: also select the best connected context."),
     select: str = typer.Option("auto", help="Context selection: ilp | greedy | auto."),
     style: str = typer.Option("bullets", help="Context rendering: bullets | triples."),
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
+    answer: bool = typer.Option(False, "--answer", help="Also generate a short answer with the LLM (PATHWEAVE_LLM_*), "
+                                                        "citing the passages (or budgeted context) it used."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
     from pathweave.embeddings import get_embedder
+    from pathweave.llm.client import LLMError
+    from pathweave.llm.server import LLMServerError
     from pathweave.retrieval.retriever import Retriever
     from pathweave.store import open_store
 
@@ -203,8 +213,13 @@ def query(
     with open_store(settings) as store:
         retriever = Retriever(store, get_embedder(settings), settings)
         try:
-            result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style)
-        except ValueError as exc:
+            if answer or mode == "prunerag":
+                from pathweave.answering import answer_query
+
+                result = answer_query(retriever, question, mode, k, budget, select, style)
+            else:
+                result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style)
+        except (ValueError, LLMError, LLMServerError) as exc:  # bad input; no model to answer
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
         retriever.flush()  # the reasoning record is in the graph before the store closes
@@ -227,6 +242,7 @@ app.command("serve")(service.serve)
 app.command("worker")(service.worker)
 app.command("explore")(service.explore)
 app.add_typer(service.keys_app, name="keys")
+app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = 
 
         extractor = ImportedExtractor(extraction)
     else:
-        from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+        from pathweave_ingest.extractors import make_extractor
 
-        extractor = SpacyExtractor(settings.models.spacy_model)
+        extractor = make_extractor(settings)
     pipeline = Pipeline(store, get_embedder(settings), extractor, settings)
     started = time.perf_counter()
     with progress_bar() as bar:
@@ -68,6 +68,38 @@ def print_result(result) -> None:
         out.print(f"  [bold]context[/] ({c.token_count}/{c.budget} tokens of {c.tokenizer}, {c.method}, "
                   f"{'optimal' if c.optimal else f'gap {c.gap:.3f}'}, {c.solve_ms:.0f} ms):")
         out.print("    " + c.text.replace("\n", "\n    "), markup=False)
+    if result.tree is not None:
+        print_tree(out, result.tree)
+    if result.answer is not None:
+        print_answer(out, result.answer)
     if result.seeds:
         out.print("  seeds: " + ", ".join(f"{s.name} ({s.weight:.2f})" for s in result.seeds))
     out.print("  [dim]timings ms: " + json.dumps(result.timings_ms) + "[/]")
+
+
+def print_answer(out: Console, answer) -> None:
+    """The generated answer, what it cites and what it cost."""
+    if answer.error and not answer.text:
+        out.print(f"  [bold red]no answer[/]: {answer.error}", markup=True, soft_wrap=True)
+        return
+    cited = f" [dim]cites {', '.join(answer.citations)}[/]" if answer.citations else ""
+    out.print(f"  [bold green]A:[/] {answer.text}{cited}")
+    out.print(f"  [dim]{answer.model}, {answer.llm_calls} LLM call(s), {answer.prompt_tokens} prompt + "
+              f"{answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
+
+
+def print_tree(out: Console, tree) -> None:
+    """The PruneRAG tree, one indented line per node: decision, answer and confidence."""
+    by_id = {node.node_id: node for node in tree.nodes}
+
+    def show(node, indent: int) -> None:
+        conf = f" ({node.confidence:.2f})" if node.confidence is not None else ""
+        answer = f" -> {node.answer}{conf}" if node.answer is not None else ""
+        error = f" [{node.error[:80]}]" if node.error else ""
+        out.print(f"  {'  ' * indent}[{node.decision}] {node.kind}: {node.text}{answer}{error}", markup=False)
+        for child in node.children:
+            show(by_id[child], indent + 1)
+
+    out.print(f"  [bold]PruneRAG tree[/] ({len(tree.nodes)} nodes, {tree.llm_calls} LLM calls, "
+              f"{tree.retrievals} retrievals):")
+    show(tree.nodes[0], 1)

@@ -35,23 +35,26 @@ def _prefer_gpu_for_spacy() -> bool:
 class Runtime:
     """Process-wide ingestion/query components. Thread-safe; everything lazy.
 
-    ``embedder``/``extractor`` may be injected (tests); otherwise the packaged
-    embedder (:func:`pathweave.embeddings.get_embedder`) and
-    :class:`~pathweave_ingest.extractors.spacy_extractor.SpacyExtractor`.
+    ``embedder``/``extractor``/``llm`` may be injected (tests); otherwise the packaged
+    embedder (:func:`pathweave.embeddings.get_embedder`), the extractor
+    ``settings.ingest.extractor`` names (:func:`pathweave_ingest.extractors.make_extractor`) and
+    the LLM client of ``settings.llm`` (:func:`pathweave.llm.client.connect`).
     """
 
     def __init__(self, settings: Settings, worker_settings: WorkerSettings,
-                 embedder: Any = None, extractor: Any = None) -> None:
+                 embedder: Any = None, extractor: Any = None, llm: Any = None) -> None:
         self.settings = settings
         self.worker_settings = worker_settings
         self._embedder = embedder
         self._extractor = extractor
+        self._llm = llm  # the LLM client answers use (connected on first use when None)
         self._base: GraphStore | None = None
         self._stores: dict[str, GraphStore] = {}
         self._retrievers: dict[str, Any] = {}
         self._pipelines: dict[int, tuple[str, Any]] = {}  # thread id -> (tenant, Pipeline)
         self._cache = None
         self._lock = threading.RLock()
+        self._llm_lock = threading.Lock()  # a model server may take minutes to start: not under _lock
 
     @property
     def device(self) -> str:
@@ -72,15 +75,23 @@ class Runtime:
     def extractor(self):
         with self._lock:
             if self._extractor is None:
-                from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+                from pathweave_ingest.extractors import make_extractor
 
                 device = self.device
-                on_gpu = device.startswith("cuda") and _prefer_gpu_for_spacy()
-                self._extractor = SpacyExtractor(self.settings.models.spacy_model,
-                                                 batch_size=self.worker_settings.extract_batch(device))
-                log.info("extractor %s on %s (batch %d)", self.settings.models.spacy_model,
-                         "cuda" if on_gpu else "cpu", self._extractor.batch_size)
+                on_gpu = device.startswith("cuda") and self.settings.ingest.extractor == "spacy" and _prefer_gpu_for_spacy()
+                self._extractor = make_extractor(self.settings, batch_size=self.worker_settings.extract_batch(device))
+                log.info("extractor %s on %s", self.settings.ingest.extractor, "cuda" if on_gpu else "cpu")
             return self._extractor
+
+    def llm_client(self):
+        """The process's LLM client (``settings.llm``, ``PATHWEAVE_LLM_*``; the managed local model server by
+        default, started on first use). Raises LLMError / LLMServerError when none can be had."""
+        with self._llm_lock:
+            if self._llm is None:
+                from pathweave.llm.client import connect
+
+                self._llm = connect(self.settings.data_dir, self.settings.llm)
+            return self._llm
 
     def store(self, tenant: str) -> GraphStore:
         """The store bound to ``tenant`` (connects, and starts the managed server, on first use)."""
@@ -109,7 +120,7 @@ class Runtime:
                 if self._cache is None:
                     self._cache = TopologyCache(self.settings.query.topology_max_tenants, self.settings.query.topology_idle_s,
                                                 self.settings.query.node_cache_entries)
-                retriever = Retriever(store, self.embedder, self.settings, cache=self._cache)
+                retriever = Retriever(store, self.embedder, self.settings, cache=self._cache, llm=self.llm_client)
                 self._retrievers[tenant] = retriever
             return retriever
 

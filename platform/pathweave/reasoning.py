@@ -14,6 +14,7 @@ import queue
 import threading
 from datetime import datetime, timezone
 
+from pathweave.answer_records import answer_steps, read_answer, read_tree
 from pathweave.model import QueryResult
 from pathweave.store import GraphStore
 
@@ -48,18 +49,22 @@ def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
                        ("select_propositions", list(props.values())), ("select_entities", entities)):
         if rows:
             steps_to_run.append((name, {"rows": rows, "query_id": qid}))
+    steps_to_run += answer_steps(result)  # the answer and PruneRAG tree, when the query has them
     store.run_in_transaction(steps_to_run)
 
 
 def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
-    """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...]}``;
-    each selected passage or proposition carries its ``reference`` (citation).
+    """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...],
+    answer, tree}``; each selected passage or proposition carries its ``reference``
+    (citation); ``answer``/``tree`` (see :mod:`pathweave.answer_records`) are None unless
+    the query generated them.
 
     Raises KeyError when the tenant has no such query.
     """
     rows = store.run("read_query_paths", query_id=query_id)
     selected = store.run("read_query_selected", query_id=query_id)
-    if not rows and not selected:
+    answer, tree = read_answer(store, query_id), read_tree(store, query_id)
+    if not rows and not selected and answer is None and tree is None:
         raise KeyError(f"no reasoning record {query_id!r}")
     paths: dict[str, dict] = {}
     for row in rows:
@@ -69,7 +74,8 @@ def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
                               "text": row["proposition"], "via": row["via"]})
     _cite_selected(store, selected)
     return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
-            "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected}
+            "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected,
+            "answer": answer, "tree": tree}
 
 
 def _cite_selected(store: GraphStore, selected: list[dict]) -> None:

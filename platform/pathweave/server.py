@@ -121,7 +121,8 @@ def stop_process(process: subprocess.Popen, timeout: float = 60.0) -> None:
             process.wait(10)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -152,7 +153,7 @@ def status(settings: Settings) -> ServerInfo | None:
     except (OSError, ValueError):
         state.unlink(missing_ok=True)
         return None
-    if not _pid_alive(int(data.get("pid", 0))):
+    if not pid_alive(int(data.get("pid", 0))):
         state.unlink(missing_ok=True)
         return None
     return ServerInfo(
@@ -181,7 +182,7 @@ def start(settings: Settings) -> ServerInfo:
         os.close(fd)
     except FileExistsError:
         owner = int(lock.read_text() or 0) if lock.read_text().strip().isdigit() else 0
-        if owner and _pid_alive(owner):
+        if owner and pid_alive(owner):
             return _wait_ready(settings, directory, None)
         lock.unlink(missing_ok=True)
         return start(settings)
@@ -214,16 +215,17 @@ def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen |
         if info is not None and _port_open(info.bolt_port):
             return info
         if process is not None and process.poll() is not None:
-            raise ServerError(f"store server exited with code {process.returncode}:\n{_log_tail(directory)}")
+            raise ServerError(f"store server exited with code {process.returncode}:\n{log_tail(directory)}")
         time.sleep(0.2)
     if process is not None:
         process.kill()
     raise ServerError(
-        f"store server not ready after {settings.store.server_start_timeout_s:.0f} s:\n{_log_tail(directory)}"
+        f"store server not ready after {settings.store.server_start_timeout_s:.0f} s:\n{log_tail(directory)}"
     )
 
 
-def _log_tail(directory: Path, lines: int = 20) -> str:
+def log_tail(directory: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of ``directory/server.log`` ("" when unreadable), for errors."""
     try:
         return "\n".join((directory / "server.log").read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -249,14 +251,19 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     info = status(settings)
     if info is None:
         return False
-    os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and _pid_alive(info.pid):
-        time.sleep(0.1)
-    if _pid_alive(info.pid):
-        os.kill(info.pid, signal.SIGKILL)
+    terminate(info.pid, timeout_s)
     (_server_dir(settings) / "server.json").unlink(missing_ok=True)
     return True
+
+
+def terminate(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGTERM ``pid``, then SIGKILL when it still runs after ``timeout_s`` seconds."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and pid_alive(pid):
+        time.sleep(0.1)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:

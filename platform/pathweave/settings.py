@@ -7,7 +7,7 @@ when present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2/
 Layout: two top-level values (``data_dir``, ``tenant``) and one section per concern,
 each a plain pydantic model defined here: ``store``, ``models``, ``ingest``,
 ``retrieval`` (PropRAG), ``query`` (caches of query processes), ``selection``, ``api``,
-``worker``, and ``llm`` (reserved: filled by the LLM issue; accepts any key meanwhile).
+``worker``, ``llm`` (the LLM endpoint) and ``prunerag`` (spec §4).
 The sections are configuration only, so the core can own them all: the API and the
 workers read ``settings.api`` / ``settings.worker`` from this root and the core imports
 neither of them (dependencies point one way). In TOML a section is a table::
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -112,8 +112,11 @@ class ModelSettings(_Section):
 
 
 class IngestSettings(_Section):
-    """Section ``ingest`` (``PATHWEAVE_<FIELD>``): loading, chunking (tokens) and synonymy."""
+    """Section ``ingest`` (``PATHWEAVE_<FIELD>``): the extractor, loading, chunking (tokens)
+    and synonymy. ``extractor``: ``spacy`` (default, LLM-free) or ``llm`` (the endpoint of
+    section ``llm``); imported extractions are chosen per run (``--extraction``)."""
 
+    extractor: Literal["spacy", "llm"] = "spacy"
     chunk_tokens: int = 256
     chunk_overlap: int = 32
     max_file_bytes: int = 20_000_000
@@ -329,12 +332,67 @@ class ApiSettings(_Section):
         return self.keys_file or Path(data_dir) / "api" / "keys.sqlite3"
 
 
-class LlmSettings(BaseModel):
-    """Section ``llm`` (``PATHWEAVE_LLM_*``), reserved: its fields come with the LLM issue
-    (``platform/pathweave/llm``); until then any key is accepted and kept."""
+class LLMSettings(_Section):
+    """Section ``llm`` (``PATHWEAVE_LLM_*``): the one LLM endpoint for answers, PruneRAG and
+    LLM extraction (:mod:`pathweave.llm`).
 
-    model_config = ConfigDict(extra="allow")
+    - ``base_url``: an OpenAI-compatible ``.../v1`` URL (vLLM, Ollama, llama.cpp, OpenAI);
+      empty = the managed local llama.cpp server started on demand under ``<data_dir>/llm``
+      (:mod:`pathweave.llm.server`);
+    - ``model``: the model name sent to the endpoint; for the managed server one of the
+      packaged models (``qwen2.5-coder-1.5b`` default, ``qwen2.5-coder-0.5b``);
+    - ``api_key`` (secret), ``timeout_s`` (seconds per request), ``max_tokens`` (per
+      completion), ``concurrency`` (requests in flight per client), ``temperature``;
+    - ``response_format``: how JSON schemas are sent: ``json_schema`` (OpenAI's
+      ``{"type": "json_schema", ...}``), ``json_object`` (llama-cpp-python's
+      ``{"type": "json_object", "schema": ...}``) or ``auto`` (the latter for the managed
+      server, the former for any other endpoint);
+    - managed server: ``server_port`` (0 = free port), ``server_threads`` (0 = every core),
+      ``context_tokens`` (n_ctx, sized for 5 passages + few-shot prompts),
+      ``start_timeout_s`` (seconds).
+    """
+
     env_prefix: ClassVar[str] = "LLM_"
+
+    base_url: str = ""
+    model: str = "qwen2.5-coder-1.5b"
+    api_key: SecretStr = SecretStr("")
+    timeout_s: float = 300.0
+    max_tokens: int = 256
+    concurrency: int = Field(1, ge=1)
+    temperature: float = 0.0
+    response_format: Literal["auto", "json_schema", "json_object"] = "auto"
+    server_port: int = Field(0, ge=0, le=65535)
+    server_threads: int = Field(0, ge=0)
+    context_tokens: int = 4096
+    start_timeout_s: float = 180.0
+
+    @property
+    def managed(self) -> bool:
+        """True when the managed local server answers (no ``base_url``)."""
+        return not self.base_url.strip()
+
+
+class PruneRAGParams(_Section):
+    """Section ``prunerag`` (``PATHWEAVE_PRUNERAG_*``): PruneRAG (spec §4, paper defaults).
+
+    ``top_k`` passages retrieved per node (PropRAG), ``max_depth`` of the tree (root = 1),
+    ``branching`` children per expansion, ``threshold`` on the answer confidence
+    exp(mean log-prob of the answer tokens), ``retries`` on a low-confidence answer;
+    ``keep_root_docs``: the aggregation keeps the root's own passages (our improvement over
+    the reference); ``aggregate_docs``: passages per unanswered node in the aggregation
+    prompt (each passage shown once in the tree): bounds that prompt (up to 7 nodes) on CPU,
+    where a prompt token costs ~0.1 s."""
+
+    env_prefix: ClassVar[str] = "PRUNERAG_"
+
+    top_k: int = 5
+    max_depth: int = 3
+    branching: int = 2
+    threshold: float = 0.95
+    retries: int = 1
+    keep_root_docs: bool = True
+    aggregate_docs: int = 3
 
 
 class Settings(BaseSettings):
@@ -352,7 +410,8 @@ class Settings(BaseSettings):
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
-    llm: LlmSettings = Field(default_factory=LlmSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    prunerag: PruneRAGParams = Field(default_factory=PruneRAGParams)
 
     @classmethod
     def settings_customise_sources(
@@ -391,13 +450,6 @@ def env_names() -> dict[str, tuple[str, ...]]:
     return names
 
 
-def _open_sections() -> dict[str, str]:
-    """Sections that accept any key (``llm``): env prefix -> section name."""
-    return {ENV_PREFIX + f.annotation.env_prefix: name for name, f in Settings.model_fields.items()
-            if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
-            and f.annotation.model_config.get("extra") == "allow"}
-
-
 class SectionEnvSource(PydanticBaseSettingsSource):
     """``PATHWEAVE_*`` environment variables -> the nested settings dict (see the module
     docstring for the names). Raises :class:`UnknownSettingError` naming a variable that is
@@ -407,19 +459,16 @@ class SectionEnvSource(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        names, open_sections = env_names(), _open_sections()
+        names = env_names()
         values: dict[str, Any] = {}
         for env, value in os.environ.items():
             if not env.startswith(ENV_PREFIX) or env in NOT_SETTINGS or env.startswith(ENV_PREFIX + "TEST_"):
                 continue
             path = names.get(env)
             if path is None:
-                prefix = next((p for p in open_sections if env.startswith(p) and len(env) > len(p)), None)
-                if prefix is None:
-                    close = difflib.get_close_matches(env, names, n=3)
-                    hint = f"; did you mean {', '.join(close)}?" if close else ""
-                    raise UnknownSettingError(f"unknown setting {env} in the environment{hint}")
-                path = (open_sections[prefix], env[len(prefix):].lower())
+                close = difflib.get_close_matches(env, names, n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise UnknownSettingError(f"unknown setting {env} in the environment{hint}")
             target = values
             for key in path[:-1]:
                 target = target.setdefault(key, {})

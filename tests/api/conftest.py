@@ -49,7 +49,13 @@ def worker_settings():
 def runtime(settings, base_store, embedder, extractor, worker_settings):
     from pathweave_ingest.worker_runtime import Runtime
 
-    runtime = Runtime(settings, worker_settings, embedder=embedder, extractor=extractor)
+    from pathweave.llm.client import LLMClient
+    from pathweave.server import free_port
+
+    # answers (answer: true, mode prunerag) go to a closed port unless a test connects the real
+    # model server (tests/api/test_answers.py): generated requests must not start a 1.5B model
+    unreachable = LLMClient(f"http://127.0.0.1:{free_port()}/v1", "none", timeout_s=5)
+    runtime = Runtime(settings, worker_settings, embedder=embedder, extractor=extractor, llm=unreachable)
     yield runtime
     runtime.close()
 

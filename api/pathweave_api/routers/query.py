@@ -1,5 +1,5 @@
-"""Route ``POST /v1/query``: ranked passages with citations, the proposition paths and the
-id of the stored reasoning record; the body model's limits come from the settings."""
+"""Route ``POST /v1/query``: ranked passages with citations, the proposition paths, the id
+of the stored reasoning record and, when asked (or with mode ``prunerag``), the LLM's answer; the body model's limits come from the settings."""
 
 import time
 from typing import Any
@@ -33,14 +33,28 @@ def query_model(api: ApiSettings) -> type[QueryRequest]:
 
 
 def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
-    """Run the query and shape the ``QueryResponse`` (citations, sources, the passages stating each step)."""
+    """Run the query (with ``answer`` or mode ``prunerag``, also the LLM's answer:
+    :func:`pathweave.answering.answer_query`) and shape the ``QueryResponse`` (citations,
+    sources, the passages stating each step, the answer and the PruneRAG tree). No LLM to
+    be had is a 503 ``llm-unavailable``."""
     retriever = guard(svc.runtime.retriever, tenant)
     started = time.perf_counter()
+    from pathweave.answering import answer_query
+    from pathweave.llm.client import LLMError
+    from pathweave.llm.server import LLMServerError
+
     try:
-        result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
-                        select=req.selection_method, style=req.context_style)
+        if req.answer or req.mode == "prunerag":  # a PruneRAG tree has no budgeted context (see the note)
+            result = guard(answer_query, retriever, req.question, req.mode, req.k,
+                           None if req.mode == "prunerag" else req.token_budget, req.selection_method,
+                           req.context_style)
+        else:
+            result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
+                           select=req.selection_method, style=req.context_style)
     except ValueError as exc:
         raise ApiProblem(422, str(exc), "validation-error") from None
+    except (LLMError, LLMServerError) as exc:  # no model at all (the extra missing, the server not starting)
+        raise ApiProblem(503, f"no LLM to answer with: {exc}", "llm-unavailable", {"Retry-After": "30"}) from None
     metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
     metrics.QUERIES.labels(req.mode).inc()
     store = retriever.store
@@ -55,7 +69,9 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
         for row in guard(store.run, "api_passages_stating", prop_ids=prop_ids, passage_ids=list(marker)):
             stating.setdefault(row["prop_id"], []).append(marker[row["passage_id"]])
     note = None
-    if req.token_budget is not None and result.context is None:
+    if req.token_budget is not None and req.mode == "prunerag":
+        note = "token_budget does not apply to mode prunerag (its nodes answer from their top passages)"
+    elif req.token_budget is not None and result.context is None:
         note = "no context selected: the tenant has no passages for this question"
     return {
         "query_id": result.query_id, "record_id": result.query_id, "question": result.question,
@@ -71,6 +87,8 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
                        "reference": hit.reference} for hit in result.passages],
         "timings_ms": result.timings_ms,
         "context": result.context.model_dump() if result.context is not None else None, "note": note,
+        "answer": result.answer.model_dump() if result.answer is not None else None,
+        "tree": result.tree.model_dump() if result.tree is not None else None,
         "links": {"record": f"/v1/queries/{result.query_id}"},
     }
 
@@ -80,8 +98,9 @@ def router(body: type[QueryRequest]) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/query", response_model=QueryResponse, tags=["query"], summary="Ask a question",
-                 description=("Ranked passages with citations, the proposition paths connecting them (proprag) and "
-                           "the id of the stored reasoning record."),
+                 description=("Ranked passages with citations, the proposition paths connecting them (proprag), "
+                              "the id of the stored reasoning record and, with `answer: true` or mode prunerag, "
+                              "the LLM's answer (and PruneRAG's decomposition tree)."),
               responses=errors(400, 413, 415, 422),
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": {"$ref": "#/components/schemas/QueryRequest"},

@@ -2,8 +2,26 @@
 
 - :mod:`.spacy_extractor`: the default, LLM-free (spaCy ``en_core_web_sm``).
 - :mod:`.imported`: precomputed OpenIE extractions (HippoRAG JSON format).
+- :mod:`.llm_extractor`: an LLM (``--extractor llm``), JSON-schema constrained.
 """
 
 from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
 
 __all__ = ["PassageExtraction", "PassageInput"]
+
+
+def make_extractor(settings, batch_size: int | None = None):
+    """The extractor ``settings.ingest.extractor`` names: ``spacy`` (default) or ``llm`` (the
+    endpoint of ``settings.llm``, the managed local server when none is set). Raises
+    ValueError for another name."""
+    name = settings.ingest.extractor
+    if name == "llm":
+        from pathweave.llm.client import connect
+        from pathweave_ingest.extractors.llm_extractor import LLMExtractor
+
+        return LLMExtractor(connect(settings.data_dir, settings.llm), settings.llm.concurrency)
+    if name != "spacy":
+        raise ValueError(f"unknown extractor {name!r}; use spacy or llm")
+    from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+
+    return SpacyExtractor(settings.models.spacy_model, **({"batch_size": batch_size} if batch_size else {}))

@@ -29,7 +29,7 @@ from pathweave.retrieval.hipporag import TOP_FACTS, build_hippo_graph, hipporag2
 from pathweave.retrieval.modes import MODES
 from pathweave.retrieval.proprag import Stage1Seeds, proprag, weak_passage_seeds
 from pathweave.selection import TokenCounter
-from pathweave.settings import Settings
+from pathweave.settings import PruneRAGParams, Settings
 from pathweave.store import GraphStore
 from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.topology import Topology, TopologyCache, TopologyView
@@ -54,13 +54,28 @@ class Retriever:
     ``cache`` (one per process serves every tenant)."""
 
     def __init__(self, store: GraphStore, embedder: Embedder, settings: Settings,
-                 cache: TopologyCache | None = None) -> None:
+                 cache: TopologyCache | None = None, llm=None) -> None:
         self.store = store
+        self._llm = llm  # an LLMClient, a function returning one, or None: connected on first use
         self.embedder = embedder
         self.settings = settings
         self.cache = cache or TopologyCache(settings.query.topology_max_tenants, settings.query.topology_idle_s,
                                            settings.query.node_cache_entries)
         self.records = RecordWriter(store)
+
+    def llm_client(self):
+        """The LLM client of the LLM modes: the one given (or the given function's), else one
+        for ``PATHWEAVE_LLM_*`` (the managed local server, started on demand)."""
+        if self._llm is None:
+            from pathweave.llm.client import connect
+
+            self._llm = connect(self.settings.data_dir, self.settings.llm)
+        return self._llm if hasattr(self._llm, "chat") else self._llm()
+
+    @property
+    def prunerag_params(self) -> PruneRAGParams:
+        """PruneRAG parameters (section ``prunerag``, ``PATHWEAVE_PRUNERAG_*``, spec §4)."""
+        return self.settings.prunerag
 
     def flush(self) -> None:
         """Wait until the reasoning records of earlier queries are in the store."""
@@ -124,6 +139,12 @@ class Retriever:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise ValueError("k must be at least 1")
+        if mode == "prunerag":
+            if token_budget is not None:
+                raise ValueError("a token budget does not apply to mode prunerag")
+            from pathweave.retrieval.prunerag import prunerag_search
+
+            return prunerag_search(self, question, k, write_record)
         return self._search(question, mode, k, write_record, token_budget, select, style)
 
     # ---- helpers ----------------------------------------------------------------------

@@ -1,0 +1,153 @@
+"""``pathweave bench qa``: answer quality with an LLM on the MuSiQue sample (issue 11).
+
+A fresh store (temporary data directory) ingests the 1,890-passage corpus with the
+default extractor; the LLM is section ``llm`` (``PATHWEAVE_LLM_*``) (the managed local server of the
+configured data directory by default, so its assembled model is reused). Each question
+is answered five ways, all in the same run:
+
+- ``dense_top5``: from the dense top-5 passages; ``proprag_top5``: from PropRAG's top 5;
+- ``proprag_budget_200`` / ``_400``: from PropRAG's token-budgeted context (spec §5);
+- ``prunerag``: the PruneRAG tree (spec §4), every node retrieved by PropRAG.
+
+Per row: EM and token F1 (spec §6, SQuAD normalization, max over answer + aliases), mean
+prompt and completion tokens, LLM calls per question and p50 latency (ms, retrieval +
+LLM). EFR (spec §4) = P(answer wrong | every gold passage was retrieved): for PruneRAG
+over everything its tree retrieved, and for "root only" (the answer from the root's
+PropRAG top-5, i.e. ``proprag_top5``). Writes ``qa.json`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from pathweave import server
+from pathweave.answering import generate_answer
+from pathweave.embeddings import get_embedder
+from pathweave.evaluation import exact_match, percentile_ms, token_f1
+from pathweave.llm.client import connect
+from pathweave.retrieval.retriever import Retriever
+from pathweave.settings import get_settings
+from pathweave.store import open_store
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store
+from pathweave_bench.musique import gold_documents, load_musique
+from pathweave_ingest.console import progress_bar, run_ingest
+
+ROWS = ("dense_top5", "proprag_top5", "proprag_budget_200", "proprag_budget_400", "prunerag")
+
+
+def _row_run(retriever: Retriever, client, question: str, row: str):
+    """``(result, retrieved doc ids)`` of one row for one question."""
+    if row == "prunerag":
+        result = retriever.search(question, "prunerag", 5, write_record=False).result
+        return result, [hit.doc_id for hit in result.tree.retrieved_passages()]
+    mode = "dense" if row == "dense_top5" else "proprag"
+    budget = int(row.rsplit("_", 1)[1]) if "budget" in row else None
+    result = retriever.search(question, mode, 5, write_record=False, token_budget=budget).result
+    result.answer = generate_answer(client, result)
+    return result, [hit.doc_id for hit in result.passages]
+
+
+def efr(cases: list[tuple[bool, float]]) -> float | None:
+    """Evidence forgetting rate (spec §4): mean(forget) / mean(all gold retrieved) over
+    ``(all_gold_retrieved, em)`` cases; None when no case retrieved all its gold."""
+    gold = [all_gold for all_gold, _ in cases]
+    forget = [all_gold and em == 0.0 for all_gold, em in cases]
+    return round(float(np.mean(forget)) / float(np.mean(gold)), 4) if any(gold) else None
+
+
+def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] = ROWS) -> dict:
+    """Run the benchmark; returns (and writes ``out/qa.json``) the results dict."""
+    console = Console()
+    questions, documents = load_musique(Path(data) if data else default_data_dir(), limit)
+    base = get_settings()
+    llm = base.llm
+    console.print(f"[dim]LLM: {llm.model} at {llm.base_url or 'the managed local server'}[/]")
+    client = connect(base.data_dir, llm)  # before the store: a missing model fails fast
+    client.check(logprobs="prunerag" in rows)
+    workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-qa-"))
+    spacy = base.ingest.model_copy(update={"extractor": "spacy"})  # the default extractor, whatever is configured
+    settings = base.model_copy(update={"data_dir": workdir, "tenant": "bench-qa", "ingest": spacy})
+    per_row = {row: {"em": [], "f1": [], "prompt_tokens": [], "completion_tokens": [], "llm_calls": [], "ms": [],
+                     "errors": 0, "efr": []} for row in rows}
+    details = []
+    results: dict = {"model": client.model, "endpoint": llm.base_url or "managed llama.cpp server",
+                     "questions": len(questions), "machine": machine_info(), "commit": git_commit(),
+                     "prunerag": base.prunerag.model_dump()}
+    try:
+        with open_store(settings) as store:
+            report = run_ingest(store, settings, documents, [], label="ingest MuSiQue corpus")
+            info = server.status(settings)
+            wait_for_idle_store(info.pid if info else None)
+            retriever = Retriever(store, get_embedder(settings), settings, llm=client)
+            retriever.warm_up(10)
+            results["ingest_s"] = round(report.seconds, 1)
+            with progress_bar() as bar:
+                task = bar.add_task("answer", total=len(questions) * len(rows), rate="")
+                for question in questions:
+                    answers = [question["answer"], *question.get("answer_aliases", [])]
+                    gold = gold_documents(question, store.tenant)
+                    detail = {"id": question["id"], "question": question["question"], "gold": question["answer"]}
+                    for row in rows:
+                        started = time.perf_counter()
+                        result, docs = _row_run(retriever, client, question["question"], row)
+                        ms = (time.perf_counter() - started) * 1000
+                        answer = result.answer
+                        em, f1 = exact_match(answer.text, answers), token_f1(answer.text, answers)
+                        stats = per_row[row]
+                        stats["em"].append(em)
+                        stats["f1"].append(f1)
+                        stats["prompt_tokens"].append(answer.prompt_tokens)
+                        stats["completion_tokens"].append(answer.completion_tokens)
+                        stats["llm_calls"].append(answer.llm_calls)
+                        stats["ms"].append(ms)
+                        stats["errors"] += answer.error is not None
+                        stats["efr"].append((gold <= set(docs), em))
+                        detail[row] = {"answer": answer.text, "em": em, "f1": round(f1, 3), "ms": round(ms),
+                                       "prompt_tokens": answer.prompt_tokens, "error": answer.error,
+                                       **({"tree": [(n.decision, n.text, n.answer, n.confidence)
+                                                    for n in result.tree.nodes]} if result.tree else {})}
+                        bar.advance(task)
+                        bar.update(task, rate=f"{row}: {ms / 1000:.0f} s")
+                    details.append(detail)
+    finally:
+        server.stop(settings)
+        shutil.rmtree(workdir, ignore_errors=True)
+    results["rows"] = {row: {"em": round(float(np.mean(s["em"])), 4), "f1": round(float(np.mean(s["f1"])), 4),
+                             "prompt_tokens": round(float(np.mean(s["prompt_tokens"])), 1),
+                             "completion_tokens": round(float(np.mean(s["completion_tokens"])), 1),
+                             "llm_calls": round(float(np.mean(s["llm_calls"])), 2),
+                             "p50_ms": round(percentile_ms(s["ms"], 50), 1), "errors": s["errors"],
+                             "efr": efr(s["efr"])}
+                       for row, s in per_row.items() if s["em"]}
+    results["efr"] = {"prunerag": results["rows"].get("prunerag", {}).get("efr"),
+                      "root_only": results["rows"].get("proprag_top5", {}).get("efr")}
+    results["llm_usage"] = vars(client.usage())
+    results["per_question"] = details
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "qa.json").write_text(json.dumps(results, indent=2))
+    print_qa_table(results, console)
+    console.print(f"wrote {out / 'qa.json'}")
+    return results
+
+
+def print_qa_table(results: dict, console: Console) -> None:
+    """One row per answer source: EM, F1, tokens, LLM calls, p50 latency, EFR."""
+    machine = results["machine"]
+    table = Table(title=f"MuSiQue QA ({results['questions']} questions), {results['model']}, "
+                        f"{machine['cores']} cores {machine['cpu']}")
+    for column in ("row", "EM", "F1", "prompt tok", "completion tok", "LLM calls", "p50 s", "EFR", "errors"):
+        table.add_column(column)
+    for row, r in results["rows"].items():
+        table.add_row(row, f"{r['em']:.3f}", f"{r['f1']:.3f}", f"{r['prompt_tokens']:.0f}",
+                      f"{r['completion_tokens']:.0f}", f"{r['llm_calls']:.1f}", f"{r['p50_ms'] / 1000:.1f}",
+                      "-" if r["efr"] is None else f"{r['efr']:.3f}", str(r["errors"]))
+    console.print(table)
+    console.print(f"EFR: PruneRAG {results['efr']['prunerag']} vs root only (PropRAG top-5) {results['efr']['root_only']}")

@@ -1,0 +1,180 @@
+"""One client for any OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp, OpenAI),
+on the official ``openai`` SDK.
+
+:func:`connect` returns a client for ``LLMSettings.base_url``, or for the managed local
+server (started on demand, :mod:`pathweave.llm.server`) when it is empty. Every call
+returns a :class:`Completion` with the text, per-token log-probabilities (when asked),
+token counts and latency; the client also adds them up (``usage()``), thread-safe, at
+most ``concurrency`` requests in flight. Failures (unreachable endpoint, timeout, HTTP
+error, no logprobs where asked) raise :class:`LLMError`: callers decide what a failed
+call means (PruneRAG: a dead leaf).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pathweave.settings import LLMSettings
+
+
+class LLMError(RuntimeError):
+    """An LLM request failed: endpoint unreachable, timeout, HTTP error, missing logprobs."""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its text, natural-log probability and UTF-8 bytes (when sent)."""
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...] | None = None
+
+
+@dataclass
+class Completion:
+    """One chat completion: ``text``; ``tokens`` (with logprobs, empty unless asked);
+    ``prompt_tokens``/``completion_tokens`` (tokens, as the endpoint counts them);
+    ``latency_ms`` (wall time of the request, ms); ``model`` (as the endpoint names it)."""
+
+    text: str
+    tokens: list[TokenLogprob] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    model: str = ""
+
+
+@dataclass
+class Usage:
+    """What calls cost, added up: ``calls``, ``prompt_tokens``, ``completion_tokens``
+    (tokens), ``latency_ms`` (sum of request times, ms), ``failures``."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    failures: int = 0
+
+    def add(self, completion: Completion) -> None:
+        self.calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.latency_ms += completion.latency_ms
+
+
+class LLMClient:
+    """Chat completions against one OpenAI-compatible endpoint.
+
+    ``base_url``: ``http://host:port/v1``; ``schema_style``: ``json_schema`` (OpenAI's
+    structured outputs) or ``json_object`` (llama-cpp-python's ``{"type": "json_object",
+    "schema": ...}``). Thread-safe.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str = "", timeout_s: float = 300.0,
+                 max_tokens: int = 256, concurrency: int = 1, temperature: float = 0.0,
+                 schema_style: str = "json_schema") -> None:
+        from openai import OpenAI
+
+        self.base_url = base_url
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.schema_style = schema_style
+        self._openai = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0)
+        self._slots = threading.BoundedSemaphore(max(1, concurrency))
+        self._lock = threading.Lock()
+        self._usage = Usage()
+
+    def usage(self) -> Usage:
+        """A copy of what this client's calls have cost so far."""
+        with self._lock:
+            return Usage(**vars(self._usage))
+
+    def response_format(self, schema: dict | None) -> dict:
+        """The ``response_format`` asking for JSON (matching ``schema`` when given)."""
+        if schema is None:
+            return {"type": "json_object"}
+        if self.schema_style == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
+
+    def chat(self, messages: list[dict], *, max_tokens: int | None = None, json: bool = False,
+             schema: dict | None = None, logprobs: bool = False) -> Completion:
+        """One greedy (``temperature``) completion of ``messages`` (``[{role, content}]``).
+
+        ``json``/``schema``: constrain the output to a JSON object (matching ``schema``);
+        ``logprobs``: return each generated token's log-probability (raises LLMError when
+        the endpoint sends none). Raises :class:`LLMError` on any request failure.
+        """
+        import openai
+
+        kwargs: dict = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                        "max_tokens": max_tokens or self.max_tokens}
+        if json or schema is not None:
+            kwargs["response_format"] = self.response_format(schema)
+        if logprobs:
+            kwargs.update(logprobs=True, top_logprobs=1)
+        started = time.perf_counter()
+        try:
+            with self._slots:
+                response = self._openai.chat.completions.create(**kwargs)
+        except openai.APITimeoutError as exc:
+            self._failed()
+            raise LLMError(f"LLM request timed out at {self.base_url}: {exc}") from None
+        except openai.APIConnectionError as exc:
+            self._failed()
+            raise LLMError(f"LLM endpoint {self.base_url} unreachable: {exc}") from None
+        except openai.APIError as exc:
+            self._failed()
+            raise LLMError(f"LLM endpoint {self.base_url} failed: {exc}") from None
+        latency = (time.perf_counter() - started) * 1000
+        if not response.choices:
+            self._failed()
+            raise LLMError(f"LLM endpoint {self.base_url} returned no choices")
+        choice = response.choices[0]
+        tokens = []
+        if logprobs:
+            content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
+            if not content:
+                self._failed()
+                raise LLMError(f"LLM endpoint {self.base_url} returned no token logprobs "
+                               f"(model {self.model}); PruneRAG needs an endpoint that sends them")
+            tokens = [TokenLogprob(t.token, float(t.logprob), tuple(t.bytes) if t.bytes is not None else None)
+                      for t in content]
+        usage = response.usage
+        completion = Completion(
+            text=choice.message.content or "", tokens=tokens,
+            prompt_tokens=usage.prompt_tokens if usage else 0, completion_tokens=usage.completion_tokens if usage else 0,
+            latency_ms=round(latency, 1), model=response.model or self.model)
+        with self._lock:
+            self._usage.add(completion)
+        return completion
+
+    def _failed(self) -> None:
+        with self._lock:
+            self._usage.failures += 1
+
+    def check(self, logprobs: bool = False) -> None:
+        """Fail early: one tiny completion (with logprobs when a feature needs them).
+        Raises :class:`LLMError` saying what is wrong."""
+        self.chat([{"role": "user", "content": "Reply with OK."}], max_tokens=2, logprobs=logprobs)
+
+
+def connect(data_dir: Path, llm: LLMSettings) -> LLMClient:
+    """A client for ``llm.base_url``, or for the managed local server of ``data_dir``
+    (started on demand: raises :class:`~pathweave.llm.server.LLMServerError` when the
+    extra ``pathweave[llm]`` is missing or the server does not start)."""
+    if llm.managed:
+        from pathweave.llm import server
+
+        info = server.start(data_dir, llm)
+        base_url, style = info.base_url, "json_object"
+    else:
+        base_url, style = llm.base_url.rstrip("/"), "json_schema"
+    if llm.response_format != "auto":
+        style = llm.response_format
+    return LLMClient(base_url, llm.model, llm.api_key.get_secret_value(), llm.timeout_s, llm.max_tokens,
+                     llm.concurrency, llm.temperature, style)

