@@ -15,8 +15,10 @@ removed, entities removed, entities whose synonyms were written; :meth:`GraphSto
 propositions, entities and triples of the added passages only, so a document is
 queryable right after its ingest and the cost of a refresh is the change's size, not the
 tenant's. A process that is further behind than the kept records (or new) builds from
-the store once (ids only). The sparse matrices are derived from the integer lists
-in process when a query needs them after a change.
+the store once (ids only). The sparse matrices of a new version are derived from the
+last version's when a query needs them: only the rows of what changed are replaced, and
+the co-occurrence counts move by the changed propositions' own products (at 1,929
+passages a one-document change costs ~50 ms instead of a ~180 ms rebuild).
 
 Memory: a few integers per edge (~40 MB at 8k passages / 60k entities); tenants unused
 for ``idle_s`` or beyond ``max_tenants`` are evicted from :class:`TopologyCache`.
@@ -52,6 +54,42 @@ def _csr(rows: list[np.ndarray], cols: list[np.ndarray], shape: tuple[int, int],
     if binary:
         matrix.data[:] = 1.0
     return matrix
+
+
+def _pad(matrix: sp.csr_matrix, shape: tuple[int, int]) -> sp.csr_matrix:
+    """``matrix`` grown to ``shape`` with empty rows and columns (indices kept)."""
+    indptr = np.r_[matrix.indptr, np.full(shape[0] - matrix.shape[0], matrix.indptr[-1])]
+    return sp.csr_matrix((matrix.data, matrix.indices, indptr), shape=shape)
+
+
+def _rows(rows: list[int], columns: list[np.ndarray], shape: tuple[int, int]) -> sp.csr_matrix:
+    """Binary ``shape`` CSR whose row ``rows[i]`` has ones at ``columns[i]``; others empty."""
+    counts = [len(c) for c in columns]
+    return _csr([np.repeat(np.asarray(rows, dtype=np.int64), counts)], list(columns) or [np.zeros(0, np.int64)], shape)
+
+
+def _replace_rows(matrix: sp.csr_matrix, shape: tuple[int, int], cleared: list[int],
+                  replacement: sp.csr_matrix) -> sp.csr_matrix:
+    """``matrix`` grown to ``shape``, rows ``cleared`` emptied, plus ``replacement``."""
+    grown = _pad(matrix, shape)
+    if cleared:
+        counts = np.diff(grown.indptr)
+        drop = np.zeros(shape[0], dtype=bool)
+        drop[cleared] = True
+        keep = ~np.repeat(drop, counts)
+        counts[drop] = 0
+        grown = sp.csr_matrix((grown.data[keep], grown.indices[keep], np.r_[0, np.cumsum(counts)]), shape=shape)
+    return (grown + replacement).tocsr()
+
+
+def _empty_view() -> TopologyView:
+    """The view of an empty topology (what the first real view is derived from)."""
+    empty = sp.csr_matrix((0, 0), dtype=np.float64)
+    return TopologyView(version=-1, entity_ids=[], passage_ids=[], prop_ids=[], entity_index={}, passage_index={},
+                        prop_index={}, states=empty, prop_entities=empty, synonyms=empty, adjacency=empty,
+                        degree=np.zeros(0), alive=np.zeros(0, dtype=bool), triple_ids=[], triple_index={},
+                        triple_ends=np.zeros((0, 2), np.int64), assertions=(np.zeros(0, np.int64),) * 2,
+                        extras={"cooccurrence": empty, "passage_entities": empty})
 
 
 @dataclass
@@ -130,6 +168,12 @@ class Topology:
         self.last_used = time.monotonic()
         self.refresh_ms = 0.0
         self._view: TopologyView | None = None
+        self._last: TopologyView = _empty_view()  # the newest view built: the next one is derived from it
+        self._added: set[int] = set()  # passages added since self._last
+        self._removed: set[int] = set()  # passages removed since self._last
+        self._born: set[int] = set()  # propositions alive now and not in self._last
+        self._dead: dict[int, np.ndarray] = {}  # propositions of self._last gone since, with their entities
+        self._synonyms_changed = False
         self._lock = threading.RLock()
 
     # ---- ids ----------------------------------------------------------------------
@@ -166,8 +210,10 @@ class Topology:
                 prop_idx.append(r)
                 if self.prop_refs.get(r, 0) == 0:
                     self.prop_entities[r] = np.unique(self._entities(entities))
+                    self._born.add(r)
                 self.prop_refs[r] = self.prop_refs.get(r, 0) + 1
             self.passage_props[p] = np.asarray(sorted(set(prop_idx)), dtype=np.int64)
+            self._added.add(p)
             asserted = []
             for triple_id, (subject, obj) in triples.get(pid, {}).items():
                 if subject and obj:
@@ -188,8 +234,14 @@ class Topology:
                 self.prop_refs[r] -= 1
                 if self.prop_refs[r] <= 0:
                     del self.prop_refs[r]
-                    self.prop_entities.pop(r, None)
+                    entities = self.prop_entities.pop(r)
+                    if r in self._born:
+                        self._born.discard(r)  # born after the last view: never in it
+                    else:
+                        self._dead.setdefault(r, entities)
                     gone.append(self.prop_ids[r])
+            self._added.discard(p)
+            self._removed.add(p)
             self.passage_triples.pop(p, None)
             self.nodes.evict(gone)
         self._view = None
@@ -200,6 +252,7 @@ class Topology:
         self.nodes.evict(entity_ids)
         if gone:
             self.synonyms = {pair: s for pair, s in self.synonyms.items() if pair[0] not in gone and pair[1] not in gone}
+            self._synonyms_changed = True
             self._view = None
 
     def set_synonyms(self, entity_ids: list[str], rows: list[dict]) -> None:
@@ -212,6 +265,7 @@ class Topology:
             a, b = self._entities((row["src"], row["dst"])).tolist()
             if a != b:
                 self.synonyms[(min(a, b), max(a, b))] = float(row["score"])
+        self._synonyms_changed = True
         self._view = None
 
     # ---- reading the store --------------------------------------------------------
@@ -272,44 +326,66 @@ class Topology:
             return self._view
 
     def _build(self) -> TopologyView:
+        """The next view, derived from the last one and the changes since: the rows of the
+        added and removed passages and propositions are replaced, and the co-occurrence
+        counts move by the born and dead propositions' own products. A change costs its size
+        plus the copies of the arrays (no Python loop over the tenant); the first view is
+        the same computation from an empty one."""
+        last = self._last
         n_e, n_p, n_r = len(self.entity_ids), len(self.passage_ids), len(self.prop_ids)
-        passages = list(self.passage_props)
-        states = _csr([np.full(len(self.passage_props[p]), p) for p in passages],
-                      [self.passage_props[p] for p in passages], (n_p, n_r))
-        props = list(self.prop_entities)
-        prop_entities = _csr([np.full(len(self.prop_entities[r]), r) for r in props],
-                             [self.prop_entities[r] for r in props], (n_r, n_e))
-        if self.synonyms:
-            pairs = np.asarray(list(self.synonyms), dtype=np.int64)
-            scores = np.asarray(list(self.synonyms.values()), dtype=np.float64)
-            synonyms = _csr([pairs[:, 0], pairs[:, 1]], [pairs[:, 1], pairs[:, 0]], (n_e, n_e),
-                            data=np.r_[scores, scores], binary=False)
-            synonyms.data = np.minimum(synonyms.data, 1.0)
+        born, dead = sorted(self._born), sorted(self._dead)
+        born_rows = _rows(born, [self.prop_entities[r] for r in born], (n_r, n_e))
+        dead_rows = _rows(dead, [self._dead[r] for r in dead], (n_r, n_e))
+        prop_entities = _replace_rows(last.prop_entities, (n_r, n_e), dead + born, born_rows)
+        cooccurrence = _pad(last.extras["cooccurrence"], (n_e, n_e)) \
+            - (dead_rows.T @ dead_rows).tocsr() + (born_rows.T @ born_rows).tocsr()  # diagonal included
+        cooccurrence.eliminate_zeros()
+        added, removed = sorted(self._added), sorted(self._removed)
+        added_states = _rows(added, [self.passage_props[p] for p in added], (n_p, n_r))
+        states = _replace_rows(last.states, (n_p, n_r), removed + added, added_states)
+        added_entities = (added_states @ prop_entities).tocsr()
+        added_entities.data[:] = 1.0
+        passage_entities = _replace_rows(last.extras["passage_entities"], (n_p, n_e), removed + added, added_entities)
+        if self._synonyms_changed or last.synonyms.shape != (n_e, n_e):
+            synonyms = self._synonym_matrix(n_e)
         else:
-            synonyms = sp.csr_matrix((n_e, n_e), dtype=np.float64)
-        passage_entities = (states @ prop_entities).tocsr()
-        passage_entities.data[:] = 1.0
-        cooccurrence = (prop_entities.T @ prop_entities).tocoo()
-        off = cooccurrence.row != cooccurrence.col
-        cooccurrence = sp.csr_matrix((cooccurrence.data[off], (cooccurrence.row[off], cooccurrence.col[off])),
-                                     shape=(n_e, n_e))
-        adjacency = sp.bmat([[cooccurrence + synonyms, passage_entities.T], [passage_entities, None]],
-                            format="csr", dtype=np.float64)
+            synonyms = last.synonyms
+        entity_block = cooccurrence - sp.diags(cooccurrence.diagonal()) + synonyms
+        entity_block.eliminate_zeros()
+        adjacency = sp.vstack([  # entities first; CSR stacking (about half of sp.bmat's time)
+            sp.hstack([entity_block, passage_entities.T.tocsr()], format="csr"),
+            sp.hstack([passage_entities, sp.csr_matrix((n_p, n_p))], format="csr")], format="csr", dtype=np.float64)
         alive = np.zeros(n_p, dtype=bool)
-        alive[passages] = True
+        alive[np.fromiter(self.passage_props, dtype=np.int64, count=len(self.passage_props))] = True
         asserting = [p for p, t in self.passage_triples.items() if len(t)]
-        triple_passages = np.concatenate([np.full(len(self.passage_triples[p]), p) for p in asserting]) \
-            if asserting else np.zeros(0, np.int64)
+        triple_passages = np.repeat(np.asarray(asserting, dtype=np.int64),
+                                    [len(self.passage_triples[p]) for p in asserting])
         triple_rows = np.concatenate([self.passage_triples[p] for p in asserting]) if asserting else np.zeros(0, np.int64)
-        ends = np.asarray([self.triple_ends[t] for t in range(len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)
-        return TopologyView(
+        seen = len(last.triple_ends)
+        ends = np.concatenate([last.triple_ends, np.asarray(
+            [self.triple_ends[t] for t in range(seen, len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)])
+        self._added, self._removed, self._born, self._dead = set(), set(), set(), {}
+        self._synonyms_changed = False
+        self._last = TopologyView(
             version=self.version, entity_ids=self.entity_ids, passage_ids=self.passage_ids, prop_ids=self.prop_ids,
             entity_index=self.entity_index, passage_index=self.passage_index, prop_index=self.prop_index,
             states=states, prop_entities=prop_entities, synonyms=synonyms, adjacency=adjacency,
             degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive,
             triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=ends,
             assertions=(triple_passages, triple_rows),
+            extras={"cooccurrence": cooccurrence, "passage_entities": passage_entities},
         )
+        return self._last
+
+    def _synonym_matrix(self, n_e: int) -> sp.csr_matrix:
+        """``(E, E)`` symmetric SYNONYM scores (capped at 1) from :attr:`synonyms`."""
+        if not self.synonyms:
+            return sp.csr_matrix((n_e, n_e), dtype=np.float64)
+        pairs = np.fromiter((x for pair in self.synonyms for x in pair), dtype=np.int64,
+                            count=2 * len(self.synonyms)).reshape(-1, 2)
+        scores = np.minimum(np.fromiter(self.synonyms.values(), dtype=np.float64, count=len(self.synonyms)), 1.0)
+        return sp.csr_matrix((np.r_[scores, scores], (np.r_[pairs[:, 0], pairs[:, 1]], np.r_[pairs[:, 1], pairs[:, 0]])),
+                             shape=(n_e, n_e))
 
     def edges(self) -> dict[tuple[str, str], float]:
         """The PPR graph's edges by id pairs ``{(a, b): weight}`` (a < b; for comparing two

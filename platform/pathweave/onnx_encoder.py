@@ -1,0 +1,112 @@
+"""The embedder's transformer as an ONNX Runtime session (CPU, float32).
+
+The packaged sentence-transformers model is exported once with ``torch.onnx.export`` from
+its local weights (nothing is downloaded) into ``<data_dir>/models/`` and then run by ONNX
+Runtime instead of PyTorch eager: same weights and arithmetic (cosine to the PyTorch vectors
+>= 0.99999), about half the time per forward pass for the short batches a query makes
+(all-MiniLM-L6-v2 on the 2-core machine: a 15-token query 8 vs 17 ms, three 40-token
+beam texts 25 vs 49 ms, best of 30). Only the transformer is exported; token ids come from
+the model's own tokenizer and mean pooling is applied here, so only models made of
+``Transformer -> mean Pooling [-> Normalize]`` qualify (:func:`supports`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+
+def supports(model) -> bool:
+    """Whether a ``SentenceTransformer`` is ``Transformer -> mean Pooling [-> Normalize]``
+    (what :class:`OnnxEncoder` reproduces) and onnxruntime is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("onnxruntime") is None:
+        return False
+    modules = list(model)
+    names = [type(module).__name__ for module in modules]
+    if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"]):
+        return False
+    return getattr(modules[1], "pooling_mode", None) == "mean"
+
+
+def _fingerprint(model_dir: Path) -> str:
+    """Short hash of the model directory's weight and config files (names, sizes, mtimes)."""
+    digest = hashlib.sha256()
+    for path in sorted(model_dir.rglob("*")):
+        if path.is_file() and path.suffix in {".safetensors", ".bin", ".json"}:
+            stat = path.stat()
+            digest.update(f"{path.relative_to(model_dir)}:{stat.st_size}:{int(stat.st_mtime)}".encode())
+    return digest.hexdigest()[:16]
+
+
+def export(model, model_dir: Path, cache_dir: Path) -> Path:
+    """The ONNX file of ``model``'s transformer (inputs ``input_ids``, ``attention_mask``,
+    ``token_type_ids`` of shape ``(batch, tokens)`` int64; output ``(batch, tokens, dim)``
+    float32), exported once per model version into ``cache_dir`` (written to a temporary name
+    and renamed, so concurrent processes never read a partial file). Returns its path.
+    Raises ``RuntimeError`` when torch cannot export the model."""
+    import torch
+
+    target = cache_dir / f"{model_dir.name}-{_fingerprint(model_dir)}.onnx"
+    if target.exists():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    transformer = model[0].auto_model
+
+    class _Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.transformer(input_ids=input_ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
+
+    sample = model.preprocess(["an example sentence"])
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    partial = target.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(_Hidden().eval(), tuple(sample[name] for name in names), str(partial),
+                              input_names=names, output_names=["last_hidden_state"],
+                              dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names + ["last_hidden_state"]},
+                              opset_version=17, dynamo=False)
+        os.replace(partial, target)
+    except Exception as exc:  # noqa: BLE001 - any exporter failure means: stay on torch
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"ONNX export of {model_dir} failed: {exc}") from exc
+    return target
+
+
+class OnnxEncoder:
+    """Mean-pooled token embeddings from an exported transformer (:func:`export`).
+
+    One intra-op thread per call: the :class:`~pathweave.embeddings.Embedder` runs several
+    calls at once on its own threads (ONNX Runtime releases the GIL), as it does with torch.
+    ``pool(features)`` -> ``(n, dim)`` float32, not normalized. Thread-safe.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.path = path
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [node.name for node in self.session.get_inputs()]
+
+    def pool(self, features: dict) -> np.ndarray:
+        """``features``: the tokenizer's tensors (``(n, tokens)``) -> ``(n, dim)`` float32 means
+        of the token states under the attention mask."""
+        feed = {name: np.ascontiguousarray(features[name].numpy(), dtype=np.int64) for name in self.inputs}
+        hidden = self.session.run(None, feed)[0]
+        mask = feed["attention_mask"][..., None].astype(np.float32)
+        return (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)

@@ -1,0 +1,47 @@
+"""The embedder's runtimes on the real packaged all-MiniLM-L6-v2: ONNX Runtime (the CPU
+default) gives PyTorch's vectors, exports once, and refuses what it cannot run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pathweave.embeddings import Embedder, default_model_path
+
+TEXTS = ["Who is the spouse of the director of Titanic (1997)?",
+         "James Cameron directed Titanic. He married Suzy Amis in 2000.",
+         "x", "The Vistula flows through Warsaw and Krakow into the Baltic Sea near Gdansk. " * 8]
+
+
+@pytest.fixture(scope="module")
+def torch_embedder():
+    return Embedder(default_model_path(), runtime="torch")
+
+
+def test_onnx_vectors_equal_torch_vectors_and_export_once(torch_embedder, tmp_path):
+    onnx = Embedder(default_model_path(), runtime="auto", onnx_dir=tmp_path)
+    assert onnx.runtime == "onnx" and torch_embedder.runtime == "torch"
+    exported = list(tmp_path.glob("*.onnx"))
+    assert len(exported) == 1
+    expected = torch_embedder.encode(TEXTS)
+    for batch in (TEXTS, TEXTS[:1], TEXTS[::-1]):
+        got = onnx.encode(batch)
+        assert got.shape == (len(batch), 384) and got.dtype == np.float32
+        want = expected[[TEXTS.index(t) for t in batch]]
+        assert np.all((got * want).sum(axis=1) > 0.9999)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    stamp = exported[0].stat().st_mtime_ns
+    again = Embedder(default_model_path(), runtime="onnx", onnx_dir=tmp_path)
+    assert again.runtime == "onnx" and list(tmp_path.glob("*")) == exported
+    assert exported[0].stat().st_mtime_ns == stamp  # reused, not exported again
+    assert again.encode([]).shape == (0, 384)
+
+
+def test_runtimes_that_cannot_run_are_refused_or_fall_back(tmp_path):
+    with pytest.raises(ValueError, match="unknown embedder runtime"):
+        Embedder(default_model_path(), runtime="tensorrt", onnx_dir=tmp_path)
+    with pytest.raises(ValueError, match="runtime onnx needs"):
+        Embedder(default_model_path(), precision="bfloat16", runtime="onnx", onnx_dir=tmp_path)
+    assert Embedder(default_model_path(), precision="bfloat16", runtime="auto", onnx_dir=tmp_path).runtime == "torch"
+    assert Embedder(default_model_path(), runtime="auto").runtime == "torch"  # nowhere to export to
+    assert not list(tmp_path.iterdir())
