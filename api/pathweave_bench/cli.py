@@ -22,11 +22,13 @@ def bench_scale(
                                                      "(default ../shared/bench/scale/2wikimultihopqa_corpus.json)."),
     out: Path = typer.Option(Path("bench-results"), help="Where scale.json goes."),
     limit: int = typer.Option(0, help="Only the first N questions (0 = all)."),
+    keep: Optional[Path] = typer.Option(None, help="Keep the benchmark's store in this new folder (tenant "
+                                        "'scale') instead of a removed temporary one, to query it again."),
 ) -> None:
     """Recall, latency, memory and freshness at 1x and with distractors (issue 10)."""
     from pathweave_bench.scale import run_scale
 
-    run_scale(data, distractors or None, out, limit)
+    run_scale(data, distractors or None, out, limit, keep)
 
 
 @bench_app.command("musique")

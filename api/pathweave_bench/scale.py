@@ -142,9 +142,12 @@ class QueryProcess:
             self.process.kill()
 
 
-def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0) -> dict:
+def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0,
+              keep: Path | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict. Ingestion runs in this
-    process, queries in a separate :class:`QueryProcess`."""
+    process, queries in a separate :class:`QueryProcess`. The store lives in a temporary
+    data dir, removed at the end, or in ``keep`` (must not exist yet; kept, server stopped).
+    Raises FileExistsError when ``keep`` exists."""
     from pathweave_ingest.console import run_ingest
 
     console = Console()
@@ -155,7 +158,9 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
     extra = [d for path in (distractors or default_distractors()) for d in json.loads(Path(path).read_text())]
     base_docs = [SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
     extra_docs = [SourceDocument(f"distractor#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(extra)]
-    workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-scale-"))
+    if keep is not None:
+        keep.mkdir(parents=True)  # FileExistsError: never ingest into an existing folder
+    workdir = keep or Path(tempfile.mkdtemp(prefix="pathweave-bench-scale-"))
     settings = get_settings().model_copy(update={"data_dir": workdir, "tenant": "scale"})
     results: dict = {"sizes": {}, "machine": machine_info(), "commit": git_commit(), "questions": len(questions)}
     queries: QueryProcess | None = None
@@ -188,7 +193,8 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
         if queries is not None:
             queries.close()
         server.stop(settings)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
     path = write_results(out, "scale.json", results)
     print_table(results, console)
     console.print(f"wrote {path}")
