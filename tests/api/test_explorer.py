@@ -52,6 +52,24 @@ def expected_graph(record: dict) -> tuple[set[str], set[str]]:
         n = f"{prefix.get(row['label'], 'entity')}:{row['id']}"
         nodes.add(n)
         edges.add(f"selected:query->{n}")
+    tree = record.get("tree")
+    if tree and tree["nodes"]:
+        edges.add(f"tree:query->tree:{tree['nodes'][0]['node_id']}")
+        for node in tree["nodes"]:
+            t = f"tree:{node['node_id']}"
+            nodes.add(t)
+            for hit in node["passages"]:
+                nodes.add(f"passage:{hit['passage_id']}")
+                edges.add(f"retrieved:{t}->passage:{hit['passage_id']}")
+            edges.update(f"child:{t}->tree:{child}" for child in node["children"])
+    answer = record.get("answer")
+    if answer:
+        nodes.add("answer")
+        edges.add("answered:query->answer")
+        for cited in answer["cited"]:
+            target = f"{'prop' if cited['label'] == 'Proposition' else 'passage'}:{cited['id']}"
+            nodes.add(target)
+            edges.add(f"cites:answer->{target}")
     return nodes, edges
 
 
@@ -124,8 +142,8 @@ def _ingest(base: str, headers: dict, docs: list[dict]) -> None:
         time.sleep(0.2)
 
 
-def _query(base: str, headers: dict, **body) -> dict:
-    response = httpx.post(f"{base}/v1/query", headers=headers, json=body, timeout=120)
+def _query(base: str, headers: dict, timeout: float = 120, **body) -> dict:
+    response = httpx.post(f"{base}/v1/query", headers=headers, json=body, timeout=timeout)
     assert response.status_code == 200, response.text
     record = httpx.get(f"{base}/v1/queries/{response.json()['query_id']}", headers=headers, timeout=60)
     assert record.status_code == 200, record.text
@@ -215,6 +233,31 @@ def test_explorer_draws_the_record(live, browser, docs):
     links = browser.execute_script(
         "return Array.from(document.querySelectorAll('#queries a')).map(a => a.getAttribute('href'))")
     assert f"/ui/queries/{record['query_id']}" in links
+
+
+def test_explorer_draws_the_answer_and_the_prunerag_tree(live, browser, docs, runtime, llm_client, monkeypatch):
+    """A PruneRAG query answered by the real local model server (0.5B): the tree's nodes,
+    their children and retrieved passages, and the answer with what it cites are drawn."""
+    base, _ = live
+    token, headers = _tenant(live)
+    _ingest(base, headers, docs["core"])
+    monkeypatch.setattr(runtime, "_llm", llm_client)
+    record = _query(base, headers, question="On which river is the city where Marie Curie was born?",
+                    mode="prunerag", k=3, timeout=900)  # several LLM calls on a CPU
+    assert record["tree"]["nodes"] and record["answer"] is not None
+    _open_with_key(browser, f"{base}/ui/queries/{record['query_id']}", token)
+    nodes = set(browser.execute_script("return window.cy.nodes().map(n => n.id())"))
+    edges = set(browser.execute_script("return window.cy.edges().map(e => e.id())"))
+    want_nodes, want_edges = expected_graph(record)
+    assert nodes == want_nodes and edges == want_edges
+    root = record["tree"]["nodes"][0]
+    assert {f"tree:{root['node_id']}", "answer"} <= nodes and f"tree:query->tree:{root['node_id']}" in edges
+    assert any(e.startswith("retrieved:") for e in edges)
+    shown = _panel(browser, f"tree:{root['node_id']}")
+    assert shown["kind"] == "PruneRAG node" and shown["text"].startswith(root["text"])
+    shown = _panel(browser, "answer")
+    assert shown["kind"] == "Answer"
+    assert shown["text"] == (record["answer"]["text"] or f"no answer: {record['answer']['error']}")
 
 
 def test_stored_text_is_never_html(live, browser):

@@ -108,6 +108,36 @@
       nodes.get(id).data.selected_weight = row.weight;
       edge("selected", q, id, "selected " + row.rank);
     }
+    const passageNode = (passageId, title) => {
+      const passage = passages[passageId] || {};
+      return node("passage:" + passageId, "passage", short(passage.title || title || passageId, 40),
+        { text: passage.text, ref: passageId, doc_id: passage.doc_id, doc_title: passage.doc_title, source: passage.source });
+    };
+    const tree = record.tree;  // PruneRAG (spec §4): sub-questions and entities, pruned by confidence
+    if (tree && tree.nodes && tree.nodes.length) {
+      for (const n of tree.nodes) {
+        const outcome = n.decision + (n.confidence != null ? " " + Number(n.confidence).toFixed(2) : "");
+        node("tree:" + n.node_id, "tree", short(n.text, 50) + " [" + outcome + "]",
+          { text: n.text + (n.answer ? "\n→ " + n.answer : "") + (n.error ? "\n(" + n.error + ")" : ""),
+            ref: n.node_id, decision: n.decision, confidence: n.confidence });
+        for (const hit of n.passages || []) edge("retrieved", "tree:" + n.node_id, passageNode(hit.passage_id, hit.title), "#" + hit.rank);
+      }
+      edge("tree", q, "tree:" + tree.nodes[0].node_id, "tree");
+      for (const n of tree.nodes) for (const child of n.children || []) edge("child", "tree:" + n.node_id, "tree:" + child, "");
+    }
+    const answer = record.answer;
+    if (answer) {
+      const a = node("answer", "answer", answer.text ? short(answer.text, 60) : "(no answer)",
+        { text: answer.text || ("no answer: " + (answer.error || "")), ref: answer.source,
+          extra: answer.llm_calls + " LLM calls · " + answer.prompt_tokens + " prompt tokens · " + answer.model });
+      edge("answered", q, a, "answer");
+      for (const cited of answer.cited || []) {
+        const target = cited.label === "Proposition"
+          ? node("prop:" + cited.id, "prop", short(texts[cited.id] || cited.id, 60), { text: texts[cited.id], ref: cited.id })
+          : passageNode(cited.id);
+        edge("cites", a, target, "cites");
+      }
+    }
     return { nodes: Array.from(nodes.values()), edges: Array.from(edges.values()) };
   }
 
@@ -120,6 +150,9 @@
     { selector: "node[kind = 'via']", style: { "background-color": "#d68910", "shape": "ellipse", "width": 12, "height": 12 } },
     { selector: "node[kind = 'passage']", style: { "background-color": "#229954", "shape": "rectangle" } },
     { selector: "node[kind = 'entity']", style: { "background-color": "#c0392b", "shape": "ellipse" } },
+    { selector: "node[kind = 'answer']", style: { "background-color": "#f1c40f", "shape": "hexagon", "width": 26, "height": 26 } },
+    { selector: "node[kind = 'tree']", style: { "background-color": "#5d6d7e", "shape": "vee" } },
+    { selector: "node[decision = 'dead'], node[decision = 'low_confidence']", style: { "opacity": 0.55 } },
     { selector: "node:selected", style: { "border-width": 3, "border-color": "#f1c40f" } },
     { selector: "edge", style: { "width": 1.5, "curve-style": "bezier", "target-arrow-shape": "triangle", "label": "data(label)",
       "font-size": 7, "line-color": "#999", "target-arrow-color": "#999", "text-rotation": "autorotate" } },
@@ -128,7 +161,8 @@
     { selector: "edge[kind = 'via']", style: { "line-color": "#f0b27a", "target-arrow-color": "#f0b27a" } },
   ];
 
-  const KINDS = { query: "Query", path: "Path", prop: "Proposition", via: "Linking entity", passage: "Passage", entity: "Entity" };
+  const KINDS = { query: "Query", path: "Path", prop: "Proposition", via: "Linking entity", passage: "Passage", entity: "Entity",
+    answer: "Answer", tree: "PruneRAG node" };
 
   function showNode(data) {
     $("panel-kind").textContent = KINDS[data.kind] || data.kind;
@@ -136,6 +170,8 @@
     $("panel-text").textContent = data.text == null ? "" : String(data.text);
     const extra = [];
     if (data.mode) extra.push("mode " + data.mode);
+    if (data.extra) extra.push(data.extra);
+    if (data.decision) extra.push(data.decision + (data.confidence != null ? " (confidence " + Number(data.confidence).toFixed(3) + ")" : ""));
     if (data.score != null) extra.push("score " + Number(data.score).toFixed(4));
     if (data.selected_rank != null) extra.push("selected #" + data.selected_rank + " (weight " + Number(data.selected_weight).toFixed(4) + ")");
     $("panel-extra").textContent = extra.join(" · ");
@@ -171,7 +207,8 @@
     cy.on("tap", "node", (event) => showNode(event.target.data()));
     showNode(cy.getElementById("query").data());
     setStatus((record.mode || "") + " · " + (record.paths || []).length + " paths · " + (record.selected || []).length +
-      " selected · " + cy.nodes().length + " nodes · " + cy.edges().length + " edges");
+      " selected" + (record.tree ? " · " + record.tree.nodes.length + " tree nodes, " + record.tree.llm_calls + " LLM calls" : "") +
+      " · " + cy.nodes().length + " nodes · " + cy.edges().length + " edges");
     setState("ready");
   }
 
