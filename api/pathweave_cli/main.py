@@ -3,7 +3,8 @@
 Owns the commands on the store and the documents: ``pathweave db start|stop|status``,
 ``pathweave ingest PATH [--extractor llm]``, ``pathweave query "…" [--answer] [--mode
 prunerag]``, ``pathweave demo``, ``pathweave config show``; mounts the managed model
-server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), the service
+server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), alias
+consolidation (:mod:`pathweave_cli.aliases`: ``aliases show|split``), the service
 commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``, ``keys``) and
 the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|qa|scale|api|select``).
 """
@@ -21,6 +22,7 @@ from rich.console import Console
 from pathweave.retrieval.modes import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
+from pathweave_cli.aliases import aliases_app
 from pathweave_cli.llm import llm_app
 from pathweave_ingest.console import console, print_result, run_ingest
 
@@ -244,6 +246,7 @@ app.command("explore")(service.explore)
 app.add_typer(service.keys_app, name="keys")
 app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
+app.add_typer(aliases_app, name="aliases")
 
 if __name__ == "__main__":
     app()

@@ -9,8 +9,15 @@ passages; entity-entity +1 per co-occurrence inside one proposition plus synonym
 cosine; passage-entity 1.0 for every entity of the passage's propositions) and the
 HippoRAG 2 baseline's graph (spec §2).
 
+Alias consolidation (spec §3, ``ALIAS_OF``): every alias entity is mapped onto its
+canonical entity when the matrices are built, so PPR, beam search and the HippoRAG 2
+graph see one node per alias group (its index and name are the canonical's; an alias
+keeps its index, with no edges). The incidence lists keep the entities as stated, so a
+split (or a removed group) needs no re-read.
+
 Every ingestion batch and every deletion records a ``GraphChange`` (passages added and
-removed, entities removed, entities whose synonyms were written; :meth:`GraphStore.record_change`).
+removed, entities removed, entities whose synonyms were written, entities whose alias
+edge changed; :meth:`GraphStore.record_change`).
 :meth:`Topology.refresh` applies the records after its version: it fetches the
 propositions, entities and triples of the added passages only, so a document is
 queryable right after its ingest and the cost of a refresh is the change's size, not the
@@ -61,7 +68,9 @@ class TopologyView:
     Shapes (E entities, P passages, R propositions, all ids ever seen by this topology;
     removed ones have no edges): ``states (P, R)``, ``prop_entities (R, E)`` binary CSR;
     ``synonyms (E, E)`` symmetric cosine scores; ``adjacency (E + P, E + P)`` the PPR
-    graph (entities first) with its weighted ``degree (E + P,)``; ``alive (P,)`` bool.
+    graph (entities first) with its weighted ``degree (E + P,)``; ``alive (P,)`` bool;
+    ``canonical (E,)`` the entity each entity stands for (its alias group's canonical, else
+    itself): the matrices use canonical entities only.
     """
 
     version: int
@@ -81,6 +90,7 @@ class TopologyView:
     triple_index: dict[str, int]
     triple_ends: np.ndarray  # (T, 2) subject and object entity of every triple seen
     assertions: tuple[np.ndarray, np.ndarray]  # (passage, triple) pairs of alive passages
+    canonical: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     extras: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -127,6 +137,7 @@ class Topology:
         self.triple_ends: dict[int, tuple[int, int]] = {}  # triple -> (subject, object) entities
         self.passage_triples: dict[int, np.ndarray] = {}  # alive passages -> triples they assert
         self.synonyms: dict[tuple[int, int], float] = {}  # (a, b), a < b
+        self.aliases: dict[int, int] = {}  # alias entity -> its canonical entity
         self.last_used = time.monotonic()
         self.refresh_ms = 0.0
         self._view: TopologyView | None = None
@@ -195,11 +206,12 @@ class Topology:
         self._view = None
 
     def remove_entities(self, entity_ids: list[str]) -> None:
-        """Drop the SYNONYM edges of deleted entities."""
+        """Drop the SYNONYM and ALIAS_OF edges of deleted entities."""
         gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
         self.nodes.evict(entity_ids)
         if gone:
             self.synonyms = {pair: s for pair, s in self.synonyms.items() if pair[0] not in gone and pair[1] not in gone}
+            self.aliases = {a: c for a, c in self.aliases.items() if a not in gone and c not in gone}
             self._view = None
 
     def set_synonyms(self, entity_ids: list[str], rows: list[dict]) -> None:
@@ -214,6 +226,23 @@ class Topology:
                 self.synonyms[(min(a, b), max(a, b))] = float(row["score"])
         self._view = None
 
+    def set_aliases(self, entity_ids: list[str], rows: list[dict]) -> None:
+        """Replace the alias edges leaving ``entity_ids`` by ``rows`` ``{alias, canonical}``
+        (statement ``topology_entity_aliases``: the current edges of those entities)."""
+        for e in self._entities(entity_ids).tolist():
+            self.aliases.pop(e, None)
+        for row in rows:
+            a, c = self._entities((row["alias"], row["canonical"])).tolist()
+            if a != c:
+                self.aliases[a] = c
+        self._view = None
+
+    def _read_aliases(self, store: GraphStore, entity_ids: list[str]) -> None:
+        rows = []
+        for start in range(0, len(entity_ids), FETCH_BATCH):
+            rows += store.run("topology_entity_aliases", ids=entity_ids[start:start + FETCH_BATCH])
+        self.set_aliases(entity_ids, rows)
+
     # ---- reading the store --------------------------------------------------------
     def _fetch_passages(self, store: GraphStore, passage_ids: list[str]) -> None:
         for start in range(0, len(passage_ids), FETCH_BATCH):
@@ -223,11 +252,12 @@ class Topology:
 
     def load(self, store: GraphStore) -> None:
         """Build from the store (ids only): every passage's propositions, entities and
-        triples, and every SYNONYM edge. The version is read first, so changes recorded
+        triples, every SYNONYM and every ALIAS_OF edge. The version is read first, so changes recorded
         meanwhile are applied again by the next :meth:`refresh` (applying is idempotent)."""
         version = store.graph_version()
         self._fetch_passages(store, [row["id"] for row in store.run("topology_passage_ids")])
         self.set_synonyms([], store.run("topology_synonyms"))
+        self.set_aliases([], store.run("topology_aliases"))
         self.version = version
 
     def refresh(self, store: GraphStore) -> bool:
@@ -258,6 +288,8 @@ class Topology:
                         for start in range(0, len(entities), FETCH_BATCH):
                             rows += store.run("topology_entity_synonyms", ids=entities[start:start + FETCH_BATCH])
                         self.set_synonyms(entities, rows)
+                    if change.get("aliases"):
+                        self._read_aliases(store, change["aliases"])
                     self.version = change["version"]
             self.refresh_ms = (time.perf_counter() - started) * 1000
             return True
@@ -271,22 +303,41 @@ class Topology:
                 self._view = self._build()
             return self._view
 
+    def _canonical(self, n_e: int) -> np.ndarray:
+        """``(E,)``: each entity's canonical entity (itself when it is no alias)."""
+        canonical = np.arange(n_e, dtype=np.int64)
+        if self.aliases:
+            aliases = np.fromiter(self.aliases, dtype=np.int64, count=len(self.aliases))
+            canonical[aliases] = np.fromiter(self.aliases.values(), dtype=np.int64, count=len(self.aliases))
+        return canonical
+
+    def _synonym_matrix(self, canonical: np.ndarray) -> sp.csr_matrix:
+        """``(E, E)`` symmetric SYNONYM cosines between canonical entities (the largest score
+        where several pairs of one alias group meet; none inside a group), at most 1."""
+        n_e = len(canonical)
+        if not self.synonyms:
+            return sp.csr_matrix((n_e, n_e), dtype=np.float64)
+        pairs = canonical[np.asarray(list(self.synonyms), dtype=np.int64)]
+        scores = np.asarray(list(self.synonyms.values()), dtype=np.float64)
+        keep = pairs[:, 0] != pairs[:, 1]
+        lo, hi = np.minimum(pairs[keep, 0], pairs[keep, 1]), np.maximum(pairs[keep, 0], pairs[keep, 1])
+        keys, scores = lo * n_e + hi, scores[keep]
+        order = np.lexsort((-scores, keys))
+        first = np.r_[True, keys[order][1:] != keys[order][:-1]] if len(order) else np.zeros(0, bool)
+        best = order[first]
+        a, b, s = lo[best], hi[best], np.minimum(scores[best], 1.0)
+        return _csr([a, b], [b, a], (n_e, n_e), data=np.r_[s, s], binary=False)
+
     def _build(self) -> TopologyView:
         n_e, n_p, n_r = len(self.entity_ids), len(self.passage_ids), len(self.prop_ids)
+        canonical = self._canonical(n_e)
         passages = list(self.passage_props)
         states = _csr([np.full(len(self.passage_props[p]), p) for p in passages],
                       [self.passage_props[p] for p in passages], (n_p, n_r))
         props = list(self.prop_entities)
         prop_entities = _csr([np.full(len(self.prop_entities[r]), r) for r in props],
-                             [self.prop_entities[r] for r in props], (n_r, n_e))
-        if self.synonyms:
-            pairs = np.asarray(list(self.synonyms), dtype=np.int64)
-            scores = np.asarray(list(self.synonyms.values()), dtype=np.float64)
-            synonyms = _csr([pairs[:, 0], pairs[:, 1]], [pairs[:, 1], pairs[:, 0]], (n_e, n_e),
-                            data=np.r_[scores, scores], binary=False)
-            synonyms.data = np.minimum(synonyms.data, 1.0)
-        else:
-            synonyms = sp.csr_matrix((n_e, n_e), dtype=np.float64)
+                             [canonical[self.prop_entities[r]] for r in props], (n_r, n_e))
+        synonyms = self._synonym_matrix(canonical)
         passage_entities = (states @ prop_entities).tocsr()
         passage_entities.data[:] = 1.0
         cooccurrence = (prop_entities.T @ prop_entities).tocoo()
@@ -301,14 +352,15 @@ class Topology:
         triple_passages = np.concatenate([np.full(len(self.passage_triples[p]), p) for p in asserting]) \
             if asserting else np.zeros(0, np.int64)
         triple_rows = np.concatenate([self.passage_triples[p] for p in asserting]) if asserting else np.zeros(0, np.int64)
-        ends = np.asarray([self.triple_ends[t] for t in range(len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)
+        ends = canonical[np.asarray([self.triple_ends[t] for t in range(len(self.triple_ids))],
+                                    dtype=np.int64).reshape(-1, 2)]
         return TopologyView(
             version=self.version, entity_ids=self.entity_ids, passage_ids=self.passage_ids, prop_ids=self.prop_ids,
             entity_index=self.entity_index, passage_index=self.passage_index, prop_index=self.prop_index,
             states=states, prop_entities=prop_entities, synonyms=synonyms, adjacency=adjacency,
             degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive,
             triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=ends,
-            assertions=(triple_passages, triple_rows),
+            assertions=(triple_passages, triple_rows), canonical=canonical,
         )
 
     def edges(self) -> dict[tuple[str, str], float]:
