@@ -88,3 +88,23 @@ UNWIND $ids AS id
 MATCH (a:Entity {entity_id: id})-[:ALIAS_OF]->(c:Entity)
 WHERE a.tenant = $tenant
 RETURN a.entity_id AS alias, c.entity_id AS canonical;
+
+// name: alias_tenant_entities
+// A page of the tenant's entities (id order) with normalized name and embedding (base64
+// float32): a whole-tenant consolidation pass reads them $limit at a time from $skip.
+MATCH (e:Entity) WHERE e.tenant = $tenant
+RETURN e.entity_id AS id, e.norm_name AS norm_name, e.vec AS vec
+ORDER BY id SKIP $skip LIMIT $limit;
+
+// name: alias_clear_tenant
+// Removes every ALIAS_OF edge of the tenant (split flags stay); returns the aliases released.
+MATCH (a:Entity)-[r:ALIAS_OF]->(:Entity)
+WHERE a.tenant = $tenant
+WITH a, r, a.entity_id AS id
+DELETE r
+RETURN id;
+
+// name: alias_canonical_count
+// Number of the tenant's entities that are no alias (what retrieval sees as distinct nodes).
+MATCH (e:Entity) WHERE e.tenant = $tenant AND NOT (e)-[:ALIAS_OF]->(:Entity)
+RETURN count(e) AS n;

@@ -278,6 +278,43 @@ def consolidate(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, name
     return changed
 
 
+def consolidate_tenant(store: GraphStore, params: AliasSettings, page: int = 2000,
+                       on_progress: Callable[[int], None] | None = None) -> list[str]:
+    """Layer 1 (and 2) over ALL the tenant's entities, ``page`` at a time in id order (as if
+    each page were an ingestion batch), recording the change once at the end. For a store
+    ingested with consolidation off, or after :func:`clear_tenant`. Returns the changed ids;
+    ``on_progress(entities_done)`` after each page."""
+    changed: set[str] = set()
+    skip = 0
+    while True:
+        rows = store.run("alias_tenant_entities", skip=skip, limit=page)
+        if not rows:
+            break
+        ids = [row["id"] for row in rows]
+        vectors = decode_vectors([row["vec"] for row in rows], store.dimensions)
+        changed |= set(consolidate(store, ids, vectors, {row["id"]: row["norm_name"] or "" for row in rows}, params))
+        skip += len(rows)
+        if on_progress:
+            on_progress(skip)
+    if changed:
+        store.record_change(aliases=sorted(changed))
+    return sorted(changed)
+
+
+def clear_tenant(store: GraphStore) -> list[str]:
+    """Remove every alias edge of the tenant (split flags stay) and record the change;
+    returns the aliases released."""
+    released = sorted({row["id"] for row in store.run("alias_clear_tenant")})
+    if released:
+        store.record_change(aliases=released)
+    return released
+
+
+def canonical_count(store: GraphStore) -> int:
+    """The tenant's entities that are no alias (the nodes retrieval sees)."""
+    return int(store.run("alias_canonical_count")[0]["n"])
+
+
 def groups_touching(run: Run, ids: Sequence[str]) -> dict[str, AliasGroup]:
     """The alias groups with a member among ``ids`` (read before the entities are removed)."""
     return current_groups(run, ids) if ids else {}
