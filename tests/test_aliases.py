@@ -15,8 +15,8 @@ from pathweave.text import normalize, stable_id
 from pathweave.topology import Topology
 from pathweave.vectors import decode_vectors, encode_vector
 from pathweave_cli.main import app
-from pathweave_ingest.aliases import (consolidate, describe_groups, merge_pairs, neighbour_count, numbers_agree,
-                                      split, union_find)
+from pathweave_ingest.aliases import (canonical_count, clear_tenant, consolidate, consolidate_tenant, describe_groups,
+                                      merge_pairs, neighbour_count, numbers_agree, split, union_find)
 from pathweave_ingest.jobs import delete_document
 from pathweave_ingest.loaders import SourceDocument
 
@@ -109,6 +109,33 @@ def test_union_find_groups_from_a_hand_made_pair_list_and_their_reversal_by_spli
     assert store.graph_version() == version and set(edges(store)) == {b}
 
 
+def test_with_in_database_knn_layer1_reads_the_knn_edges_written_for_the_batch(store):
+    # a backend declaring Capability.KNN (Neo4j + GDS) wrote SYNONYM edges by gds.knn: layer 1
+    # takes its neighbours from them (here deliberately unlike the vectors, which are orthogonal)
+    from dataclasses import replace
+
+    from pathweave.backends import Capability
+    from pathweave.store import GraphStore
+
+    vec = {"Kappa One": unit((0, 1.0)), "Kappa Uno": unit((1, 1.0)), "Lambda": unit((2, 1.0))}
+    ids = write_entities(store, vec)
+    store.write("upsert_synonyms", [{"src": min(ids["Kappa One"], ids["Kappa Uno"]),
+                                     "dst": max(ids["Kappa One"], ids["Kappa Uno"]), "score": 0.95},
+                                    {"src": min(ids["Kappa One"], ids["Lambda"]),
+                                     "dst": max(ids["Kappa One"], ids["Lambda"]), "score": 0.85}])
+    knn = GraphStore(store.driver, store.database,
+                     replace(store.backend, capabilities=store.backend.capabilities | {Capability.KNN}),
+                     store.tenant, store.batch_size, store.dimensions)
+    names = {i: normalize(n) for n, i in ids.items()}
+    order = list(ids.values())
+    assert consolidate(store, order, np.stack(list(vec.values())), names, AliasSettings(), (0.8, 100)) == []
+    changed = consolidate(knn, order, np.stack(list(vec.values())), names, AliasSettings(), (0.8, 100))
+    assert set(changed) == {ids["Kappa One"], ids["Kappa Uno"]} and len(edges(store)) == 1
+    # SYNONYM edges that cannot hold the pairs (threshold above 0.93): the vector index is asked
+    clear_tenant(store)
+    assert consolidate(knn, order, np.stack(list(vec.values())), names, AliasSettings(), (0.95, 100)) == []
+
+
 def test_layer2_kmeans_splits_a_chained_group(store):
     # four points 18 degrees apart: neighbours at cos 0.951, the ends at cos 0.588
     angles = np.radians([0, 18.2, 36.4, 54.6])
@@ -157,6 +184,24 @@ def test_ingest_writes_alias_groups_of_near_identical_names(ingested, store):
     done = runner.invoke(app, ["aliases", "split", "Obama", "--tenant", store.tenant])
     assert done.exit_code == 0 and "split off" in done.output
     assert not describe_groups(store, "obama")
+
+
+def test_a_whole_tenant_pass_rebuilds_the_groups_of_the_batches(ingested, store):
+    stored = edges(store)
+    counts = store.counts()
+    assert canonical_count(store) == counts["Entity"] - len(stored)
+    topology = Topology(store.tenant)
+    topology.refresh(store)
+    assert sorted(clear_tenant(store)) == sorted(stored) and edges(store) == {}
+    topology.refresh(store)
+    assert not (topology.view().canonical != np.arange(topology.view().n_entities)).any()
+    consolidate_tenant(store, AliasSettings(), page=4)  # pages of 4 entities, as small batches
+    assert {a: c for a, (c, _, _) in edges(store).items()} == {a: c for a, (c, _, _) in stored.items()}
+    topology.refresh(store)
+    fresh = Topology(store.tenant)
+    fresh.refresh(store)
+    assert (topology.view().canonical != np.arange(topology.view().n_entities)).sum() == len(stored)
+    assert topology.edges() == fresh.edges()
 
 
 def test_retrieval_sees_the_canonical_entity_of_a_merged_alias(ingested, store, embedder, settings):

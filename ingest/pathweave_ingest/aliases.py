@@ -171,27 +171,48 @@ def regroup(run: Run, groups: Iterable[Iterable[str]], method: str, dim: int) ->
     return write_groups(run, planned, released)
 
 
+def _neighbours(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, k: int, threshold: float,
+                synonyms: tuple[float, int] | None) -> list[dict]:
+    """Rows ``{src, dst, cosine}``: up to ``k`` of the tenant's entities nearest to each of
+    ``ids`` with cosine >= ``threshold``. On a backend with
+    :attr:`~pathweave.backends.Capability.KNN` whose SYNONYM edges for ``ids`` were just
+    written by ``gds.knn`` (``synonyms`` = their (threshold, max per entity), which must cover
+    ``threshold`` and ``k``) they are read from those edges; otherwise the Entity vector
+    index is asked (:func:`pathweave.backends.vector_knn`)."""
+    if Capability.KNN in store.backend.capabilities and synonyms and synonyms[0] <= threshold and synonyms[1] >= k:
+        by_source: dict[str, list[dict]] = {}
+        for start in range(0, len(ids), 1000):
+            for row in store.run("topology_entity_synonyms", ids=list(ids[start:start + 1000])):
+                if float(row["score"]) >= threshold:
+                    by_source.setdefault(row["src"], []).append(
+                        {"src": row["src"], "dst": row["dst"], "cosine": float(row["score"])})
+        return [h for hits in by_source.values() for h in sorted(hits, key=lambda h: -h["cosine"])[:k]]
+    return vector_knn(store, "Entity", list(ids), vectors, k, threshold)
+
+
 def candidate_pairs(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, names: dict[str, str],
-                    params: AliasSettings) -> list[tuple[str, str, float]]:
+                    params: AliasSettings, synonyms: tuple[float, int] | None = None) -> list[tuple[str, str, float]]:
     """Layer 1's pairs ``(a, b, cosine)`` (a < b) from the entities ``ids`` (``(n, d)``
-    L2-normalized ``vectors``, normalized ``names``) to the tenant's entities, through the
-    store's Entity vector index with k = :func:`neighbour_count` of the tenant's entity
-    count; split entities, short names and (``same_numbers``) names with other numbers left out."""
+    L2-normalized ``vectors``, normalized ``names``) to the tenant's entities: the k =
+    :func:`neighbour_count` (of the tenant's entity count) nearest with cosine >= the
+    threshold (:func:`_neighbours`); split entities, short names and (``same_numbers``)
+    names with other numbers left out."""
     eligible = [i for i, e in enumerate(ids) if alnum_count(names.get(e, "")) > 2]
     if not eligible:
         return []
     n = int(store.run("alias_entity_count")[0]["n"])
     k = neighbour_count(n, params.k_min, params.k_max)
-    hits = vector_knn(store, "Entity", [ids[i] for i in eligible], np.asarray(vectors)[eligible], k,
-                      params.threshold)
-    hits = [h for h in hits if h["dst"] != h["src"] and h["cosine"] >= params.threshold
-            and alnum_count(h["norm_name"]) > 2
-            and (not params.same_numbers or numbers_agree(names.get(h["src"], ""), h["norm_name"]))]
+    hits = [h for h in _neighbours(store, [ids[i] for i in eligible], np.asarray(vectors)[eligible], k,
+                                   params.threshold, synonyms)
+            if h["dst"] != h["src"] and h["cosine"] >= params.threshold]
     involved = sorted({h["src"] for h in hits} | {h["dst"] for h in hits})
-    split = {row["id"] for row in store.run("alias_entities", ids=involved) if row["split"]} if involved else set()
+    info = {row["id"]: row for row in store.run("alias_entities", ids=involved)} if involved else {}
     pairs: dict[tuple[str, str], float] = {}
     for h in hits:
-        if h["src"] in split or h["dst"] in split:
+        src, dst = info.get(h["src"]), info.get(h["dst"])
+        if src is None or dst is None or src["split"] or dst["split"] or alnum_count(dst["norm_name"] or "") <= 2:
+            continue
+        if params.same_numbers and not numbers_agree(src["norm_name"] or "", dst["norm_name"] or ""):
             continue
         key = (min(h["src"], h["dst"]), max(h["src"], h["dst"]))
         pairs[key] = max(pairs.get(key, 0.0), min(1.0, h["cosine"]))
@@ -263,15 +284,17 @@ def refine_loose_groups(store: GraphStore, params: AliasSettings) -> list[str]:
 
 
 def consolidate(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, names: dict[str, str],
-                params: AliasSettings) -> list[str]:
+                params: AliasSettings, synonyms: tuple[float, int] | None = None) -> list[str]:
     """Both layers after an ingestion batch for its new entities ``ids`` (``(n, d)``
-    L2-normalized ``vectors``, normalized ``names``); call after they are committed. Layer 1's
+    L2-normalized ``vectors``, normalized ``names``); call after they are committed (and
+    after their SYNONYM edges, whose (threshold, max per entity) ``synonyms`` names: on
+    Neo4j those are ``gds.knn``'s neighbours, :func:`_neighbours`). Layer 1's
     groups are written in one transaction; layer 2 runs when the tenant has more than
     ``params.kmeans_budget`` entities. Returns the entity ids whose ALIAS_OF edge may have
     changed (the change record's ``aliases``); nothing when ``params.enabled`` is off."""
     if not params.enabled or not len(ids):
         return []
-    pairs = candidate_pairs(store, ids, vectors, names, params)
+    pairs = candidate_pairs(store, ids, vectors, names, params, synonyms)
     changed = store.execute_write(lambda run: merge_pairs(run, pairs, store.dimensions)) if pairs else []
     if int(store.run("alias_entity_count")[0]["n"]) > params.kmeans_budget:
         changed = sorted(set(changed) | set(refine_loose_groups(store, params)))

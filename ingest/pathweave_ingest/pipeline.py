@@ -192,7 +192,8 @@ class Pipeline:
             report.synonym_edges = self._write_synonyms(new_entities)
             ids = list(new_entities)
             aliases = consolidate(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
-                                  {i: new_entities[i][0] for i in ids}, self.settings.aliases)
+                                  {i: new_entities[i][0] for i in ids}, self.settings.aliases,
+                                  (self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max))
             report.alias_changes = len(aliases)
         return list(new_entities), aliases
 

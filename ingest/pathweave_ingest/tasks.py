@@ -246,7 +246,8 @@ def repair_synonyms(store: GraphStore, settings, doc_ids: list[str]) -> int:
         ids, names = [row["id"] for row in rows], {row["id"]: row["norm_name"] for row in rows}
         written = write_synonyms(store, ids, vectors, names, settings.ingest.synonym_threshold,
                                  settings.ingest.synonym_max)
-        aliases = consolidate(store, ids, vectors, names, settings.aliases)
+        aliases = consolidate(store, ids, vectors, names, settings.aliases,
+                              (settings.ingest.synonym_threshold, settings.ingest.synonym_max))
     passages = [row["id"] for row in store.run("document_passage_ids", ids=doc_ids)]
     store.record_change(added=passages, entities=[row["id"] for row in rows], aliases=aliases)
     return written
