@@ -184,7 +184,8 @@ def ingest(
         f"{report.documents_new} new of {report.documents} documents ({report.documents_replaced} replaced, "
         f"{report.documents_removed} removed), {report.passages_new} passages, "
         f"{report.propositions_new} propositions, {report.entities_new} entities, {report.triples} triples, "
-        f"{report.synonym_edges} synonym edges in {report.seconds:.1f} s ({report.passages_per_s:.1f} passages/s)"
+        f"{report.synonym_edges} synonym edges, {report.alias_changes} alias changes in {report.seconds:.1f} s "
+        f"({report.passages_per_s:.1f} passages/s)"
     )
     if report.errors and not report.documents_new and not report.documents:
         raise typer.Exit(1)
