@@ -40,8 +40,13 @@ def consolidation_figures(retriever: Retriever, questions: list[dict], params: A
     before = evaluate(retriever, questions, "proprag", console)
     started = time.perf_counter()
     with progress_bar() as progress:
-        task = progress.add_task("alias consolidation", total=entities)
-        consolidate_tenant(store, params, on_progress=lambda done: progress.update(task, completed=done))
+        task = progress.add_task("alias consolidation", total=entities, rate="")
+
+        def advance(done: int) -> None:
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            progress.update(task, completed=done, rate=f"{rate:.0f} entities/s")
+
+        consolidate_tenant(store, params, on_progress=advance)
     seconds = time.perf_counter() - started
     after_entities = canonical_count(store)
     after = evaluate(retriever, questions, "proprag", console)
