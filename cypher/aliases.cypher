@@ -11,13 +11,13 @@ MATCH (e:Entity) WHERE e.tenant = $tenant
 RETURN count(e) AS n;
 
 // name: alias_entities
-// Name, normalized name, embedding (base64 float32, pathweave.vectors), split flag and
+// Name, normalized name, type, embedding (base64 float32, pathweave.vectors), split flag and
 // current canonical (null when the entity is no alias) of the entities $ids.
 UNWIND $ids AS id
 MATCH (e:Entity {entity_id: id})
 WHERE e.tenant = $tenant
 OPTIONAL MATCH (e)-[:ALIAS_OF]->(c:Entity)
-RETURN e.entity_id AS id, e.name AS name, e.norm_name AS norm_name, e.vec AS vec,
+RETURN e.entity_id AS id, e.name AS name, e.norm_name AS norm_name, e.type AS type, e.vec AS vec,
        coalesce(e.alias_split, false) AS split, c.entity_id AS canonical;
 
 // name: alias_members

@@ -49,12 +49,13 @@ def entity_id(store, name: str) -> str:
     return stable_id("entity", store.tenant, normalize(name))
 
 
-def write_entities(store, vectors: dict[str, np.ndarray]) -> dict[str, str]:
-    """Entities named by the keys of ``vectors`` (hand-made embeddings); returns name -> id."""
+def write_entities(store, vectors: dict[str, np.ndarray], types: dict[str, str] | None = None) -> dict[str, str]:
+    """Entities named by the keys of ``vectors`` (hand-made embeddings; type ORG unless
+    ``types`` says otherwise); returns name -> id."""
     ids = {name: entity_id(store, name) for name in vectors}
     store.write("upsert_entities", [{"entity_id": ids[n], "tenant": store.tenant, "name": n, "norm_name": normalize(n),
-                                     "type": "ORG", "embedding": v.tolist(), "vec": encode_vector(v)}
-                                    for n, v in vectors.items()])
+                                     "type": (types or {}).get(n, "ORG"), "embedding": v.tolist(),
+                                     "vec": encode_vector(v)} for n, v in vectors.items()])
     return ids
 
 
@@ -134,6 +135,18 @@ def test_with_in_database_knn_layer1_reads_the_knn_edges_written_for_the_batch(s
     # SYNONYM edges that cannot hold the pairs (threshold above 0.93): the vector index is asked
     clear_tenant(store)
     assert consolidate(knn, order, np.stack(list(vec.values())), names, AliasSettings(), (0.95, 100)) == []
+
+
+def test_dates_and_names_with_other_numbers_are_never_merged(store):
+    near = lambda i: unit((0, 1.0), (1, 0.05 * i))  # noqa: E731 - cosines >= 0.99 between all
+    vec = {"February 1999": near(0), "June 1999": near(1), "Route 95": near(2), "Route 93": near(3),
+           "Acme Corp": near(4), "Acme Corporation": near(5)}
+    ids = write_entities(store, vec, {"February 1999": "DATE", "June 1999": "DATE"})
+    consolidate(store, list(ids.values()), np.stack(list(vec.values())), {i: normalize(n) for n, i in ids.items()},
+                AliasSettings())
+    groups = {frozenset((alias, canonical)) for alias, (canonical, _, _) in edges(store).items()}
+    # Acme Corp(oration) joins no date and no route: the routes' numbers differ, dates are skipped
+    assert groups == {frozenset((ids["Acme Corp"], ids["Acme Corporation"]))}
 
 
 def test_layer2_kmeans_splits_a_chained_group(store):

@@ -20,8 +20,9 @@ edges only. The query processes' topologies map aliases onto their canonical
   scikit-learn) with the smallest k that leaves every member within the threshold of its
   cluster's medoid.
 
-Entities a person split off (``alias_split``), names with <= 2 alphanumeric characters and,
-by default, pairs whose names hold different numbers are never merged automatically.
+Entities a person split off (``alias_split``), names with <= 2 alphanumeric characters,
+dates (``skip_types``) and, by default, pairs whose names hold different numbers are never
+merged automatically.
 Statements: ``cypher/aliases.cypher``.
 """
 
@@ -195,8 +196,8 @@ def candidate_pairs(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, 
     """Layer 1's pairs ``(a, b, cosine)`` (a < b) from the entities ``ids`` (``(n, d)``
     L2-normalized ``vectors``, normalized ``names``) to the tenant's entities: the k =
     :func:`neighbour_count` (of the tenant's entity count) nearest with cosine >= the
-    threshold (:func:`_neighbours`); split entities, short names and (``same_numbers``)
-    names with other numbers left out."""
+    threshold (:func:`_neighbours`); split entities, short names, entities of ``skip_types``
+    (dates) and (``same_numbers``) names with other numbers left out."""
     eligible = [i for i, e in enumerate(ids) if alnum_count(names.get(e, "")) > 2]
     if not eligible:
         return []
@@ -210,7 +211,8 @@ def candidate_pairs(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, 
     pairs: dict[tuple[str, str], float] = {}
     for h in hits:
         src, dst = info.get(h["src"]), info.get(h["dst"])
-        if src is None or dst is None or src["split"] or dst["split"] or alnum_count(dst["norm_name"] or "") <= 2:
+        if src is None or dst is None or src["split"] or dst["split"] or alnum_count(dst["norm_name"] or "") <= 2 \
+                or src["type"] in params.skipped_types or dst["type"] in params.skipped_types:
             continue
         if params.same_numbers and not numbers_agree(src["norm_name"] or "", dst["norm_name"] or ""):
             continue
