@@ -189,22 +189,6 @@ MATCH (e:Entity) WHERE e.entity_id IN $entity_ids AND e.tenant = $tenant
   AND NOT EXISTS { MATCH (e)-[r:RELATES]-() WHERE NOT r.triple_id IN $triple_ids }
 RETURN e.entity_id AS id;
 
-// name: delete_doc_alias_anchored
-// Orphans in an alias group (ALIAS_OF, either direction, via the canonical) with a member
-// that stays: they are kept so the alias group stays consistent.
-MATCH (e:Entity)-[:ALIAS_OF*1..2]-(m:Entity)
-WHERE e.entity_id IN $orphan_ids AND e.tenant = $tenant AND NOT m.entity_id IN $orphan_ids
-RETURN DISTINCT e.entity_id AS id;
-
-// name: link_alias
-// Entity $alias is an alias of entity $canonical (alias consolidation writes these; the
-// deletion above keeps such groups consistent, and the API tests build one with it).
-MATCH (a:Entity {entity_id: $alias}), (b:Entity {entity_id: $canonical})
-WHERE a.tenant = $tenant AND b.tenant = $tenant
-MERGE (a)-[r:ALIAS_OF]->(b)
-ON CREATE SET r.score = $score, r.method = $method
-RETURN count(r) AS n;
-
 // name: delete_doc_relates
 // The RELATES edges of the removed triples. rows: {triple_id, subject_id}
 UNWIND $rows AS row

@@ -9,14 +9,16 @@
 // Bumps the tenant's graph version and records what this version changed, so that
 // in-process topologies apply the change instead of re-reading the tenant. $added /
 // $removed: passage ids written / deleted; $removed_entities: entity ids deleted;
-// $entities: entity ids whose SYNONYM edges were (re)written. Run in a write transaction.
+// $entities: entity ids whose SYNONYM edges were (re)written; $aliases: entity ids whose
+// ALIAS_OF edge was written or removed (cypher/aliases.cypher). Run in a write transaction.
 MERGE (m:Meta {meta_id: $meta_id})
 ON CREATE SET m.tenant = $tenant, m.version = 0
 SET m.version = m.version + 1
 WITH m
 CREATE (c:GraphChange {change_id: $meta_id + ':' + toString(m.version), tenant: $tenant,
                        version: m.version, added: $added, removed: $removed,
-                       removed_entities: $removed_entities, entities: $entities})
+                       removed_entities: $removed_entities, entities: $entities,
+                       aliases: $aliases})
 RETURN m.version AS version;
 
 // name: prune_graph_changes
@@ -30,7 +32,7 @@ RETURN count(*) AS n;
 // The change records after version $since, oldest first.
 MATCH (c:GraphChange) WHERE c.tenant = $tenant AND c.version > $since
 RETURN c.version AS version, c.added AS added, c.removed AS removed,
-       c.removed_entities AS removed_entities, c.entities AS entities
+       c.removed_entities AS removed_entities, c.entities AS entities, c.aliases AS aliases
 ORDER BY version;
 
 // name: topology_passage_ids

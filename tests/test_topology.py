@@ -186,8 +186,8 @@ def _same_view(a: Topology, b: Topology) -> None:
 
 def test_each_view_derived_from_the_last_equals_a_view_built_at_once():
     """Views derived change by change (passages added, removed, re-added; a proposition
-    shared by two passages; one that dies and is born again; synonyms replaced) equal a
-    topology built at once from the final state."""
+    shared by two passages; one that dies and is born again; synonyms replaced; alias
+    groups formed and split) equal a topology built at once from the final state."""
     corpus = {
         "p1": {"r1": ["a", "b"], "r2": ["b", "c"]},
         "p2": {"r2": ["b", "c"], "r3": ["c", "d", "e"]},
@@ -197,9 +197,11 @@ def test_each_view_derived_from_the_last_equals_a_view_built_at_once():
     topology = Topology("t")
     steps = [("add", ["p1", "p2"]), ("view", None), ("add", ["p3"]), ("syn", [("a", "d", 0.9), ("c", "f", 0.85)]),
              ("view", None), ("remove", ["p1"]), ("view", None), ("remove", ["p2"]), ("add", ["p1", "p4"]),
-             ("view", None), ("syn", [("a", "e", 0.95)]), ("remove", ["p3"]), ("add", ["p2"]), ("view", None)]
+             ("view", None), ("alias", {"e": "f", "c": "a"}), ("view", None), ("syn", [("a", "e", 0.95)]),
+             ("remove", ["p3"]), ("add", ["p2"]), ("view", None), ("alias", {"c": None, "d": "b"}), ("view", None)]
     alive: set[str] = set()
     synonyms: dict[tuple[str, str], float] = {}
+    aliases: dict[str, str] = {}
     for action, arg in steps:
         if action == "add":
             topology.add_passages(*_rows({p: corpus[p] for p in arg}), arg)
@@ -207,6 +209,10 @@ def test_each_view_derived_from_the_last_equals_a_view_built_at_once():
         elif action == "remove":
             topology.remove_passages(arg)
             alive -= set(arg)
+        elif action == "alias":
+            topology.set_aliases(sorted(arg), [{"alias": a, "canonical": c} for a, c in arg.items() if c])
+            aliases.update(arg)
+            aliases = {a: c for a, c in aliases.items() if c}
         elif action == "syn":
             rows = [{"src": x, "dst": y, "score": w} for x, y, w in arg]
             topology.set_synonyms(sorted({x for x, _, _ in arg}), rows)
@@ -217,5 +223,8 @@ def test_each_view_derived_from_the_last_equals_a_view_built_at_once():
             reference = Topology("t")
             reference.add_passages(*_rows({p: corpus[p] for p in sorted(alive)}), sorted(alive))
             reference.set_synonyms([], [{"src": x, "dst": y, "score": w} for (x, y), w in synonyms.items()])
+            reference.set_aliases([], [{"alias": a, "canonical": c} for a, c in aliases.items()])
             _same_view(topology, reference)
+            assert {topology.entity_ids[e]: topology.entity_ids[c] for e, c in enumerate(topology.view().canonical)
+                    if e != c} == {a: c for a, c in aliases.items() if a in topology.entity_index}
     assert topology.view().adjacency.nnz > 0

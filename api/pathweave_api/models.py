@@ -207,7 +207,7 @@ class RemovedCounts(BaseModel):
     propositions: int
     triples: int
     entities: int
-    entities_kept_for_aliases: int
+    alias_groups_repaired: int  # alias groups that lost entities (new medoid or dissolved)
     relations: int
 
 
@@ -216,7 +216,7 @@ class DeleteResponse(BaseModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c",
-        "removed": {"passages": 3, "propositions": 6, "triples": 4, "entities": 2, "entities_kept_for_aliases": 0,
+        "removed": {"passages": 3, "propositions": 6, "triples": 4, "entities": 2, "alias_groups_repaired": 0,
                     "relations": 1}}]})
 
     doc_id: str

@@ -3,7 +3,8 @@
 Owns the commands on the store and the documents: ``pathweave db start|stop|status``,
 ``pathweave ingest PATH [--extractor llm]``, ``pathweave query "…" [--answer] [--mode
 prunerag]``, ``pathweave demo``, ``pathweave config show``; mounts the managed model
-server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), the service
+server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), alias
+consolidation (:mod:`pathweave_cli.aliases`: ``aliases show|split``), the service
 commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``, ``keys``) and
 the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|qa|scale|api|select``).
 """
@@ -21,6 +22,7 @@ from rich.console import Console
 from pathweave.retrieval.modes import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
+from pathweave_cli.aliases import aliases_app
 from pathweave_cli.llm import llm_app
 from pathweave_ingest.console import console, print_result, run_ingest
 
@@ -182,7 +184,8 @@ def ingest(
         f"{report.documents_new} new of {report.documents} documents ({report.documents_replaced} replaced, "
         f"{report.documents_removed} removed), {report.passages_new} passages, "
         f"{report.propositions_new} propositions, {report.entities_new} entities, {report.triples} triples, "
-        f"{report.synonym_edges} synonym edges in {report.seconds:.1f} s ({report.passages_per_s:.1f} passages/s)"
+        f"{report.synonym_edges} synonym edges, {report.alias_changes} alias changes in {report.seconds:.1f} s "
+        f"({report.passages_per_s:.1f} passages/s)"
     )
     if report.errors and not report.documents_new and not report.documents:
         raise typer.Exit(1)
@@ -244,6 +247,7 @@ app.command("explore")(service.explore)
 app.add_typer(service.keys_app, name="keys")
 app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
+app.add_typer(aliases_app, name="aliases")
 
 if __name__ == "__main__":
     app()

@@ -23,9 +23,9 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pathweave.cypher import statement
 from pathweave.store import GraphStore
 from pathweave.text import stable_id
+from pathweave_ingest.aliases import groups_touching, repair_after_removal
 from pathweave_ingest.loaders import SourceDocument
 
 
@@ -50,21 +50,25 @@ def document_id(tenant: str, doc: SourceDocument) -> str:
 class DocumentChange:
     """What one change did: documents removed (``removed_doc_ids``), the ids of the
     passages and entities that left the graph, the passages the write step added, the
-    removed counts by kind and the graph version after the single bump (None when
+    entities whose alias edge changed, the removed counts by kind (and the alias groups
+    that lost members) and the graph version after the single bump (None when
     nothing changed and the version was not bumped)."""
 
     removed_doc_ids: list[str] = field(default_factory=list)
     removed_passage_ids: list[str] = field(default_factory=list)
     removed_entity_ids: list[str] = field(default_factory=list)
     added_passage_ids: list[str] = field(default_factory=list)
+    alias_entity_ids: list[str] = field(default_factory=list)  # ALIAS_OF edge changed (removal or write)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("passages", "propositions", "triples", "entities", "entities_kept_for_aliases", "relations"), 0))
+        ("passages", "propositions", "triples", "entities", "alias_groups_repaired", "relations"), 0))
     version: int | None = None
 
 
 def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_status: Collection[str],
-                change: DocumentChange) -> None:
-    """Remove one document inside the caller's transaction (``run(name, **params)``)."""
+                change: DocumentChange, dimensions: int) -> None:
+    """Remove one document inside the caller's transaction (``run(name, **params)``); the
+    alias groups that lose entities get the medoid of their remaining members
+    (:func:`pathweave_ingest.aliases.repair_after_removal`, ``dimensions``-d vectors)."""
     passage_ids = [r["id"] for r in run("delete_doc_passages", doc_id=doc_id)]
     prop_ids = [r["id"] for r in run("delete_doc_propositions", passage_ids=passage_ids)] if passage_ids else []
     triples = run("delete_doc_triples", passage_ids=passage_ids) if passage_ids else []
@@ -75,14 +79,14 @@ def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_stat
     candidates.update(t[k] for t in triples for k in ("subject_id", "object_id") if t[k])
     orphans = [r["id"] for r in run("delete_doc_orphan_entities", entity_ids=sorted(candidates),
                                     source_ids=source_ids, triple_ids=triple_ids)] if candidates else []
-    anchored = {r["id"] for r in run("delete_doc_alias_anchored", orphan_ids=orphans)} if orphans else set()
-    entity_ids = [e for e in orphans if e not in anchored]
+    groups = groups_touching(run, orphans)
     if triples:
         run("delete_doc_relates", rows=[{"triple_id": t["id"], "subject_id": t["subject_id"]} for t in triples])
     removed_triples = [r["id"] for r in run("delete_triples_by_id", ids=triple_ids)] if triple_ids else []
     removed_props = [r["id"] for r in run("delete_propositions_by_id", ids=prop_ids)] if prop_ids else []
     removed_passages = [r["id"] for r in run("delete_passages_by_id", ids=passage_ids)] if passage_ids else []
-    removed_entities = [r["id"] for r in run("delete_entities_by_id", ids=entity_ids)] if entity_ids else []
+    removed_entities = [r["id"] for r in run("delete_entities_by_id", ids=orphans)] if orphans else []
+    change.alias_entity_ids.extend(repair_after_removal(run, groups, removed_entities, dimensions))
     relation_ids = sorted({t["relation_id"] for t in triples if t["relation_id"]})
     relations = run("delete_orphan_relations", relation_ids=relation_ids) if relation_ids else []
     run("delete_document_node", doc_id=doc_id)
@@ -93,25 +97,25 @@ def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_stat
     change.removed_entity_ids.extend(removed_entities)
     for key, value in (("passages", len(removed_passages)), ("propositions", len(removed_props)),
                        ("triples", len(removed_triples)), ("entities", len(removed_entities)),
-                       ("entities_kept_for_aliases", len(anchored)),
+                       ("alias_groups_repaired", len(groups)),
                        ("relations", int(relations[0]["n"]) if relations else 0)):
         change.counts[key] += value
 
 
 def commit_document_change(store: GraphStore, remove: Iterable[str] = (),
-                           write: Callable[[], tuple[list[str], list[str]] | None] | None = None,
+                           write: Callable[[], tuple[list[str], list[str], list[str]] | None] | None = None,
                            keep_status: Collection[str] = ()) -> DocumentChange:
     """Remove the documents ``remove`` (ids of the store's tenant; unknown ids are
-    skipped), then run ``write`` (returns the ids of the passages it wrote and of the
-    entities whose synonyms it wrote, when it changed the graph; None when it wrote
-    nothing), then bump the tenant's graph version ONCE if anything was removed or
+    skipped), then run ``write`` (returns the ids of the passages it wrote, of the
+    entities whose synonyms it wrote and of those whose alias edge it changed, when it
+    changed the graph; None when it wrote nothing), then bump the tenant's graph version ONCE if anything was removed or
     written, recording the change (:meth:`~pathweave.store.GraphStore.record_change`:
     passages added, passages and entities removed) for the query processes' topologies.
 
     Removal of a document: its passages (unless another document shares them), the
     propositions and triples only they state/assert (with their RELATES edges), the
-    entities nothing else mentions or relates (kept when an alias group member stays,
-    so ALIAS_OF never dangles), relations no triple uses any more, the document node
+    entities nothing else mentions or relates (an alias group that loses its canonical gets
+    the medoid of the remaining members; one left alone leaves the group), relations no triple uses any more, the document node
     and, unless its id is in ``keep_status`` (a replacement in flight), its status node. All
     removals run in ONE write transaction (all or nothing); ``write`` runs after it
     commits (its own transactions). An exception from ``write`` propagates after the
@@ -122,21 +126,16 @@ def commit_document_change(store: GraphStore, remove: Iterable[str] = (),
     change = DocumentChange()
     doc_ids = list(dict.fromkeys(remove))
     if doc_ids:
-        def work(tx):
+        def work(run):
             change.__init__()  # a retried transaction starts over
-
-            def run(name: str, **params: Any) -> list[dict[str, Any]]:
-                return [r.data() for r in tx.run(statement(name), {"tenant": store.tenant, **params})]
-
             present = {r["id"] for r in run("existing_document_hashes", ids=doc_ids)}
             for doc_id in doc_ids:
                 if doc_id in present:
-                    _remove_one(run, doc_id, keep_status, change)
+                    _remove_one(run, doc_id, keep_status, change, store.dimensions)
                 elif doc_id not in keep_status:
                     run("delete_document_status", doc_id=doc_id)
 
-        with store.driver.session(database=store.database) as session:
-            session.execute_write(work)
+        store.execute_write(work)
     written = None
     try:
         if write is not None:
@@ -144,7 +143,9 @@ def commit_document_change(store: GraphStore, remove: Iterable[str] = (),
             change.added_passage_ids = list(written[0]) if written else []
     finally:
         if change.removed_doc_ids or written is not None:
+            change.alias_entity_ids += list(written[2]) if written else []
             change.version = store.record_change(
                 added=change.added_passage_ids, removed=change.removed_passage_ids,
-                removed_entities=change.removed_entity_ids, entities=list(written[1]) if written else [])
+                removed_entities=change.removed_entity_ids, entities=list(written[1]) if written else [],
+                aliases=sorted(set(change.alias_entity_ids)))
     return change

@@ -197,8 +197,8 @@ class DocumentBusy(RuntimeError):
 def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
     """Delete a document: its passages (unless shared with another document), the
     propositions and triples only they state/assert (with their RELATES edges), the
-    entities nothing else mentions or relates (kept when an alias group member
-    stays, so ALIAS_OF never dangles), relations no triple uses any more, the
+    entities nothing else mentions or relates (alias groups that lose one get the medoid
+    of their remaining members), relations no triple uses any more, the
     document and its status. One write transaction; the graph version is bumped once
     (both through :func:`pathweave_ingest.documents.commit_document_change`).
 

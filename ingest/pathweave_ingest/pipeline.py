@@ -38,6 +38,7 @@ from pathweave.backends import Capability
 from pathweave.retrieval.hipporag import fact_text
 from pathweave.vectors import encode_vector
 from pathweave_ingest.synonyms import write_synonyms
+from pathweave_ingest.aliases import consolidate
 
 
 @dataclass
@@ -53,6 +54,7 @@ class IngestReport:
     entities_new: int = 0
     triples: int = 0
     synonym_edges: int = 0
+    alias_changes: int = 0  # entities whose ALIAS_OF edge changed (alias consolidation, spec §3)
     errors: list[LoadError] = field(default_factory=list)
     seconds: float = 0.0
     passage_ids: list[str] = field(default_factory=list, repr=False)  # written (new or not), for the change record
@@ -134,10 +136,10 @@ class Pipeline:
                 replace.append(doc_id)
         gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
 
-        def write() -> tuple[list[str], list[str]] | None:
-            entities = self._write_documents(todo, len(unique) - len(todo), report, on_progress)
-            if report.documents_new or report.synonym_edges:
-                return list(dict.fromkeys(report.passage_ids)), entities
+        def write() -> tuple[list[str], list[str], list[str]] | None:
+            entities, aliases = self._write_documents(todo, len(unique) - len(todo), report, on_progress)
+            if report.documents_new or report.synonym_edges or aliases:
+                return list(dict.fromkeys(report.passage_ids)), entities, aliases
             return None
 
         change = commit_document_change(self.store, replace + gone, write, keep_status=set(replace))
@@ -148,9 +150,11 @@ class Pipeline:
         return report
 
     def _write_documents(self, todo: list[tuple[str, SourceDocument]], done: int, report: IngestReport,
-                         on_progress: Callable[[int, int], None] | None) -> list[str]:
-        """Chunk, extract, embed and write ``todo`` (groups in flight) and the synonymy edges;
-        returns the ids of the new entities (whose synonyms were written)."""
+                         on_progress: Callable[[int, int], None] | None) -> tuple[list[str], list[str]]:
+        """Chunk, extract, embed and write ``todo`` (groups in flight), the synonymy edges and
+        the alias groups of the new entities (:func:`pathweave_ingest.aliases.consolidate`);
+        returns the ids of the new entities (whose synonyms were written) and of the entities
+        whose alias edge changed."""
         new_entities: dict[str, tuple[str, np.ndarray]] = {}
         if on_progress:
             on_progress(done, 0)
@@ -183,9 +187,15 @@ class Pipeline:
                     self._count(report, batch, embedded, new_entities, 1)
                 except Exception as exc:  # noqa: BLE001
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
+        aliases: list[str] = []
         if new_entities:
             report.synonym_edges = self._write_synonyms(new_entities)
-        return list(new_entities)
+            ids = list(new_entities)
+            aliases = consolidate(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
+                                  {i: new_entities[i][0] for i in ids}, self.settings.aliases,
+                                  (self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max))
+            report.alias_changes = len(aliases)
+        return list(new_entities), aliases
 
     def _write(self, group, prepared):
         """Writer thread: one transaction for the group; returns (group, prepared, error)."""

@@ -232,20 +232,24 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
 
 def repair_synonyms(store: GraphStore, settings, doc_ids: list[str]) -> int:
     """Finish what an attempt that died after writing the documents ``doc_ids`` left undone:
-    the synonymy edges of their entities (through the vector index; idempotent MERGE) and the
-    graph change (their passages as added, so topologies pick them up)."""
+    the synonymy edges of their entities (through the vector index; idempotent MERGE), their
+    alias groups (:func:`~pathweave_ingest.aliases.consolidate`; a group already written is
+    left as it is) and the graph change (their passages as added, so topologies pick them up)."""
     from pathweave.vectors import decode_vectors
+    from pathweave_ingest.aliases import consolidate
     from pathweave_ingest.synonyms import write_synonyms
 
     rows = store.run("document_entity_embeddings", ids=doc_ids)
-    written = 0
+    written, aliases = 0, []
     if rows:
         vectors = decode_vectors([row["vec"] for row in rows], store.dimensions)
-        written = write_synonyms(store, [row["id"] for row in rows], vectors,
-                                 {row["id"]: row["norm_name"] for row in rows},
-                                 settings.ingest.synonym_threshold, settings.ingest.synonym_max)
+        ids, names = [row["id"] for row in rows], {row["id"]: row["norm_name"] for row in rows}
+        written = write_synonyms(store, ids, vectors, names, settings.ingest.synonym_threshold,
+                                 settings.ingest.synonym_max)
+        aliases = consolidate(store, ids, vectors, names, settings.aliases,
+                              (settings.ingest.synonym_threshold, settings.ingest.synonym_max))
     passages = [row["id"] for row in store.run("document_passage_ids", ids=doc_ids)]
-    store.record_change(added=passages, entities=[row["id"] for row in rows])
+    store.record_change(added=passages, entities=[row["id"] for row in rows], aliases=aliases)
     return written
 
 

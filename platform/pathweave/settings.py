@@ -7,7 +7,8 @@ when present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2/
 Layout: two top-level values (``data_dir``, ``tenant``) and one section per concern,
 each a plain pydantic model defined here: ``store``, ``models``, ``ingest``,
 ``retrieval`` (PropRAG), ``query`` (caches of query processes), ``selection``, ``api``,
-``worker``, ``llm`` (the LLM endpoint) and ``prunerag`` (spec §4).
+``worker``, ``llm`` (the LLM endpoint), ``prunerag`` (spec §4) and ``aliases`` (spec §3
+alias consolidation).
 The sections are configuration only, so the core can own them all: the API and the
 workers read ``settings.api`` / ``settings.worker`` from this root and the core imports
 neither of them (dependencies point one way). In TOML a section is a table::
@@ -125,6 +126,34 @@ class IngestSettings(_Section):
     max_file_bytes: int = 20_000_000
     synonym_threshold: float = 0.8
     synonym_max: int = 100
+
+
+class AliasSettings(_Section):
+    """Section ``aliases`` (``PATHWEAVE_ALIAS_<FIELD>``): two-layer alias consolidation
+    (spec §3 "Entity consolidation", APR paper §2.7). Layer 1 after each ingestion batch:
+    the new entities' k nearest entities (k = min(``k_max``, max(``k_min``, floor(sqrt(n))))
+    for n entities of the tenant) and union-find over pairs with cosine >= ``threshold``;
+    pairs whose names hold different numbers are left out when ``same_numbers`` ("Interstate
+    95" / "Interstate 93": 0.95 with MiniLM). Layer 2 once the tenant has more than
+    ``kmeans_budget`` entities: k-means splits groups with a member below ``threshold`` to
+    its canonical (seed ``seed``). Entities of the types ``skip_types`` are never merged
+    (dates: "February 1999" / "June 1999" 0.93+ with MiniLM, and not the same thing)."""
+
+    env_prefix: ClassVar[str] = "ALIAS_"
+
+    enabled: bool = True
+    threshold: float = Field(0.93, gt=0.0, le=1.0)
+    k_min: int = Field(5, ge=1)
+    k_max: int = Field(50, ge=1)
+    same_numbers: bool = True
+    skip_types: str = "DATE,TIME"  # comma-separated entity types
+
+    @property
+    def skipped_types(self) -> frozenset[str]:
+        """The entity types of ``skip_types``."""
+        return frozenset(t.strip() for t in self.skip_types.split(",") if t.strip())
+    kmeans_budget: int = Field(100_000, ge=0)
+    seed: int = 42
 
 
 class QuerySettings(_Section):
@@ -408,6 +437,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    aliases: AliasSettings = Field(default_factory=AliasSettings)
     retrieval: PropRAGParams = Field(default_factory=PropRAGParams)
     query: QuerySettings = Field(default_factory=QuerySettings)
     selection: SelectionSettings = Field(default_factory=SelectionSettings)

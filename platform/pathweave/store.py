@@ -6,8 +6,8 @@ lives behind :class:`pathweave.backends.Backend` (``store.backend``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from neo4j import Driver, GraphDatabase
 
@@ -18,6 +18,7 @@ from pathweave.backends.base import Backend
 from pathweave.settings import Settings
 
 _SCHEMA_PREFIX = "constraint_"
+T = TypeVar("T")
 
 
 def batched(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -71,6 +72,18 @@ class GraphStore:
         with self.driver.session(database=self.database) as session:
             session.execute_write(work)
 
+    def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
+        """Run ``work(run)`` in ONE managed write transaction (retried on transient errors,
+        so ``work`` must start over cleanly): ``run(name, **params) -> rows`` runs named
+        statements inside it for the tenant. Returns what ``work`` returns."""
+        def transaction(tx):
+            def run(name: str, **params: Any) -> list[dict[str, Any]]:
+                return [r.data() for r in tx.run(statement(name), {"tenant": self.tenant, **params})]
+            return work(run)
+
+        with self.driver.session(database=self.database) as session:
+            return session.execute_write(transaction)
+
     def write_all(self, steps: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> None:
         """Write several named UNWIND batches in ONE transaction (used per group of
         documents, so a failure leaves nothing partial of them)."""
@@ -92,15 +105,17 @@ class GraphStore:
 
     def record_change(self, added: Sequence[str] = (), removed: Sequence[str] = (),
                       removed_entities: Sequence[str] = (), entities: Sequence[str] = (),
-                      keep: int = 1000) -> int:
+                      aliases: Sequence[str] = (), keep: int = 1000) -> int:
         """Bump the tenant's graph version and record what changed (statement
         ``record_graph_change``): passage ids ``added`` / ``removed``, entity ids
-        ``removed_entities`` and ``entities`` whose SYNONYM edges were written. Query
+        ``removed_entities``, ``entities`` whose SYNONYM edges were written and ``aliases``
+        whose ALIAS_OF edge was written or removed (alias consolidation, spec §3). Query
         processes apply these records to their topology (:mod:`pathweave.topology`) instead
         of re-reading the tenant; the last ``keep`` records are kept. One write transaction
         (retried on conflicts); returns the new version. Then tells the backend."""
         params = {"meta_id": self.meta_id, "added": list(added), "removed": list(removed),
-                  "removed_entities": list(removed_entities), "entities": list(entities)}
+                  "removed_entities": list(removed_entities), "entities": list(entities),
+                  "aliases": list(aliases)}
 
         def work(tx):
             version = int(tx.run(statement("record_graph_change"), {"tenant": self.tenant, **params}).single()["version"])

@@ -9,8 +9,15 @@ passages; entity-entity +1 per co-occurrence inside one proposition plus synonym
 cosine; passage-entity 1.0 for every entity of the passage's propositions) and the
 HippoRAG 2 baseline's graph (spec §2).
 
+Alias consolidation (spec §3, ``ALIAS_OF``): every alias entity is mapped onto its
+canonical entity when the matrices are built, so PPR, beam search and the HippoRAG 2
+graph see one node per alias group (its index and name are the canonical's; an alias
+keeps its index, with no edges). The incidence lists keep the entities as stated, so a
+split (or a removed group) needs no re-read.
+
 Every ingestion batch and every deletion records a ``GraphChange`` (passages added and
-removed, entities removed, entities whose synonyms were written; :meth:`GraphStore.record_change`).
+removed, entities removed, entities whose synonyms were written, entities whose alias
+edge changed; :meth:`GraphStore.record_change`).
 :meth:`Topology.refresh` applies the records after its version: it fetches the
 propositions, entities and triples of the added passages only, so a document is
 queryable right after its ingest and the cost of a refresh is the change's size, not the
@@ -89,7 +96,9 @@ def _empty_view() -> TopologyView:
                         prop_index={}, states=empty, prop_entities=empty, synonyms=empty, adjacency=empty,
                         degree=np.zeros(0), alive=np.zeros(0, dtype=bool), triple_ids=[], triple_index={},
                         triple_ends=np.zeros((0, 2), np.int64), assertions=(np.zeros(0, np.int64),) * 2,
-                        extras={"cooccurrence": empty, "passage_entities": empty})
+                        canonical=np.zeros(0, np.int64),
+                        extras={"cooccurrence": empty, "passage_entities": empty, "raw_prop_entities": empty,
+                                "raw_triple_ends": np.zeros((0, 2), np.int64)})
 
 
 @dataclass
@@ -99,7 +108,9 @@ class TopologyView:
     Shapes (E entities, P passages, R propositions, all ids ever seen by this topology;
     removed ones have no edges): ``states (P, R)``, ``prop_entities (R, E)`` binary CSR;
     ``synonyms (E, E)`` symmetric cosine scores; ``adjacency (E + P, E + P)`` the PPR
-    graph (entities first) with its weighted ``degree (E + P,)``; ``alive (P,)`` bool.
+    graph (entities first) with its weighted ``degree (E + P,)``; ``alive (P,)`` bool;
+    ``canonical (E,)`` the entity each entity stands for (its alias group's canonical, else
+    itself): the matrices use canonical entities only.
     """
 
     version: int
@@ -119,6 +130,7 @@ class TopologyView:
     triple_index: dict[str, int]
     triple_ends: np.ndarray  # (T, 2) subject and object entity of every triple seen
     assertions: tuple[np.ndarray, np.ndarray]  # (passage, triple) pairs of alive passages
+    canonical: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     extras: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -165,6 +177,7 @@ class Topology:
         self.triple_ends: dict[int, tuple[int, int]] = {}  # triple -> (subject, object) entities
         self.passage_triples: dict[int, np.ndarray] = {}  # alive passages -> triples they assert
         self.synonyms: dict[tuple[int, int], float] = {}  # (a, b), a < b
+        self.aliases: dict[int, int] = {}  # alias entity -> its canonical entity
         self.last_used = time.monotonic()
         self.refresh_ms = 0.0
         self._view: TopologyView | None = None
@@ -172,7 +185,7 @@ class Topology:
         self._added: set[int] = set()  # passages added since self._last
         self._removed: set[int] = set()  # passages removed since self._last
         self._born: set[int] = set()  # propositions alive now and not in self._last
-        self._dead: dict[int, np.ndarray] = {}  # propositions of self._last gone since, with their entities
+        self._dead: set[int] = set()  # propositions of self._last gone since
         self._synonyms_changed = False
         self._lock = threading.RLock()
 
@@ -234,11 +247,11 @@ class Topology:
                 self.prop_refs[r] -= 1
                 if self.prop_refs[r] <= 0:
                     del self.prop_refs[r]
-                    entities = self.prop_entities.pop(r)
+                    self.prop_entities.pop(r)
                     if r in self._born:
                         self._born.discard(r)  # born after the last view: never in it
                     else:
-                        self._dead.setdefault(r, entities)
+                        self._dead.add(r)
                     gone.append(self.prop_ids[r])
             self._added.discard(p)
             self._removed.add(p)
@@ -247,11 +260,12 @@ class Topology:
         self._view = None
 
     def remove_entities(self, entity_ids: list[str]) -> None:
-        """Drop the SYNONYM edges of deleted entities."""
+        """Drop the SYNONYM and ALIAS_OF edges of deleted entities."""
         gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
         self.nodes.evict(entity_ids)
         if gone:
             self.synonyms = {pair: s for pair, s in self.synonyms.items() if pair[0] not in gone and pair[1] not in gone}
+            self.aliases = {a: c for a, c in self.aliases.items() if a not in gone and c not in gone}
             self._synonyms_changed = True
             self._view = None
 
@@ -268,6 +282,23 @@ class Topology:
         self._synonyms_changed = True
         self._view = None
 
+    def set_aliases(self, entity_ids: list[str], rows: list[dict]) -> None:
+        """Replace the alias edges leaving ``entity_ids`` by ``rows`` ``{alias, canonical}``
+        (statement ``topology_entity_aliases``: the current edges of those entities)."""
+        for e in self._entities(entity_ids).tolist():
+            self.aliases.pop(e, None)
+        for row in rows:
+            a, c = self._entities((row["alias"], row["canonical"])).tolist()
+            if a != c:
+                self.aliases[a] = c
+        self._view = None
+
+    def _read_aliases(self, store: GraphStore, entity_ids: list[str]) -> None:
+        rows = []
+        for start in range(0, len(entity_ids), FETCH_BATCH):
+            rows += store.run("topology_entity_aliases", ids=entity_ids[start:start + FETCH_BATCH])
+        self.set_aliases(entity_ids, rows)
+
     # ---- reading the store --------------------------------------------------------
     def _fetch_passages(self, store: GraphStore, passage_ids: list[str]) -> None:
         for start in range(0, len(passage_ids), FETCH_BATCH):
@@ -277,11 +308,12 @@ class Topology:
 
     def load(self, store: GraphStore) -> None:
         """Build from the store (ids only): every passage's propositions, entities and
-        triples, and every SYNONYM edge. The version is read first, so changes recorded
+        triples, every SYNONYM and every ALIAS_OF edge. The version is read first, so changes recorded
         meanwhile are applied again by the next :meth:`refresh` (applying is idempotent)."""
         version = store.graph_version()
         self._fetch_passages(store, [row["id"] for row in store.run("topology_passage_ids")])
         self.set_synonyms([], store.run("topology_synonyms"))
+        self.set_aliases([], store.run("topology_aliases"))
         self.version = version
 
     def refresh(self, store: GraphStore) -> bool:
@@ -312,6 +344,8 @@ class Topology:
                         for start in range(0, len(entities), FETCH_BATCH):
                             rows += store.run("topology_entity_synonyms", ids=entities[start:start + FETCH_BATCH])
                         self.set_synonyms(entities, rows)
+                    if change.get("aliases"):
+                        self._read_aliases(store, change["aliases"])
                     self.version = change["version"]
             self.refresh_ms = (time.perf_counter() - started) * 1000
             return True
@@ -325,29 +359,74 @@ class Topology:
                 self._view = self._build()
             return self._view
 
+    def _canonical(self, n_e: int) -> np.ndarray:
+        """``(E,)``: each entity's canonical entity (itself when it is no alias)."""
+        canonical = np.arange(n_e, dtype=np.int64)
+        if self.aliases:
+            aliases = np.fromiter(self.aliases, dtype=np.int64, count=len(self.aliases))
+            canonical[aliases] = np.fromiter(self.aliases.values(), dtype=np.int64, count=len(self.aliases))
+        return canonical
+
+    def _synonym_matrix(self, canonical: np.ndarray) -> sp.csr_matrix:
+        """``(E, E)`` symmetric SYNONYM cosines between canonical entities (the largest score
+        where several pairs of one alias group meet; none inside a group), at most 1."""
+        n_e = len(canonical)
+        if not self.synonyms:
+            return sp.csr_matrix((n_e, n_e), dtype=np.float64)
+        pairs = canonical[np.asarray(list(self.synonyms), dtype=np.int64)]
+        scores = np.asarray(list(self.synonyms.values()), dtype=np.float64)
+        keep = pairs[:, 0] != pairs[:, 1]
+        lo, hi = np.minimum(pairs[keep, 0], pairs[keep, 1]), np.maximum(pairs[keep, 0], pairs[keep, 1])
+        keys, scores = lo * n_e + hi, scores[keep]
+        order = np.lexsort((-scores, keys))
+        first = np.r_[True, keys[order][1:] != keys[order][:-1]] if len(order) else np.zeros(0, bool)
+        best = order[first]
+        a, b, s = lo[best], hi[best], np.minimum(scores[best], 1.0)
+        return _csr([a, b], [b, a], (n_e, n_e), data=np.r_[s, s], binary=False)
+
     def _build(self) -> TopologyView:
         """The next view, derived from the last one and the changes since: the rows of the
         added and removed passages and propositions are replaced, and the co-occurrence
-        counts move by the born and dead propositions' own products. A change costs its size
-        plus the copies of the arrays (no Python loop over the tenant); the first view is
-        the same computation from an empty one."""
+        counts move by the born and dead propositions' own products; an alias group that
+        changed (:attr:`aliases`) re-maps the propositions naming its entities and the
+        passages stating them the same way. A change costs its size plus the copies of the
+        arrays (no Python loop over the tenant); the first view is the same computation from
+        an empty one."""
         last = self._last
         n_e, n_p, n_r = len(self.entity_ids), len(self.passage_ids), len(self.prop_ids)
-        born, dead = sorted(self._born), sorted(self._dead)
-        born_rows = _rows(born, [self.prop_entities[r] for r in born], (n_r, n_e))
-        dead_rows = _rows(dead, [self._dead[r] for r in dead], (n_r, n_e))
-        prop_entities = _replace_rows(last.prop_entities, (n_r, n_e), dead + born, born_rows)
+        canonical = self._canonical(n_e)
+        before = np.arange(n_e, dtype=np.int64)
+        before[:len(last.canonical)] = last.canonical
+        born, dead, regrouped = set(self._born), set(self._dead), np.zeros(0, np.int64)
+        moved = np.flatnonzero(canonical != before)  # entities whose alias group changed
+        if len(moved):
+            raw_last = last.extras["raw_prop_entities"]
+            moved_old = moved[moved < raw_last.shape[1]]
+            hit = np.unique(raw_last.tocsc()[:, moved_old].indices)  # propositions of the last view naming them
+            hit = [r for r in hit.tolist() if r in self.prop_entities]
+            dead.update(hit)
+            born.update(hit)
+            old_states = last.states.tocsc()
+            regrouped = np.unique(old_states[:, hit].indices) if hit else regrouped
+        born_list, dead_list = sorted(born), sorted(dead)
+        raw_rows = _rows(born_list, [self.prop_entities[r] for r in born_list], (n_r, n_e))
+        born_rows = _rows(born_list, [canonical[self.prop_entities[r]] for r in born_list], (n_r, n_e))
+        dead_rows = _pad(last.prop_entities, (n_r, n_e))[dead_list]
+        raw_prop_entities = _replace_rows(last.extras["raw_prop_entities"], (n_r, n_e), dead_list + born_list, raw_rows)
+        prop_entities = _replace_rows(last.prop_entities, (n_r, n_e), dead_list + born_list, born_rows)
         cooccurrence = _pad(last.extras["cooccurrence"], (n_e, n_e)) \
             - (dead_rows.T @ dead_rows).tocsr() + (born_rows.T @ born_rows).tocsr()  # diagonal included
         cooccurrence.eliminate_zeros()
         added, removed = sorted(self._added), sorted(self._removed)
-        added_states = _rows(added, [self.passage_props[p] for p in added], (n_p, n_r))
-        states = _replace_rows(last.states, (n_p, n_r), removed + added, added_states)
-        added_entities = (added_states @ prop_entities).tocsr()
-        added_entities.data[:] = 1.0
-        passage_entities = _replace_rows(last.extras["passage_entities"], (n_p, n_e), removed + added, added_entities)
-        if self._synonyms_changed or last.synonyms.shape != (n_e, n_e):
-            synonyms = self._synonym_matrix(n_e)
+        states = _replace_rows(last.states, (n_p, n_r), removed + added,
+                               _rows(added, [self.passage_props[p] for p in added], (n_p, n_r)))
+        recomputed = sorted(set(added) | set(regrouped.tolist()))
+        pick = sp.csr_matrix((np.ones(len(recomputed)), (recomputed, recomputed)), shape=(n_p, n_p))
+        fresh_rows = (pick @ states @ prop_entities).tocsr()
+        fresh_rows.data[:] = 1.0
+        passage_entities = _replace_rows(last.extras["passage_entities"], (n_p, n_e), removed + recomputed, fresh_rows)
+        if self._synonyms_changed or len(moved) or last.synonyms.shape != (n_e, n_e):
+            synonyms = self._synonym_matrix(canonical)
         else:
             synonyms = last.synonyms
         entity_block = cooccurrence - sp.diags(cooccurrence.diagonal()) + synonyms
@@ -361,31 +440,22 @@ class Topology:
         triple_passages = np.repeat(np.asarray(asserting, dtype=np.int64),
                                     [len(self.passage_triples[p]) for p in asserting])
         triple_rows = np.concatenate([self.passage_triples[p] for p in asserting]) if asserting else np.zeros(0, np.int64)
-        seen = len(last.triple_ends)
-        ends = np.concatenate([last.triple_ends, np.asarray(
-            [self.triple_ends[t] for t in range(seen, len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)])
-        self._added, self._removed, self._born, self._dead = set(), set(), set(), {}
+        raw_ends = last.extras["raw_triple_ends"]
+        raw_ends = np.concatenate([raw_ends, np.asarray(
+            [self.triple_ends[t] for t in range(len(raw_ends), len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)])
+        self._added, self._removed, self._born, self._dead = set(), set(), set(), set()
         self._synonyms_changed = False
         self._last = TopologyView(
             version=self.version, entity_ids=self.entity_ids, passage_ids=self.passage_ids, prop_ids=self.prop_ids,
             entity_index=self.entity_index, passage_index=self.passage_index, prop_index=self.prop_index,
             states=states, prop_entities=prop_entities, synonyms=synonyms, adjacency=adjacency,
             degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive,
-            triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=ends,
-            assertions=(triple_passages, triple_rows),
-            extras={"cooccurrence": cooccurrence, "passage_entities": passage_entities},
+            triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=canonical[raw_ends],
+            assertions=(triple_passages, triple_rows), canonical=canonical,
+            extras={"cooccurrence": cooccurrence, "passage_entities": passage_entities,
+                    "raw_prop_entities": raw_prop_entities, "raw_triple_ends": raw_ends},
         )
         return self._last
-
-    def _synonym_matrix(self, n_e: int) -> sp.csr_matrix:
-        """``(E, E)`` symmetric SYNONYM scores (capped at 1) from :attr:`synonyms`."""
-        if not self.synonyms:
-            return sp.csr_matrix((n_e, n_e), dtype=np.float64)
-        pairs = np.fromiter((x for pair in self.synonyms for x in pair), dtype=np.int64,
-                            count=2 * len(self.synonyms)).reshape(-1, 2)
-        scores = np.minimum(np.fromiter(self.synonyms.values(), dtype=np.float64, count=len(self.synonyms)), 1.0)
-        return sp.csr_matrix((np.r_[scores, scores], (np.r_[pairs[:, 0], pairs[:, 1]], np.r_[pairs[:, 1], pairs[:, 0]])),
-                             shape=(n_e, n_e))
 
     def edges(self) -> dict[tuple[str, str], float]:
         """The PPR graph's edges by id pairs ``{(a, b): weight}`` (a < b; for comparing two

@@ -122,22 +122,23 @@ def test_delete_removes_only_what_the_document_owns(client, new_tenant, docs, in
     # An alias group: Curie's 'Pierre Curie' entity (only in this document) ALIAS_OF an entity that stays
     entity = {row["norm_name"]: row["id"] for row in store.run("entity_embeddings")}
     stays, alias = entity["warsaw"], entity["pierre curie"]
-    assert store.run("link_alias", alias=alias, canonical=stays, score=0.95, method="test")[0]["n"] == 1
+    rows = [{"alias": alias, "canonical": stays, "score": 0.95, "method": "knn"}]
+    assert store.run("alias_link", rows=rows)[0]["n"] == 1
     version = store.graph_version()
 
     response = client.delete(f"/v1/documents/{curie_id}", headers=headers)
     assert response.status_code == 200, response.text
     removed = response.json()["removed"]
-    assert removed["passages"] == 1 and removed["propositions"] >= 2 and removed["entities_kept_for_aliases"] == 1
+    assert removed["passages"] == 1 and removed["propositions"] >= 2 and removed["alias_groups_repaired"] == 1
     assert store.graph_version() == version + 1
 
     after = store.counts()
     clean = store_for(clean_tenant).counts()
     for label in ("Document", "Passage", "Proposition", "Triple", "Relation"):
         assert after.get(label, 0) == clean.get(label, 0), (label, after, clean)
-    # every entity of the clean run stays; only the alias anchored to 'warsaw' is extra
-    assert after["Entity"] == clean["Entity"] + 1 and after["Entity"] < before["Entity"]
-    assert after["rel:ALIAS_OF"] == 1  # the alias and its canonical entity both stay
+    # every entity of the clean run stays; the alias went with its document, its group with it
+    assert after["Entity"] == clean["Entity"] and after["Entity"] < before["Entity"]
+    assert after.get("rel:ALIAS_OF", 0) == clean.get("rel:ALIAS_OF", 0)
 
     listed = client.get("/v1/documents", headers=headers).json()
     assert [d["title"] for d in listed["documents"]] == ["Warsaw"]

@@ -1,0 +1,286 @@
+"""Two-layer alias consolidation (spec §3 "Entity consolidation", §0 ALIAS_OF) on the real
+ArcadeDB server with the real MiniLM embedder and spaCy extractor: union-find groups and
+their reversal, groups written by an ingest, retrieval through a merged alias, groups kept
+consistent by a document delete, layer-2 k-means, and the incremental topology."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pathweave.retrieval.retriever import Retriever
+from pathweave.settings import AliasSettings
+from pathweave.text import normalize, stable_id
+from pathweave.topology import Topology
+from pathweave.vectors import decode_vectors, encode_vector
+from pathweave_cli.main import app
+from pathweave_ingest.aliases import (canonical_count, clear_tenant, consolidate, consolidate_tenant, describe_groups,
+                                      merge_pairs, neighbour_count, numbers_agree, split, union_find)
+from pathweave_ingest.jobs import delete_document
+from pathweave_ingest.loaders import SourceDocument
+
+DIM = 384
+
+# MiniLM cosines (measured): "Paris University" / "University of Paris" 0.979,
+# "Barack Obama" / "Obama" 0.941, "New York City" / "New York" 0.948 (all >= 0.93);
+# "Marie Curie" / "Curie" 0.730, "Warsaw" / "Warszawa" 0.542 (not merged).
+DOCS = {
+    "award": ("Holm award", "Paris University awarded a doctorate to Lena Holm in 1903."),
+    "quarter": ("Latin Quarter", "The University of Paris stands in the Latin Quarter beside the Pantheon."),
+    "obama": ("Obama birth", "Barack Obama was born in Honolulu in Hawaii."),
+    "columbia": ("Obama study", "Obama studied political science at Columbia University in New York."),
+    "curie": ("Curie", "Marie Curie was born in Warsaw. Curie moved to Paris."),
+}
+
+
+def documents(*keys: str) -> list[SourceDocument]:
+    return [SourceDocument(f"aliases#{k}", DOCS[k][0], DOCS[k][1]) for k in keys]
+
+
+def unit(*pairs) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    for i, x in pairs:
+        v[i] = x
+    return v / np.linalg.norm(v)
+
+
+def entity_id(store, name: str) -> str:
+    return stable_id("entity", store.tenant, normalize(name))
+
+
+def write_entities(store, vectors: dict[str, np.ndarray], types: dict[str, str] | None = None) -> dict[str, str]:
+    """Entities named by the keys of ``vectors`` (hand-made embeddings; type ORG unless
+    ``types`` says otherwise); returns name -> id."""
+    ids = {name: entity_id(store, name) for name in vectors}
+    store.write("upsert_entities", [{"entity_id": ids[n], "tenant": store.tenant, "name": n, "norm_name": normalize(n),
+                                     "type": (types or {}).get(n, "ORG"), "embedding": v.tolist(),
+                                     "vec": encode_vector(v)} for n, v in vectors.items()])
+    return ids
+
+
+def edges(store) -> dict[str, tuple[str, float, str]]:
+    """alias id -> (canonical id, score, method) as stored."""
+    return {row["alias"]: (row["canonical"], row["score"], row["method"]) for row in store.run("alias_groups")}
+
+
+def test_k_and_number_rule():
+    assert [neighbour_count(n) for n in (0, 24, 25, 100, 2499, 2500, 10**6)] == [5, 5, 5, 10, 49, 50, 50]
+    assert not numbers_agree("march 1 2001", "march 2 2001") and not numbers_agree("interstate 95", "interstate 93")
+    assert numbers_agree("university of paris", "paris university") and numbers_agree("1903 prize", "prize 1903")
+
+
+def test_union_find_groups_from_a_hand_made_pair_list_and_their_reversal_by_split(store):
+    # pure union-find: chains join, singletons never form a group
+    assert union_find([("b", "c"), ("d", "e"), ("a", "b"), ("x", "x")]) == [["a", "b", "c"], ["d", "e"]]
+    # on the store: three points on an arc (b in the middle), and a separate pair d-e
+    vec = {"Alpha": unit((0, 1.0), (1, 0.3)), "Beta": unit((0, 1.0)), "Gamma": unit((0, 1.0), (1, -0.3)),
+           "Delta": unit((5, 1.0), (6, 0.1)), "Epsilon": unit((5, 1.0), (6, -0.1))}
+    ids = write_entities(store, vec)
+    a, b, c, d, e = (ids[n] for n in ("Alpha", "Beta", "Gamma", "Delta", "Epsilon"))
+    pairs = [(a, b, 0.958), (b, c, 0.958), (d, e, 0.98)]
+    changed = store.execute_write(lambda run: merge_pairs(run, pairs, DIM))
+    assert set(changed) == {a, b, c, d, e}
+    stored = edges(store)
+    # medoid by hand: Beta has the largest mean cosine to Alpha, Beta, Gamma
+    assert {m: stored[m][0] for m in (a, c)} == {a: b, c: b} and b not in stored
+    assert stored[a][1] == pytest.approx(float(vec["Alpha"] @ vec["Beta"]), abs=1e-5) and stored[a][2] == "knn"
+    assert stored[d][0] == e  # a pair is a tie: the longer name is canonical
+    # the same pairs again change nothing
+    assert store.execute_write(lambda run: merge_pairs(run, pairs, DIM)) == []
+
+    # undo: split an alias off, then dissolve the other group through its canonical
+    assert split(store, "Alpha") == [a]
+    stored = edges(store)
+    assert a not in stored and stored[b][0] == c and set(stored) == {b, d}  # the rest's medoid: a tie, longer name
+    assert split(store, "Epsilon") == sorted([d, e])
+    assert set(edges(store)) == {b}
+    flagged = {row["id"] for row in store.run("alias_entities", ids=list(ids.values())) if row["split"]}
+    assert flagged == {a, d, e}
+    # later batches do not merge them again (layer 1 through the vector index)
+    consolidate(store, [a, d, e], np.stack([vec["Alpha"], vec["Delta"], vec["Epsilon"]]),
+                {a: "alpha", d: "delta", e: "epsilon"}, AliasSettings(threshold=0.93))
+    assert set(edges(store)) == {b}
+    # bad input: a clear error and nothing changed
+    version = store.graph_version()
+    with pytest.raises(ValueError, match="no alias group"):
+        split(store, "Alpha")
+    with pytest.raises(LookupError, match="no entity"):
+        split(store, "Omega")
+    assert store.graph_version() == version and set(edges(store)) == {b}
+
+
+def test_with_in_database_knn_layer1_reads_the_knn_edges_written_for_the_batch(store):
+    # a backend declaring Capability.KNN (Neo4j + GDS) wrote SYNONYM edges by gds.knn: layer 1
+    # takes its neighbours from them (here deliberately unlike the vectors, which are orthogonal)
+    from dataclasses import replace
+
+    from pathweave.backends import Capability
+    from pathweave.store import GraphStore
+
+    vec = {"Kappa One": unit((0, 1.0)), "Kappa Uno": unit((1, 1.0)), "Lambda": unit((2, 1.0))}
+    ids = write_entities(store, vec)
+    store.write("upsert_synonyms", [{"src": min(ids["Kappa One"], ids["Kappa Uno"]),
+                                     "dst": max(ids["Kappa One"], ids["Kappa Uno"]), "score": 0.95},
+                                    {"src": min(ids["Kappa One"], ids["Lambda"]),
+                                     "dst": max(ids["Kappa One"], ids["Lambda"]), "score": 0.85}])
+    knn = GraphStore(store.driver, store.database,
+                     replace(store.backend, capabilities=store.backend.capabilities | {Capability.KNN}),
+                     store.tenant, store.batch_size, store.dimensions)
+    names = {i: normalize(n) for n, i in ids.items()}
+    order = list(ids.values())
+    assert consolidate(store, order, np.stack(list(vec.values())), names, AliasSettings(), (0.8, 100)) == []
+    changed = consolidate(knn, order, np.stack(list(vec.values())), names, AliasSettings(), (0.8, 100))
+    assert set(changed) == {ids["Kappa One"], ids["Kappa Uno"]} and len(edges(store)) == 1
+    # SYNONYM edges that cannot hold the pairs (threshold above 0.93): the vector index is asked
+    clear_tenant(store)
+    assert consolidate(knn, order, np.stack(list(vec.values())), names, AliasSettings(), (0.95, 100)) == []
+
+
+def test_dates_and_names_with_other_numbers_are_never_merged(store):
+    near = lambda i: unit((0, 1.0), (1, 0.05 * i))  # noqa: E731 - cosines >= 0.99 between all
+    vec = {"February 1999": near(0), "June 1999": near(1), "Route 95": near(2), "Route 93": near(3),
+           "Acme Corp": near(4), "Acme Corporation": near(5)}
+    ids = write_entities(store, vec, {"February 1999": "DATE", "June 1999": "DATE"})
+    consolidate(store, list(ids.values()), np.stack(list(vec.values())), {i: normalize(n) for n, i in ids.items()},
+                AliasSettings())
+    groups = {frozenset((alias, canonical)) for alias, (canonical, _, _) in edges(store).items()}
+    # Acme Corp(oration) joins no date and no route: the routes' numbers differ, dates are skipped
+    assert groups == {frozenset((ids["Acme Corp"], ids["Acme Corporation"]))}
+
+
+def test_layer2_kmeans_splits_a_chained_group(store):
+    # four points 18 degrees apart: neighbours at cos 0.951, the ends at cos 0.588
+    angles = np.radians([0, 18.2, 36.4, 54.6])
+    vec = {f"Point {name}": unit((0, np.cos(t)), (1, np.sin(t))) for name, t in zip("ABCD", angles)}
+    ids = write_entities(store, vec)
+    names = {ids[n]: normalize(n) for n in vec}
+    order = [ids[n] for n in vec]
+    layer1 = AliasSettings(threshold=0.93, same_numbers=False)
+    consolidate(store, order, np.stack(list(vec.values())), names, layer1)
+    stored = edges(store)
+    assert len(stored) == 3 and {v[2] for v in stored.values()} == {"knn"}  # one chained group
+    assert min(v[1] for v in stored.values()) < 0.93
+    consolidate(store, order, np.stack(list(vec.values())), names, layer1.model_copy(update={"kmeans_budget": 3}))
+    stored = edges(store)
+    a, b, c, d = order
+    assert len(stored) == 2 and {v[2] for v in stored.values()} == {"kmeans"}
+    groups = {frozenset((alias, canonical)) for alias, (canonical, _, _) in stored.items()}
+    assert groups == {frozenset((a, b)), frozenset((c, d))}
+    assert all(v[1] >= 0.93 for v in stored.values())
+
+
+@pytest.fixture()
+def ingested(pipeline, store):
+    report = pipeline.ingest(documents(*DOCS))
+    assert report.documents_new == len(DOCS) and report.alias_changes >= 4
+    return report
+
+
+def test_ingest_writes_alias_groups_of_near_identical_names(ingested, store):
+    stored = edges(store)
+    pairs = {frozenset((alias, canonical)) for alias, (canonical, _, _) in stored.items()}
+    university = frozenset((entity_id(store, "Paris University"), entity_id(store, "University of Paris")))
+    obama = frozenset((entity_id(store, "Barack Obama"), entity_id(store, "Obama")))
+    assert university in pairs and obama in pairs
+    assert all(score >= 0.93 and method == "knn" for _, score, method in stored.values())
+    for far in ("Curie", "Warsaw", "Latin Quarter"):  # below the threshold to anything
+        assert entity_id(store, far) not in stored
+    # the groups for people: CLI show, one group by name, split by name
+    groups = describe_groups(store, "obama")
+    assert len(groups) == 1 and (groups[0].name, groups[0].aliases[0][1]) == ("Barack Obama", "Obama")
+    runner = CliRunner()
+    shown = runner.invoke(app, ["aliases", "show", "--tenant", store.tenant])
+    assert shown.exit_code == 0 and "Paris University" in shown.output and "University of Paris" in shown.output
+    missing = runner.invoke(app, ["aliases", "split", "Nobody Here", "--tenant", store.tenant])
+    assert missing.exit_code == 2 and "no entity" in missing.output
+    done = runner.invoke(app, ["aliases", "split", "Obama", "--tenant", store.tenant])
+    assert done.exit_code == 0 and "split off" in done.output
+    assert not describe_groups(store, "obama")
+
+
+def test_a_whole_tenant_pass_rebuilds_the_groups_of_the_batches(ingested, store):
+    stored = edges(store)
+    counts = store.counts()
+    assert canonical_count(store) == counts["Entity"] - len(stored)
+    topology = Topology(store.tenant)
+    topology.refresh(store)
+    assert sorted(clear_tenant(store)) == sorted(stored) and edges(store) == {}
+    topology.refresh(store)
+    assert not (topology.view().canonical != np.arange(topology.view().n_entities)).any()
+    consolidate_tenant(store, AliasSettings(), page=4)  # pages of 4 entities, as small batches
+    assert {a: c for a, (c, _, _) in edges(store).items()} == {a: c for a, (c, _, _) in stored.items()}
+    topology.refresh(store)
+    fresh = Topology(store.tenant)
+    fresh.refresh(store)
+    assert (topology.view().canonical != np.arange(topology.view().n_entities)).sum() == len(stored)
+    assert topology.edges() == fresh.edges()
+
+
+def test_retrieval_sees_the_canonical_entity_of_a_merged_alias(ingested, store, embedder, settings):
+    university = entity_id(store, "University of Paris"), entity_id(store, "Paris University")
+    canonical = edges(store).get(university[0], (university[0],))[0]
+    alias = university[1] if canonical == university[0] else university[0]
+    names = {university[0]: "University of Paris", university[1]: "Paris University"}
+    topology = Topology(store.tenant)
+    topology.refresh(store)
+    view = topology.view()
+    e_alias, e_canonical = view.entity_index[alias], view.entity_index[canonical]
+    assert view.canonical[e_alias] == e_canonical
+    assert view.prop_entities[:, e_alias].nnz == 0 and view.adjacency[e_alias].nnz == 0
+    # one node joins the passages of both documents
+    linked = {view.passage_ids[p] for p in (view.states @ view.prop_entities)[:, e_canonical].nonzero()[0]}
+    assert len(linked) == 2
+    retriever = Retriever(store, embedder, settings.model_copy(update={"tenant": store.tenant}))
+    result = retriever.query("Where stands the university that awarded Lena Holm a doctorate?", mode="proprag", k=3)
+    assert {"Holm award", "Latin Quarter"} <= {hit.title for hit in result.passages[:2]}
+    seen = {seed.entity_id for seed in result.seeds} | {seed.name for seed in result.seeds} | \
+        {step.via for path in result.paths for step in path.steps}
+    assert alias not in seen and names[alias] not in seen
+    assert any(step.via == names[canonical] for path in result.paths for step in path.steps)
+
+
+def test_consolidation_survives_a_document_delete_and_the_topology_follows(pipeline, ingested, store):
+    incremental = Topology(store.tenant)
+    incremental.refresh(store)
+    # a group of three over entities of three documents (hand-made pairs, real vectors)
+    three = [entity_id(store, n) for n in ("Paris University", "University of Paris", "Columbia University")]
+    store.execute_write(lambda run: merge_pairs(run, [(three[0], three[1], 0.98), (three[1], three[2], 0.9)], DIM))
+    store.record_change(aliases=three)
+    rows = {row["id"]: row for row in store.run("alias_entities", ids=three)}
+    canonical = next(i for i in three if rows[i]["canonical"] is None)
+    vectors = decode_vectors([rows[i]["vec"] for i in three], DIM)
+    assert canonical == three[int(np.argmax((vectors @ vectors.T).mean(axis=1)))]  # the medoid, by hand
+    incremental.refresh(store)
+    # delete the document of the canonical entity: the other two get their own medoid
+    owner = {three[0]: "award", three[1]: "quarter", three[2]: "columbia"}[canonical]
+    removed = delete_document(store, pipeline._doc_id(documents(owner)[0]))
+    assert removed["removed"]["alias_groups_repaired"] == 1
+    rest = [i for i in three if i != canonical]
+    stored = edges(store)
+    assert canonical not in {v[0] for v in stored.values()} and canonical not in stored
+    pair = {i: stored.get(i) for i in rest}
+    new_canonical = next(i for i in rest if pair[i] is None)
+    other = next(i for i in rest if i != new_canonical)
+    expected = float(vectors[three.index(other)] @ vectors[three.index(new_canonical)])
+    assert pair[other][0] == new_canonical and pair[other][1] == pytest.approx(expected, abs=1e-5)
+    assert pair[other][2] == "knn"
+    # the incremental topology (change log) equals a fresh build, canonical map included
+    incremental.refresh(store)
+    fresh = Topology(store.tenant)
+    fresh.refresh(store)
+    assert incremental.edges() == fresh.edges()
+
+    def mapping(topology):
+        view = topology.view()
+        return {view.entity_ids[i]: view.entity_ids[c] for i, c in enumerate(view.canonical) if i != c}
+
+    assert mapping(incremental) == mapping(fresh) and mapping(fresh)[other] == new_canonical
+    # then a split and another ingest, still equal
+    split(store, other)
+    pipeline.ingest([SourceDocument("aliases#more", "More", "New York City hosts Columbia University.")])
+    incremental.refresh(store)
+    fresh = Topology(store.tenant)
+    fresh.refresh(store)
+    assert incremental.edges() == fresh.edges() and mapping(incremental) == mapping(fresh)
+    assert other not in mapping(fresh)
