@@ -7,7 +7,8 @@ when present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2/
 Layout: two top-level values (``data_dir``, ``tenant``) and one section per concern,
 each a plain pydantic model defined here: ``store``, ``models``, ``ingest``,
 ``retrieval`` (PropRAG), ``query`` (caches of query processes), ``selection``, ``api``,
-``worker``, ``llm`` (the LLM endpoint) and ``prunerag`` (spec §4).
+``worker``, ``llm`` (the LLM endpoint), ``prunerag`` (spec §4) and ``selector`` (the APR
+selector policy, spec §3).
 The sections are configuration only, so the core can own them all: the API and the
 workers read ``settings.api`` / ``settings.worker`` from this root and the core imports
 neither of them (dependencies point one way). In TOML a section is a table::
@@ -395,6 +396,42 @@ class PruneRAGParams(_Section):
     aggregate_docs: int = 3
 
 
+class SelectorSettings(_Section):
+    """Section ``selector`` (``PATHWEAVE_SELECTOR_*``): the APR selector policy trained with
+    DPO (spec §3 "Selector policy"; APR paper §2.8), :mod:`pathweave.selector_policy`.
+
+    - ``policy_path``: the trained policy file (``pathweave train selector --out``); None =
+      no policy, ``unique`` on every channel;
+    - utility U = ``alpha`` x accuracy (0..1) - ``beta_tokens`` x prompt tokens - ``gamma``
+      x latency (ms); two action combinations of one query whose utilities differ by no more
+      than ``min_margin`` are a tie (no preference pair): latency noise alone never ranks
+      two combinations that send the same context;
+    - ``pairs``: ``best`` = the best combination against each strictly worse one (26 pairs
+      at most per query), ``all`` = every ordered pair with U+ > U- (351 at most);
+    - DPO: ``beta`` (on the policy and the reference log-ratio), AdamW ``lr`` and
+      ``weight_decay``, ``epochs``, ``batch_size`` (pairs), ``hidden`` units of the MLP,
+      ``seed`` (initial weights and batch order: training is deterministic);
+    - features: ``token_budget`` (tokens; 0 = none) recorded with measured examples.
+    """
+
+    env_prefix: ClassVar[str] = "SELECTOR_"
+
+    policy_path: Path | None = None
+    alpha: float = 1.0
+    beta_tokens: float = 0.0005  # per prompt token: 200 tokens weigh as 0.1 of accuracy
+    gamma: float = 0.0001  # per ms of latency: 100 ms weigh as 0.01 of accuracy
+    min_margin: float = 0.001
+    pairs: Literal["best", "all"] = "best"
+    beta: float = 0.1
+    lr: float = 3e-4
+    weight_decay: float = 0.01
+    epochs: int = Field(5, ge=1)
+    batch_size: int = Field(32, ge=1)
+    hidden: int = Field(64, ge=1)
+    seed: int = 0
+    token_budget: int = Field(0, ge=0)
+
+
 class Settings(BaseSettings):
     """The process's settings: ``data_dir``, ``tenant`` and one model per section."""
 
@@ -412,6 +449,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prunerag: PruneRAGParams = Field(default_factory=PruneRAGParams)
+    selector: SelectorSettings = Field(default_factory=SelectorSettings)
 
     @classmethod
     def settings_customise_sources(
