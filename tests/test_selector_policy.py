@@ -1,0 +1,190 @@
+"""The APR selector policy (spec §3 "Selector policy (DPO)", APR paper §2.8): the DPO loss on
+hand-computed numbers, preference pairs from a utility table, real DPO training on a
+small synthetic dataset, save/load and the ``unique`` fallback, measured examples as JSONL."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pathweave.selector_examples import (
+    SelectorQuestion,
+    context_recall,
+    measure_examples,
+    read_examples,
+    training_arrays,
+)
+from pathweave.selector_policy import (
+    ACTIONS,
+    CHANNELS,
+    COMBINATIONS,
+    FALLBACK_ACTIONS,
+    FixedSelector,
+    SelectorPolicy,
+    dpo_loss,
+    feature_vector,
+    load_selector,
+    preference_pairs,
+    train_policy,
+    utility,
+)
+from pathweave.settings import SelectorSettings, Settings
+
+BEST_A = {"facts": "not_include", "questions": "unique", "answers": "not_include"}
+BEST_B = {"facts": "unique", "questions": "not_include", "answers": "include_all"}
+
+
+def test_dpo_loss_scales_both_log_ratios_by_beta():
+    # one pair: policy log-ratio -1 - (-3) = 2.0, reference log-ratio -2 - (-2.5) = 0.5
+    # loss = -log sigmoid(0.1 x (2.0 - 0.5)) = log(1 + e^-0.15) = 0.620957...
+    loss = dpo_loss(torch.tensor([-1.0]), torch.tensor([-3.0]), torch.tensor([-2.0]), torch.tensor([-2.5]), 0.1)
+    assert float(loss) == pytest.approx(math.log(1 + math.exp(-0.15)), abs=1e-6)
+    assert float(loss) == pytest.approx(0.620957, abs=1e-6)
+    # the reference code's -log sigmoid(0.1 x 2.0 - 0.5) = log(1 + e^0.3) = 0.854355 is not it
+    assert float(loss) != pytest.approx(0.854355, abs=1e-3)
+    # a batch is the mean: second pair margin (-2 - -1) - 0 = -1 -> log(1 + e^0.1) = 0.744397
+    batch = dpo_loss(torch.tensor([-1.0, -2.0]), torch.tensor([-3.0, -1.0]), torch.tensor([-2.0, -1.0]),
+                     torch.tensor([-2.5, -1.0]), 0.1)
+    assert float(batch) == pytest.approx((0.620957 + 0.744397) / 2, abs=1e-5)
+
+
+def test_utility_and_pairs_from_a_small_table():
+    settings = SelectorSettings(alpha=1.0, beta_tokens=0.0005, gamma=0.0001, min_margin=0.001)
+    # (accuracy, tokens, ms) -> U: 1 - 0.1 - 0.01 = 0.89; 1 - 0.05 - 0.01 = 0.94; same context,
+    # 4 ms slower (a tie within the margin): 0.9396; 0.5 - 0.025 - 0.001 = 0.474
+    table = [(1.0, 200, 100), (1.0, 100, 100), (1.0, 100, 104), (0.5, 50, 10)]
+    utilities = [utility(a, t, ms, settings) for a, t, ms in table]
+    assert utilities == pytest.approx([0.89, 0.94, 0.9396, 0.474])
+    # best (index 1) against every strictly worse one; index 2 is a tie with it
+    assert preference_pairs(utilities, "best", settings.min_margin) == [(1, 0), (1, 3)]
+    # the paper's full set: every U+ > U- + margin
+    assert sorted(preference_pairs(utilities, "all", settings.min_margin)) == [(0, 3), (1, 0), (1, 3), (2, 0), (2, 3)]
+    assert preference_pairs([0.3, 0.3, 0.3], "best", 0.0) == []
+    with pytest.raises(ValueError, match="unknown pair mode"):
+        preference_pairs(utilities, "some")
+
+
+def _synthetic(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Two kinds of queries (embeddings near +a or -a); kind 0's best combination is BEST_A,
+    kind 1's BEST_B; utility drops 0.2 per channel that differs from the best."""
+    rng = np.random.default_rng(seed)
+    direction = np.random.default_rng(7).normal(size=384)
+    kinds = [i % 2 for i in range(n)]
+    features, utilities = [], []
+    for kind in kinds:
+        vector = (direction if kind == 0 else -direction) + rng.normal(size=384) * 0.7
+        features.append(feature_vector(vector / np.linalg.norm(vector), int(rng.integers(5, 30)), 0))
+        best = BEST_A if kind == 0 else BEST_B
+        utilities.append([1.0 - 0.2 * sum(a != best[c] for c, a in zip(CHANNELS, combo)) for combo in COMBINATIONS])
+    return np.stack(features), np.array(utilities), kinds
+
+
+def test_training_moves_the_choice_to_the_best_actions():
+    features, utilities, _ = _synthetic(40, seed=1)
+    settings = SelectorSettings()  # spec: beta 0.1, AdamW 3e-4, 5 epochs
+    fresh = SelectorPolicy(features.shape[1], settings.hidden, settings.seed)
+    # the fresh policy (and the reference) is uniform: every action 1/3
+    assert all(p == pytest.approx(1 / 3) for channel in fresh.probabilities(features[0]).values()
+               for p in channel.values())
+    policy, report = train_policy(features, utilities, settings)
+    assert report.pairs == 40 * 26 and len(report.loss) == 5
+    assert report.loss[-1] < report.loss[0] < math.log(2) + 1e-6
+    held_out, _, kinds = _synthetic(20, seed=2)  # new queries of both kinds
+    for x, kind in zip(held_out, kinds):
+        assert policy.choose(x) == (BEST_A if kind == 0 else BEST_B)
+        assert policy.probabilities(x)["facts"][(BEST_A if kind == 0 else BEST_B)["facts"]] > 0.9
+    # deterministic with the seed
+    again, _ = train_policy(features, utilities, settings)
+    for name, tensor in policy.network.state_dict().items():
+        assert torch.equal(tensor, again.network.state_dict()[name])
+
+
+def test_training_on_from_a_policy_keeps_it_as_reference():
+    features, utilities, _ = _synthetic(20, seed=3)
+    settings = SelectorSettings()
+    first, _ = train_policy(features, utilities, settings)
+    # everything prefers the kind-0 best now; starting from `first` the reference is `first`
+    flipped = np.array([[1.0 - 0.2 * sum(a != BEST_A[c] for c, a in zip(CHANNELS, combo)) for combo in COMBINATIONS]
+                        for _ in range(len(features))])
+    second, report = train_policy(features, flipped, settings, initial=first)
+    assert report.pairs == 20 * 26
+    # pairs where `first` already agrees start near the reference: the loss starts at log 2
+    assert report.loss[0] == pytest.approx(math.log(2), abs=0.05)
+    with pytest.raises(ValueError, match="no preference pairs"):
+        train_policy(features, np.zeros_like(utilities), settings)
+    with pytest.raises(ValueError, match="utilities"):
+        train_policy(features, utilities[:, :5], settings)
+
+
+def test_save_load_round_trip_and_fallback(tmp_path, caplog):
+    features, utilities, _ = _synthetic(20, seed=4)
+    policy, _ = train_policy(features, utilities, SelectorSettings(), meta={"embedder": "all-MiniLM-L6-v2"})
+    path = policy.save(tmp_path / "policies" / "selector.safetensors")
+    loaded = SelectorPolicy.load(path)
+    assert loaded.meta["embedder"] == "all-MiniLM-L6-v2" and loaded.meta["pairs"] == 20 * 26
+    for x in features[:5]:
+        assert loaded.choose(x) == policy.choose(x)
+        assert loaded.probabilities(x) == policy.probabilities(x)
+    with pytest.raises(ValueError, match="shape"):
+        loaded.choose(features[0][:10])
+
+    settings = Settings(selector={"policy_path": path})
+    assert isinstance(load_selector(settings, embedding_dim=384), SelectorPolicy)
+    assert load_selector(settings).choose(features[0]) == policy.choose(features[0])
+
+    # no policy configured: unique everywhere, silently
+    assert load_selector(Settings()).choose(features[0]) == FALLBACK_ACTIONS == {c: "unique" for c in CHANNELS}
+    # a missing file, a damaged file, a policy for another embedder: unique, with a warning
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"not a policy")
+    cases = [(Settings(selector={"policy_path": tmp_path / "missing.safetensors"}), None),
+             (Settings(selector={"policy_path": garbage}), None), (settings, 768)]
+    for case, dim in cases:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="pathweave.selector_policy"):
+            selector = load_selector(case, embedding_dim=dim)
+        assert isinstance(selector, FixedSelector)
+        assert selector.choose(features[0]) == FALLBACK_ACTIONS
+        assert "using 'unique' on every channel" in caplog.text
+
+
+def test_measured_examples_round_trip_and_resume(tmp_path, embedder):
+    from pathweave.selection.tokens import TokenCounter
+
+    counter = TokenCounter()
+    questions = [SelectorQuestion("q1", "Who founded the company that makes the iPhone?", frozenset({"d1", "d2"})),
+                 SelectorQuestion("q2", "Where was the author of Dune born?", frozenset({"d3"}))]
+    calls = []
+
+    def evaluator(question, actions):  # pure bookkeeping around the measured examples
+        calls.append((question.id, tuple(actions.values())))
+        covered = {"d1"} if actions["facts"] == "not_include" else {"d1", "d2", "d3"}
+        tokens = {"include_all": 300, "unique": 120, "not_include": 0}
+        return (context_recall(covered, question.gold), sum(tokens[a] for a in actions.values()) + 20,
+                1.0 + ACTIONS.index(actions["facts"]))
+
+    path = tmp_path / "examples.jsonl"
+    examples = measure_examples(questions[:1], evaluator, embedder.encode, counter.count, token_budget=400, path=path)
+    assert len(calls) == 27 and len(set(calls)) == 27
+    examples = measure_examples(questions, evaluator, embedder.encode, counter.count, token_budget=400, path=path)
+    assert len(calls) == 54  # q1 read back from the file, only q2 measured
+    assert [e.id for e in examples] == ["q1", "q2"]
+    again = read_examples(path)
+    assert [e.outcomes for e in again] == [e.outcomes for e in examples]
+    first = again[0]
+    assert first.query_tokens == counter.count(questions[0].text) and first.token_budget == 400
+    assert len(first.embedding) == 384
+    np.testing.assert_allclose(first.embedding, embedder.encode_one(questions[0].text), atol=1e-6)
+    assert first.outcomes[0].accuracy == 1.0 and first.outcomes[0].prompt_tokens == 920  # include_all x 3
+    # q1: facts must be included for full recall; the cheapest such: facts unique, the rest dropped
+    assert first.best(SelectorSettings()) == {"facts": "unique", "questions": "not_include", "answers": "not_include"}
+    features, utilities = training_arrays(again, SelectorSettings())
+    assert features.shape == (2, 386) and utilities.shape == (2, 27)
+
+    path.write_text(path.read_text() + '{"id": "broken"}\n')
+    with pytest.raises(ValueError, match=r"examples.jsonl:3"):
+        read_examples(path)
