@@ -7,8 +7,7 @@ when present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2/
 Layout: two top-level values (``data_dir``, ``tenant``) and one section per concern,
 each a plain pydantic model defined here: ``store``, ``models``, ``ingest``,
 ``retrieval`` (PropRAG), ``query`` (caches of query processes), ``selection``, ``api``,
-``worker``, ``llm`` (the LLM endpoint), ``prunerag`` (spec §4) and ``selector`` (the APR
-selector policy, spec §3).
+``worker``, ``llm`` (the LLM endpoint) and ``prunerag`` (spec §4).
 The sections are configuration only, so the core can own them all: the API and the
 workers read ``settings.api`` / ``settings.worker`` from this root and the core imports
 neither of them (dependencies point one way). In TOML a section is a table::
@@ -374,28 +373,6 @@ class LLMSettings(_Section):
         return not self.base_url.strip()
 
 
-class PruneRAGParams(_Section):
-    """Section ``prunerag`` (``PATHWEAVE_PRUNERAG_*``): PruneRAG (spec §4, paper defaults).
-
-    ``top_k`` passages retrieved per node (PropRAG), ``max_depth`` of the tree (root = 1),
-    ``branching`` children per expansion, ``threshold`` on the answer confidence
-    exp(mean log-prob of the answer tokens), ``retries`` on a low-confidence answer;
-    ``keep_root_docs``: the aggregation keeps the root's own passages (our improvement over
-    the reference); ``aggregate_docs``: passages per unanswered node in the aggregation
-    prompt (each passage shown once in the tree): bounds that prompt (up to 7 nodes) on CPU,
-    where a prompt token costs ~0.1 s."""
-
-    env_prefix: ClassVar[str] = "PRUNERAG_"
-
-    top_k: int = 5
-    max_depth: int = 3
-    branching: int = 2
-    threshold: float = 0.95
-    retries: int = 1
-    keep_root_docs: bool = True
-    aggregate_docs: int = 3
-
-
 class SelectorSettings(_Section):
     """Section ``selector`` (``PATHWEAVE_SELECTOR_*``): the APR selector policy trained with
     DPO (spec §3 "Selector policy"; APR paper §2.8), :mod:`pathweave.selector_policy`.
@@ -432,6 +409,28 @@ class SelectorSettings(_Section):
     token_budget: int = Field(0, ge=0)
 
 
+class PruneRAGParams(_Section):
+    """Section ``prunerag`` (``PATHWEAVE_PRUNERAG_*``): PruneRAG (spec §4, paper defaults).
+
+    ``top_k`` passages retrieved per node (PropRAG), ``max_depth`` of the tree (root = 1),
+    ``branching`` children per expansion, ``threshold`` on the answer confidence
+    exp(mean log-prob of the answer tokens), ``retries`` on a low-confidence answer;
+    ``keep_root_docs``: the aggregation keeps the root's own passages (our improvement over
+    the reference); ``aggregate_docs``: passages per unanswered node in the aggregation
+    prompt (each passage shown once in the tree): bounds that prompt (up to 7 nodes) on CPU,
+    where a prompt token costs ~0.1 s."""
+
+    env_prefix: ClassVar[str] = "PRUNERAG_"
+
+    top_k: int = 5
+    max_depth: int = 3
+    branching: int = 2
+    threshold: float = 0.95
+    retries: int = 1
+    keep_root_docs: bool = True
+    aggregate_docs: int = 3
+
+
 class Settings(BaseSettings):
     """The process's settings: ``data_dir``, ``tenant`` and one model per section."""
 
@@ -447,9 +446,9 @@ class Settings(BaseSettings):
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    selector: SelectorSettings = Field(default_factory=SelectorSettings)  # APR selector policy (spec §3)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prunerag: PruneRAGParams = Field(default_factory=PruneRAGParams)
-    selector: SelectorSettings = Field(default_factory=SelectorSettings)
 
     @classmethod
     def settings_customise_sources(
