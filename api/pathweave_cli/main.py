@@ -5,7 +5,8 @@ Owns the commands on the store and the documents: ``pathweave db start|stop|stat
 prunerag]``, ``pathweave demo``, ``pathweave config show``; mounts the managed model
 server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), the service
 commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``, ``keys``) and
-the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|qa|scale|api|select``).
+the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|qa|scale|api|select``) and the
+training of learned parts (:mod:`pathweave_cli.train`: ``train selector``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathweave.retrieval.modes import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
 from pathweave_cli.llm import llm_app
+from pathweave_cli.train import train_app
 from pathweave_ingest.console import console, print_result, run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -244,6 +246,7 @@ app.command("explore")(service.explore)
 app.add_typer(service.keys_app, name="keys")
 app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
+app.add_typer(train_app, name="train")
 
 if __name__ == "__main__":
     app()

@@ -136,14 +136,15 @@ def append_example(path: str | Path, example: SelectorExample) -> None:
         handle.write(json.dumps(asdict(example)) + "\n")
 
 
-def measure_examples(questions: list[SelectorQuestion], evaluator: Evaluator,
-                     embed: Callable[[list[str]], np.ndarray], count_tokens: Callable[[str], int],
+def measure_examples(questions: list[SelectorQuestion], evaluator: Evaluator | None,
+                     embed: Callable[[list[str]], np.ndarray] | None, count_tokens: Callable[[str], int] | None,
                      token_budget: int = 0, path: str | Path | None = None,
                      progress: Callable[[SelectorQuestion], None] | None = None) -> list[SelectorExample]:
     """Examples for ``questions``, in their order: those already in the JSONL ``path`` are
     read back (by id), the others measured (:func:`measure_example`) and appended to
     ``path`` one by one. ``embed(texts) -> (n, d)`` float32 L2-normalized (the configured
-    embedder), ``count_tokens(text) -> tokens`` (the configured tokenizer).
+    embedder), ``count_tokens(text) -> tokens`` (the configured tokenizer); ``evaluator``, ``embed``
+    and ``count_tokens`` are only called for questions not in ``path`` (None will do when all are there).
     ``progress(question)`` after each question."""
     known = {example.id: example for example in read_examples(path)} if path else {}
     missing = [q for q in questions if q.id not in known]
