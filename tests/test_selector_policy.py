@@ -4,6 +4,7 @@ small synthetic dataset, save/load and the ``unique`` fallback, measured example
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -188,3 +189,55 @@ def test_measured_examples_round_trip_and_resume(tmp_path, embedder):
     path.write_text(path.read_text() + '{"id": "broken"}\n')
     with pytest.raises(ValueError, match=r"examples.jsonl:3"):
         read_examples(path)
+
+
+def _musique_dir(tmp_path):
+    """A MuSiQue-layout folder: 4 questions, 2 paragraphs each (one supporting)."""
+    tmp_path.mkdir()
+    questions, corpus = [], []
+    for i, (question, answer) in enumerate([("Who founded the maker of the iPhone?", "Steve Jobs"),
+                                            ("Where was the author of Dune born?", "Tacoma"),
+                                            ("What river flows through the capital of Austria?", "Danube"),
+                                            ("Which team did the 1998 MVP play for?", "Chicago Bulls")]):
+        paragraphs = [{"idx": j, "title": f"T{i}{j}", "paragraph_text": f"Passage {j} about {answer}.",
+                       "is_supporting": j == 0} for j in range(2)]
+        corpus += [{"title": p["title"], "text": p["paragraph_text"]} for p in paragraphs]
+        questions.append({"id": f"2hop__{i}", "question": question, "answer": answer, "answer_aliases": [],
+                          "paragraphs": paragraphs, "question_decomposition": []})
+    (tmp_path / "musique_train.json").write_text(json.dumps(questions))
+    (tmp_path / "musique_train_corpus.json").write_text(json.dumps(corpus))
+    return tmp_path
+
+
+def test_train_selector_command_trains_from_measured_examples(tmp_path, embedder):
+    from typer.testing import CliRunner
+
+    from pathweave.selection.tokens import TokenCounter
+    from pathweave_cli.main import app
+    from pathweave_cli.train import context_evaluator, musique_questions
+
+    data = _musique_dir(tmp_path / "musique")
+    questions, documents = musique_questions(data, 4, "musique")
+    assert len(questions) == 4 and len(documents) == 8 and all(len(q.gold) == 1 for q in questions)
+    gold_of = {q.text: q.gold for q in questions}
+    tokens = {"include_all": 300, "unique": 120, "not_include": 0}
+
+    def select_context(question, actions):  # scripted APR selection: facts carry the gold passage
+        docs = set() if actions["facts"] == "not_include" else set(gold_of[question])
+        return "prompt", sum(tokens[a] for a in actions.values()), docs
+
+    examples = tmp_path / "examples.jsonl"
+    measure_examples(questions, context_evaluator(select_context), embedder.encode, TokenCounter().count,
+                     path=examples)
+    best = {"facts": "unique", "questions": "not_include", "answers": "not_include"}
+    out = tmp_path / "policy.safetensors"
+    result = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--limit", "4", "--examples",
+                                      str(examples), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "104 preference pairs from 4 questions" in result.output
+    policy = SelectorPolicy.load(out)
+    for example in read_examples(examples):
+        assert example.best(SelectorSettings()) == best
+        assert policy.choose(example.features()) == best  # moved off the uniform start (include_all first)
+    bad = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--accuracy", "f1"])
+    assert bad.exit_code == 2 and "recall or em" in bad.output
