@@ -217,7 +217,7 @@ def test_train_selector_command_trains_from_measured_examples(tmp_path, embedder
     from pathweave_cli.train import context_evaluator, musique_questions
 
     data = _musique_dir(tmp_path / "musique")
-    questions, documents = musique_questions(data, 4, "musique")
+    questions, documents, prior = musique_questions(data, 4, "musique")
     assert len(questions) == 4 and len(documents) == 8 and all(len(q.gold) == 1 for q in questions)
     gold_of = {q.text: q.gold for q in questions}
     tokens = {"include_all": 300, "unique": 120, "not_include": 0}
@@ -241,3 +241,15 @@ def test_train_selector_command_trains_from_measured_examples(tmp_path, embedder
         assert policy.choose(example.features()) == best  # moved off the uniform start (include_all first)
     bad = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--accuracy", "f1"])
     assert bad.exit_code == 2 and "recall or em" in bad.output
+
+
+def test_decomposition_fills_in_the_gold_sub_answers():
+    from pathweave_cli.train import decomposition
+
+    question = {"question_decomposition": [
+        {"question": "Dune >> author", "answer": "Frank Herbert"},
+        {"question": "#1 >> place of birth", "answer": "Tacoma"},
+        {"question": "When was #2 founded by #1?", "answer": "1872"}]}
+    assert decomposition(question) == ["Dune >> author", "Frank Herbert >> place of birth",
+                                       "When was Tacoma founded by Frank Herbert?"]
+    assert decomposition({"question": "x"}) == []

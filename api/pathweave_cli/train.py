@@ -10,7 +10,10 @@ the policy is trained on them (:func:`pathweave.selector_policy.train_policy`) a
 ``--out``; point ``PATHWEAVE_SELECTOR_POLICY_PATH`` at it to use it.
 
 The questions' passages are ingested into ``--tenant`` of the configured store first (all of
-the corpus without ``--limit``; idempotent: what is stored is skipped).
+the corpus without ``--limit``; idempotent: what is stored is skipped). Before a question is
+measured, its gold decomposition (MuSiQue's sub-questions, ``#k`` replaced by the gold
+sub-answers) is asked and recorded, so that the channels questions and answers hold the
+earlier questions a session would have asked.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ from pathweave_ingest.console import console, progress_bar
 train_app = typer.Typer(help="Train Pathweave's learned parts.", no_args_is_help=True)
 
 
-def musique_questions(data: Path, limit: int, tenant: str) -> tuple[list[SelectorQuestion], list]:
+def musique_questions(data: Path, limit: int, tenant: str) -> tuple[list[SelectorQuestion], list, dict[str, list[str]]]:
     """The first ``limit`` MuSiQue questions of ``data`` (0 = all) as :class:`SelectorQuestion`
-    (gold = the supporting paragraphs' document ids in ``tenant``) and the corpus documents
-    they need: their 20 paragraphs each (the whole corpus when ``limit`` is 0)."""
+    (gold = the supporting paragraphs' document ids in ``tenant``), the corpus documents
+    they need (their 20 paragraphs each; the whole corpus when ``limit`` is 0) and each
+    question's earlier questions: its gold decomposition (:func:`decomposition`)."""
     from pathweave_bench.musique import gold_documents, load_musique
 
     raw, documents = load_musique(data, limit)
@@ -44,7 +48,20 @@ def musique_questions(data: Path, limit: int, tenant: str) -> tuple[list[Selecto
     if limit:
         wanted = {(p["title"].strip(), p["paragraph_text"].strip()) for q in raw for p in q["paragraphs"]}
         documents = [d for d in documents if (d.title, d.text) in wanted]
-    return questions, documents
+    return questions, documents, {q["id"]: decomposition(q) for q in raw}
+
+
+def decomposition(question: dict) -> list[str]:
+    """MuSiQue's gold sub-questions of ``question`` (``question_decomposition[].question``)
+    with each ``#k`` placeholder replaced by the gold answer of sub-question k."""
+    steps = question.get("question_decomposition") or []
+    out = []
+    for step in steps:
+        text = step["question"]
+        for k in range(len(steps), 0, -1):  # #10 before #1
+            text = text.replace(f"#{k}", steps[k - 1].get("answer", ""))
+        out.append(text)
+    return out
 
 
 def context_evaluator(select_context: Callable[[str, dict[str, str]], tuple[str, int, set[str]]],
@@ -87,6 +104,58 @@ def llm_answer(client) -> Callable[[str, str], str]:
     return answer
 
 
+def apr_select_context(retriever) -> Callable[[str, dict[str, str]], tuple[str, int, set[str]]]:
+    """``(question, actions) -> (compact prompt, prompt tokens, document ids of the passages it
+    covers)`` of the APR retrieval (:func:`pathweave.apr.retrieve`, spec §3) with those
+    selection actions; nothing is written."""
+    from pathweave.apr import retrieve
+
+    def select_context(question: str, actions: dict[str, str]) -> tuple[str, int, set[str]]:
+        context = retrieve(retriever, question, actions=actions).context
+        meta = retriever.reader(retriever.topology()).passages(context.passage_ids)
+        return context.prompt, context.prompt_tokens, {meta[p][1] for p in context.passage_ids if p in meta}
+
+    return select_context
+
+
+def measure_with_store(settings, questions: list[SelectorQuestion], documents: list, path: Path, token_budget: int,
+                       accuracy: str, prior: dict[str, list[str]]) -> list[SelectorExample]:
+    """Ingest ``documents`` into the configured store's tenant (skipping what is stored),
+    then measure the questions missing from ``path`` with the APR selection (progress bar).
+    Before a question is measured its earlier questions ``prior[id]`` (the gold
+    decomposition) are asked and recorded (question and answer runs), so the channels
+    questions and answers hold what a session would have; the 27 measured runs of the
+    question itself write nothing."""
+    from pathweave.apr import retrieve
+    from pathweave.embeddings import get_embedder
+    from pathweave.retrieval.retriever import Retriever
+    from pathweave.selector_examples import measure_examples
+    from pathweave.store import open_store
+    from pathweave_ingest.console import run_ingest
+    from pathweave_ingest.extractors import make_extractor, question_parser
+
+    with open_store(settings) as store:
+        run_ingest(store, settings, documents, [], label="ingest MuSiQue passages")
+        embedder = get_embedder(settings)
+        retriever = Retriever(store, embedder, settings)
+        retriever.question_parser = question_parser(make_extractor(settings))
+        answer = llm_answer(retriever.llm_client()) if accuracy == "em" else None
+        select_context = apr_select_context(retriever)
+        evaluator = context_evaluator(select_context, accuracy, answer)
+        counter = retriever.token_counter()
+
+        def ask_earlier(question: SelectorQuestion) -> None:
+            for earlier in prior.get(question.id, []):
+                text = answer(earlier, retrieve(retriever, earlier).context.prompt) if answer else None
+                retrieve(retriever, earlier, write_record=True, answer_text=text)
+
+        with progress_bar() as bar:
+            task = bar.add_task("measure 27 selector combinations", total=len(questions), rate="")
+            examples = measure_examples(questions, evaluator, embedder.encode, counter.count, token_budget, path,
+                                        progress=lambda question: bar.advance(task), prepare=ask_earlier)
+    return examples
+
+
 def policy_rows(policy, examples: list[SelectorExample]) -> dict[str, dict]:
     """Mean accuracy and prompt tokens over ``examples`` (as measured) of the policy's choice
     per question, ``unique`` everywhere and ``include_all`` everywhere."""
@@ -127,7 +196,7 @@ def train_selector(
         console.print(f"[red]error:[/] --accuracy is recall or em, got {accuracy!r}")
         raise typer.Exit(2)
     try:
-        questions, documents = musique_questions(data or default_data_dir(), limit, tenant)
+        questions, documents, prior = musique_questions(data or default_data_dir(), limit, tenant)
         known = {e.id for e in read_examples(examples)}
     except (FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/] {exc}")
@@ -136,14 +205,18 @@ def train_selector(
     if all(q.id in known for q in questions):  # nothing to measure: no store, no models
         measured = measure_examples(questions, None, None, None, token_budget, examples)
     else:
-        measured = measure_with_store(settings, questions, documents, examples, token_budget, accuracy)
+        measured = measure_with_store(settings, questions, documents, examples, token_budget, accuracy, prior)
     features, utilities = training_arrays(measured, settings.selector)
-    with progress_bar() as bar:
-        task = bar.add_task("train selector (DPO)", total=None, rate="")
-        policy, report = train_policy(features, utilities, settings.selector,
-                                      meta={"embedder": "all-MiniLM-L6-v2", "data": str(data or default_data_dir()),
-                                            "accuracy": accuracy},
-                                      progress=lambda step, total: bar.update(task, completed=step, total=total))
+    meta = {"embedder": settings.models.embedder or "all-MiniLM-L6-v2", "data": str(data or default_data_dir()),
+            "accuracy": accuracy}
+    try:
+        with progress_bar() as bar:
+            task = bar.add_task("train selector (DPO)", total=None, rate="")
+            policy, report = train_policy(features, utilities, settings.selector, meta=meta,
+                                          progress=lambda step, total: bar.update(task, completed=step, total=total))
+    except ValueError as exc:  # e.g. no preference pairs: every combination scored the same
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1)
     policy.save(out)
     rows = policy_rows(policy, measured)
     table = Table(title=f"selector on the {len(measured)} training questions (as measured)")
@@ -155,35 +228,3 @@ def train_selector(
     console.print(f"{report.pairs} preference pairs from {report.examples} questions; DPO loss "
                   f"{report.loss[0]:.4f} -> {report.loss[-1]:.4f} in {report.seconds:.1f} s; policy written to {out}")
     console.print_json(json.dumps({"rows": rows, "loss": [round(v, 4) for v in report.loss]}))
-
-
-def measure_with_store(settings, questions: list[SelectorQuestion], documents: list, path: Path, token_budget: int,
-                       accuracy: str) -> list[SelectorExample]:
-    """Ingest ``documents`` into the configured store's tenant (skipping what is stored),
-    then measure the questions missing from ``path`` with the APR selection (progress bar)."""
-    from pathweave.embeddings import get_embedder
-    from pathweave.retrieval.retriever import Retriever
-    from pathweave.selector_examples import measure_examples
-    from pathweave.store import open_store
-    from pathweave_ingest.console import run_ingest
-
-    with open_store(settings) as store:
-        run_ingest(store, settings, documents, [], label="ingest MuSiQue passages")
-        embedder = get_embedder(settings)
-        retriever = Retriever(store, embedder, settings)
-        answer = llm_answer(retriever.llm_client()) if accuracy == "em" else None
-        evaluator = context_evaluator(apr_select_context(retriever, token_budget), accuracy, answer)
-        counter = retriever.token_counter()
-        with progress_bar() as bar:
-            task = bar.add_task("measure 27 selector combinations", total=len(questions), rate="")
-            measured = measure_examples(questions, evaluator, embedder.encode, counter.count, token_budget, path,
-                                        progress=lambda question: bar.advance(task))
-        retriever.flush()
-    return measured
-
-
-def apr_select_context(retriever, token_budget: int) -> Callable[[str, dict[str, str]], tuple[str, int, set[str]]]:
-    """``(question, actions) -> (compact prompt, prompt tokens, evidence document ids)`` of
-    the APR retrieval with those selection actions (spec §3)."""
-    raise NotImplementedError("wired to the APR retrieval when issue12-apr is merged")
-

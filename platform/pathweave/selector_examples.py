@@ -139,13 +139,15 @@ def append_example(path: str | Path, example: SelectorExample) -> None:
 def measure_examples(questions: list[SelectorQuestion], evaluator: Evaluator | None,
                      embed: Callable[[list[str]], np.ndarray] | None, count_tokens: Callable[[str], int] | None,
                      token_budget: int = 0, path: str | Path | None = None,
-                     progress: Callable[[SelectorQuestion], None] | None = None) -> list[SelectorExample]:
+                     progress: Callable[[SelectorQuestion], None] | None = None,
+                     prepare: Callable[[SelectorQuestion], None] | None = None) -> list[SelectorExample]:
     """Examples for ``questions``, in their order: those already in the JSONL ``path`` are
     read back (by id), the others measured (:func:`measure_example`) and appended to
     ``path`` one by one. ``embed(texts) -> (n, d)`` float32 L2-normalized (the configured
     embedder), ``count_tokens(text) -> tokens`` (the configured tokenizer); ``evaluator``, ``embed``
     and ``count_tokens`` are only called for questions not in ``path`` (None will do when all are there).
-    ``progress(question)`` after each question."""
+    ``prepare(question)`` runs before a question is measured (e.g. asks its earlier
+    questions), ``progress(question)`` after each question."""
     known = {example.id: example for example in read_examples(path)} if path else {}
     missing = [q for q in questions if q.id not in known]
     vectors = dict(zip((q.id for q in missing), embed([q.text for q in missing]))) if missing else {}
@@ -153,6 +155,8 @@ def measure_examples(questions: list[SelectorQuestion], evaluator: Evaluator | N
     for question in questions:
         example = known.get(question.id)
         if example is None:
+            if prepare:
+                prepare(question)
             example = measure_example(question, evaluator, vectors[question.id], count_tokens(question.text),
                                       token_budget)
             if path:
