@@ -234,13 +234,19 @@ def test_train_selector_command_trains_from_measured_examples(tmp_path, embedder
     result = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--limit", "4", "--examples",
                                       str(examples), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "104 preference pairs from 4 questions" in result.output
+    assert "104 preference pairs from 4 questions" in result.output and "dpo" in result.output
     policy = SelectorPolicy.load(out)
     for example in read_examples(examples):
         assert example.best(SelectorSettings()) == best
         assert policy.choose(example.features()) == best  # moved off the uniform start (include_all first)
+    held = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--limit", "4", "--examples",
+                                    str(examples), "--out", str(tmp_path / "p2.safetensors"), "--holdout", "1"])
+    assert held.exit_code == 0, held.output
+    assert "78 preference pairs from 3 questions" in held.output and "held_out" in held.output
     bad = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--accuracy", "f1"])
     assert bad.exit_code == 2 and "recall or em" in bad.output
+    bad = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--limit", "2", "--holdout", "2"])
+    assert bad.exit_code == 2 and "leaves no question" in bad.output
 
 
 def test_decomposition_fills_in_the_gold_sub_answers():

@@ -183,6 +183,8 @@ def train_selector(
                                                 "of the LLM's answer, PATHWEAVE_LLM_*)."),
     budget: Optional[int] = typer.Option(None, min=0, help="Token budget feature recorded with the examples "
                                                             "(default: selector.token_budget)."),
+    holdout: int = typer.Option(0, min=0, help="Measure but do not train on the last N questions; report the "
+                                               "policy on them beside unique and include_all."),
 ) -> None:
     """Measure the 27 selector action combinations per question, train the DPO selector
     policy on them and save it."""
@@ -201,12 +203,16 @@ def train_selector(
     except (FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
+    if holdout >= len(questions):
+        console.print(f"[red]error:[/] --holdout {holdout} leaves no question of {len(questions)} to train on")
+        raise typer.Exit(2)
     token_budget = settings.selector.token_budget if budget is None else budget
     if all(q.id in known for q in questions):  # nothing to measure: no store, no models
         measured = measure_examples(questions, None, None, None, token_budget, examples)
     else:
         measured = measure_with_store(settings, questions, documents, examples, token_budget, accuracy, prior)
-    features, utilities = training_arrays(measured, settings.selector)
+    train, held_out = (measured[:-holdout], measured[-holdout:]) if holdout else (measured, [])
+    features, utilities = training_arrays(train, settings.selector)
     meta = {"embedder": settings.models.embedder or "all-MiniLM-L6-v2", "data": str(data or default_data_dir()),
             "accuracy": accuracy}
     try:
@@ -218,13 +224,15 @@ def train_selector(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1)
     policy.save(out)
-    rows = policy_rows(policy, measured)
-    table = Table(title=f"selector on the {len(measured)} training questions (as measured)")
-    for column in ("selector", "accuracy", "prompt tokens"):
+    figures = {"train": policy_rows(policy, train), **({"held_out": policy_rows(policy, held_out)} if held_out else {})}
+    table = Table(title="selector actions per question, as measured (mean over the questions)")
+    for column in ("questions", "selector", "accuracy", "prompt tokens"):
         table.add_column(column)
-    for name, row in rows.items():
-        table.add_row(name, f"{row['accuracy']:.3f}", f"{row['prompt_tokens']:.1f}")
+    for split, rows in figures.items():
+        for name, row in rows.items():
+            table.add_row(f"{split} ({len(train) if split == 'train' else len(held_out)})", name,
+                          f"{row['accuracy']:.3f}", f"{row['prompt_tokens']:.1f}")
     Console().print(table)
     console.print(f"{report.pairs} preference pairs from {report.examples} questions; DPO loss "
                   f"{report.loss[0]:.4f} -> {report.loss[-1]:.4f} in {report.seconds:.1f} s; policy written to {out}")
-    console.print_json(json.dumps({"rows": rows, "loss": [round(v, 4) for v in report.loss]}))
+    console.print_json(json.dumps({**figures, "loss": [round(v, 4) for v in report.loss]}))

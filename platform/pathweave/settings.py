@@ -395,8 +395,12 @@ class SelectorSettings(_Section):
 
     policy_path: Path | None = None
     alpha: float = 1.0
-    beta_tokens: float = 0.0005  # per prompt token: 200 tokens weigh as 0.1 of accuracy
-    gamma: float = 0.0001  # per ms of latency: 100 ms weigh as 0.01 of accuracy
+    # accuracy first; tokens and latency decide between combinations of (nearly) equal
+    # accuracy: 1,000 prompt tokens weigh as 0.1 of accuracy, 1 s of latency as 0.01 (the 27
+    # runs of one question share their retrieval, so their latencies differ mostly by noise:
+    # +-150 ms on the loaded 2-core machine, within min_margin + a few tokens)
+    beta_tokens: float = 0.0001  # per prompt token
+    gamma: float = 0.00001  # per ms
     min_margin: float = 0.001
     pairs: Literal["best", "all"] = "best"
     beta: float = 0.1
