@@ -26,6 +26,7 @@ from pathweave.selector_policy import (
     FALLBACK_ACTIONS,
     FixedSelector,
     SelectorPolicy,
+    choose_actions,
     dpo_loss,
     feature_vector,
     load_selector,
@@ -136,6 +137,9 @@ def test_save_load_round_trip_and_fallback(tmp_path, caplog):
     settings = Settings(selector={"policy_path": path})
     assert isinstance(load_selector(settings, embedding_dim=384), SelectorPolicy)
     assert load_selector(settings).choose(features[0]) == policy.choose(features[0])
+    query, tokens = features[1][:384], 12
+    assert choose_actions(settings, query, tokens) == policy.choose(feature_vector(query, tokens, 0))
+    assert choose_actions(Settings(), query, tokens) == FALLBACK_ACTIONS
 
     # no policy configured: unique everywhere, silently
     assert load_selector(Settings()).choose(features[0]) == FALLBACK_ACTIONS == {c: "unique" for c in CHANNELS}

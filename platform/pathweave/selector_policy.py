@@ -352,3 +352,13 @@ def _load_cached(path: str, mtime_ns: int) -> SelectorPolicy:
     policy = SelectorPolicy.load(path)
     log.info("selector policy loaded from %s (trained on %s examples)", path, policy.meta.get("examples", "?"))
     return policy
+
+
+def choose_actions(settings: Settings, query_embedding: np.ndarray, query_tokens: int,
+                   token_budget: int = 0) -> dict[str, str]:
+    """The selection actions for one query (what the APR mode calls when the caller named
+    none): the configured policy's choice on :func:`feature_vector` of the query's ``(d,)``
+    embedding, its length (tokens) and token budget (tokens, 0 = none), or ``unique`` on
+    every channel (:func:`load_selector`)."""
+    selector = load_selector(settings, int(np.asarray(query_embedding).size))
+    return selector.choose(feature_vector(query_embedding, query_tokens, token_budget))
