@@ -156,9 +156,10 @@ def measure_with_store(settings, questions: list[SelectorQuestion], documents: l
     return examples
 
 
-def policy_rows(policy, examples: list[SelectorExample]) -> dict[str, dict]:
+def policy_rows(policy, examples: list[SelectorExample], settings) -> dict[str, dict]:
     """Mean accuracy and prompt tokens over ``examples`` (as measured) of the policy's choice
-    per question, ``unique`` everywhere and ``include_all`` everywhere."""
+    per question, ``unique`` everywhere, ``include_all`` everywhere and ``best``: each
+    question's highest-utility combination under ``settings`` (section ``selector``)."""
     from pathweave.selector_policy import CHANNELS, COMBINATIONS, combination
 
     def row(choose) -> dict:
@@ -168,7 +169,8 @@ def policy_rows(policy, examples: list[SelectorExample]) -> dict[str, dict]:
 
     return {"dpo": row(lambda e: policy.choose(e.features())),
             "unique": row(lambda e: dict.fromkeys(CHANNELS, "unique")),
-            "include_all": row(lambda e: dict.fromkeys(CHANNELS, "include_all"))}
+            "include_all": row(lambda e: dict.fromkeys(CHANNELS, "include_all")),
+            "best": row(lambda e: e.best(settings))}
 
 
 @train_app.command("selector")
@@ -224,7 +226,8 @@ def train_selector(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1)
     policy.save(out)
-    figures = {"train": policy_rows(policy, train), **({"held_out": policy_rows(policy, held_out)} if held_out else {})}
+    figures = {"train": policy_rows(policy, train, settings.selector),
+               **({"held_out": policy_rows(policy, held_out, settings.selector)} if held_out else {})}
     table = Table(title="selector actions per question, as measured (mean over the questions)")
     for column in ("questions", "selector", "accuracy", "prompt tokens"):
         table.add_column(column)
