@@ -39,13 +39,16 @@ class Capability(str, enum.Enum):
 
 
 #: (label, property) pairs that carry an embedder-sized vector index (spec §0; Triple: the
-#: fact texts of the HippoRAG 2 baseline).
+#: fact texts of the HippoRAG 2 baseline; Run: APR's fact runs (``embedding``) and question
+#: and answer runs (``memory_embedding``), the coarse candidates of spec §3).
 VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
     ("Passage", "embedding"),
     ("Proposition", "embedding"),
     ("Entity", "embedding"),
     ("Relation", "embedding"),
     ("Triple", "embedding"),
+    ("Run", "embedding"),
+    ("Run", "memory_embedding"),
 )
 
 
