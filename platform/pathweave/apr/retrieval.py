@@ -275,11 +275,10 @@ def apr_search(retriever, question: str, k: int = 5, write_record: bool | None =
     top ``k`` passages of the retrieved fact runs (by their best run's fine score) and the
     compact prompt as ``result.apr``; the reasoning record (``write_record``, default
     ``settings.query.write_reasoning``) adds the query's runs and session links (written
-    before returning, so the session's next query sees them)."""
+    before returning, so the session's next query sees them). Returns ``(result, (d,) query vector)``."""
     import time
 
     from pathweave.model import QueryResult
-    from pathweave.retrieval.retriever import Retrieval
 
     started = time.perf_counter()
     record = retriever.settings.query.write_reasoning if write_record is None else write_record
@@ -292,4 +291,4 @@ def apr_search(retriever, question: str, k: int = 5, write_record: bool | None =
     if record:
         retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
     result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
-    return Retrieval(result, None, outcome.query)
+    return result, outcome.query
