@@ -263,5 +263,15 @@ RETURN node.run_id AS id, node.tenant AS tenant, node.channel AS channel, score;
 // name: apr_tenant_codes
 // Every coded node of the tenant: label, id and code (tests and operations).
 MATCH (n) WHERE n.tenant = $tenant AND n.code IS NOT NULL
-RETURN labels(n)[0] AS label, coalesce(n.entity_id, n.relation_id, n.triple_id, n.run_id) AS id,
-       n.code AS code;
+WITH n, labels(n)[0] AS label
+RETURN label, CASE label WHEN 'Entity' THEN n.entity_id WHEN 'Relation' THEN n.relation_id
+                         WHEN 'Triple' THEN n.triple_id ELSE n.run_id END AS id, n.code AS code;
+
+// name: apr_passage_runs
+// The fact runs of the passages $ids with their triples' words in EDGE order (tests, the explorer).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id})-[:HAS_RUN]->(r:Run)-[e:EDGE]->(t:Triple)
+WHERE p.tenant = $tenant
+WITH id, r, e, t ORDER BY e.order
+RETURN id AS passage_id, r.run_id AS run_id, r.code AS code,
+       collect([t.subject, t.relation, t.object]) AS triples;
