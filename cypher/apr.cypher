@@ -203,11 +203,16 @@ MERGE (a)-[:AS_RUN]->(r)
 RETURN count(r) AS n;
 
 // name: apr_session_runs
-// Every run the session $session_key's queries sent, asked or reused (what the model
-// has seen in this session), with its code.
+// Every run the session $session_key's queries sent, asked or reused, and their answer
+// runs (what the model has seen or said in this session), with its code.
 MATCH (s:Session {session_key: $session_key})-[:IN_SESSION]->(q:Query)
 WHERE s.tenant = $tenant
 MATCH (q)-[:SENT|ASKED|REUSED]->(r:Run)
+RETURN DISTINCT r.run_id AS id, r.code AS code
+UNION
+MATCH (s:Session {session_key: $session_key})-[:IN_SESSION]->(q:Query)
+WHERE s.tenant = $tenant
+MATCH (a:Answer {answer_id: q.query_id})-[:AS_RUN]->(r:Run)
 RETURN DISTINCT r.run_id AS id, r.code AS code;
 
 // name: apr_query_runs

@@ -59,6 +59,14 @@ class AprOutcome:
     context: AprContext
     passage_scores: dict[str, float] = field(default_factory=dict)
     query: np.ndarray | None = None
+    _write: Callable[[str | None], None] | None = field(default=None, repr=False)
+
+    def record(self, answer_text: str | None = None) -> None:
+        """Write this query's APR record now (see :func:`retrieve`'s ``write_record``), its
+        answer run from ``answer_text`` (an LLM's answer) or else from the selected evidence."""
+        if self._write is not None:
+            self._write(answer_text)
+            self._write = None
 
 
 def question_triples(question: str, parse: QuestionParser | None) -> list[tuple[str, str, str]]:
@@ -112,7 +120,8 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     ``write_record``: persist the query (``(:Query {session_id})``), its question run
     (``ASKED``), the runs it ``SENT`` and ``REUSED`` and its answer run (``answer_text`` when
     an LLM answered, else the selected evidence) — the memory later questions retrieve.
-    Without it nothing is written (a session then sees nothing of this query).
+    Without it nothing is written (a session then sees nothing of this query) until the
+    caller calls ``outcome.record(answer_text)`` (e.g. after an LLM answered).
 
     Raises ValueError on an empty question, a bad session id or a bad channel/action.
     """
@@ -199,11 +208,16 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
         token_counts=prompt.token_counts, tokenizer=counter.name, actions=chosen,
         question_triples=[list(r.words) for r in refs], runs=out_runs,
         passage_ids=list(dict.fromkeys(p for run in out_runs for p in run.passage_ids)))
-    if write_record:
-        facts = [r.row for channel, r in selected if channel == "facts"]
+    facts = [r.row for channel, r in selected if channel == "facts"]
+
+    def write(answer: str | None) -> None:
         _write(retriever, query_id, question, session_id, refs, query_lines, whole, symbol_vecs,
-               names | relation_names, out_runs, facts, triple_rows, answer_text)
-    return AprOutcome(query_id, context, passage_scores, query_vec)
+               names | relation_names, out_runs, facts, triple_rows, answer)
+
+    outcome = AprOutcome(query_id, context, passage_scores, query_vec, write)
+    if write_record:
+        outcome.record(answer_text)
+    return outcome
 
 
 def _write(retriever, query_id: str, question: str, session_id: str | None, refs: Sequence[TripleRef],
@@ -270,25 +284,27 @@ def _answer_run(retriever, refs: Sequence[TripleRef], facts: list[RunRow], tripl
 
 
 def apr_search(retriever, question: str, k: int = 5, write_record: bool | None = None,
-               session_id: str | None = None, actions: Mapping[str, str] | None = None):
+               session_id: str | None = None, actions: Mapping[str, str] | None = None,
+               defer_record: bool = False):
     """Retrieval mode ``apr`` (:meth:`pathweave.retrieval.retriever.Retriever.search`): the
     top ``k`` passages of the retrieved fact runs (by their best run's fine score) and the
     compact prompt as ``result.apr``; the reasoning record (``write_record``, default
     ``settings.query.write_reasoning``) adds the query's runs and session links (written
-    before returning, so the session's next query sees them). Returns ``(result, (d,) query vector)``."""
+    before returning, so the session's next query sees them; ``defer_record``: left to the
+    caller, ``outcome.record(answer_text)``). Returns ``(result, outcome)``."""
     import time
 
     from pathweave.model import QueryResult
 
     started = time.perf_counter()
     record = retriever.settings.query.write_reasoning if write_record is None else write_record
-    outcome = retrieve(retriever, question, session_id, actions, write_record=record)
+    outcome = retrieve(retriever, question, session_id, actions, write_record=record and not defer_record)
     topology = retriever.topology()
     ranked = list(outcome.passage_scores.items())[:k]
     result = QueryResult(query_id=outcome.query_id, question=question.strip(), mode="apr", passages=[],
                          graph_version=topology.version, apr=outcome.context)
     result.passages = retriever._hits(retriever.reader(topology), [p for p, _ in ranked], [s for _, s in ranked])
-    if record:
+    if record and not defer_record:
         retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
     result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
-    return result, outcome.query
+    return result, outcome

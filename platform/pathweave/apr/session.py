@@ -33,8 +33,8 @@ def check_session_id(session_id: str | None) -> str | None:
 
 
 def seen_runs(store: GraphStore, session_id: str | None) -> dict[str, int | None]:
-    """``{run_id: code}`` of the runs the session's earlier queries sent, asked or reused
-    (empty without a session)."""
+    """``{run_id: code}`` of the runs the session's earlier queries sent, asked or reused,
+    and their answer runs (empty without a session)."""
     if not session_id:
         return {}
     rows = store.run("apr_session_runs", session_key=session_key(store.tenant, session_id))

@@ -152,8 +152,8 @@ class Retriever:
                 raise ValueError("a token budget does not apply to mode apr (its prompt is the compact one)")
             from pathweave.apr.retrieval import apr_search
 
-            result, vector = apr_search(self, question, k, write_record, session_id)
-            return Retrieval(result, None, vector)
+            result, outcome = apr_search(self, question, k, write_record, session_id)
+            return Retrieval(result, None, outcome.query)
         if mode == "prunerag":
             if token_budget is not None:
                 raise ValueError("a token budget does not apply to mode prunerag")
