@@ -407,7 +407,8 @@ class AprSettings(_Section):
     question channels, answers: min(max(1, floor(``answer_share`` x |answers|)), top_m).
     Selection: ``unique_cos`` groups near-duplicate runs (medoid kept); ``actions``: the
     default action per channel (include_all | unique | not_include). ``proprag_question_runs``:
-    PropRAG adds the evidence passages of earlier similar questions to its stage-1 seeds."""
+    PropRAG adds the passages earlier similar questions (question runs with cosine >= 0.8)
+    were answered from to its stage-1 passage seeds, with that cosine."""
 
     env_prefix: ClassVar[str] = "APR_"
 

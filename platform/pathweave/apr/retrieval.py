@@ -308,3 +308,20 @@ def apr_search(retriever, question: str, k: int = 5, write_record: bool | None =
         retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
     result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
     return result, outcome
+
+
+def earlier_question_passages(store, vector: np.ndarray, k: int = 10, min_cos: float = 0.8) -> list[tuple[str, float]]:
+    """Passages of earlier similar questions (PropRAG's extra candidates, setting
+    ``apr.proprag_question_runs``): the ``k`` question runs nearest the ``(d,)`` question
+    ``vector`` with cosine >= ``min_cos``, and the passages of the fact runs their queries
+    sent or reused, each with the cosine of its question run: ``[(passage_id, cos)]``."""
+    hits = [(i, cos) for i, channel, cos in _search(store, "memory_embedding", vector, k)
+            if channel == "question" and cos >= min_cos]
+    if not hits:
+        return []
+    cos_of = dict(hits)
+    out: dict[str, float] = {}
+    for row in store.run("apr_question_run_passages", ids=list(cos_of)):
+        for pid in row["passage_ids"]:
+            out[pid] = max(out.get(pid, -1.0), cos_of[row["id"]])
+    return sorted(out.items(), key=lambda item: -item[1])

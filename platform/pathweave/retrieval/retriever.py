@@ -238,6 +238,13 @@ class Retriever:
             props = self._nearest("Proposition", query_vec, params.stage1_props)
             passages = self._nearest("Passage", query_vec, params.stage1_passage_seeds)
             seeds = Stage1Seeds(props.result(), passages.result())
+            if self.settings.apr.proprag_question_runs:  # APR: earlier similar questions' passages (spec §3)
+                from pathweave.apr.retrieval import earlier_question_passages
+
+                known = dict(seeds.passages)
+                for pid, cos in earlier_question_passages(self.store, query_vec):
+                    known[pid] = max(known.get(pid, cos), cos)
+                seeds.passages = sorted(known.items(), key=lambda item: -item[1])
             clock("seeds")
             out = proprag(query_vec, seeds, view, reader, params, self.embedder.encode, clock,
                           self._in_database_ppr(view))
