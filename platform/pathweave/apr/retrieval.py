@@ -272,11 +272,14 @@ def _answer_run(retriever, refs: Sequence[TripleRef], facts: list[RunRow], tripl
     answer_refs = list(dict.fromkeys(answer_refs))
     if not answer_refs:
         return None
+    text = run_text([r.words for r in answer_refs])
+    if not answer_text:  # evidence: its triples and symbols are stored, line vectors read already
+        lines = np.stack([triple_rows[r.triple_id].line_vec for r in answer_refs])
+        return memory_run(tenant, "answer", answer_refs, lines, embedder.encode([text])[0], {}, {}, passages)
     names = {r.subject_id: r.words[0] for r in answer_refs} | {r.object_id: r.words[2] for r in answer_refs} \
         | {r.relation_id: r.words[1] for r in answer_refs}
     ids = list(names)
-    vectors = embedder.encode([line(r.words) for r in answer_refs] + [run_text([r.words for r in answer_refs])]
-                              + [names[i] for i in ids])
+    vectors = embedder.encode([line(r.words) for r in answer_refs] + [text] + [names[i] for i in ids])
     n = len(answer_refs)
     return memory_run(tenant, "answer", answer_refs, vectors[:n], vectors[n], dict(zip(ids, vectors[n + 1:])),
                       names, passages)

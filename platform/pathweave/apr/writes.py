@@ -103,14 +103,15 @@ def memory_run(tenant: str, channel: str, refs: Sequence[TripleRef], line_vecs: 
                symbol_vecs: dict[str, np.ndarray], names: dict[str, str], passage_ids: Sequence[str] = ()) -> MemoryRun:
     """The writes of one question/answer run of ``refs`` (``line_vecs``: ``(n, d)`` their
     line embeddings; ``text_vec``: the run text's; ``symbol_vecs``/``names``: entity and
-    relation ids -> vector/name, for symbols the store may not have yet)."""
+    relation ids -> vector/name, for symbols the store may not have yet; a symbol without a
+    vector there is not written: it is stored already)."""
     row = _run_row(tenant, channel, refs, text_vec)
     row.update(channel=channel, memory_embedding=text_vec.tolist(), passage_ids=list(passage_ids))
     entities = [{"entity_id": i, "tenant": tenant, "name": names[i], "norm_name": normalize(names[i]),
                  "type": "", "embedding": symbol_vecs[i].tolist(), "vec": encode_vector(symbol_vecs[i])}
-                for i in row["entity_ids"]]
+                for i in row["entity_ids"] if i in symbol_vecs]
     relations = [{"relation_id": i, "tenant": tenant, "name": names[i], "embedding": symbol_vecs[i].tolist(),
-                  "vec": encode_vector(symbol_vecs[i])} for i in row["relation_ids"]]
+                  "vec": encode_vector(symbol_vecs[i])} for i in row["relation_ids"] if i in symbol_vecs]
     triples = [{"triple_id": r.triple_id, "tenant": tenant, "subject": r.words[0], "relation": r.words[1],
                 "object": r.words[2], "subject_id": r.subject_id, "object_id": r.object_id,
                 "relation_id": r.relation_id, "line_vec": encode_vector(v)} for r, v in zip(refs, line_vecs)]
