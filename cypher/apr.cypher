@@ -259,12 +259,6 @@ UNWIND $ids AS id
 MATCH (r:Relation {relation_id: id}) WHERE r.tenant = $tenant
 RETURN id, r.code AS code, r.name AS name, r.vec AS vec;
 
-// name: apr_run_search
-// Both backends. The $k nearest runs of vector index $index (fact runs: Run[embedding];
-// question and answer runs: Run[memory_embedding]) to $vector, with tenant and channel.
-CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
-RETURN node.run_id AS id, node.tenant AS tenant, node.channel AS channel, score;
-
 // name: apr_tenant_codes
 // Every coded node of the tenant: label, id and code (tests and operations).
 MATCH (n) WHERE n.tenant = $tenant AND n.code IS NOT NULL

@@ -134,3 +134,18 @@ def test_deleting_a_document_removes_its_runs(pipeline, store):
     kept = [row["id"] for row in store.run("document_passage_ids", ids=[document_id(store.tenant, DOCS[0])])]
     assert len(store.run("apr_passage_runs", ids=kept)) == left
     assert np.isfinite(left)
+
+
+def test_proprag_can_add_the_passages_of_earlier_similar_questions(pipeline, retriever, store, embedder, settings):
+    from pathweave.apr.retrieval import earlier_question_passages
+
+    pipeline.ingest(DOCS)
+    assert earlier_question_passages(store, embedder.encode_one("Who did Marie Curie marry?")) == []
+    first = retriever.query("Who did Marie Curie marry?", mode="apr", write_record=True).apr
+    sent = {p for run in first.runs if run.channel == "facts" for p in run.passage_ids}
+    found = earlier_question_passages(store, embedder.encode_one("Whom did Marie Curie marry?"))
+    assert found and {pid for pid, _ in found} == sent and all(cos >= 0.8 for _, cos in found)
+    on = Retriever(store, embedder, settings.model_copy(update={
+        "tenant": store.tenant, "apr": settings.apr.model_copy(update={"proprag_question_runs": True})}))
+    result = on.query("Whom did Marie Curie marry?", mode="proprag", write_record=False)
+    assert result.passages and {hit.passage_id for hit in result.passages} & sent

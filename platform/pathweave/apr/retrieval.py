@@ -27,7 +27,7 @@ from pathweave.apr.scoring import FineParams, answer_quota, coarse_score, fine_s
 from pathweave.apr.selection import CHANNELS, check_actions, select
 from pathweave.apr.session import check_session_id, link_steps, query_steps, seen_runs
 from pathweave.apr.writes import TripleRef, memory_run, run_text, triple_ref
-from pathweave.backends.base import cosine_of
+from pathweave.backends.base import vector_search
 from pathweave.model import AprContext, AprRun
 
 QuestionParser = Callable[[str], tuple[list[tuple[str, str, str]], list[str]]]
@@ -78,18 +78,6 @@ def question_triples(question: str, parse: QuestionParser | None) -> list[tuple[
         return triples
     head = max(entities, key=len) if entities else "question"
     return [(head, ASK_RELATION, question)]
-
-
-def _search(store, prop: str, vector: np.ndarray, k: int, max_k: int = 100_000) -> list[tuple[str, str, float]]:
-    """The tenant's ``k`` runs nearest ``vector`` in index ``Run[prop]``: ``[(id, channel, cos)]``."""
-    index = store.backend.vector_index_name("Run", prop)
-    asked = k
-    while True:
-        rows = store.run("apr_run_search", index=index, k=asked, vector=np.asarray(vector, dtype=float).tolist())
-        mine = [(r["id"], r["channel"], cosine_of(r["score"])) for r in rows if r["tenant"] == store.tenant]
-        if len(mine) >= k or len(rows) < asked or asked >= max_k:
-            return sorted(mine, key=lambda item: -item[2])[:k]
-        asked = min(max_k, asked * 4)
 
 
 def _fine(view: CodebookView, ranked: list[Ranked], query_lines: np.ndarray, whole: np.ndarray,
@@ -151,13 +139,13 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     q_relations = np.stack([symbol_vecs[i] for i in relation_names]) if relation_names else np.zeros((0, store.dimensions))
 
     # coarse: nearest runs of both indexes, coarse score, top_k per channel
-    hits = _search(store, "embedding", whole, settings.coarse_candidates) \
-        + _search(store, "memory_embedding", whole, settings.coarse_candidates)
+    hits = vector_search(store, "Run", whole, settings.coarse_candidates) \
+        + vector_search(store, "Run", whole, settings.coarse_candidates, prop="memory_embedding")
     rows = view.runs([h[0] for h in hits])
     entity_rows = view.entities([e for r in rows.values() for e in r.entity_ids])
     relation_rows = view.relations([e for r in rows.values() for e in r.relation_ids])
     by_channel: dict[str, list[Ranked]] = {c: [] for c in CHANNELS}
-    for run_id, channel, _ in hits:
+    for run_id, _ in hits:
         row = rows.get(run_id)
         if row is None or row.channel not in _CHANNEL_OF:
             continue
@@ -315,11 +303,11 @@ def apr_search(retriever, question: str, k: int = 5, write_record: bool | None =
 
 def earlier_question_passages(store, vector: np.ndarray, k: int = 10, min_cos: float = 0.8) -> list[tuple[str, float]]:
     """Passages of earlier similar questions (PropRAG's extra candidates, setting
-    ``apr.proprag_question_runs``): the ``k`` question runs nearest the ``(d,)`` question
-    ``vector`` with cosine >= ``min_cos``, and the passages of the fact runs their queries
-    sent or reused, each with the cosine of its question run: ``[(passage_id, cos)]``."""
-    hits = [(i, cos) for i, channel, cos in _search(store, "memory_embedding", vector, k)
-            if channel == "question" and cos >= min_cos]
+    ``apr.proprag_question_runs``): of the ``k`` question and answer runs nearest the ``(d,)``
+    question ``vector`` with cosine >= ``min_cos``, the question runs, and the passages of the
+    fact runs their queries sent or reused, each with the cosine of its question run:
+    ``[(passage_id, cos)]``."""
+    hits = [(i, cos) for i, cos in vector_search(store, "Run", vector, k, prop="memory_embedding") if cos >= min_cos]
     if not hits:
         return []
     cos_of = dict(hits)
