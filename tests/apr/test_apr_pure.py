@@ -11,9 +11,10 @@ import pytest
 
 from pathweave.apr.prompt import Payload, PromptRun, compact_prompt, render
 from pathweave.apr.runs import segment
-from pathweave.apr.scoring import FineParams, answer_quota, coarse_score, fine_terms, greedy_matching
+from pathweave.apr.scoring import answer_quota, coarse_score, fine_terms, greedy_matching
 from pathweave.apr.selection import check_actions, select, unique_medoids
 from pathweave.selection import TokenCounter
+from pathweave.settings import AprSettings
 
 
 def unit(*xs: float) -> np.ndarray:
@@ -76,7 +77,7 @@ def test_thresholds_apply_to_S_itself_not_S_over_nq():
     assert terms["matching"] == pytest.approx(0.10 * 1.5 / np.sqrt(3))
     below = fine_terms(np.full((3, 3), 0.44), whole=0.0)
     assert below["coverage"] == 0.0 and below["matching"] == 0.0
-    assert fine_terms(S, 0.0, FineParams(top_t=1))["rel_top_t"] == pytest.approx(0.5)
+    assert fine_terms(S, 0.0, AprSettings(fine_top_t=1))["rel_top_t"] == pytest.approx(0.5)
     with pytest.raises(ValueError):
         fine_terms(np.zeros((0, 2)), 0.0)
 

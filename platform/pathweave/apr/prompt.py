@@ -16,7 +16,7 @@ Each is token-counted with the configured tokenizer and the cheapest is sent.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pathweave.selection import TokenCounter
@@ -115,16 +115,3 @@ def compact_prompt(payload: Payload, counter: TokenCounter,
     counts = dict(zip(texts, counter.count_many(list(texts.values()))))
     best = min(renderings, key=lambda name: counts[name])
     return CompactPrompt(best, texts[best], counts[best], counts)
-
-
-def passage_prompt_tokens(question: str, passages: Sequence[str], counter: TokenCounter) -> int:
-    """Tokens of the plain-text baseline prompt: the question and the passages as lines."""
-    return counter.count("\n".join([f"q: {question}", *[f"- {p}" for p in passages]]))
-
-
-def channel_counts(runs: Sequence[PromptRun]) -> Mapping[str, int]:
-    """Runs per channel in ``runs``."""
-    out = dict.fromkeys(_KEYS, 0)
-    for run in runs:
-        out[run.channel] += 1
-    return out

@@ -23,7 +23,7 @@ import numpy as np
 from pathweave.apr.codebook import CodebookView, RunRow, code_steps
 from pathweave.apr.prompt import Payload, PromptRun, compact_prompt
 from pathweave.apr.runs import line
-from pathweave.apr.scoring import FineParams, answer_quota, coarse_score, fine_score
+from pathweave.apr.scoring import answer_quota, coarse_score, fine_score
 from pathweave.apr.selection import CHANNELS, check_actions, select
 from pathweave.apr.session import check_session_id, link_steps, query_steps, seen_runs
 from pathweave.apr.writes import TripleRef, memory_run, run_text, triple_ref
@@ -80,8 +80,7 @@ def question_triples(question: str, parse: QuestionParser | None) -> list[tuple[
     return [(head, ASK_RELATION, question)]
 
 
-def _fine(view: CodebookView, ranked: list[Ranked], query_lines: np.ndarray, whole: np.ndarray,
-          params: FineParams) -> None:
+def _fine(view: CodebookView, ranked: list[Ranked], query_lines: np.ndarray, whole: np.ndarray, params) -> None:
     triples = view.triples([t for r in ranked for t in r.row.triple_ids])
     for r in ranked:
         lines = view.matrix(triples, r.row.triple_ids, "line_vec")
@@ -153,11 +152,10 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
                              view.matrix(relation_rows, row.relation_ids), settings.coarse_entity_weight,
                              settings.coarse_relation_weight)
         by_channel[_CHANNEL_OF[row.channel]].append(Ranked(row, score))
-    params = FineParams.from_settings(settings)
     for channel, ranked in by_channel.items():
         ranked.sort(key=lambda r: -r.coarse)
         del ranked[settings.coarse_top_k:]
-        _fine(view, ranked, query_lines, whole, params)
+        _fine(view, ranked, query_lines, whole, settings)
         ranked.sort(key=lambda r: -r.fine)
 
     # top_m across facts and questions, the answer quota, then the channels' actions
@@ -225,13 +223,13 @@ def _write(retriever, query_id: str, question: str, session_id: str | None, refs
         steps += answer.steps + [("apr_write_answer_run", {"query_id": query_id, "run_id": answer.run_id,
                                                            "text": answer_text or ""})]
     steps += code_steps(tenant, {
-        "entity": [e for r in refs for e in (r.subject_id, r.object_id)] + answer_symbols(answer),
-        "relation": [r.relation_id for r in refs] + answer_symbols(answer, "relation"),
-        "triple": [r.triple_id for r in refs] + answer_symbols(answer, "triple"), "run": runs_written})
+        "entity": [e for r in refs for e in (r.subject_id, r.object_id)] + _answer_symbols(answer),
+        "relation": [r.relation_id for r in refs] + _answer_symbols(answer, "relation"),
+        "triple": [r.triple_id for r in refs] + _answer_symbols(answer, "triple"), "run": runs_written})
     store.run_in_transaction(steps)
 
 
-def answer_symbols(answer, kind: str = "entity") -> list[str]:
+def _answer_symbols(answer, kind: str = "entity") -> list[str]:
     """Ids of ``kind`` (entity | relation | triple) an answer run's writes carry."""
     if answer is None:
         return []

@@ -17,9 +17,9 @@ The thresholds apply to S itself (the reference divides S by nq first; spec: don
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+
+from pathweave.settings import AprSettings
 
 
 def _sigmoid(x):
@@ -36,29 +36,6 @@ def coarse_score(query_entities: np.ndarray, query_relations: np.ndarray, run_en
             return 0.0
         return float(np.max(a @ b.T))
     return entity_weight * best(query_entities, run_entities) + relation_weight * best(query_relations, run_relations)
-
-
-@dataclass(frozen=True)
-class FineParams:
-    """The fine score's thresholds and weights (spec §3 defaults; section ``apr``)."""
-
-    top_t: int = 3
-    coverage_min: float = 0.45
-    pair_center: float = 0.55
-    pair_temperature: float = 0.10
-    match_min: float = 0.50
-    whole_center: float = 0.55
-    whole_temperature: float = 0.15
-    w_coverage: float = 0.10
-    w_pairs: float = 0.20
-    w_matching: float = 0.10
-    w_whole: float = 0.10
-
-    @classmethod
-    def from_settings(cls, apr) -> "FineParams":
-        """From section ``apr`` (:class:`pathweave.settings.AprSettings`)."""
-        return cls(apr.fine_top_t, apr.coverage_min, apr.pair_center, apr.pair_temperature, apr.match_min,
-                   apr.whole_center, apr.whole_temperature, apr.w_coverage, apr.w_pairs, apr.w_matching, apr.w_whole)
 
 
 def greedy_matching(S: np.ndarray, minimum: float) -> list[float]:
@@ -79,12 +56,12 @@ def greedy_matching(S: np.ndarray, minimum: float) -> list[float]:
     return out
 
 
-def fine_terms(S: np.ndarray, whole: float, params: FineParams = FineParams()) -> dict[str, float]:
+def fine_terms(S: np.ndarray, whole: float, params: AprSettings = AprSettings()) -> dict[str, float]:
     """The five weighted terms of the fine score of one candidate (their sum is the score).
 
     ``S``: ``(nq, nc)`` cosines between the query's and the candidate's line embeddings;
-    ``whole``: cosine between the concatenated query text and candidate text.
-    Raises ValueError on an empty ``S``.
+    ``whole``: cosine between the concatenated query text and candidate text; ``params``:
+    the thresholds and weights of section ``apr``. Raises ValueError on an empty ``S``.
     """
     S = np.asarray(S, dtype=np.float64)
     if S.ndim != 2 or S.size == 0:
@@ -93,7 +70,7 @@ def fine_terms(S: np.ndarray, whole: float, params: FineParams = FineParams()) -
     flat = np.sort(S, axis=None)[::-1]
     matches = greedy_matching(S, params.match_min)
     return {
-        "rel_top_t": float(flat[:params.top_t].mean()),
+        "rel_top_t": float(flat[:params.fine_top_t].mean()),
         "coverage": params.w_coverage * float(np.mean(S.max(axis=1) >= params.coverage_min)),
         "many_to_many": params.w_pairs * float(np.log1p(
             _sigmoid((S - params.pair_center) / params.pair_temperature).sum() / np.sqrt(nq * nc))),
@@ -103,7 +80,7 @@ def fine_terms(S: np.ndarray, whole: float, params: FineParams = FineParams()) -
     }
 
 
-def fine_score(S: np.ndarray, whole: float, params: FineParams = FineParams()) -> float:
+def fine_score(S: np.ndarray, whole: float, params: AprSettings = AprSettings()) -> float:
     """The fine score of one candidate run: the sum of :func:`fine_terms`."""
     return float(sum(fine_terms(S, whole, params).values()))
 
