@@ -405,8 +405,9 @@ class AprSettings(_Section):
     ``coverage_min``, ``pair_center``/``pair_temperature``, ``match_min``, ``whole_center``/
     ``whole_temperature`` and the weights ``w_*``; ``top_m`` runs kept across the fact and
     question channels, answers: min(max(1, floor(``answer_share`` x |answers|)), top_m).
-    Selection: ``unique_cos`` groups near-duplicate runs (medoid kept); ``actions``: the
-    default action per channel (include_all | unique | not_include). ``proprag_question_runs``:
+    Selection: ``unique_cos`` groups near-duplicate runs (medoid kept); ``facts_action``,
+    ``questions_action``, ``answers_action``: the default action per channel (include_all |
+    unique | not_include; a trained selector policy chooses per question). ``proprag_question_runs``:
     PropRAG adds the passages earlier similar questions (question runs with cosine >= 0.8)
     were answered from to its stage-1 passage seeds, with that cosine."""
 
@@ -432,8 +433,9 @@ class AprSettings(_Section):
     top_m: int = Field(20, ge=1)
     answer_share: float = 0.1
     unique_cos: float = 0.93
-    actions: dict[str, Literal["include_all", "unique", "not_include"]] = Field(
-        default_factory=lambda: {"facts": "unique", "questions": "unique", "answers": "unique"})
+    facts_action: Literal["include_all", "unique", "not_include"] = "unique"
+    questions_action: Literal["include_all", "unique", "not_include"] = "unique"
+    answers_action: Literal["include_all", "unique", "not_include"] = "unique"
     proprag_question_runs: bool = False
 
 

@@ -117,7 +117,8 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
         raise ValueError("question is empty")
     session_id = check_session_id(session_id)
     settings = retriever.settings.apr
-    chosen = check_actions({**settings.actions, **(actions or {})})
+    chosen = check_actions({"facts": settings.facts_action, "questions": settings.questions_action,
+                            "answers": settings.answers_action, **(actions or {})})
     store, embedder = retriever.store, retriever.embedder
     view = CodebookView(store, retriever.topology().nodes, store.dimensions)
     query_id = query_id or uuid.uuid4().hex
