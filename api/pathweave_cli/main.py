@@ -202,6 +202,8 @@ def query(
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
     answer: bool = typer.Option(False, "--answer", help="Also generate a short answer with the LLM (PATHWEAVE_LLM_*), "
                                                         "citing the passages (or budgeted context) it used."),
+    session_id: Optional[str] = typer.Option(None, "--session-id",
+                                             help="Mode apr: a session; runs it already sent are referenced, not re-sent."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
@@ -214,13 +216,18 @@ def query(
     settings = _settings(tenant)
     with open_store(settings) as store:
         retriever = Retriever(store, get_embedder(settings), settings)
+        if mode == "apr":  # the question's triples from the configured extractor (spec §3)
+            from pathweave_ingest.extractors import make_extractor, question_parser
+
+            retriever.question_parser = question_parser(make_extractor(settings))
         try:
             if answer or mode == "prunerag":
                 from pathweave.answering import answer_query
 
-                result = answer_query(retriever, question, mode, k, budget, select, style)
+                result = answer_query(retriever, question, mode, k, budget, select, style, session_id=session_id)
             else:
-                result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style)
+                result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style,
+                                         session_id=session_id)
         except (ValueError, LLMError, LLMServerError) as exc:  # bad input; no model to answer
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)

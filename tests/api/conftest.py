@@ -50,11 +50,11 @@ def runtime(settings, base_store, embedder, extractor, worker_settings):
     from pathweave_ingest.worker_runtime import Runtime
 
     from pathweave.llm.client import LLMClient
-    from pathweave.server import _free_port
+    from pathweave.server import free_port
 
     # answers (answer: true, mode prunerag) go to a closed port unless a test connects the real
     # model server (tests/api/test_answers.py): generated requests must not start a 1.5B model
-    unreachable = LLMClient(f"http://127.0.0.1:{_free_port()}/v1", "none", timeout_s=5)
+    unreachable = LLMClient(f"http://127.0.0.1:{free_port()}/v1", "none", timeout_s=5)
     runtime = Runtime(settings, worker_settings, embedder=embedder, extractor=extractor, llm=unreachable)
     yield runtime
     runtime.close()

@@ -110,9 +110,9 @@ def test_answer_cites_passages_and_is_recorded(retriever):
 
 
 def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_settings):
-    from pathweave.server import _free_port
+    from pathweave.server import free_port
 
-    down = LLMClient(f"http://127.0.0.1:{_free_port()}/v1", "none", timeout_s=5)
+    down = LLMClient(f"http://127.0.0.1:{free_port()}/v1", "none", timeout_s=5)
     with pytest.raises(LLMError, match="unreachable"):
         down.check()
     result = Retriever(retriever.store, retriever.embedder, retriever.settings, llm=down).query(QUESTION, "prunerag")

@@ -47,10 +47,10 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
         if req.answer or req.mode == "prunerag":  # a PruneRAG tree has no budgeted context (see the note)
             result = guard(answer_query, retriever, req.question, req.mode, req.k,
                            None if req.mode == "prunerag" else req.token_budget, req.selection_method,
-                           req.context_style)
+                           req.context_style, session_id=req.session_id)
         else:
             result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
-                           select=req.selection_method, style=req.context_style)
+                           select=req.selection_method, style=req.context_style, session_id=req.session_id)
     except ValueError as exc:
         raise ApiProblem(422, str(exc), "validation-error") from None
     except (LLMError, LLMServerError) as exc:  # no model at all (the extra missing, the server not starting)
@@ -89,6 +89,7 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
         "context": result.context.model_dump() if result.context is not None else None, "note": note,
         "answer": result.answer.model_dump() if result.answer is not None else None,
         "tree": result.tree.model_dump() if result.tree is not None else None,
+        "apr": result.apr.model_dump() if result.apr is not None else None,
         "links": {"record": f"/v1/queries/{result.query_id}"},
     }
 

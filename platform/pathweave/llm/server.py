@@ -31,7 +31,7 @@ import httpx
 
 from pathweave.settings import LLMSettings
 from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
-from pathweave.server import _free_port, _log_tail, _pid_alive, make_private, terminate
+from pathweave.server import _log_tail, _pid_alive, free_port, make_private, terminate
 
 
 class LLMServerError(RuntimeError):
@@ -109,7 +109,7 @@ def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
             raise LLMServerError(str(exc)) from None
         if running is not None:
             stop(data_dir)
-        port = llm.server_port or _free_port()
+        port = llm.server_port or free_port()
         threads = llm.server_threads or os.cpu_count() or 1
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
