@@ -34,6 +34,7 @@ from pathweave.selector_policy import (
     train_policy,
     utility,
 )
+from pathweave.selection.tokens import TokenCounter
 from pathweave.settings import SelectorSettings, Settings
 
 BEST_A = {"facts": "not_include", "questions": "unique", "answers": "not_include"}
@@ -158,8 +159,6 @@ def test_save_load_round_trip_and_fallback(tmp_path, caplog):
 
 
 def test_measured_examples_round_trip_and_resume(tmp_path, embedder):
-    from pathweave.selection.tokens import TokenCounter
-
     counter = TokenCounter()
     questions = [SelectorQuestion("q1", "Who founded the company that makes the iPhone?", frozenset({"d1", "d2"})),
                  SelectorQuestion("q2", "Where was the author of Dune born?", frozenset({"d3"}))]
@@ -216,7 +215,6 @@ def _musique_dir(tmp_path):
 def test_train_selector_command_trains_from_measured_examples(tmp_path, embedder):
     from typer.testing import CliRunner
 
-    from pathweave.selection.tokens import TokenCounter
     from pathweave_cli.main import app
     from pathweave_cli.train import context_evaluator, musique_questions
 
@@ -263,3 +261,41 @@ def test_decomposition_fills_in_the_gold_sub_answers():
     assert decomposition(question) == ["Dune >> author", "Frank Herbert >> place of birth",
                                        "When was Tacoma founded by Frank Herbert?"]
     assert decomposition({"question": "x"}) == []
+
+
+def test_apr_mode_uses_the_configured_policy(pipeline, store, embedder, extractor, settings, tmp_path, caplog):
+    """On the real store: mode apr without explicit actions takes the policy's choice for the
+    question; explicit actions win; a policy file that fails to load gives unique everywhere."""
+    from pathweave.apr import retrieve
+    from pathweave.retrieval.retriever import Retriever
+    from pathweave_ingest.extractors import question_parser
+    from pathweave_ingest.loaders import SourceDocument
+
+    pipeline.ingest([SourceDocument("curie.txt", "Marie Curie", "Marie Curie discovered polonium. Marie Curie "
+                                    "married Pierre Curie. Pierre Curie taught physics at the Sorbonne.")])
+    features, _, _ = _synthetic(40, seed=5)
+    # every question prefers BEST_B: the policy learns it for any query
+    prefer_b = np.array([[1.0 - 0.2 * sum(a != BEST_B[c] for c, a in zip(CHANNELS, combo)) for combo in COMBINATIONS]
+                         for _ in range(len(features))])
+    policy, _ = train_policy(features, prefer_b, SelectorSettings())
+    path = policy.save(tmp_path / "policy.safetensors")
+
+    def apr(policy_path, actions=None):
+        configured = settings.model_copy(update={"tenant": store.tenant, "selector": SelectorSettings(
+            policy_path=policy_path)})
+        retriever = Retriever(store, embedder, configured)
+        retriever.question_parser = question_parser(extractor)
+        return retrieve(retriever, "Who did Marie Curie marry?", actions=actions)
+
+    question = "Who did Marie Curie marry?"
+    outcome = apr(path)
+    expected = choose_actions(settings.model_copy(update={"selector": SelectorSettings(policy_path=path)}),
+                              embedder.encode_one(question), TokenCounter().count(question))
+    assert outcome.context.actions == expected == BEST_B
+    assert any(run.channel == "facts" for run in outcome.context.runs)  # facts: unique
+    explicit = {"facts": "not_include", "questions": "unique", "answers": "not_include"}
+    dropped = apr(path, explicit).context
+    assert dropped.actions == explicit and not any(run.channel == "facts" for run in dropped.runs)
+    with caplog.at_level(logging.WARNING, logger="pathweave.selector_policy"):
+        assert apr(tmp_path / "missing.safetensors").context.actions == FALLBACK_ACTIONS
+    assert "using 'unique' on every channel" in caplog.text

@@ -44,12 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pathweave.apr.selection import ACTIONS, CHANNELS
 from pathweave.settings import SelectorSettings, Settings
 
 log = logging.getLogger(__name__)
 
-CHANNELS = ("facts", "questions", "answers")
-ACTIONS = ("include_all", "unique", "not_include")
 COMBINATIONS: tuple[tuple[str, str, str], ...] = tuple(itertools.product(ACTIONS, repeat=len(CHANNELS)))
 """The 27 action combinations, in a fixed order (facts, questions, answers)."""
 FALLBACK_ACTIONS = {channel: "unique" for channel in CHANNELS}

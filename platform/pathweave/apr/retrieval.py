@@ -96,7 +96,9 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     """APR for one ``question`` of ``retriever``'s tenant (spec §3): retrieve runs from the
     facts, earlier questions and earlier answers, select per channel with ``actions``
     (``{"facts": "unique", "questions": "include_all", "answers": "not_include"}``; channels
-    not named: section ``apr``'s default actions), and build the compact prompt.
+    not named: section ``apr``'s default actions; ``actions`` None with a selector policy
+    configured (``selector.policy_path``): the policy's choice for this question,
+    :func:`pathweave.selector_policy.choose_actions`), and build the compact prompt.
 
     ``session_id``: runs the session already saw are referenced by code, not re-sent.
     Returns an :class:`AprOutcome`: ``context.prompt`` / ``context.prompt_tokens`` (tokens of
@@ -134,6 +136,10 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     vectors = embedder.encode(texts)
     n = len(refs)
     query_lines, whole, query_vec = vectors[:n], vectors[n], vectors[n + 1]
+    if actions is None and retriever.settings.selector.policy_path is not None:  # the DPO selector (spec §3)
+        from pathweave.selector_policy import choose_actions
+
+        chosen = choose_actions(retriever.settings, query_vec, retriever.token_counter().count(question))
     symbol_vecs = dict(zip(symbols, vectors[n + 2:]))
     q_entities = np.stack([symbol_vecs[i] for i in names]) if names else np.zeros((0, store.dimensions))
     q_relations = np.stack([symbol_vecs[i] for i in relation_names]) if relation_names else np.zeros((0, store.dimensions))
