@@ -299,3 +299,75 @@ def test_apr_mode_uses_the_configured_policy(pipeline, store, embedder, extracto
     with caplog.at_level(logging.WARNING, logger="pathweave.selector_policy"):
         assert apr(tmp_path / "missing.safetensors").context.actions == FALLBACK_ACTIONS
     assert "using 'unique' on every channel" in caplog.text
+
+
+MULTI_HOP = [  # (question, answer, [(sub-question, sub-answer)], [(title, text, supporting)])
+    ("Who is the spouse of the discoverer of polonium?", "Pierre Curie",
+     [("polonium >> discoverer", "Marie Curie"), ("#1 >> spouse", "Pierre Curie")],
+     [("Polonium", "Polonium was discovered by Marie Curie in 1898.", True),
+      ("Marie Curie", "Marie Curie married Pierre Curie in 1895.", True),
+      ("Albert Einstein", "Albert Einstein developed the theory of relativity.", False)]),
+    ("In which city is the university where Pierre Curie taught?", "Paris",
+     [("Pierre Curie >> employer", "Sorbonne"), ("#1 >> located in", "Paris")],
+     [("Pierre Curie", "Pierre Curie taught physics at the Sorbonne.", True),
+      ("Sorbonne", "The Sorbonne is located in Paris.", True),
+      ("Danube", "The Danube flows through Vienna.", False)]),
+    ("Which country borders the country polonium was named after?", "Germany",
+     [("polonium >> named after", "Poland"), ("#1 >> shares border with", "Germany")],
+     [("Polonium name", "Polonium was named after Poland.", True),
+      ("Poland", "Poland borders Germany.", True),
+      ("Chicago Bulls", "The Chicago Bulls won the 1998 championship.", False)]),
+]
+
+
+def test_train_selector_measures_apr_on_the_real_store(base_store, tenant, tmp_path):
+    """``pathweave train selector --limit 3`` end to end: the passages ingested into the tenant,
+    the decompositions asked and recorded, 27 APR runs per question measured, a policy trained."""
+    from typer.testing import CliRunner
+
+    from pathweave_cli.main import app
+
+    data = tmp_path / "musique"
+    data.mkdir()
+    questions, corpus = [], []
+    for i, (question, answer, steps, paragraphs) in enumerate(MULTI_HOP):
+        corpus += [{"title": t, "text": x} for t, x, _ in paragraphs]
+        questions.append({"id": f"2hop__{i}", "question": question, "answer": answer, "answer_aliases": [],
+                          "question_decomposition": [{"question": q, "answer": a} for q, a in steps],
+                          "paragraphs": [{"idx": j, "title": t, "paragraph_text": x, "is_supporting": s}
+                                         for j, (t, x, s) in enumerate(paragraphs)]})
+    (data / "musique_train.json").write_text(json.dumps(questions))
+    (data / "musique_train_corpus.json").write_text(json.dumps(corpus))
+    examples, out = tmp_path / "examples.jsonl", tmp_path / "policy.safetensors"
+    result = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--limit", "3", "--tenant", tenant,
+                                      "--examples", str(examples), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    measured = read_examples(examples)
+    assert [e.id for e in measured] == ["2hop__0", "2hop__1", "2hop__2"]
+    index = {combo: k for k, combo in enumerate(COMBINATIONS)}
+    for example in measured:
+        outcomes = {tuple(o.actions.values()): o for o in example.outcomes}
+        nothing = outcomes[("not_include",) * 3]
+        assert nothing.accuracy == 0.0  # no runs: no gold passage covered
+        assert nothing.prompt_tokens == min(o.prompt_tokens for o in example.outcomes) > 0  # the question only
+        for combo, o in outcomes.items():  # include_all never sends less than unique
+            for c in range(3):
+                if combo[c] == "unique":
+                    wider = list(combo)
+                    wider[c] = "include_all"
+                    assert example.outcomes[index[tuple(wider)]].prompt_tokens >= o.prompt_tokens
+    # the facts reach gold passages, and the recorded decompositions fill the other channels
+    assert max(o.accuracy for e in measured for o in e.outcomes) > 0
+    assert any(e.outcomes[index[("not_include", "include_all", "not_include")]].prompt_tokens
+               > e.outcomes[index[("not_include",) * 3]].prompt_tokens for e in measured)
+    policy = SelectorPolicy.load(out)
+    assert policy.meta["examples"] == 3
+    assert set(policy.choose(measured[0].features())) == set(CHANNELS)
+    # a second run measures nothing again (no store needed): same examples, same policy
+    again = CliRunner().invoke(app, ["train", "selector", "--data", str(data), "--limit", "3", "--tenant", tenant,
+                                     "--examples", str(examples), "--out", str(tmp_path / "again.safetensors")])
+    assert again.exit_code == 0, again.output
+    assert len(read_examples(examples)) == 3
+    second = SelectorPolicy.load(tmp_path / "again.safetensors")
+    for name, tensor in policy.network.state_dict().items():
+        assert torch.equal(tensor, second.network.state_dict()[name])
