@@ -7,7 +7,8 @@ when present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2/
 Layout: two top-level values (``data_dir``, ``tenant``) and one section per concern,
 each a plain pydantic model defined here: ``store``, ``models``, ``ingest``,
 ``retrieval`` (PropRAG), ``query`` (caches of query processes), ``selection``, ``api``,
-``worker``, ``llm`` (the LLM endpoint), ``prunerag`` (spec §4) and ``apr`` (spec §3).
+``worker``, ``llm`` (the LLM endpoint), ``prunerag`` (spec §4), ``apr`` (spec §3) and
+``selector`` (APR's DPO selector policy).
 The sections are configuration only, so the core can own them all: the API and the
 workers read ``settings.api`` / ``settings.worker`` from this root and the core imports
 neither of them (dependencies point one way). In TOML a section is a table::
