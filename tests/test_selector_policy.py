@@ -371,3 +371,23 @@ def test_train_selector_measures_apr_on_the_real_store(base_store, tenant, tmp_p
     second = SelectorPolicy.load(tmp_path / "again.safetensors")
     for name, tensor in policy.network.state_dict().items():
         assert torch.equal(tensor, second.network.state_dict()[name])
+
+
+def test_context_evaluator_scores_recall_or_exact_match():
+    from pathweave_cli.train import context_evaluator
+
+    question = SelectorQuestion("q", "Who did Marie Curie marry?", frozenset({"d1", "d2"}), ("Pierre Curie",))
+    contexts = {"unique": ("facts: Marie Curie married Pierre Curie", 40, {"d1"}), "not_include": ("", 5, set())}
+
+    def select_context(text, actions):  # the APR selection, scripted
+        return contexts[actions["facts"]]
+
+    recall = context_evaluator(select_context)
+    accuracy, tokens, ms = recall(question, {"facts": "unique"})
+    assert (accuracy, tokens) == (0.5, 40) and ms >= 0
+    # EM: the answer function (the LLM in `train selector --accuracy em`) reads the prompt
+    em = context_evaluator(select_context, "em", lambda q, prompt: "pierre curie" if "Pierre" in prompt else "")
+    assert em(question, {"facts": "unique"})[:2] == (1.0, 40)
+    assert em(question, {"facts": "not_include"})[:2] == (0.0, 5)
+    with pytest.raises(ValueError, match="em needs an answer"):
+        context_evaluator(select_context, "em")
