@@ -27,7 +27,9 @@ them (APR paper §2.8 "Adaptive compression via DPO"; spec §3 "Selector policy 
 The trained policy is one safetensors file (weights + JSON metadata in its header):
 :meth:`SelectorPolicy.save` / :meth:`SelectorPolicy.load`. :func:`load_selector` gives the
 configured policy, or ``unique`` on every channel (:data:`FALLBACK_ACTIONS`) when none is
-configured or the file fails to load (logged).
+configured or the file fails to load (logged); mode ``apr`` calls :func:`choose_actions` when
+its caller names no actions. Measured figures and a known limit (independent heads, a
+utility that is not additive over the channels): ``docs/selector.md``.
 """
 
 from __future__ import annotations
