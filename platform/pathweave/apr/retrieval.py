@@ -179,8 +179,9 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     ``session_id``: runs the session already saw are referenced by code, not re-sent.
     Returns an :class:`AprOutcome`: ``context.prompt`` / ``context.prompt_tokens`` (tokens of
     the configured tokenizer, the cheapest of ``context.token_counts``), ``context.runs``
-    and ``context.passage_ids`` — the passages the context covers (runs sent or referenced),
-    for context recall of gold passages: ``len(gold & set(passage_ids)) / len(gold)``.
+    and ``context.passage_ids`` / ``context.doc_ids`` — the passages (documents) the context
+    covers (runs sent or referenced), for context recall of gold passages:
+    ``len(gold & set(context.doc_ids)) / len(gold)`` (MuSiQue gold = document ids).
 
     ``write_record``: persist the query (``(:Query {session_id})``), its question run
     (``ASKED``), the runs it ``SENT`` and ``REUSED`` and its answer run (``answer_text`` when
@@ -224,11 +225,13 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     for r in by_channel["facts"]:
         for pid in r.row.passage_ids:
             passage_scores.setdefault(pid, r.fine)
+    covered = list(dict.fromkeys(p for run in out_runs for p in run.passage_ids))
+    docs = retriever.reader(retriever.topology()).passages(covered)
     context = AprContext(
         session_id=session_id, rendering=prompt.rendering, prompt=prompt.text, prompt_tokens=prompt.tokens,
         token_counts=prompt.token_counts, tokenizer=counter.name, actions=chosen,
-        question_triples=[list(r.words) for r in q.refs], runs=out_runs,
-        passage_ids=list(dict.fromkeys(p for run in out_runs for p in run.passage_ids)))
+        question_triples=[list(r.words) for r in q.refs], runs=out_runs, passage_ids=covered,
+        doc_ids=list(dict.fromkeys(docs[p][1] for p in covered if p in docs and docs[p][1])))
     facts = [r.row for channel, r in selected if channel == "facts"]
 
     def write(answer: str | None) -> None:
