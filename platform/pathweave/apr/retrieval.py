@@ -36,8 +36,9 @@ QuestionParser = Callable[[str], tuple[list[tuple[str, str, str]], list[str]]]
 _CHANNEL_OF = {"fact": "facts", "question": "questions", "answer": "answers"}
 ASK_RELATION = "asks"
 """Relation of the triple standing for a question the extractor found no triple in."""
-EVIDENCE_LINES = 12
-"""Triples of an evidence answer run (the best selected fact runs' triples, in rank order)."""
+EVIDENCE_LINES = 3
+"""Triples of an evidence answer run: the first of the selected fact runs' triples in rank
+order (an answer is short; a longer one would re-send the evidence through the answers channel)."""
 
 
 @dataclass
