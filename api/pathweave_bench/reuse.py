@@ -5,8 +5,9 @@ A fresh store (temporary data directory) ingests the corpus (with ``--limit N``:
 paragraphs of the first N questions) with the default extractor. For each question, a
 session asks its gold decomposition (``question_decomposition[].question`` with ``#k``
 replaced by the gold answer of step k) and then the composed question, in mode ``apr``
-(records written: the session's memory); the same questions are also asked fresh (no
-session, nothing written), all of them first, so fresh questions see no memory. Per
+(records written: the tenant's memory); each question is also asked fresh just before
+(no session, nothing written), so fresh and session see the same memory (earlier answers
+and questions of the tenant) and differ only by the session's references. Per
 question: the compact prompt's tokens (configured tokenizer) and the context recall of the
 gold passages (sub-question k: its supporting paragraph; the composed question: all of
 them), counting runs sent and runs referenced. Figures: means over the questions after the
@@ -138,14 +139,13 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0) -> dict:
             sessions = [(q, session_questions(q), session_gold(q, tenant)) for q in questions]
             retrieve(retriever, sessions[0][1][0])  # warm: the embedder's first shapes, the indexes
             fresh, session = [], []
-            console.print(f"[dim]fresh: {sum(len(s) - 1 for _, s, _ in sessions)} later questions, no session[/]")
-            for _, asked, gold in sessions:
-                for text, g in list(zip(asked, gold))[1:]:
-                    fresh.append(_measure(retriever, text, g, None, doc_of))
-            console.print(f"[dim]sessions: {len(sessions)} (decomposition, then the composed question)[/]")
+            console.print(f"[dim]{len(sessions)} sessions (decomposition, then the composed question), "
+                          "each question also asked fresh[/]")
             for q, asked, gold in sessions:
                 sid = f"reuse-{q['id']}"
                 for i, (text, g) in enumerate(zip(asked, gold)):
+                    if i:
+                        fresh.append(_measure(retriever, text, g, None, doc_of))
                     row = _measure(retriever, text, g, sid, doc_of)
                     if i:
                         session.append(row)

@@ -112,8 +112,7 @@ def apr_select_context(retriever) -> Callable[[str, dict[str, str]], tuple[str, 
 
     def select_context(question: str, actions: dict[str, str]) -> tuple[str, int, set[str]]:
         context = retrieve(retriever, question, actions=actions).context
-        meta = retriever.reader(retriever.topology()).passages(context.passage_ids)
-        return context.prompt, context.prompt_tokens, {meta[p][1] for p in context.passage_ids if p in meta}
+        return context.prompt, context.prompt_tokens, set(context.doc_ids)
 
     return select_context
 

@@ -175,7 +175,7 @@ class AprContext(BaseModel):
     """The compact prompt of an APR query (spec §3): the ``rendering`` sent (the cheapest of
     ``token_counts``: rendering -> tokens of ``tokenizer``), its ``prompt`` text and
     ``prompt_tokens``, the selected ``runs`` (sent or reused), the ``actions`` per channel,
-    the question's triples and the ``passage_ids`` the context covers."""
+    the question's triples and the ``passage_ids`` (and their ``doc_ids``) the context covers."""
 
     session_id: str | None = None
     rendering: str
@@ -187,6 +187,7 @@ class AprContext(BaseModel):
     question_triples: list[list[str]] = Field(default_factory=list)
     runs: list[AprRun] = Field(default_factory=list)
     passage_ids: list[str] = Field(default_factory=list)
+    doc_ids: list[str] = Field(default_factory=list, description="The documents of passage_ids (context recall).")
 
 
 class QueryResult(BaseModel):

@@ -84,6 +84,7 @@ def test_a_session_that_reasks_a_question_sends_references_not_text(pipeline, re
     assert second.prompt_tokens < first.prompt_tokens
     assert all(str(run.code) in second.prompt for run in facts)
     assert set(second.passage_ids) >= {p for run in facts for p in run.passage_ids}
+    assert set(second.doc_ids) <= {document_id(store.tenant, d) for d in DOCS} and second.doc_ids
     record = read_query_runs(store, again.query_id)
     assert record["session_id"] == "s-1"
     assert {r["run_id"] for r in record["reused"]} >= {run.run_id for run in facts}

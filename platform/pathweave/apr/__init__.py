@@ -14,7 +14,7 @@ reuse), :mod:`.retrieval` (:func:`retrieve`, mode ``apr``).
     out = retrieve(retriever, "Who founded X?", session_id=None,
                    actions={"facts": "unique", "questions": "include_all", "answers": "not_include"})
     out.context.prompt_tokens          # tokens of the prompt sent
-    recall = len(gold & set(out.context.passage_ids)) / len(gold)
+    recall = len(gold_doc_ids & set(out.context.doc_ids)) / len(gold_doc_ids)
 """
 
 from pathweave.apr.retrieval import AprOutcome, retrieve

@@ -36,8 +36,9 @@ QuestionParser = Callable[[str], tuple[list[tuple[str, str, str]], list[str]]]
 _CHANNEL_OF = {"fact": "facts", "question": "questions", "answer": "answers"}
 ASK_RELATION = "asks"
 """Relation of the triple standing for a question the extractor found no triple in."""
-EVIDENCE_LINES = 12
-"""Triples of an evidence answer run (the best selected fact runs' triples, in rank order)."""
+EVIDENCE_LINES = 3
+"""Triples of an evidence answer run: the first of the selected fact runs' triples in rank
+order (an answer is short; a longer one would re-send the evidence through the answers channel)."""
 
 
 @dataclass
@@ -80,6 +81,84 @@ def question_triples(question: str, parse: QuestionParser | None) -> list[tuple[
     return [(head, ASK_RELATION, question)]
 
 
+@dataclass
+class EncodedQuestion:
+    """A question as APR scores it: its triples (``refs``), the ``(n, d)`` embeddings of their
+    ``lines``, of the run text (``whole``) and of the question (``vector``), its entities' and
+    relations' ``(a, d)`` / ``(b, d)`` vectors and ``symbol_vecs``/``names`` by symbol id."""
+
+    refs: list[TripleRef]
+    lines: np.ndarray
+    whole: np.ndarray
+    vector: np.ndarray
+    entities: np.ndarray
+    relations: np.ndarray
+    symbol_vecs: dict[str, np.ndarray]
+    names: dict[str, str]
+
+
+def _encode_question(retriever, question: str) -> EncodedQuestion:
+    """The question's triples (the retriever's ``question_parser``) and one ``encode`` call
+    for their lines, the run text, the question and the symbols' names."""
+    dim = retriever.store.dimensions
+    triples = question_triples(question, getattr(retriever, "question_parser", None))
+    refs = list(dict.fromkeys(r for r in (triple_ref(retriever.store.tenant, *t) for t in triples) if r is not None))
+    entities = {r.subject_id: r.words[0] for r in refs} | {r.object_id: r.words[2] for r in refs}
+    relations = {r.relation_id: r.words[1] for r in refs}
+    names = entities | relations
+    vectors = retriever.embedder.encode([line(r.words) for r in refs] + [run_text([r.words for r in refs]), question]
+                                        + list(names.values()))
+    n = len(refs)
+    symbol_vecs = dict(zip(names, vectors[n + 2:]))
+
+    def stack(ids) -> np.ndarray:
+        return np.stack([symbol_vecs[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
+    return EncodedQuestion(refs, vectors[:n], vectors[n], vectors[n + 1], stack(list(entities)), stack(list(relations)),
+                           symbol_vecs, names)
+
+
+def _rank(store, view: CodebookView, q: EncodedQuestion, settings) -> dict[str, list[Ranked]]:
+    """Per channel, the candidate runs ranked by fine score: the ``coarse_candidates``
+    nearest runs of each run index, the ``coarse_top_k`` best by coarse score, re-ranked
+    by the fine score (spec §3)."""
+    hits = vector_search(store, "Run", q.whole, settings.coarse_candidates) \
+        + vector_search(store, "Run", q.whole, settings.coarse_candidates, prop="memory_embedding")
+    rows = view.runs([h[0] for h in hits])
+    entity_rows = view.entities([e for r in rows.values() for e in r.entity_ids])
+    relation_rows = view.relations([e for r in rows.values() for e in r.relation_ids])
+    by_channel: dict[str, list[Ranked]] = {c: [] for c in CHANNELS}
+    for run_id, _ in hits:
+        row = rows.get(run_id)
+        if row is None or row.channel not in _CHANNEL_OF:
+            continue
+        score = coarse_score(q.entities, q.relations, view.matrix(entity_rows, row.entity_ids),
+                             view.matrix(relation_rows, row.relation_ids), settings.coarse_entity_weight,
+                             settings.coarse_relation_weight)
+        by_channel[_CHANNEL_OF[row.channel]].append(Ranked(row, score))
+    for ranked in by_channel.values():
+        ranked.sort(key=lambda r: -r.coarse)
+        del ranked[settings.coarse_top_k:]
+        _fine(view, ranked, q.lines, q.whole, settings)
+        ranked.sort(key=lambda r: -r.fine)
+    return by_channel
+
+
+def _select(by_channel: dict[str, list[Ranked]], actions: dict[str, str], settings) -> list[tuple[str, Ranked]]:
+    """The runs kept: the top ``top_m`` across facts and questions and the answer quota
+    (spec §3), then each channel's action, as ``(channel, run)`` in channel and rank order."""
+    pooled = sorted(by_channel["facts"] + by_channel["questions"], key=lambda r: -r.fine)[:settings.top_m]
+    kept = {c: [r for r in pooled if _CHANNEL_OF[r.row.channel] == c] for c in ("facts", "questions")}
+    kept["answers"] = by_channel["answers"][:answer_quota(len(by_channel["answers"]), settings.top_m,
+                                                          settings.answer_share)]
+    selected: list[tuple[str, Ranked]] = []
+    for channel in CHANNELS:
+        runs = kept[channel]
+        picks = select(actions[channel], np.stack([r.row.vec for r in runs]) if runs else np.zeros((0, 1)),
+                       settings.unique_cos)
+        selected += [(channel, runs[i]) for i in picks]
+    return selected
+
+
 def _fine(view: CodebookView, ranked: list[Ranked], query_lines: np.ndarray, whole: np.ndarray, params) -> None:
     triples = view.triples([t for r in ranked for t in r.row.triple_ids])
     for r in ranked:
@@ -103,8 +182,9 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     ``session_id``: runs the session already saw are referenced by code, not re-sent.
     Returns an :class:`AprOutcome`: ``context.prompt`` / ``context.prompt_tokens`` (tokens of
     the configured tokenizer, the cheapest of ``context.token_counts``), ``context.runs``
-    and ``context.passage_ids`` — the passages the context covers (runs sent or referenced),
-    for context recall of gold passages: ``len(gold & set(passage_ids)) / len(gold)``.
+    and ``context.passage_ids`` / ``context.doc_ids`` — the passages (documents) the context
+    covers (runs sent or referenced), for context recall of gold passages:
+    ``len(gold & set(context.doc_ids)) / len(gold)`` (MuSiQue gold = document ids).
 
     ``write_record``: persist the query (``(:Query {session_id})``), its question run
     (``ASKED``), the runs it ``SENT`` and ``REUSED`` and its answer run (``answer_text`` when
@@ -121,61 +201,17 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     settings = retriever.settings.apr
     chosen = check_actions({"facts": settings.facts_action, "questions": settings.questions_action,
                             "answers": settings.answers_action, **(actions or {})})
-    store, embedder = retriever.store, retriever.embedder
+    store = retriever.store
     view = CodebookView(store, retriever.topology().nodes, store.dimensions)
     query_id = query_id or uuid.uuid4().hex
 
-    triples = question_triples(question, getattr(retriever, "question_parser", None))
-    refs = [ref for ref in (triple_ref(store.tenant, *t) for t in triples) if ref is not None]
-    refs = list(dict.fromkeys(refs))
-    names = {r.subject_id: r.words[0] for r in refs} | {r.object_id: r.words[2] for r in refs}
-    relation_names = {r.relation_id: r.words[1] for r in refs}
-    symbols = list(names) + list(relation_names)
-    texts = [line(r.words) for r in refs] + [run_text([r.words for r in refs]), question] \
-        + [names[i] for i in names] + [relation_names[i] for i in relation_names]
-    vectors = embedder.encode(texts)
-    n = len(refs)
-    query_lines, whole, query_vec = vectors[:n], vectors[n], vectors[n + 1]
+    q = _encode_question(retriever, question)
     if actions is None and retriever.settings.selector.policy_path is not None:  # the DPO selector (spec §3)
         from pathweave.selector_policy import choose_actions
 
-        chosen = choose_actions(retriever.settings, query_vec, retriever.token_counter().count(question))
-    symbol_vecs = dict(zip(symbols, vectors[n + 2:]))
-    q_entities = np.stack([symbol_vecs[i] for i in names]) if names else np.zeros((0, store.dimensions))
-    q_relations = np.stack([symbol_vecs[i] for i in relation_names]) if relation_names else np.zeros((0, store.dimensions))
-
-    # coarse: nearest runs of both indexes, coarse score, top_k per channel
-    hits = vector_search(store, "Run", whole, settings.coarse_candidates) \
-        + vector_search(store, "Run", whole, settings.coarse_candidates, prop="memory_embedding")
-    rows = view.runs([h[0] for h in hits])
-    entity_rows = view.entities([e for r in rows.values() for e in r.entity_ids])
-    relation_rows = view.relations([e for r in rows.values() for e in r.relation_ids])
-    by_channel: dict[str, list[Ranked]] = {c: [] for c in CHANNELS}
-    for run_id, _ in hits:
-        row = rows.get(run_id)
-        if row is None or row.channel not in _CHANNEL_OF:
-            continue
-        score = coarse_score(q_entities, q_relations, view.matrix(entity_rows, row.entity_ids),
-                             view.matrix(relation_rows, row.relation_ids), settings.coarse_entity_weight,
-                             settings.coarse_relation_weight)
-        by_channel[_CHANNEL_OF[row.channel]].append(Ranked(row, score))
-    for channel, ranked in by_channel.items():
-        ranked.sort(key=lambda r: -r.coarse)
-        del ranked[settings.coarse_top_k:]
-        _fine(view, ranked, query_lines, whole, settings)
-        ranked.sort(key=lambda r: -r.fine)
-
-    # top_m across facts and questions, the answer quota, then the channels' actions
-    pooled = sorted(by_channel["facts"] + by_channel["questions"], key=lambda r: -r.fine)[:settings.top_m]
-    kept = {c: [r for r in pooled if _CHANNEL_OF[r.row.channel] == c] for c in ("facts", "questions")}
-    kept["answers"] = by_channel["answers"][:answer_quota(len(by_channel["answers"]), settings.top_m,
-                                                          settings.answer_share)]
-    selected: list[tuple[str, Ranked]] = []
-    for channel in CHANNELS:
-        runs = kept[channel]
-        picks = select(chosen[channel], np.stack([r.row.vec for r in runs]) if runs else np.zeros((0, 1)),
-                       settings.unique_cos)
-        selected += [(channel, runs[i]) for i in picks]
+        chosen = choose_actions(retriever.settings, q.vector, retriever.token_counter().count(question))
+    by_channel = _rank(store, view, q, settings)
+    selected = _select(by_channel, chosen, settings)
 
     # the session: what it saw is referenced by code
     seen = seen_runs(store, session_id)
@@ -196,30 +232,30 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     for r in by_channel["facts"]:
         for pid in r.row.passage_ids:
             passage_scores.setdefault(pid, r.fine)
+    covered = list(dict.fromkeys(p for run in out_runs for p in run.passage_ids))
+    docs = retriever.reader(retriever.topology()).passages(covered)
     context = AprContext(
         session_id=session_id, rendering=prompt.rendering, prompt=prompt.text, prompt_tokens=prompt.tokens,
         token_counts=prompt.token_counts, tokenizer=counter.name, actions=chosen,
-        question_triples=[list(r.words) for r in refs], runs=out_runs,
-        passage_ids=list(dict.fromkeys(p for run in out_runs for p in run.passage_ids)))
+        question_triples=[list(r.words) for r in q.refs], runs=out_runs, passage_ids=covered,
+        doc_ids=list(dict.fromkeys(docs[p][1] for p in covered if p in docs and docs[p][1])))
     facts = [r.row for channel, r in selected if channel == "facts"]
 
     def write(answer: str | None) -> None:
-        _write(retriever, query_id, question, session_id, refs, query_lines, whole, symbol_vecs,
-               names | relation_names, out_runs, facts, triple_rows, answer)
+        _write(retriever, query_id, question, session_id, q, out_runs, facts, triple_rows, answer)
 
-    outcome = AprOutcome(query_id, context, passage_scores, query_vec, write)
+    outcome = AprOutcome(query_id, context, passage_scores, q.vector, write)
     if write_record:
         outcome.record(answer_text)
     return outcome
 
 
-def _write(retriever, query_id: str, question: str, session_id: str | None, refs: Sequence[TripleRef],
-           query_lines: np.ndarray, whole: np.ndarray, symbol_vecs: dict, names: dict, runs: list[AprRun],
-           facts: list[RunRow], triple_rows: dict, answer_text: str | None) -> None:
+def _write(retriever, query_id: str, question: str, session_id: str | None, q: "EncodedQuestion",
+           runs: list[AprRun], facts: list[RunRow], triple_rows: dict, answer_text: str | None) -> None:
     """One transaction: the query node and session link, the question run (ASKED), the SENT
     and REUSED links, and the answer run (AS_RUN) — with their codes."""
-    store, tenant = retriever.store, retriever.store.tenant
-    asked = memory_run(tenant, "question", refs, query_lines, whole, symbol_vecs, names)
+    store, tenant, refs = retriever.store, retriever.store.tenant, q.refs
+    asked = memory_run(tenant, "question", refs, q.lines, q.whole, q.symbol_vecs, q.names)
     steps = query_steps(store, query_id, question, session_id) + asked.steps
     answer = _answer_run(retriever, refs, facts, triple_rows, answer_text)
     runs_written = [asked.run_id] + ([answer.run_id] if answer else [])
