@@ -96,10 +96,11 @@ MERGE (a)-[:MENTIONS]->(b)
 RETURN count(*) AS n;
 
 // name: upsert_relations
-// The relation vocabulary. rows: {relation_id, tenant, name, embedding}
+// The relation vocabulary. rows: {relation_id, tenant, name, embedding, vec (base64 float32:
+// what APR's codebook view reads)}
 UNWIND $rows AS row
 MERGE (r:Relation {relation_id: row.relation_id})
-ON CREATE SET r.tenant = row.tenant, r.name = row.name, r.embedding = row.embedding
+ON CREATE SET r.tenant = row.tenant, r.name = row.name, r.embedding = row.embedding, r.vec = row.vec
 RETURN count(r) AS n;
 
 // name: upsert_triples

@@ -32,6 +32,18 @@ CREATE VECTOR INDEX triple_embedding IF NOT EXISTS
 FOR (n:Triple) ON (n.embedding)
 OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine'}};
 
+// name: neo4j_vector_index_run
+// APR fact runs: the embedding of the run's lines (coarse candidates, spec §3).
+CREATE VECTOR INDEX run_embedding IF NOT EXISTS
+FOR (n:Run) ON (n.embedding)
+OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine'}};
+
+// name: neo4j_vector_index_run_memory
+// APR question and answer runs (earlier queries of the tenant, spec §3).
+CREATE VECTOR INDEX run_memory_embedding IF NOT EXISTS
+FOR (n:Run) ON (n.memory_embedding)
+OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine'}};
+
 // name: neo4j_await_indexes
 // Blocks until every index is online (at most $timeout_s seconds), after creating them.
 CALL db.awaitIndexes($timeout_s);

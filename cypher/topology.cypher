@@ -103,7 +103,7 @@ RETURN e.entity_id AS id, e.name AS name, e.vec AS vec;
 // normalized cosine (1 + cos) / 2 in [0, 1].
 // Manual: Cypher Manual 5, Vector indexes > db.index.vector.queryNodes.
 CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
-RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id) AS id,
+RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, node.run_id) AS id,
        node.tenant AS tenant, score;
 
 // name: vector_knn

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from pathweave.model import Answer, BudgetedContext, PruneTree
+from pathweave.model import Answer, AprContext, BudgetedContext, PruneTree
 from pathweave.retrieval.modes import Mode
 from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
@@ -244,6 +244,9 @@ class QueryRequest(BaseModel):
     answer: bool = Field(False, description="Also generate a short answer with the LLM from the budgeted context "
                                             "(or the top passages), citing what it used. Mode prunerag always "
                                             "answers (its decomposition tree is returned too).")
+    session_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
+                                   description="Mode apr: the session this question belongs to; runs the session "
+                                               "already sent are referenced by code, not re-sent.")
 
     @field_validator("question")
     @classmethod
@@ -338,6 +341,8 @@ class QueryResponse(BaseModel):
     answer: Answer | None = Field(None, description="The LLM's answer (with answer: true or mode prunerag); "
                                                      "`error` says why its text is empty.")
     tree: PruneTree | None = Field(None, description="PruneRAG's decomposition tree (mode prunerag).")
+    apr: AprContext | None = Field(None, description="Mode apr: the compact prompt sent, its tokens per rendering "
+                                                     "and the runs selected (reused ones referenced by code).")
     note: str | None = None
     links: dict[str, str]
 
@@ -401,6 +406,8 @@ class ReasoningRecord(BaseModel):
                                                   "latency, citations and the cited passage/statement ids (`cited`).")
     tree: dict | None = Field(None, description="The stored PruneRAG tree (TREE): totals and nodes with decision, "
                                                 "answer, confidence, children and retrieved passages.")
+    runs: dict | None = Field(None, description="Mode apr: the session and the runs the query asked, sent and "
+                                                "reused (ASKED / SENT / REUSED), each {run_id, code, channel, rank}.")
 
 
 class DocumentPassage(BaseModel):

@@ -1,4 +1,4 @@
-"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``scale``, ``api`` and ``select``.
+"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``reuse``, ``scale``, ``api`` and ``select``.
 
 Each runs one benchmark module of this package on real data from ``../shared/bench``
 and prints its figures beside the baseline measured in the same run. The top-level
@@ -47,6 +47,19 @@ def bench_musique(
     budgets = [int(b) for b in budget.split(",") if b.strip()]
     rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
     run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
+
+
+@bench_app.command("reuse")
+def bench_reuse(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where reuse.json goes."),
+    limit: int = typer.Option(0, help="Only the first N questions, and only their paragraphs ingested (0 = all)."),
+) -> None:
+    """APR (spec §3): prompt tokens and context recall of a session's later questions vs the
+    same questions asked fresh, and the three prompt renderings' token counts."""
+    from pathweave_bench.reuse import run_reuse
+
+    run_reuse(data, out, limit)
 
 
 @bench_app.command("qa")

@@ -44,16 +44,17 @@ def load_musique(data: Path, limit: int = 0) -> tuple[list[dict], list[SourceDoc
     return (questions[:limit] if limit else questions), documents
 
 
+def paragraph_document_id(paragraph: dict, tenant: str) -> str:
+    """The document id of one MuSiQue paragraph in the corpus (title + paragraph_text rule)."""
+    title, text = paragraph["title"].strip(), paragraph["paragraph_text"].strip()
+    if text.startswith(title + "\n"):
+        text = text[len(title) + 1:].strip()
+    return stable_id("doc", tenant, title, text)
+
+
 def gold_documents(question: dict, tenant: str) -> set[str]:
     """Document ids of the question's supporting paragraphs (title + paragraph_text rule)."""
-    gold = set()
-    for paragraph in question["paragraphs"]:
-        if paragraph["is_supporting"]:
-            title, text = paragraph["title"].strip(), paragraph["paragraph_text"].strip()
-            if text.startswith(title + "\n"):
-                text = text[len(title) + 1:].strip()
-            gold.add(stable_id("doc", tenant, title, text))
-    return gold
+    return {paragraph_document_id(p, tenant) for p in question["paragraphs"] if p["is_supporting"]}
 
 
 def evaluate(retriever: Retriever, questions: list[dict], mode: str, console: Console) -> dict:

@@ -6,7 +6,8 @@ prunerag]``, ``pathweave demo``, ``pathweave config show``; mounts the managed m
 server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), alias
 consolidation (:mod:`pathweave_cli.aliases`: ``aliases show|split``), the service
 commands (:mod:`pathweave_cli.service`: ``serve``, ``worker``, ``explore``, ``keys``) and
-the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|qa|scale|api|select``).
+the benchmarks (:mod:`pathweave_bench.cli`: ``bench musique|qa|scale|api|select``) and the
+training of learned parts (:mod:`pathweave_cli.train`: ``train selector``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathweave_bench.cli import bench_app
 from pathweave_cli import service
 from pathweave_cli.aliases import aliases_app
 from pathweave_cli.llm import llm_app
+from pathweave_cli.train import train_app
 from pathweave_ingest.console import console, print_result, run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -203,6 +205,8 @@ def query(
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
     answer: bool = typer.Option(False, "--answer", help="Also generate a short answer with the LLM (PATHWEAVE_LLM_*), "
                                                         "citing the passages (or budgeted context) it used."),
+    session_id: Optional[str] = typer.Option(None, "--session-id",
+                                             help="Mode apr: a session; runs it already sent are referenced, not re-sent."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
@@ -215,13 +219,18 @@ def query(
     settings = _settings(tenant)
     with open_store(settings) as store:
         retriever = Retriever(store, get_embedder(settings), settings)
+        if mode == "apr":  # the question's triples from the configured extractor (spec §3)
+            from pathweave_ingest.extractors import make_extractor, question_parser
+
+            retriever.question_parser = question_parser(make_extractor(settings))
         try:
             if answer or mode == "prunerag":
                 from pathweave.answering import answer_query
 
-                result = answer_query(retriever, question, mode, k, budget, select, style)
+                result = answer_query(retriever, question, mode, k, budget, select, style, session_id=session_id)
             else:
-                result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style)
+                result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style,
+                                         session_id=session_id)
         except (ValueError, LLMError, LLMServerError) as exc:  # bad input; no model to answer
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
@@ -248,6 +257,7 @@ app.add_typer(service.keys_app, name="keys")
 app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
 app.add_typer(aliases_app, name="aliases")
+app.add_typer(train_app, name="train")
 
 if __name__ == "__main__":
     app()

@@ -68,6 +68,13 @@ def print_result(result) -> None:
         out.print(f"  [bold]context[/] ({c.token_count}/{c.budget} tokens of {c.tokenizer}, {c.method}, "
                   f"{'optimal' if c.optimal else f'gap {c.gap:.3f}'}, {c.solve_ms:.0f} ms):")
         out.print("    " + c.text.replace("\n", "\n    "), markup=False)
+    if getattr(result, "apr", None) is not None:
+        a = result.apr
+        reused = sum(run.reused for run in a.runs)
+        session = f", session {a.session_id}: {reused} of {len(a.runs)} runs referenced" if a.session_id else ""
+        counts = ", ".join(f"{name} {n}" for name, n in a.token_counts.items())
+        out.print(f"  [bold]compact prompt[/] ({a.prompt_tokens} tokens of {a.tokenizer}, {a.rendering}; {counts}{session}):")
+        out.print("    " + a.prompt, markup=False, soft_wrap=True)
     if result.tree is not None:
         print_tree(out, result.tree)
     if result.answer is not None:

@@ -84,6 +84,8 @@ def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_stat
         run("delete_doc_relates", rows=[{"triple_id": t["id"], "subject_id": t["subject_id"]} for t in triples])
     removed_triples = [r["id"] for r in run("delete_triples_by_id", ids=triple_ids)] if triple_ids else []
     removed_props = [r["id"] for r in run("delete_propositions_by_id", ids=prop_ids)] if prop_ids else []
+    if passage_ids:  # APR fact runs only these passages have (spec §3)
+        run("apr_delete_passage_runs", passage_ids=passage_ids)
     removed_passages = [r["id"] for r in run("delete_passages_by_id", ids=passage_ids)] if passage_ids else []
     removed_entities = [r["id"] for r in run("delete_entities_by_id", ids=orphans)] if orphans else []
     change.alias_entity_ids.extend(repair_after_removal(run, groups, removed_entities, dimensions))
@@ -115,7 +117,8 @@ def commit_document_change(store: GraphStore, remove: Iterable[str] = (),
     Removal of a document: its passages (unless another document shares them), the
     propositions and triples only they state/assert (with their RELATES edges), the
     entities nothing else mentions or relates (an alias group that loses its canonical gets
-    the medoid of the remaining members; one left alone leaves the group), relations no triple uses any more, the document node
+    the medoid of the remaining members; one left alone leaves the group), relations no triple
+    uses any more, the APR fact runs no other passage has, the document node
     and, unless its id is in ``keep_status`` (a replacement in flight), its status node. All
     removals run in ONE write transaction (all or nothing); ``write`` runs after it
     commits (its own transactions). An exception from ``write`` propagates after the

@@ -38,6 +38,8 @@ from pathweave.backends import Capability
 from pathweave.retrieval.hipporag import fact_text
 from pathweave.vectors import encode_vector
 from pathweave_ingest.synonyms import write_synonyms
+from pathweave.apr.codebook import code_steps
+from pathweave.apr.writes import TripleRef, fact_run_rows, triple_ref
 from pathweave_ingest.aliases import consolidate
 
 
@@ -74,6 +76,7 @@ class _Batch:
     rows: dict[str, list[dict]] = field(default_factory=dict)
     texts: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> id -> text to embed
     new: dict[str, set[str]] = field(default_factory=dict)  # label -> ids of nodes created (embedded)
+    triples: dict[str, list[TripleRef]] = field(default_factory=dict)  # passage id -> its triples in text order (APR runs)
 
     def add(self, name: str, row: dict) -> None:
         self.rows.setdefault(name, []).append(row)
@@ -85,7 +88,7 @@ class _Batch:
 _WRITE_ORDER = (
     "upsert_documents", "upsert_passages", "link_next", "upsert_entities", "upsert_propositions",
     "upsert_relations", "link_states", "link_proposition_mentions", "link_passage_mentions",
-    "upsert_triples",
+    "upsert_triples", "apr_triple_lines", "apr_upsert_fact_runs", "apr_link_run_edges",
 )
 _EXISTING = {
     "passage": ("existing_passage_ids", "upsert_passages", "passage_id"),
@@ -183,7 +186,7 @@ class Pipeline:
             for doc_id, doc in group:
                 try:
                     batch, embedded = self._prepare([(doc_id, doc)])
-                    self.store.write_all((name, batch.rows.get(name, [])) for name in _WRITE_ORDER)
+                    self.store.run_in_transaction(self._steps(batch))
                     self._count(report, batch, embedded, new_entities, 1)
                 except Exception as exc:  # noqa: BLE001
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
@@ -203,10 +206,22 @@ class Pipeline:
             return group, None, RuntimeError("preparation failed")
         batch, _ = prepared
         try:
-            self.store.write_all((name, batch.rows.get(name, [])) for name in _WRITE_ORDER)
+            self.store.run_in_transaction(self._steps(batch))
             return group, prepared, None
         except Exception as exc:  # noqa: BLE001
             return group, prepared, exc
+
+    def _steps(self, batch: _Batch) -> list[tuple[str, dict]]:
+        """The group's write transaction: the UNWIND batches in :data:`_WRITE_ORDER`, then the
+        codebook codes of its entities, relations, triples and fact runs (APR, spec §3)."""
+        size = self.store.batch_size
+        steps = [(name, {"rows": rows[start:start + size]}) for name in _WRITE_ORDER
+                 for rows in [batch.rows.get(name, [])] for start in range(0, len(rows), size)]
+        return steps + code_steps(self.tenant, {
+            "entity": [r["entity_id"] for r in batch.rows.get("upsert_entities", [])],
+            "relation": [r["relation_id"] for r in batch.rows.get("upsert_relations", [])],
+            "triple": [r["triple_id"] for r in batch.rows.get("upsert_triples", [])],
+            "run": [r["run_id"] for r in batch.rows.get("apr_upsert_fact_runs", [])]})
 
     def _settle(self, pending: Future, report, new_entities, failed, on_progress, done) -> int:
         """Account a finished group write; returns its document count."""
@@ -294,19 +309,19 @@ class Pipeline:
             for name in dict.fromkeys(names):
                 if normalize(name):
                     batch.add("link_proposition_mentions", {"prop_id": prop_id, "entity_id": self._entity_id(name)})
+        refs = batch.triples.setdefault(pid, [])
         for subject, relation, obj in extraction.triples:
-            if not (normalize(subject) and normalize(relation) and normalize(obj)):
+            ref = triple_ref(tenant, subject, relation, obj)
+            if ref is None:
                 continue
-            rid = stable_id("relation", tenant, normalize(relation))
-            batch.add("upsert_relations", {"relation_id": rid, "tenant": tenant, "name": relation})
-            batch.text("relation", rid, relation)
-            triple_id = stable_id("triple", tenant, normalize(subject), normalize(relation), normalize(obj))
-            batch.text("triple", triple_id, fact_text(subject, relation, obj))
+            refs.append(ref)
+            batch.add("upsert_relations", {"relation_id": ref.relation_id, "tenant": tenant, "name": relation})
+            batch.text("relation", ref.relation_id, relation)
+            batch.text("triple", ref.triple_id, fact_text(subject, relation, obj))
             batch.add("upsert_triples", {
-                "triple_id": triple_id,
-                "tenant": tenant, "passage_id": pid, "subject_id": self._entity_id(subject),
-                "object_id": self._entity_id(obj), "subject": subject, "relation": relation,
-                "object": obj, "relation_id": rid,
+                "triple_id": ref.triple_id, "tenant": tenant, "passage_id": pid, "subject_id": ref.subject_id,
+                "object_id": ref.object_id, "subject": subject, "relation": relation, "object": obj,
+                "relation_id": ref.relation_id,
             })
 
     def _embed(self, batch: _Batch) -> dict[str, tuple[str, np.ndarray]]:
@@ -340,6 +355,9 @@ class Pipeline:
                     row["vec"] = encode_vector(vector)
                 if label == "entity":
                     new_entities[row[key]] = (row["norm_name"], vector)
+        apr = self.settings.apr
+        fresh = {pid: refs for pid, refs in batch.triples.items() if pid in batch.new.get("passage", set())}
+        batch.rows.update(fact_run_rows(self.tenant, fresh, self.embedder.encode, apr.run_tau, apr.chain_bonus))
         return new_entities
 
     def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]]) -> int:

@@ -121,8 +121,15 @@ class Runtime:
                     self._cache = TopologyCache(self.settings.query.topology_max_tenants, self.settings.query.topology_idle_s,
                                                 self.settings.query.node_cache_entries)
                 retriever = Retriever(store, self.embedder, self.settings, cache=self._cache, llm=self.llm_client)
+                retriever.question_parser = self._parse_question  # mode apr (spec §3), extractor loaded on first use
                 self._retrievers[tenant] = retriever
             return retriever
+
+    def _parse_question(self, question: str):
+        """APR's question parser over the process's extractor (loaded on first use)."""
+        from pathweave_ingest.extractors import question_parser
+
+        return question_parser(self.extractor)(question)
 
     def pipeline(self, tenant: str):
         """The ingestion pipeline of ``tenant`` for the calling thread, kept between batches

@@ -157,6 +157,39 @@ class PruneTree(BaseModel):
         return list(seen.values())
 
 
+class AprRun(BaseModel):
+    """A run an APR query selected (spec §3): its codebook ``code``, ``channel``
+    (facts | questions | answers), fine ``score``, whether it was ``reused`` (referenced by
+    code, sent earlier in the session) and the ``passage_ids`` it stands for."""
+
+    run_id: str
+    code: int | None = None
+    channel: Literal["facts", "questions", "answers"]
+    score: float
+    reused: bool = False
+    lines: list[str] = Field(default_factory=list, description="Its triples as 'h r t' lines, in order.")
+    passage_ids: list[str] = Field(default_factory=list)
+
+
+class AprContext(BaseModel):
+    """The compact prompt of an APR query (spec §3): the ``rendering`` sent (the cheapest of
+    ``token_counts``: rendering -> tokens of ``tokenizer``), its ``prompt`` text and
+    ``prompt_tokens``, the selected ``runs`` (sent or reused), the ``actions`` per channel,
+    the question's triples and the ``passage_ids`` (and their ``doc_ids``) the context covers."""
+
+    session_id: str | None = None
+    rendering: str
+    prompt: str
+    prompt_tokens: int
+    token_counts: dict[str, int]
+    tokenizer: str
+    actions: dict[str, str]
+    question_triples: list[list[str]] = Field(default_factory=list)
+    runs: list[AprRun] = Field(default_factory=list)
+    passage_ids: list[str] = Field(default_factory=list)
+    doc_ids: list[str] = Field(default_factory=list, description="The documents of passage_ids (context recall).")
+
+
 class QueryResult(BaseModel):
     """Everything one query returns. ``timings_ms`` maps stage -> milliseconds."""
 
@@ -169,5 +202,6 @@ class QueryResult(BaseModel):
     context: BudgetedContext | None = None
     answer: Answer | None = None
     tree: PruneTree | None = None
+    apr: AprContext | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
     graph_version: int = 0

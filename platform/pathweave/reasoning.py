@@ -15,6 +15,7 @@ import threading
 from datetime import datetime, timezone
 
 from pathweave.answer_records import answer_steps, read_answer, read_tree
+from pathweave.apr.session import read_query_runs
 from pathweave.model import QueryResult
 from pathweave.store import GraphStore
 
@@ -55,16 +56,19 @@ def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
 
 def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
     """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...],
-    answer, tree}``; each selected passage or proposition carries its ``reference``
+    answer, tree, runs}``; each selected passage or proposition carries its ``reference``
     (citation); ``answer``/``tree`` (see :mod:`pathweave.answer_records`) are None unless
-    the query generated them.
+    the query generated them; ``runs`` (mode apr, :func:`pathweave.apr.session.read_query_runs`):
+    the session and the runs the query asked, sent and reused, else None.
 
     Raises KeyError when the tenant has no such query.
     """
     rows = store.run("read_query_paths", query_id=query_id)
     selected = store.run("read_query_selected", query_id=query_id)
     answer, tree = read_answer(store, query_id), read_tree(store, query_id)
-    if not rows and not selected and answer is None and tree is None:
+    runs = read_query_runs(store, query_id)
+    has_runs = any(runs[link] for link in ("asked", "sent", "reused"))
+    if not rows and not selected and answer is None and tree is None and not has_runs:
         raise KeyError(f"no reasoning record {query_id!r}")
     paths: dict[str, dict] = {}
     for row in rows:
@@ -75,7 +79,7 @@ def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
     _cite_selected(store, selected)
     return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
             "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected,
-            "answer": answer, "tree": tree}
+            "answer": answer, "tree": tree, "runs": runs if has_runs else None}
 
 
 def _cite_selected(store: GraphStore, selected: list[dict]) -> None:

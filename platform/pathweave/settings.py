@@ -7,8 +7,8 @@ when present). Retrieval defaults follow ``shared/specs/algorithms.md`` §1/§2/
 Layout: two top-level values (``data_dir``, ``tenant``) and one section per concern,
 each a plain pydantic model defined here: ``store``, ``models``, ``ingest``,
 ``retrieval`` (PropRAG), ``query`` (caches of query processes), ``selection``, ``api``,
-``worker``, ``llm`` (the LLM endpoint), ``prunerag`` (spec §4) and ``aliases`` (spec §3
-alias consolidation).
+``worker``, ``llm`` (the LLM endpoint), ``prunerag`` (spec §4), ``aliases`` (spec §3
+alias consolidation), ``apr`` (spec §3) and ``selector`` (APR's DPO selector policy).
 The sections are configuration only, so the core can own them all: the API and the
 workers read ``settings.api`` / ``settings.worker`` from this root and the core imports
 neither of them (dependencies point one way). In TOML a section is a table::
@@ -405,6 +405,46 @@ class LLMSettings(_Section):
         return not self.base_url.strip()
 
 
+class SelectorSettings(_Section):
+    """Section ``selector`` (``PATHWEAVE_SELECTOR_*``): the APR selector policy trained with
+    DPO (spec §3 "Selector policy"; APR paper §2.8), :mod:`pathweave.selector_policy`.
+
+    - ``policy_path``: the trained policy file (``pathweave train selector --out``); None =
+      no policy, ``unique`` on every channel;
+    - utility U = ``alpha`` x accuracy (0..1) - ``beta_tokens`` x prompt tokens - ``gamma``
+      x latency (ms); two action combinations of one query whose utilities differ by no more
+      than ``min_margin`` are a tie (no preference pair): latency noise alone never ranks
+      two combinations that send the same context;
+    - ``pairs``: ``best`` = the best combination against each strictly worse one (26 pairs
+      at most per query), ``all`` = every ordered pair with U+ > U- (351 at most);
+    - DPO: ``beta`` (on the policy and the reference log-ratio), AdamW ``lr`` and
+      ``weight_decay``, ``epochs``, ``batch_size`` (pairs), ``hidden`` units of the MLP,
+      ``seed`` (initial weights and batch order: training is deterministic);
+    - features: ``token_budget`` (tokens; 0 = none) recorded with measured examples.
+    """
+
+    env_prefix: ClassVar[str] = "SELECTOR_"
+
+    policy_path: Path | None = None
+    alpha: float = 1.0
+    # accuracy first; tokens and latency decide between combinations of (nearly) equal
+    # accuracy: 1,000 prompt tokens weigh as 0.1 of accuracy, 1 s of latency as 0.01 (the 27
+    # runs of one question share their retrieval, so their latencies differ mostly by noise:
+    # +-150 ms on the loaded 2-core machine, within min_margin + a few tokens)
+    beta_tokens: float = 0.0001  # per prompt token
+    gamma: float = 0.00001  # per ms
+    min_margin: float = 0.001
+    pairs: Literal["best", "all"] = "best"
+    beta: float = 0.1
+    lr: float = 3e-4
+    weight_decay: float = 0.01
+    epochs: int = Field(5, ge=1)
+    batch_size: int = Field(32, ge=1)
+    hidden: int = Field(64, ge=1)
+    seed: int = 0
+    token_budget: int = Field(0, ge=0)
+
+
 class PruneRAGParams(_Section):
     """Section ``prunerag`` (``PATHWEAVE_PRUNERAG_*``): PruneRAG (spec §4, paper defaults).
 
@@ -427,6 +467,50 @@ class PruneRAGParams(_Section):
     aggregate_docs: int = 3
 
 
+class AprSettings(_Section):
+    """Section ``apr`` (``PATHWEAVE_APR_*``): AutoPrunedRetriever (spec §3, paper defaults).
+
+    Runs: ``run_tau`` (cut when the fit score < tau), ``chain_bonus`` (previous tail == this
+    head). Coarse: ``coarse_entity_weight`` x max cos(entities) + ``coarse_relation_weight`` x
+    max cos(relations), ``coarse_top_k`` runs kept out of ``coarse_candidates`` (the nearest
+    runs of the store's run vector index, per channel). Fine (on S itself): ``fine_top_t``,
+    ``coverage_min``, ``pair_center``/``pair_temperature``, ``match_min``, ``whole_center``/
+    ``whole_temperature`` and the weights ``w_*``; ``top_m`` runs kept across the fact and
+    question channels, answers: min(max(1, floor(``answer_share`` x |answers|)), top_m).
+    Selection: ``unique_cos`` groups near-duplicate runs (medoid kept); ``facts_action``,
+    ``questions_action``, ``answers_action``: the default action per channel (include_all |
+    unique | not_include; a trained selector policy chooses per question). ``proprag_question_runs``:
+    PropRAG adds the passages earlier similar questions (question runs with cosine >= 0.8)
+    were answered from to its stage-1 passage seeds, with that cosine."""
+
+    env_prefix: ClassVar[str] = "APR_"
+
+    run_tau: float = 0.7
+    chain_bonus: float = 0.05
+    coarse_entity_weight: float = 1.0
+    coarse_relation_weight: float = 0.3
+    coarse_top_k: int = Field(200, ge=1)
+    coarse_candidates: int = Field(400, ge=1)
+    fine_top_t: int = Field(3, ge=1)
+    coverage_min: float = 0.45
+    pair_center: float = 0.55
+    pair_temperature: float = 0.10
+    match_min: float = 0.50
+    whole_center: float = 0.55
+    whole_temperature: float = 0.15
+    w_coverage: float = 0.10
+    w_pairs: float = 0.20
+    w_matching: float = 0.10
+    w_whole: float = 0.10
+    top_m: int = Field(20, ge=1)
+    answer_share: float = 0.1
+    unique_cos: float = 0.93
+    facts_action: Literal["include_all", "unique", "not_include"] = "unique"
+    questions_action: Literal["include_all", "unique", "not_include"] = "unique"
+    answers_action: Literal["include_all", "unique", "not_include"] = "unique"
+    proprag_question_runs: bool = False
+
+
 class Settings(BaseSettings):
     """The process's settings: ``data_dir``, ``tenant`` and one model per section."""
 
@@ -443,8 +527,10 @@ class Settings(BaseSettings):
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    selector: SelectorSettings = Field(default_factory=SelectorSettings)  # APR selector policy (spec §3)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prunerag: PruneRAGParams = Field(default_factory=PruneRAGParams)
+    apr: AprSettings = Field(default_factory=AprSettings)
 
     @classmethod
     def settings_customise_sources(

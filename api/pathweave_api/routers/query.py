@@ -43,14 +43,16 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     from pathweave.llm.client import LLMError
     from pathweave.llm.server import LLMServerError
 
+    # a PruneRAG tree and APR's compact prompt have no budgeted context; sessions are APR's (see the notes)
+    budget = None if req.mode in ("prunerag", "apr") else req.token_budget
+    session_id = req.session_id if req.mode == "apr" else None
     try:
-        if req.answer or req.mode == "prunerag":  # a PruneRAG tree has no budgeted context (see the note)
-            result = guard(answer_query, retriever, req.question, req.mode, req.k,
-                           None if req.mode == "prunerag" else req.token_budget, req.selection_method,
-                           req.context_style)
+        if req.answer or req.mode == "prunerag":
+            result = guard(answer_query, retriever, req.question, req.mode, req.k, budget, req.selection_method,
+                           req.context_style, session_id=session_id)
         else:
-            result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
-                           select=req.selection_method, style=req.context_style)
+            result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=budget,
+                           select=req.selection_method, style=req.context_style, session_id=session_id)
     except ValueError as exc:
         raise ApiProblem(422, str(exc), "validation-error") from None
     except (LLMError, LLMServerError) as exc:  # no model at all (the extra missing, the server not starting)
@@ -68,11 +70,16 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     if prop_ids and marker:
         for row in guard(store.run, "api_passages_stating", prop_ids=prop_ids, passage_ids=list(marker)):
             stating.setdefault(row["prop_id"], []).append(marker[row["passage_id"]])
-    note = None
+    notes = []
     if req.token_budget is not None and req.mode == "prunerag":
-        note = "token_budget does not apply to mode prunerag (its nodes answer from their top passages)"
+        notes.append("token_budget does not apply to mode prunerag (its nodes answer from their top passages)")
+    elif req.token_budget is not None and req.mode == "apr":
+        notes.append("token_budget does not apply to mode apr (it sends its compact prompt)")
     elif req.token_budget is not None and result.context is None:
-        note = "no context selected: the tenant has no passages for this question"
+        notes.append("no context selected: the tenant has no passages for this question")
+    if req.session_id is not None and req.mode != "apr":
+        notes.append("session_id applies to mode apr only: ignored")
+    note = "; ".join(notes) or None
     return {
         "query_id": result.query_id, "record_id": result.query_id, "question": result.question,
         "mode": result.mode, "graph_version": result.graph_version,
@@ -89,6 +96,7 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
         "context": result.context.model_dump() if result.context is not None else None, "note": note,
         "answer": result.answer.model_dump() if result.answer is not None else None,
         "tree": result.tree.model_dump() if result.tree is not None else None,
+        "apr": result.apr.model_dump() if result.apr is not None else None,
         "links": {"record": f"/v1/queries/{result.query_id}"},
     }
 

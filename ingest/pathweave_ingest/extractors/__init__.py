@@ -25,3 +25,12 @@ def make_extractor(settings, batch_size: int | None = None):
     from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
 
     return SpacyExtractor(settings.models.spacy_model, **({"batch_size": batch_size} if batch_size else {}))
+
+
+def question_parser(extractor):
+    """APR's question parser over ``extractor`` (spec §3: a question is one run of its
+    triples, from the configured extractor): ``question -> (triples, entity names)``."""
+    def parse(question: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+        found = extractor.extract([PassageInput("", question, question)])[0]
+        return list(found.triples), list(found.entities)
+    return parse

@@ -39,13 +39,16 @@ class Capability(str, enum.Enum):
 
 
 #: (label, property) pairs that carry an embedder-sized vector index (spec §0; Triple: the
-#: fact texts of the HippoRAG 2 baseline).
+#: fact texts of the HippoRAG 2 baseline; Run: APR's fact runs (``embedding``) and question
+#: and answer runs (``memory_embedding``), the coarse candidates of spec §3).
 VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
     ("Passage", "embedding"),
     ("Proposition", "embedding"),
     ("Entity", "embedding"),
     ("Relation", "embedding"),
     ("Triple", "embedding"),
+    ("Run", "embedding"),
+    ("Run", "memory_embedding"),
 )
 
 
@@ -87,9 +90,9 @@ def cosine_of(score: float) -> float:
 
 
 def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
-                  max_k: int = 100_000) -> list[tuple[str, float]]:
-    """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``:
-    ``[(id, cosine)]``, best first.
+                  max_k: int = 100_000, prop: str = "embedding") -> list[tuple[str, float]]:
+    """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``
+    in the index on ``label.prop``: ``[(id, cosine)]``, best first.
 
     The index is shared by every tenant of the database, so the search widens (x4 each
     time, at most ``max_k``) until it holds ``k`` of this tenant's nodes or the index has
@@ -97,7 +100,7 @@ def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
     """
     if k <= 0:
         return []
-    index = store.backend.vector_index_name(label)
+    index = store.backend.vector_index_name(label, prop)
     asked = k
     while True:
         rows = store.run("vector_search", index=index, k=asked, vector=np.asarray(vector, dtype=float).tolist())

@@ -33,6 +33,8 @@ _NEO4J_VECTOR_STATEMENTS: dict[tuple[str, str], str] = {
     ("Entity", "embedding"): "neo4j_vector_index_entity",
     ("Relation", "embedding"): "neo4j_vector_index_relation",
     ("Triple", "embedding"): "neo4j_vector_index_triple",
+    ("Run", "embedding"): "neo4j_vector_index_run",
+    ("Run", "memory_embedding"): "neo4j_vector_index_run_memory",
 }
 
 

@@ -13,6 +13,8 @@ RETRIEVAL_MODES: dict[str, str] = {
     "proprag": "PropRAG: two-stage PPR over propositions and beam search over proposition paths (spec §1)",
     "dense": "cosine ranking of the question against the passage embeddings (baseline)",
     "hipporag2": "HippoRAG 2: PPR over entities and passages seeded by filtered facts (spec §2, baseline)",
+    "apr": "AutoPrunedRetriever: coarse-to-fine retrieval of triple runs over facts, earlier questions "
+           "and earlier answers, sent as a compact prompt that reuses what a session already sent (spec §3)",
     "prunerag": "PruneRAG: an LLM decomposes the question into a tree of sub-questions answered "
                 "over PropRAG passages, pruned by answer confidence (spec §4; needs an LLM)",
 }
@@ -26,4 +28,4 @@ LLM_MODES: tuple[str, ...] = ("prunerag",)
 RETRIEVAL_ONLY: tuple[str, ...] = tuple(m for m in MODES if m not in LLM_MODES)
 """Modes that rank with the store and the embedder alone (``pathweave bench musique``)."""
 
-Mode = Literal[MODES]  # type: ignore[valid-type]  # Literal["proprag", "dense", "hipporag2", "prunerag"]
+Mode = Literal[MODES]  # type: ignore[valid-type]  # Literal["proprag", "dense", "hipporag2", "apr", "prunerag"]

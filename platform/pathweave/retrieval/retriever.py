@@ -62,6 +62,9 @@ class Retriever:
         self.cache = cache or TopologyCache(settings.query.topology_max_tenants, settings.query.topology_idle_s,
                                            settings.query.node_cache_entries)
         self.records = RecordWriter(store)
+        # question -> (triples, entity names): the configured extractor, set by the layer that
+        # owns it (CLI, API, benchmarks); None = APR's fallback (one "asks" triple per question)
+        self.question_parser = None
 
     def llm_client(self):
         """The LLM client of the LLM modes: the one given (or the given function's), else one
@@ -115,18 +118,21 @@ class Retriever:
         return time.perf_counter() - started
 
     def query(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None,
-              token_budget: int | None = None, select: str = "auto", style: str = "bullets") -> QueryResult:
+              token_budget: int | None = None, select: str = "auto", style: str = "bullets",
+              session_id: str | None = None) -> QueryResult:
         """Top ``k`` passages (and, for proprag, the top paths and seeds) for ``question``.
 
         With ``token_budget`` (tokens), also the best connected evidence that fits it
         (spec §5; ``select``: ilp | greedy | auto; ``style``: bullets | triples) as
-        ``result.context``. Raises ValueError on an empty question, an unknown mode,
-        k < 1 or a negative budget.
+        ``result.context``. ``session_id`` (mode ``apr``): runs the session already sent
+        are referenced, not re-sent (spec §3). Raises ValueError on an empty question, an
+        unknown mode, k < 1, a negative budget, or a session id with another mode than apr.
         """
-        return self.search(question, mode, k, write_record, token_budget, select, style).result
+        return self.search(question, mode, k, write_record, token_budget, select, style, session_id).result
 
     def search(self, question: str, mode: Mode = "proprag", k: int = 5, write_record: bool | None = None,
-               token_budget: int | None = None, select: str = "auto", style: str = "bullets") -> Retrieval:
+               token_budget: int | None = None, select: str = "auto", style: str = "bullets",
+               session_id: str | None = None) -> Retrieval:
         """:meth:`query`, returning also the subgraph and query vector it used."""
         question = question.strip()
         if not question:
@@ -139,6 +145,15 @@ class Retriever:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise ValueError("k must be at least 1")
+        if session_id is not None and mode != "apr":
+            raise ValueError("session_id applies to mode apr only")
+        if mode == "apr":
+            if token_budget is not None:
+                raise ValueError("a token budget does not apply to mode apr (its prompt is the compact one)")
+            from pathweave.apr.retrieval import apr_search
+
+            result, outcome = apr_search(self, question, k, write_record, session_id)
+            return Retrieval(result, None, outcome.query)
         if mode == "prunerag":
             if token_budget is not None:
                 raise ValueError("a token budget does not apply to mode prunerag")
@@ -223,6 +238,13 @@ class Retriever:
             props = self._nearest("Proposition", query_vec, params.stage1_props)
             passages = self._nearest("Passage", query_vec, params.stage1_passage_seeds)
             seeds = Stage1Seeds(props.result(), passages.result())
+            if self.settings.apr.proprag_question_runs:  # APR: earlier similar questions' passages (spec §3)
+                from pathweave.apr.retrieval import earlier_question_passages
+
+                known = dict(seeds.passages)
+                for pid, cos in earlier_question_passages(self.store, query_vec):
+                    known[pid] = max(known.get(pid, cos), cos)
+                seeds.passages = sorted(known.items(), key=lambda item: -item[1])
             clock("seeds")
             out = proprag(query_vec, seeds, view, reader, params, self.embedder.encode, clock,
                           self._in_database_ppr(view))

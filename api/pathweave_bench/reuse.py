@@ -1,0 +1,187 @@
+"""``pathweave bench reuse``: APR's reuse across a session on the MuSiQue sample (issue 12,
+spec §3).
+
+A fresh store (temporary data directory) ingests the corpus (with ``--limit N``: only the
+paragraphs of the first N questions) with the default extractor. For each question, a
+session asks its gold decomposition (``question_decomposition[].question`` with ``#k``
+replaced by the gold answer of step k) and then the composed question, in mode ``apr``
+(records written: the tenant's memory); each question is also asked fresh just before
+(no session, nothing written), so fresh and session see the same memory (earlier answers
+and questions of the tenant) and differ only by the session's references. Per
+question: the compact prompt's tokens (configured tokenizer) and the context recall of the
+gold passages (sub-question k: its supporting paragraph; the composed question: all of
+them), counting runs sent and runs referenced. Figures: means over the questions after the
+first of each session ("later"), session vs fresh, and the three renderings' token counts
+on the same payloads; the plain-text baseline (the covered passages' texts) beside them.
+
+Writes ``reuse.json`` to ``--out``. The keys ``entities_before``/``_after``,
+``recall_at_5_before``/``_after`` (alias consolidation) and ``selector`` (the DPO selector
+vs unique vs include_all) are left None here: other modules fill them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from pathweave import server
+from pathweave.apr import retrieve
+from pathweave.apr.prompt import RENDERINGS
+from pathweave.embeddings import get_embedder
+from pathweave.retrieval.retriever import Retriever
+from pathweave.settings import get_settings
+from pathweave.store import open_store
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store
+from pathweave_bench.musique import load_musique, paragraph_document_id
+from pathweave_ingest.extractors import make_extractor, question_parser
+
+_PLACEHOLDER = re.compile(r"#(\d+)")
+
+
+def session_questions(question: dict) -> list[str]:
+    """The gold decomposition with ``#k`` replaced by step k's gold answer, then the composed question."""
+    steps = question["question_decomposition"]
+    answers = [step["answer"] for step in steps]
+
+    def fill(text: str) -> str:
+        return _PLACEHOLDER.sub(lambda m: answers[int(m.group(1)) - 1] if 0 < int(m.group(1)) <= len(answers)
+                                else m.group(0), text)
+    return [fill(step["question"]).strip() for step in steps] + [question["question"].strip()]
+
+
+def session_gold(question: dict, tenant: str) -> list[set[str]]:
+    """Gold document ids per session question: step k's supporting paragraph, then all supporting ones."""
+    paragraphs = question["paragraphs"]
+    by_idx = {p.get("idx", i): p for i, p in enumerate(paragraphs)}
+    steps = [{paragraph_document_id(by_idx[s["paragraph_support_idx"]], tenant)}
+             if s.get("paragraph_support_idx") in by_idx else set() for s in question["question_decomposition"]]
+    return steps + [{paragraph_document_id(p, tenant) for p in paragraphs if p["is_supporting"]}]
+
+
+def corpus_for(questions: list[dict], documents: list, tenant: str) -> list:
+    """The documents that are paragraphs of ``questions`` (content ids as the corpus's)."""
+    from pathweave.text import stable_id
+
+    wanted = {paragraph_document_id(p, tenant) for q in questions for p in q["paragraphs"]}
+    return [d for d in documents if stable_id("doc", tenant, d.title, d.text) in wanted]
+
+
+def _measure(retriever: Retriever, question: str, gold: set[str], session_id: str | None, doc_of) -> dict:
+    started = time.perf_counter()
+    out = retrieve(retriever, question, session_id=session_id, write_record=session_id is not None)
+    ms = (time.perf_counter() - started) * 1000
+    context = out.context
+    docs = {doc_of(pid) for pid in context.passage_ids}
+    return {"prompt_tokens": context.prompt_tokens, "token_counts": context.token_counts,
+            "recall": len(gold & docs) / len(gold) if gold else None, "ms": ms,
+            "runs": len(context.runs), "reused": sum(run.reused for run in context.runs),
+            "passage_ids": context.passage_ids}
+
+
+def _summary(rows: list[dict], counter, texts) -> dict:
+    recalls = [r["recall"] for r in rows if r["recall"] is not None]
+    return {"prompt_tokens_later": round(float(np.mean([r["prompt_tokens"] for r in rows])), 1) if rows else None,
+            "context_recall_later": round(float(np.mean(recalls)), 4) if recalls else None,
+            "renderings_later": {name: round(float(np.mean([r["token_counts"][name] for r in rows])), 1)
+                                 for name in RENDERINGS} if rows else {},
+            "passage_text_tokens_later": round(float(np.mean([
+                counter.count("\n".join(texts(r["passage_ids"]))) for r in rows])), 1) if rows else None,
+            "runs_later": round(float(np.mean([r["runs"] for r in rows])), 2) if rows else None,
+            "runs_reused_later": round(float(np.mean([r["reused"] for r in rows])), 2) if rows else None,
+            "p50_ms": round(float(np.percentile([r["ms"] for r in rows], 50)), 1) if rows else None,
+            "questions_later": len(rows)}
+
+
+def run_reuse(data: Path | None, out: Path, limit: int = 0) -> dict:
+    """Run the benchmark; returns (and writes) the results dict (see the module docstring)."""
+    from pathweave_ingest.console import run_ingest
+
+    console = Console()
+    data = Path(data) if data else default_data_dir()
+    questions, documents = load_musique(data, limit)
+    workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-reuse-"))
+    tenant = "bench-reuse"
+    settings = get_settings().model_copy(update={"data_dir": workdir, "tenant": tenant})
+    if limit:
+        documents = corpus_for(questions, documents, tenant)
+    results: dict = {"machine": {**machine_info(), "load_1m_at_start": round(os.getloadavg()[0], 2)},
+                     "commit": git_commit(), "questions": len(questions), "passages": len(documents),
+                     "entities_before": None, "entities_after": None, "recall_at_5_before": None,
+                     "recall_at_5_after": None, "selector": None}
+    try:
+        with open_store(settings, tenant=tenant) as store:
+            report = run_ingest(store, settings, documents, [], None, label="ingest (default extractor)")
+            info = server.status(settings)
+            results["ingest"] = {"passages": report.passages_new, "triples": report.triples,
+                                 "runs": store.counts().get("Run", 0), "seconds": round(report.seconds, 1)}
+            results["ingest"]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
+            retriever = Retriever(store, get_embedder(settings), settings)
+            retriever.question_parser = question_parser(make_extractor(settings))
+            counter = retriever.token_counter()
+            reader = retriever.reader(retriever.topology())
+
+            def doc_of(pid: str) -> str:
+                return (reader.passages([pid]).get(pid) or ("", "", None))[1]
+
+            def texts(pids: list[str]) -> list[str]:
+                found = reader.passage_texts(pids)
+                return [found[p][0] for p in pids if p in found]
+
+            sessions = [(q, session_questions(q), session_gold(q, tenant)) for q in questions]
+            retrieve(retriever, sessions[0][1][0])  # warm: the embedder's first shapes, the indexes
+            fresh, session = [], []
+            console.print(f"[dim]{len(sessions)} sessions (decomposition, then the composed question), "
+                          "each question also asked fresh[/]")
+            for q, asked, gold in sessions:
+                sid = f"reuse-{q['id']}"
+                for i, (text, g) in enumerate(zip(asked, gold)):
+                    if i:
+                        fresh.append(_measure(retriever, text, g, None, doc_of))
+                    row = _measure(retriever, text, g, sid, doc_of)
+                    if i:
+                        session.append(row)
+            results["fresh"] = _summary(fresh, counter, texts)
+            results["session"] = _summary(session, counter, texts)
+            f, s = results["fresh"], results["session"]
+            if f["prompt_tokens_later"]:
+                results["token_reduction_later"] = round(1 - s["prompt_tokens_later"] / f["prompt_tokens_later"], 4)
+            if f["context_recall_later"] is not None and s["context_recall_later"] is not None:
+                results["recall_delta_later"] = round(s["context_recall_later"] - f["context_recall_later"], 4)
+            results["renderings"] = {"fresh": f["renderings_later"], "session": s["renderings_later"]}
+        results["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
+    finally:
+        server.stop(settings)
+        shutil.rmtree(workdir, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "reuse.json").write_text(json.dumps(results, indent=2))
+    print_table(results, console)
+    console.print(f"wrote {out / 'reuse.json'}")
+    return results
+
+
+def print_table(results: dict, console: Console) -> None:
+    """Session vs fresh on the later questions: prompt tokens, recall, the renderings."""
+    table = Table(title=f"APR reuse, MuSiQue {results['questions']} questions (later questions of each session)")
+    for column in ("", "prompt tokens", "context recall", *RENDERINGS, "passage text tokens", "runs (reused)"):
+        table.add_column(column)
+    for name in ("fresh", "session"):
+        row = results.get(name) or {}
+        if not row:
+            continue
+        table.add_row(name, str(row["prompt_tokens_later"]), str(row["context_recall_later"]),
+                      *[str(row["renderings_later"].get(r)) for r in RENDERINGS], str(row["passage_text_tokens_later"]),
+                      f"{row['runs_later']} ({row['runs_reused_later']})")
+    console.print(table)
+    if "token_reduction_later" in results:
+        console.print(f"session vs fresh: {results['token_reduction_later']:.1%} fewer prompt tokens, "
+                      f"context recall {results.get('recall_delta_later', 0):+.4f}")

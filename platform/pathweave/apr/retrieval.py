@@ -1,0 +1,359 @@
+"""Coarse-to-fine retrieval over the three channels and the compact prompt (APR, spec §3;
+paper §2.4-2.6): :func:`retrieve` (retrieval mode ``apr``).
+
+Per query: the question's triples (the configured extractor; a question it finds none in is
+the one triple ``(entity, "asks", question)``) and their lines are embedded; candidates are
+the nearest runs of the store's run vector indexes (fact runs; question and answer runs),
+``coarse_candidates`` per index; the coarse score (entities and relations) keeps
+``coarse_top_k`` per channel; the fine score on S = cos(query lines, run lines) ranks them;
+``top_m`` runs are kept across facts and questions and the answer quota from answers; each
+channel's action selects; runs the session already saw are referenced by code; the three
+renderings are counted and the cheapest is the prompt. Everything the score needs is read
+by id through the codebook view (:class:`~pathweave.apr.codebook.CodebookView`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pathweave.apr.codebook import CodebookView, RunRow, code_steps
+from pathweave.apr.prompt import Payload, PromptRun, compact_prompt
+from pathweave.apr.runs import line
+from pathweave.apr.scoring import answer_quota, coarse_score, fine_score
+from pathweave.apr.selection import CHANNELS, check_actions, select
+from pathweave.apr.session import check_session_id, link_steps, query_steps, seen_runs
+from pathweave.apr.writes import TripleRef, memory_run, run_text, triple_ref
+from pathweave.backends.base import vector_search
+from pathweave.model import AprContext, AprRun
+
+QuestionParser = Callable[[str], tuple[list[tuple[str, str, str]], list[str]]]
+"""question -> (its triples ``(h, r, t)``, its entity names): the configured extractor."""
+
+_CHANNEL_OF = {"fact": "facts", "question": "questions", "answer": "answers"}
+ASK_RELATION = "asks"
+"""Relation of the triple standing for a question the extractor found no triple in."""
+EVIDENCE_LINES = 3
+"""Triples of an evidence answer run: the first of the selected fact runs' triples in rank
+order (an answer is short; a longer one would re-send the evidence through the answers channel)."""
+
+
+@dataclass
+class Ranked:
+    """A candidate run with its coarse and fine scores."""
+
+    row: RunRow
+    coarse: float
+    fine: float = 0.0
+
+
+@dataclass
+class AprOutcome:
+    """What :func:`retrieve` returns: the ``context`` (prompt, runs, tokens, passages), the
+    ``query_id``, the ranked fact-run passages ``passage_scores`` (passage id -> best run
+    fine score, rank order) and the question's ``(d,)`` vector."""
+
+    query_id: str
+    context: AprContext
+    passage_scores: dict[str, float] = field(default_factory=dict)
+    query: np.ndarray | None = None
+    _write: Callable[[str | None], None] | None = field(default=None, repr=False)
+
+    def record(self, answer_text: str | None = None) -> None:
+        """Write this query's APR record now (see :func:`retrieve`'s ``write_record``), its
+        answer run from ``answer_text`` (an LLM's answer) or else from the selected evidence."""
+        if self._write is not None:
+            self._write(answer_text)
+            self._write = None
+
+
+def question_triples(question: str, parse: QuestionParser | None) -> list[tuple[str, str, str]]:
+    """The question's triples from ``parse``; when it finds none, one triple
+    ``(longest entity name or "question", "asks", question)`` (a question is one run)."""
+    triples, entities = parse(question) if parse is not None else ([], [])
+    triples = [t for t in triples if all(part.strip() for part in t)]
+    if triples:
+        return triples
+    head = max(entities, key=len) if entities else "question"
+    return [(head, ASK_RELATION, question)]
+
+
+@dataclass
+class EncodedQuestion:
+    """A question as APR scores it: its triples (``refs``), the ``(n, d)`` embeddings of their
+    ``lines``, of the run text (``whole``) and of the question (``vector``), its entities' and
+    relations' ``(a, d)`` / ``(b, d)`` vectors and ``symbol_vecs``/``names`` by symbol id."""
+
+    refs: list[TripleRef]
+    lines: np.ndarray
+    whole: np.ndarray
+    vector: np.ndarray
+    entities: np.ndarray
+    relations: np.ndarray
+    symbol_vecs: dict[str, np.ndarray]
+    names: dict[str, str]
+
+
+def _encode_question(retriever, question: str) -> EncodedQuestion:
+    """The question's triples (the retriever's ``question_parser``) and one ``encode`` call
+    for their lines, the run text, the question and the symbols' names."""
+    dim = retriever.store.dimensions
+    triples = question_triples(question, getattr(retriever, "question_parser", None))
+    refs = list(dict.fromkeys(r for r in (triple_ref(retriever.store.tenant, *t) for t in triples) if r is not None))
+    entities = {r.subject_id: r.words[0] for r in refs} | {r.object_id: r.words[2] for r in refs}
+    relations = {r.relation_id: r.words[1] for r in refs}
+    names = entities | relations
+    vectors = retriever.embedder.encode([line(r.words) for r in refs] + [run_text([r.words for r in refs]), question]
+                                        + list(names.values()))
+    n = len(refs)
+    symbol_vecs = dict(zip(names, vectors[n + 2:]))
+
+    def stack(ids) -> np.ndarray:
+        return np.stack([symbol_vecs[i] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
+    return EncodedQuestion(refs, vectors[:n], vectors[n], vectors[n + 1], stack(list(entities)), stack(list(relations)),
+                           symbol_vecs, names)
+
+
+def _rank(store, view: CodebookView, q: EncodedQuestion, settings) -> dict[str, list[Ranked]]:
+    """Per channel, the candidate runs ranked by fine score: the ``coarse_candidates``
+    nearest runs of each run index, the ``coarse_top_k`` best by coarse score, re-ranked
+    by the fine score (spec §3)."""
+    hits = vector_search(store, "Run", q.whole, settings.coarse_candidates) \
+        + vector_search(store, "Run", q.whole, settings.coarse_candidates, prop="memory_embedding")
+    rows = view.runs([h[0] for h in hits])
+    entity_rows = view.entities([e for r in rows.values() for e in r.entity_ids])
+    relation_rows = view.relations([e for r in rows.values() for e in r.relation_ids])
+    by_channel: dict[str, list[Ranked]] = {c: [] for c in CHANNELS}
+    for run_id, _ in hits:
+        row = rows.get(run_id)
+        if row is None or row.channel not in _CHANNEL_OF:
+            continue
+        score = coarse_score(q.entities, q.relations, view.matrix(entity_rows, row.entity_ids),
+                             view.matrix(relation_rows, row.relation_ids), settings.coarse_entity_weight,
+                             settings.coarse_relation_weight)
+        by_channel[_CHANNEL_OF[row.channel]].append(Ranked(row, score))
+    for ranked in by_channel.values():
+        ranked.sort(key=lambda r: -r.coarse)
+        del ranked[settings.coarse_top_k:]
+        _fine(view, ranked, q.lines, q.whole, settings)
+        ranked.sort(key=lambda r: -r.fine)
+    return by_channel
+
+
+def _select(by_channel: dict[str, list[Ranked]], actions: dict[str, str], settings) -> list[tuple[str, Ranked]]:
+    """The runs kept: the top ``top_m`` across facts and questions and the answer quota
+    (spec §3), then each channel's action, as ``(channel, run)`` in channel and rank order."""
+    pooled = sorted(by_channel["facts"] + by_channel["questions"], key=lambda r: -r.fine)[:settings.top_m]
+    kept = {c: [r for r in pooled if _CHANNEL_OF[r.row.channel] == c] for c in ("facts", "questions")}
+    kept["answers"] = by_channel["answers"][:answer_quota(len(by_channel["answers"]), settings.top_m,
+                                                          settings.answer_share)]
+    selected: list[tuple[str, Ranked]] = []
+    for channel in CHANNELS:
+        runs = kept[channel]
+        picks = select(actions[channel], np.stack([r.row.vec for r in runs]) if runs else np.zeros((0, 1)),
+                       settings.unique_cos)
+        selected += [(channel, runs[i]) for i in picks]
+    return selected
+
+
+def _fine(view: CodebookView, ranked: list[Ranked], query_lines: np.ndarray, whole: np.ndarray, params) -> None:
+    triples = view.triples([t for r in ranked for t in r.row.triple_ids])
+    for r in ranked:
+        lines = view.matrix(triples, r.row.triple_ids, "line_vec")
+        if not len(lines):
+            r.fine = 0.0
+            continue
+        r.fine = fine_score(query_lines @ lines.T, float(whole @ r.row.vec), params)
+
+
+def retrieve(retriever, question: str, session_id: str | None = None, actions: Mapping[str, str] | None = None,
+             write_record: bool = False, answer_text: str | None = None,
+             query_id: str | None = None) -> AprOutcome:
+    """APR for one ``question`` of ``retriever``'s tenant (spec §3): retrieve runs from the
+    facts, earlier questions and earlier answers, select per channel with ``actions``
+    (``{"facts": "unique", "questions": "include_all", "answers": "not_include"}``; channels
+    not named: section ``apr``'s default actions; ``actions`` None with a selector policy
+    configured (``selector.policy_path``): the policy's choice for this question,
+    :func:`pathweave.selector_policy.choose_actions`), and build the compact prompt.
+
+    ``session_id``: runs the session already saw are referenced by code, not re-sent.
+    Returns an :class:`AprOutcome`: ``context.prompt`` / ``context.prompt_tokens`` (tokens of
+    the configured tokenizer, the cheapest of ``context.token_counts``), ``context.runs``
+    and ``context.passage_ids`` / ``context.doc_ids`` — the passages (documents) the context
+    covers (runs sent or referenced), for context recall of gold passages:
+    ``len(gold & set(context.doc_ids)) / len(gold)`` (MuSiQue gold = document ids).
+
+    ``write_record``: persist the query (``(:Query {session_id})``), its question run
+    (``ASKED``), the runs it ``SENT`` and ``REUSED`` and its answer run (``answer_text`` when
+    an LLM answered, else the selected evidence) — the memory later questions retrieve.
+    Without it nothing is written (a session then sees nothing of this query) until the
+    caller calls ``outcome.record(answer_text)`` (e.g. after an LLM answered).
+
+    Raises ValueError on an empty question, a bad session id or a bad channel/action.
+    """
+    question = question.strip()
+    if not question:
+        raise ValueError("question is empty")
+    session_id = check_session_id(session_id)
+    settings = retriever.settings.apr
+    chosen = check_actions({"facts": settings.facts_action, "questions": settings.questions_action,
+                            "answers": settings.answers_action, **(actions or {})})
+    store = retriever.store
+    view = CodebookView(store, retriever.topology().nodes, store.dimensions)
+    query_id = query_id or uuid.uuid4().hex
+
+    q = _encode_question(retriever, question)
+    if actions is None and retriever.settings.selector.policy_path is not None:  # the DPO selector (spec §3)
+        from pathweave.selector_policy import choose_actions
+
+        chosen = choose_actions(retriever.settings, q.vector, retriever.token_counter().count(question))
+    by_channel = _rank(store, view, q, settings)
+    selected = _select(by_channel, chosen, settings)
+
+    # the session: what it saw is referenced by code
+    seen = seen_runs(store, session_id)
+    triple_rows = view.triples([t for _, r in selected for t in r.row.triple_ids])
+    prompt_runs, reused_codes, out_runs = [], [], []
+    for channel, r in selected:
+        reused = r.row.run_id in seen
+        words = [triple_rows[t].words for t in r.row.triple_ids if t in triple_rows]
+        if reused:
+            reused_codes.append(r.row.code)
+        else:
+            prompt_runs.append(PromptRun(r.row.code if r.row.code is not None else -1, channel, words))
+        out_runs.append(AprRun(run_id=r.row.run_id, code=r.row.code, channel=channel, score=round(r.fine, 6),
+                               reused=reused, lines=[line(w) for w in words], passage_ids=list(r.row.passage_ids)))
+    counter = retriever.token_counter()
+    prompt = compact_prompt(Payload(question, prompt_runs, [c for c in reused_codes if c is not None]), counter)
+    passage_scores: dict[str, float] = {}
+    for r in by_channel["facts"]:
+        for pid in r.row.passage_ids:
+            passage_scores.setdefault(pid, r.fine)
+    covered = list(dict.fromkeys(p for run in out_runs for p in run.passage_ids))
+    docs = retriever.reader(retriever.topology()).passages(covered)
+    context = AprContext(
+        session_id=session_id, rendering=prompt.rendering, prompt=prompt.text, prompt_tokens=prompt.tokens,
+        token_counts=prompt.token_counts, tokenizer=counter.name, actions=chosen,
+        question_triples=[list(r.words) for r in q.refs], runs=out_runs, passage_ids=covered,
+        doc_ids=list(dict.fromkeys(docs[p][1] for p in covered if p in docs and docs[p][1])))
+    facts = [r.row for channel, r in selected if channel == "facts"]
+
+    def write(answer: str | None) -> None:
+        _write(retriever, query_id, question, session_id, q, out_runs, facts, triple_rows, answer)
+
+    outcome = AprOutcome(query_id, context, passage_scores, q.vector, write)
+    if write_record:
+        outcome.record(answer_text)
+    return outcome
+
+
+def _write(retriever, query_id: str, question: str, session_id: str | None, q: "EncodedQuestion",
+           runs: list[AprRun], facts: list[RunRow], triple_rows: dict, answer_text: str | None) -> None:
+    """One transaction: the query node and session link, the question run (ASKED), the SENT
+    and REUSED links, and the answer run (AS_RUN) — with their codes."""
+    store, tenant, refs = retriever.store, retriever.store.tenant, q.refs
+    asked = memory_run(tenant, "question", refs, q.lines, q.whole, q.symbol_vecs, q.names)
+    steps = query_steps(store, query_id, question, session_id) + asked.steps
+    answer = _answer_run(retriever, refs, facts, triple_rows, answer_text)
+    runs_written = [asked.run_id] + ([answer.run_id] if answer else [])
+    steps += link_steps(query_id, [asked.run_id],
+                        [{"run_id": r.run_id, "rank": i, "channel": r.channel} for i, r in enumerate(runs) if not r.reused],
+                        [{"run_id": r.run_id, "rank": i, "channel": r.channel} for i, r in enumerate(runs) if r.reused])
+    if answer is not None:
+        steps += answer.steps + [("apr_write_answer_run", {"query_id": query_id, "run_id": answer.run_id,
+                                                           "text": answer_text or ""})]
+    steps += code_steps(tenant, {
+        "entity": [e for r in refs for e in (r.subject_id, r.object_id)] + _answer_symbols(answer),
+        "relation": [r.relation_id for r in refs] + _answer_symbols(answer, "relation"),
+        "triple": [r.triple_id for r in refs] + _answer_symbols(answer, "triple"), "run": runs_written})
+    store.run_in_transaction(steps)
+
+
+def _answer_symbols(answer, kind: str = "entity") -> list[str]:
+    """Ids of ``kind`` (entity | relation | triple) an answer run's writes carry."""
+    if answer is None:
+        return []
+    key = {"entity": ("upsert_entities", "entity_id"), "relation": ("upsert_relations", "relation_id"),
+           "triple": ("apr_upsert_memory_triples", "triple_id")}[kind]
+    return [row[key[1]] for name, params in answer.steps if name == key[0] for row in params["rows"]]
+
+
+def _answer_run(retriever, refs: Sequence[TripleRef], facts: list[RunRow], triple_rows: dict,
+                answer_text: str | None):
+    """The answer run: the LLM answer's triples (``answer_text``; one ``(entity, "answer",
+    text)`` triple when the extractor finds none), else the selected evidence — the first
+    :data:`EVIDENCE_LINES` triples of the selected fact runs, in rank order."""
+    tenant, embedder = retriever.store.tenant, retriever.embedder
+    passages = list(dict.fromkeys(p for r in facts for p in r.passage_ids))
+    if answer_text:
+        parse = getattr(retriever, "question_parser", None)
+        found = parse(answer_text)[0] if parse is not None else []
+        head = refs[0].words[0] if refs else "question"
+        words = [t for t in found if all(p.strip() for p in t)] or [(head, "answer", answer_text)]
+        answer_refs = [r for r in (triple_ref(tenant, *w) for w in words) if r is not None]
+    else:
+        ids = list(dict.fromkeys(t for r in facts for t in r.triple_ids if t in triple_rows))[:EVIDENCE_LINES]
+        answer_refs = [TripleRef(t.triple_id, t.words, t.subject_id, t.relation_id, t.object_id)
+                       for t in (triple_rows[i] for i in ids)]
+    answer_refs = list(dict.fromkeys(answer_refs))
+    if not answer_refs:
+        return None
+    text = run_text([r.words for r in answer_refs])
+    if not answer_text:  # evidence: its triples and symbols are stored, line vectors read already
+        lines = np.stack([triple_rows[r.triple_id].line_vec for r in answer_refs])
+        return memory_run(tenant, "answer", answer_refs, lines, embedder.encode([text])[0], {}, {}, passages)
+    names = {r.subject_id: r.words[0] for r in answer_refs} | {r.object_id: r.words[2] for r in answer_refs} \
+        | {r.relation_id: r.words[1] for r in answer_refs}
+    ids = list(names)
+    vectors = embedder.encode([line(r.words) for r in answer_refs] + [text] + [names[i] for i in ids])
+    n = len(answer_refs)
+    return memory_run(tenant, "answer", answer_refs, vectors[:n], vectors[n], dict(zip(ids, vectors[n + 1:])),
+                      names, passages)
+
+
+
+def apr_search(retriever, question: str, k: int = 5, write_record: bool | None = None,
+               session_id: str | None = None, actions: Mapping[str, str] | None = None,
+               defer_record: bool = False):
+    """Retrieval mode ``apr`` (:meth:`pathweave.retrieval.retriever.Retriever.search`): the
+    top ``k`` passages of the retrieved fact runs (by their best run's fine score) and the
+    compact prompt as ``result.apr``; the reasoning record (``write_record``, default
+    ``settings.query.write_reasoning``) adds the query's runs and session links (written
+    before returning, so the session's next query sees them; ``defer_record``: left to the
+    caller, ``outcome.record(answer_text)``). Returns ``(result, outcome)``."""
+    import time
+
+    from pathweave.model import QueryResult
+
+    started = time.perf_counter()
+    record = retriever.settings.query.write_reasoning if write_record is None else write_record
+    outcome = retrieve(retriever, question, session_id, actions, write_record=record and not defer_record)
+    topology = retriever.topology()
+    ranked = list(outcome.passage_scores.items())[:k]
+    result = QueryResult(query_id=outcome.query_id, question=question.strip(), mode="apr", passages=[],
+                         graph_version=topology.version, apr=outcome.context)
+    result.passages = retriever._hits(retriever.reader(topology), [p for p, _ in ranked], [s for _, s in ranked])
+    if record and not defer_record:
+        retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
+    result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
+    return result, outcome
+
+
+def earlier_question_passages(store, vector: np.ndarray, k: int = 10, min_cos: float = 0.8) -> list[tuple[str, float]]:
+    """Passages of earlier similar questions (PropRAG's extra candidates, setting
+    ``apr.proprag_question_runs``): of the ``k`` question and answer runs nearest the ``(d,)``
+    question ``vector`` with cosine >= ``min_cos``, the question runs, and the passages of the
+    fact runs their queries sent or reused, each with the cosine of its question run:
+    ``[(passage_id, cos)]``."""
+    hits = [(i, cos) for i, cos in vector_search(store, "Run", vector, k, prop="memory_embedding") if cos >= min_cos]
+    if not hits:
+        return []
+    cos_of = dict(hits)
+    out: dict[str, float] = {}
+    for row in store.run("apr_question_run_passages", ids=list(cos_of)):
+        for pid in row["passage_ids"]:
+            out[pid] = max(out.get(pid, -1.0), cos_of[row["id"]])
+    return sorted(out.items(), key=lambda item: -item[1])

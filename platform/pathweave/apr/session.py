@@ -1,0 +1,68 @@
+"""Sessions and reuse (APR, spec §3 "Token cost must scale with new evidence", §0 sessions).
+
+A session is ``(:Session {session_key})-[:IN_SESSION]->(:Query {session_id})``. What the
+model has seen in a session is every run its queries carried in full (``SENT``), asked
+(``ASKED``: their question runs) or referenced (``REUSED``); a later query of the session
+references those runs by code instead of re-sending them, and records them as ``REUSED``.
+Question and answer runs of every query of the tenant stay in the store, so later
+questions (in any session) retrieve them through the questions and answers channels.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pathweave.store import GraphStore
+from pathweave.text import stable_id
+
+
+def session_key(tenant: str, session_id: str) -> str:
+    """The key of ``tenant``'s session ``session_id`` (a content hash: ``session:<24 hex>``)."""
+    return stable_id("session", tenant, session_id)
+
+
+def check_session_id(session_id: str | None) -> str | None:
+    """``session_id`` stripped (None stays None). Raises ValueError when it is empty or
+    longer than 200 characters."""
+    if session_id is None:
+        return None
+    session_id = session_id.strip()
+    if not session_id or len(session_id) > 200:
+        raise ValueError("session_id must be 1 to 200 characters")
+    return session_id
+
+
+def seen_runs(store: GraphStore, session_id: str | None) -> dict[str, int | None]:
+    """``{run_id: code}`` of the runs the session's earlier queries sent, asked or reused,
+    and their answer runs (empty without a session)."""
+    if not session_id:
+        return {}
+    rows = store.run("apr_session_runs", session_key=session_key(store.tenant, session_id))
+    return {row["id"]: row["code"] for row in rows}
+
+
+def query_steps(store: GraphStore, query_id: str, question: str, session_id: str | None) -> list[tuple[str, dict]]:
+    """The statement writing the APR query node (mode ``apr``) and its session link."""
+    return [("apr_write_query", {
+        "query_id": query_id, "text": question, "mode": "apr",
+        "created_at": datetime.now(timezone.utc).isoformat(), "session_id": session_id,
+        "session_key": session_key(store.tenant, session_id) if session_id else None})]
+
+
+def link_steps(query_id: str, asked: list[str], sent: list[dict], reused: list[dict]) -> list[tuple[str, dict]]:
+    """``ASKED``/``SENT``/``REUSED`` links of a query: run ids, and rows ``{run_id, rank, channel}``."""
+    steps = [("apr_link_asked", {"query_id": query_id, "rows": [{"run_id": r} for r in asked]}),
+             ("apr_link_sent", {"query_id": query_id, "rows": sent}),
+             ("apr_link_reused", {"query_id": query_id, "rows": reused})]
+    return [(name, params) for name, params in steps if params["rows"]]
+
+
+def read_query_runs(store: GraphStore, query_id: str) -> dict:
+    """What an APR query asked, sent and reused: ``{session_id, asked: [...], sent: [...],
+    reused: [...]}``, each entry ``{run_id, code, channel, rank}`` (empty lists for a query
+    of another mode)."""
+    out: dict = {"session_id": None, "asked": [], "sent": [], "reused": []}
+    for row in store.run("apr_query_runs", query_id=query_id):
+        out["session_id"] = row["session_id"]
+        out[row["link"].lower()].append({k: row[k] for k in ("run_id", "code", "channel", "rank")})
+    return out

@@ -1,0 +1,152 @@
+"""APR on the real store server with the real embedder and spaCy extractor (spec §3):
+stable codebook codes, fact runs at ingestion, sessions that reference instead of re-send,
+earlier answers retrievable by later questions, and document deletion removing runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pathweave.apr import retrieve
+from pathweave.apr.runs import line, segment
+from pathweave.apr.session import read_query_runs
+from pathweave.retrieval.retriever import Retriever
+from pathweave_ingest.documents import commit_document_change, document_id
+from pathweave_ingest.extractors import question_parser
+from pathweave_ingest.loaders import SourceDocument
+
+DOCS = [
+    SourceDocument("curie.txt", "Marie Curie",
+                   "Marie Curie discovered polonium. Marie Curie married Pierre Curie. Pierre Curie taught physics "
+                   "at the Sorbonne. The Sorbonne is located in Paris.", key="curie.txt"),
+    SourceDocument("polonium.txt", "Polonium",
+                   "Polonium is a chemical element. Polonium was named after Poland. Poland borders Germany.",
+                   key="polonium.txt"),
+]
+EXTRA = SourceDocument("einstein.txt", "Albert Einstein",
+                       "Albert Einstein developed relativity. Albert Einstein married Mileva Maric.", key="einstein.txt")
+
+
+@pytest.fixture()
+def retriever(store, embedder, extractor, settings):
+    r = Retriever(store, embedder, settings.model_copy(update={"tenant": store.tenant}))
+    r.question_parser = question_parser(extractor)
+    return r
+
+
+def codes(store) -> dict[str, int]:
+    return {row["id"]: row["code"] for row in store.run("apr_tenant_codes")}
+
+
+def test_codes_are_assigned_once_and_stay_stable_across_reingest(pipeline, store):
+    pipeline.ingest(DOCS)
+    first = codes(store)
+    counts = store.counts()
+    assert counts["Triple"] >= 4 and counts["Run"] >= 1
+    labels = {row["label"] for row in store.run("apr_tenant_codes")}
+    assert labels == {"Entity", "Relation", "Triple", "Run"}
+    for label in labels:  # per kind: 0..n-1, each once
+        mine = sorted(row["code"] for row in store.run("apr_tenant_codes") if row["label"] == label)
+        assert mine == list(range(len(mine)))
+    pipeline.ingest(DOCS)  # idempotent: nothing changes
+    assert codes(store) == first and store.counts() == counts
+    pipeline.ingest([EXTRA])  # new symbols get new codes, old ones keep theirs
+    after = codes(store)
+    assert {k: after[k] for k in first} == first
+    new = {k: v for k, v in after.items() if k not in first}
+    assert new and all(v >= 0 for v in new.values())
+
+
+def test_fact_runs_follow_the_segmenter_in_text_order(pipeline, store, embedder, settings):
+    pipeline.ingest(DOCS)
+    pids = [row["id"] for row in store.run("document_passage_ids", ids=[document_id(store.tenant, DOCS[0])])]
+    rows = store.run("apr_passage_runs", ids=pids)
+    stored = [[tuple(t) for t in row["triples"]] for row in rows]
+    triples = [t for run in stored for t in run]
+    assert triples, "the passage's triples are in its runs"
+    expected = segment(triples, embedder.encode([line(t) for t in triples]), settings.apr.run_tau,
+                       settings.apr.chain_bonus)
+    assert sorted(stored) == sorted([[triples[i] for i in run] for run in expected])
+
+
+def test_a_session_that_reasks_a_question_sends_references_not_text(pipeline, retriever, store):
+    pipeline.ingest(DOCS)
+    question = "Who did Marie Curie marry?"
+    first = retriever.query(question, mode="apr", session_id="s-1", write_record=True).apr
+    assert first.runs and not any(run.reused for run in first.runs)
+    assert "Pierre Curie" in first.prompt
+    again = retriever.query(question, mode="apr", session_id="s-1", write_record=True)
+    second = again.apr
+    facts = [run for run in second.runs if run.channel == "facts"]
+    assert facts and all(run.reused for run in facts)
+    for run in facts:  # referenced by code, their text not re-sent
+        assert all(text not in second.prompt for text in run.lines)
+    assert second.prompt_tokens < first.prompt_tokens
+    assert all(str(run.code) in second.prompt for run in facts)
+    assert set(second.passage_ids) >= {p for run in facts for p in run.passage_ids}
+    assert set(second.doc_ids) <= {document_id(store.tenant, d) for d in DOCS} and second.doc_ids
+    record = read_query_runs(store, again.query_id)
+    assert record["session_id"] == "s-1"
+    assert {r["run_id"] for r in record["reused"]} >= {run.run_id for run in facts}
+    assert len(record["asked"]) == 1
+    # another session has seen nothing: the facts are sent in full again
+    other = retriever.query(question, mode="apr", session_id="s-2", write_record=True).apr
+    assert not any(run.reused for run in other.runs if run.channel == "facts")
+    assert "Pierre Curie" in other.prompt
+
+
+def test_earlier_answers_and_questions_are_retrieved_for_a_similar_question(pipeline, retriever):
+    pipeline.ingest(DOCS)
+    retriever.query("Who did Marie Curie marry?", mode="apr", write_record=True)
+    later = retrieve(retriever, "Whom did Marie Curie marry?", actions={"facts": "not_include"})
+    channels = {run.channel for run in later.context.runs}
+    assert {"questions", "answers"} <= channels and "facts" not in channels
+    answer = next(run for run in later.context.runs if run.channel == "answers")
+    assert answer.passage_ids  # the evidence answer stands for its passages
+    # the channel actions change what is sent, and so the tokens
+    everything = retrieve(retriever, "Whom did Marie Curie marry?", actions={"facts": "include_all"})
+    assert everything.context.prompt_tokens > later.context.prompt_tokens
+
+
+def test_bad_input_is_refused_and_writes_nothing(pipeline, retriever, store):
+    pipeline.ingest(DOCS)
+    before = store.counts()
+    with pytest.raises(ValueError):
+        retriever.query("  ", mode="apr")
+    with pytest.raises(ValueError, match="session_id"):
+        retriever.query("Who?", mode="proprag", session_id="s")
+    with pytest.raises(ValueError, match="unknown action"):
+        retrieve(retriever, "Who did Marie Curie marry?", actions={"facts": "some"}, write_record=True)
+    with pytest.raises(ValueError, match="session_id"):
+        retrieve(retriever, "Who did Marie Curie marry?", session_id=" ", write_record=True)
+    assert store.counts() == before
+
+
+def test_deleting_a_document_removes_its_runs(pipeline, store):
+    pipeline.ingest(DOCS)
+    doc = document_id(store.tenant, DOCS[1])
+    pids = [row["id"] for row in store.run("document_passage_ids", ids=[doc])]
+    assert store.run("apr_passage_runs", ids=pids)
+    runs_before = store.counts()["Run"]
+    commit_document_change(store, [doc])
+    left = store.counts()["Run"]
+    assert 0 < left < runs_before
+    # the other document's runs are all still there, with their edges
+    kept = [row["id"] for row in store.run("document_passage_ids", ids=[document_id(store.tenant, DOCS[0])])]
+    assert len(store.run("apr_passage_runs", ids=kept)) == left
+    assert np.isfinite(left)
+
+
+def test_proprag_can_add_the_passages_of_earlier_similar_questions(pipeline, retriever, store, embedder, settings):
+    from pathweave.apr.retrieval import earlier_question_passages
+
+    pipeline.ingest(DOCS)
+    assert earlier_question_passages(store, embedder.encode_one("Who did Marie Curie marry?")) == []
+    first = retriever.query("Who did Marie Curie marry?", mode="apr", write_record=True).apr
+    sent = {p for run in first.runs if run.channel == "facts" for p in run.passage_ids}
+    found = earlier_question_passages(store, embedder.encode_one("Whom did Marie Curie marry?"))
+    assert found and {pid for pid, _ in found} == sent and all(cos >= 0.8 for _, cos in found)
+    on = Retriever(store, embedder, settings.model_copy(update={
+        "tenant": store.tenant, "apr": settings.apr.model_copy(update={"proprag_question_runs": True})}))
+    result = on.query("Whom did Marie Curie marry?", mode="proprag", write_record=False)
+    assert result.passages and {hit.passage_id for hit in result.passages} & sent
