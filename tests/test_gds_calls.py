@@ -366,6 +366,8 @@ def test_neo4j_backend_vector_indexes():
         ("neo4j", statement("neo4j_vector_index_entity"), {"dimensions": 384}),
         ("neo4j", statement("neo4j_vector_index_relation"), {"dimensions": 384}),
         ("neo4j", statement("neo4j_vector_index_triple"), {"dimensions": 384}),
+        ("neo4j", statement("neo4j_vector_index_run"), {"dimensions": 384}),
+        ("neo4j", statement("neo4j_vector_index_run_memory"), {"dimensions": 384}),
         ("neo4j", statement("neo4j_await_indexes"), {"timeout_s": 300}),
     ]
     assert "CREATE VECTOR INDEX passage_embedding IF NOT EXISTS" in statement("neo4j_vector_index_passage")
@@ -443,7 +445,8 @@ def test_open_store_neo4j_branch(monkeypatch, tmp_path):
     constraints = [load_all()[name] for name in sorted(load_all()) if name.startswith("constraint_")]
     assert texts[:len(constraints)] == constraints
     assert texts[len(constraints):] == [statement(f"neo4j_vector_index_{label}") for label in
-                                        ("passage", "proposition", "entity", "relation", "triple")] + [
+                                        ("passage", "proposition", "entity", "relation", "triple", "run",
+                                         "run_memory")] + [
                                            statement("neo4j_await_indexes")]
     assert {database for database, _, _ in driver.runs} == {"neo4j"}
     assert not (tmp_path / "server").exists()  # no managed server for an external store

@@ -23,10 +23,15 @@ def test_a_session_reuses_runs_and_the_record_shows_it(client, new_tenant, inges
     assert runs["session_id"] == "chat-1" and len(runs["reused"]) >= len(facts) and runs["asked"]
 
 
-def test_bad_session_ids_are_refused(client, new_tenant):
+def test_bad_session_ids_are_refused_and_other_modes_say_they_ignore_one(client, new_tenant):
     _, headers = new_tenant()
     for bad in ({"question": QUESTION, "mode": "apr", "session_id": ""},
-                {"question": QUESTION, "mode": "apr", "session_id": "a b"},
-                {"question": QUESTION, "mode": "proprag", "session_id": "chat-1"}):
+                {"question": QUESTION, "mode": "apr", "session_id": "a b"}):
         response = client.post("/v1/query", headers=headers, json=bad)
         assert response.status_code == 422, (bad, response.text)
+    response = client.post("/v1/query", headers=headers, json={"question": QUESTION, "mode": "proprag",
+                                                                "session_id": "chat-1"})
+    assert response.status_code == 200 and "session_id applies to mode apr" in response.json()["note"]
+    response = client.post("/v1/query", headers=headers, json={"question": QUESTION, "mode": "apr",
+                                                                "token_budget": 100})
+    assert response.status_code == 200 and "does not apply to mode apr" in response.json()["note"]

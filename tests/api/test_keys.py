@@ -102,6 +102,6 @@ def test_the_pathweave_command_has_every_command():
 
     assert {"db", "ingest", "query", "demo", "serve", "worker", "explore", "keys", "bench"} <= names(app)
     bench = next(g.typer_instance for g in app.registered_groups if g.name == "bench")
-    assert names(bench) == {"musique", "scale", "api", "select"}
+    assert names(bench) == {"musique", "qa", "reuse", "scale", "api", "select"}
     help_text = CliRunner().invoke(app, ["bench", "--help"]).output
     assert all(name in help_text for name in ("musique", "scale", "api", "select"))

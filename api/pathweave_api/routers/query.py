@@ -43,14 +43,15 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     from pathweave.llm.client import LLMError
     from pathweave.llm.server import LLMServerError
 
+    budget = None if req.mode in ("prunerag", "apr") else req.token_budget  # see the note
+    session_id = req.session_id if req.mode == "apr" else None  # see the note
     try:
         if req.answer or req.mode == "prunerag":  # a PruneRAG tree has no budgeted context (see the note)
-            result = guard(answer_query, retriever, req.question, req.mode, req.k,
-                           None if req.mode == "prunerag" else req.token_budget, req.selection_method,
-                           req.context_style, session_id=req.session_id)
+            result = guard(answer_query, retriever, req.question, req.mode, req.k, budget, req.selection_method,
+                           req.context_style, session_id=session_id)
         else:
-            result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=req.token_budget,
-                           select=req.selection_method, style=req.context_style, session_id=req.session_id)
+            result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=budget,
+                           select=req.selection_method, style=req.context_style, session_id=session_id)
     except ValueError as exc:
         raise ApiProblem(422, str(exc), "validation-error") from None
     except (LLMError, LLMServerError) as exc:  # no model at all (the extra missing, the server not starting)
@@ -71,6 +72,10 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     note = None
     if req.token_budget is not None and req.mode == "prunerag":
         note = "token_budget does not apply to mode prunerag (its nodes answer from their top passages)"
+    elif req.token_budget is not None and req.mode == "apr":
+        note = "token_budget does not apply to mode apr (its compact prompt is sized by its runs)"
+    elif req.session_id is not None and req.mode != "apr":
+        note = "session_id applies to mode apr only; this query ignored it"
     elif req.token_budget is not None and result.context is None:
         note = "no context selected: the tenant has no passages for this question"
     return {
