@@ -244,7 +244,7 @@ def _clusters(store: GraphStore, members: list[str], vectors: np.ndarray, k: int
     if labels is None:
         from sklearn.cluster import KMeans
 
-        labels = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(vectors).labels_.tolist()
+        labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit(vectors).labels_.tolist()
     clusters: dict[int, list[str]] = {}
     for member, label in zip(members, labels):
         clusters.setdefault(int(label), []).append(member)
@@ -254,7 +254,10 @@ def _clusters(store: GraphStore, members: list[str], vectors: np.ndarray, k: int
 def refine(store: GraphStore, members: list[str], vectors: np.ndarray, threshold: float,
            seed: int = 42) -> list[list[str]]:
     """Layer 2 on one group: k-means clusters with the smallest k >= 2 that leaves every
-    member within cosine ``threshold`` of its cluster's medoid (k = len(members) at most)."""
+    member within cosine ``threshold`` of its cluster's medoid (k = len(members) at most).
+    Members are clustered in id order, so a group splits the same way however it was read."""
+    order = sorted(range(len(members)), key=members.__getitem__)
+    members, vectors = [members[i] for i in order], np.asarray(vectors)[order]
     index = {m: i for i, m in enumerate(members)}
     for k in range(2, len(members) + 1):
         clusters = _clusters(store, members, vectors, k, seed)
