@@ -14,14 +14,17 @@ them), counting runs sent and runs referenced. Figures: means over the questions
 first of each session ("later"), session vs fresh, and the three renderings' token counts
 on the same payloads; the plain-text baseline (the covered passages' texts) beside them.
 
-Writes ``reuse.json`` to ``--out``. The keys ``entities_before``/``_after``,
-``recall_at_5_before``/``_after`` (alias consolidation) and ``selector`` (the DPO selector
-vs unique vs include_all) are left None here: other modules fill them.
+Then, on the same later questions asked fresh, ``selector`` rows: every channel
+``unique``, every channel ``include_all``, and the trained DPO policy
+(``PATHWEAVE_SELECTOR_POLICY_PATH``; its row is left out when none is configured), each
+with prompt tokens and context recall; and alias consolidation
+(:func:`pathweave_bench.consolidation.consolidation_figures`): ``entities_before``/``_after``
+and proprag ``recall_at_5_before``/``_after`` on the questions. Writes ``reuse.json`` to
+``--out``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -40,7 +43,9 @@ from pathweave.embeddings import get_embedder
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store
+from pathweave_bench.common import (default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store,
+                                    write_results)
+from pathweave_bench.consolidation import consolidation_figures
 from pathweave_bench.musique import load_musique, paragraph_document_id
 from pathweave_ingest.extractors import make_extractor, question_parser
 
@@ -75,9 +80,10 @@ def corpus_for(questions: list[dict], documents: list, tenant: str) -> list:
     return [d for d in documents if stable_id("doc", tenant, d.title, d.text) in wanted]
 
 
-def _measure(retriever: Retriever, question: str, gold: set[str], session_id: str | None, doc_of) -> dict:
+def _measure(retriever: Retriever, question: str, gold: set[str], session_id: str | None, doc_of,
+             actions: dict[str, str] | None = None) -> dict:
     started = time.perf_counter()
-    out = retrieve(retriever, question, session_id=session_id, write_record=session_id is not None)
+    out = retrieve(retriever, question, session_id=session_id, actions=actions, write_record=session_id is not None)
     ms = (time.perf_counter() - started) * 1000
     context = out.context
     docs = {doc_of(pid) for pid in context.passage_ids}
@@ -157,16 +163,31 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0) -> dict:
             if f["context_recall_later"] is not None and s["context_recall_later"] is not None:
                 results["recall_delta_later"] = round(s["context_recall_later"] - f["context_recall_later"], 4)
             results["renderings"] = {"fresh": f["renderings_later"], "session": s["renderings_later"]}
+            later = [(text, g) for _, asked, gold in sessions for text, g in list(zip(asked, gold))[1:]]
+            results["selector"] = selector_rows(retriever, later, doc_of, counter, texts)
+            results.update(consolidation_figures(retriever, questions, console=console))
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
         results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
     finally:
         server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "reuse.json").write_text(json.dumps(results, indent=2))
+    path = write_results(out, "reuse.json", results)
     print_table(results, console)
-    console.print(f"wrote {out / 'reuse.json'}")
+    console.print(f"wrote {path}")
     return results
+
+
+def selector_rows(retriever: Retriever, later: list[tuple[str, set[str]]], doc_of, counter, texts) -> dict:
+    """``{unique, include_all[, dpo]}`` -> the :func:`_summary` of ``later`` (question, gold
+    documents) asked fresh with every channel ``unique``, every channel ``include_all``, and
+    the configured DPO policy's choice (left out without ``selector.policy_path``)."""
+    channels = ("facts", "questions", "answers")
+    choices: dict[str, dict[str, str] | None] = {"unique": dict.fromkeys(channels, "unique"),
+                                                  "include_all": dict.fromkeys(channels, "include_all")}
+    if retriever.settings.selector.policy_path is not None:
+        choices["dpo"] = None  # mode apr asks the policy when no actions are given
+    return {name: _summary([_measure(retriever, text, gold, None, doc_of, actions) for text, gold in later],
+                           counter, texts) for name, actions in choices.items()}
 
 
 def print_table(results: dict, console: Console) -> None:
@@ -174,8 +195,9 @@ def print_table(results: dict, console: Console) -> None:
     table = Table(title=f"APR reuse, MuSiQue {results['questions']} questions (later questions of each session)")
     for column in ("", "prompt tokens", "context recall", *RENDERINGS, "passage text tokens", "runs (reused)"):
         table.add_column(column)
-    for name in ("fresh", "session"):
-        row = results.get(name) or {}
+    rows = [(name, results.get(name) or {}) for name in ("fresh", "session")] + \
+        [(f"fresh, {name}", row) for name, row in (results.get("selector") or {}).items()]
+    for name, row in rows:
         if not row:
             continue
         table.add_row(name, str(row["prompt_tokens_later"]), str(row["context_recall_later"]),
@@ -185,3 +207,6 @@ def print_table(results: dict, console: Console) -> None:
     if "token_reduction_later" in results:
         console.print(f"session vs fresh: {results['token_reduction_later']:.1%} fewer prompt tokens, "
                       f"context recall {results.get('recall_delta_later', 0):+.4f}")
+    if results.get("entities_before") is not None:
+        console.print(f"alias consolidation: {results['entities_before']} -> {results['entities_after']} entities, "
+                      f"proprag R@5 {results['recall_at_5_before']:.4f} -> {results['recall_at_5_after']:.4f}")
