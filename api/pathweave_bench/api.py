@@ -40,7 +40,7 @@ from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
 from pathweave.server import free_port, stop_process
-from pathweave_bench.common import REPO_ROOT, default_data_dir, git_commit, machine_info, write_results
+from pathweave_bench.common import REPO_ROOT, default_data_dir, git_commit, machine_info, publish_results
 from pathweave_ingest.worker import broker_answers
 
 def _wait(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None,
@@ -283,10 +283,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
         processes.stop_all()
         server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
-    path = write_results(out, "api.json", results)
-    print_table(results, console)
-    console.print(f"wrote {path}")
-    return results
+    return publish_results(out, "api.json", results, print_table, console)
 
 
 def print_table(results: dict, console: Console) -> None:

@@ -76,3 +76,12 @@ def write_results(out: Path, name: str, results: dict) -> Path:
     path = out / name
     path.write_text(json.dumps(results, indent=2))
     return path
+
+
+def publish_results(out: Path, name: str, results: dict, show, console) -> dict:
+    """The end of a benchmark: :func:`write_results`, then ``show(results, console)`` (its
+    table) and the file's path on ``console``. Returns ``results``."""
+    path = write_results(out, name, results)
+    show(results, console)
+    console.print(f"wrote {path}")
+    return results

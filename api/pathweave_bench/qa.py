@@ -35,7 +35,7 @@ from pathweave.llm.client import connect
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, write_results
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
 from pathweave_bench.musique import gold_documents, load_musique
 from pathweave_ingest.console import progress_bar, run_ingest
 
@@ -130,10 +130,7 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
                       "root_only": results["rows"].get("proprag_top5", {}).get("efr")}
     results["llm_usage"] = vars(client.usage())
     results["per_question"] = details
-    path = write_results(out, "qa.json", results)
-    print_qa_table(results, console)
-    console.print(f"wrote {path}")
-    return results
+    return publish_results(out, "qa.json", results, print_qa_table, console)
 
 
 def print_qa_table(results: dict, console: Console) -> None:

@@ -44,7 +44,7 @@ from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
 from pathweave_bench.common import (default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store,
-                                    write_results)
+                                    publish_results)
 from pathweave_bench.consolidation import consolidation_figures
 from pathweave_bench.musique import load_musique, paragraph_document_id
 from pathweave_ingest.extractors import make_extractor, question_parser
@@ -171,10 +171,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0) -> dict:
     finally:
         server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
-    path = write_results(out, "reuse.json", results)
-    print_table(results, console)
-    console.print(f"wrote {path}")
-    return results
+    return publish_results(out, "reuse.json", results, print_table, console)
 
 
 def selector_rows(retriever: Retriever, later: list[tuple[str, set[str]]], doc_of, counter, texts) -> dict:

@@ -32,7 +32,7 @@ from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, write_results
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.loaders import SourceDocument
 
@@ -195,10 +195,7 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
         server.stop(settings)
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    path = write_results(out, "scale.json", results)
-    print_table(results, console)
-    console.print(f"wrote {path}")
-    return results
+    return publish_results(out, "scale.json", results, print_table, console)
 
 
 def print_table(results: dict, console: Console) -> None:
