@@ -24,10 +24,14 @@ queryable right after its ingest and the cost of a refresh is the change's size,
 tenant's. A process that is further behind than the kept records (or new) builds from
 the store once (ids only). The sparse matrices of a new version are derived from the
 last version's when a query needs them: only the rows of what changed are replaced, and
-the co-occurrence counts move by the changed propositions' own products (at 1,929
-passages a one-document change costs ~50 ms instead of a ~180 ms rebuild).
+the co-occurrence counts move by the changed propositions' own products, and the PPR
+graph is the last one shifted (passages after the new entities) plus the change (at
+8,662 passages / 69k entities a one-passage change costs ~65 ms, loaded, instead of
+~155 ms before the SYNONYM edges were kept as arrays and the graph stopped being
+re-stacked).
 
-Memory: a few integers per edge (~40 MB at 8k passages / 60k entities); tenants unused
+Memory: a few integers per edge (~45 MB of matrices at 8.7k passages / 69k entities; the
+SYNONYM edges are two arrays, not a dict of Python tuples); tenants unused
 for ``idle_s`` or beyond ``max_tenants`` are evicted from :class:`TopologyCache`.
 """
 
@@ -87,6 +91,20 @@ def _replace_rows(matrix: sp.csr_matrix, shape: tuple[int, int], cleared: list[i
         counts[drop] = 0
         grown = sp.csr_matrix((grown.data[keep], grown.indices[keep], np.r_[0, np.cumsum(counts)]), shape=shape)
     return (grown + replacement).tocsr()
+
+
+def _shift_passages(adjacency: sp.csr_matrix, n_entities: int, n_e: int, n_p: int) -> sp.csr_matrix:
+    """The PPR graph ``adjacency`` (entities ``[0, n_entities)`` first, then passages) grown
+    to ``n_e`` entities and ``n_p`` passages: the passage rows and columns move by
+    ``n_e - n_entities``, new rows and columns are empty. One pass over the index array
+    (no re-stacking of blocks)."""
+    grow = n_e - n_entities
+    indptr = adjacency.indptr
+    n_old_p = adjacency.shape[0] - n_entities
+    indptr = np.concatenate([indptr[:n_entities + 1], np.full(grow, indptr[n_entities], dtype=indptr.dtype),
+                             indptr[n_entities + 1:], np.full(n_p - n_old_p, indptr[-1], dtype=indptr.dtype)])
+    indices = adjacency.indices + np.where(adjacency.indices >= n_entities, grow, 0).astype(adjacency.indices.dtype)
+    return sp.csr_matrix((adjacency.data, indices, indptr), shape=(n_e + n_p, n_e + n_p))
 
 
 def _empty_view() -> TopologyView:
@@ -176,7 +194,8 @@ class Topology:
         self.triple_ids: list[str] = []
         self.triple_ends: dict[int, tuple[int, int]] = {}  # triple -> (subject, object) entities
         self.passage_triples: dict[int, np.ndarray] = {}  # alive passages -> triples they assert
-        self.synonyms: dict[tuple[int, int], float] = {}  # (a, b), a < b
+        self.synonym_pairs = np.zeros((0, 2), dtype=np.int64)  # (S, 2) SYNONYM edges (a, b), a < b, one row each
+        self.synonym_scores = np.zeros(0, dtype=np.float64)  # (S,) their cosines
         self.aliases: dict[int, int] = {}  # alias entity -> its canonical entity
         self.last_used = time.monotonic()
         self.refresh_ms = 0.0
@@ -264,23 +283,35 @@ class Topology:
         gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
         self.nodes.evict(entity_ids)
         if gone:
-            self.synonyms = {pair: s for pair, s in self.synonyms.items() if pair[0] not in gone and pair[1] not in gone}
+            self._drop_synonyms(np.fromiter(gone, dtype=np.int64, count=len(gone)))
             self.aliases = {a: c for a, c in self.aliases.items() if a not in gone and c not in gone}
             self._synonyms_changed = True
             self._view = None
 
     def set_synonyms(self, entity_ids: list[str], rows: list[dict]) -> None:
         """Replace the SYNONYM edges touching ``entity_ids`` by ``rows`` ``{src, dst, score}``."""
-        touched = set(self._entities(entity_ids).tolist())
-        if touched:
-            self.synonyms = {pair: s for pair, s in self.synonyms.items()
-                             if pair[0] not in touched and pair[1] not in touched}
-        for row in rows:
-            a, b = self._entities((row["src"], row["dst"])).tolist()
-            if a != b:
-                self.synonyms[(min(a, b), max(a, b))] = float(row["score"])
+        touched = self._entities(entity_ids)
+        if len(touched):
+            self._drop_synonyms(touched)
+        if rows:
+            ends = np.asarray([(self._intern(self.entity_index, self.entity_ids, row["src"]),
+                                self._intern(self.entity_index, self.entity_ids, row["dst"])) for row in rows],
+                              dtype=np.int64).reshape(-1, 2)
+            scores = np.asarray([float(row["score"]) for row in rows], dtype=np.float64)
+            differ = ends[:, 0] != ends[:, 1]
+            pairs = np.concatenate([self.synonym_pairs, np.sort(ends[differ], axis=1)])
+            scores = np.concatenate([self.synonym_scores, scores[differ]])
+            keys = pairs[:, 0] * len(self.entity_ids) + pairs[:, 1]
+            _, last = np.unique(keys[::-1], return_index=True)  # a pair given twice keeps its last score
+            keep = np.sort(len(keys) - 1 - last)
+            self.synonym_pairs, self.synonym_scores = pairs[keep], scores[keep]
         self._synonyms_changed = True
         self._view = None
+
+    def _drop_synonyms(self, entities: np.ndarray) -> None:
+        """Remove the SYNONYM edges touching ``entities`` (entity indices)."""
+        keep = ~np.isin(self.synonym_pairs, entities).any(axis=1)
+        self.synonym_pairs, self.synonym_scores = self.synonym_pairs[keep], self.synonym_scores[keep]
 
     def set_aliases(self, entity_ids: list[str], rows: list[dict]) -> None:
         """Replace the alias edges leaving ``entity_ids`` by ``rows`` ``{alias, canonical}``
@@ -371,18 +402,26 @@ class Topology:
         """``(E, E)`` symmetric SYNONYM cosines between canonical entities (the largest score
         where several pairs of one alias group meet; none inside a group), at most 1."""
         n_e = len(canonical)
-        if not self.synonyms:
+        if not len(self.synonym_scores):
             return sp.csr_matrix((n_e, n_e), dtype=np.float64)
-        pairs = canonical[np.asarray(list(self.synonyms), dtype=np.int64)]
-        scores = np.asarray(list(self.synonyms.values()), dtype=np.float64)
+        pairs, scores = canonical[self.synonym_pairs], np.minimum(self.synonym_scores, 1.0)
+        mapped = (pairs != self.synonym_pairs).any(axis=1)  # pairs with an alias at an end
+
+        def symmetric(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> sp.csr_matrix:
+            return _csr([a, b], [b, a], (n_e, n_e), data=np.r_[s, s], binary=False)
+
+        # pairs between canonical entities are distinct already (one row per stored pair)
+        plain = symmetric(pairs[~mapped, 0], pairs[~mapped, 1], scores[~mapped])
+        if not mapped.any():
+            return plain
+        pairs, scores = pairs[mapped], scores[mapped]
         keep = pairs[:, 0] != pairs[:, 1]
         lo, hi = np.minimum(pairs[keep, 0], pairs[keep, 1]), np.maximum(pairs[keep, 0], pairs[keep, 1])
         keys, scores = lo * n_e + hi, scores[keep]
         order = np.lexsort((-scores, keys))
         first = np.r_[True, keys[order][1:] != keys[order][:-1]] if len(order) else np.zeros(0, bool)
         best = order[first]
-        a, b, s = lo[best], hi[best], np.minimum(scores[best], 1.0)
-        return _csr([a, b], [b, a], (n_e, n_e), data=np.r_[s, s], binary=False)
+        return plain.maximum(symmetric(lo[best], hi[best], scores[best])).tocsr()
 
     def _build(self) -> TopologyView:
         """The next view, derived from the last one and the changes since: the rows of the
@@ -414,8 +453,12 @@ class Topology:
         dead_rows = _pad(last.prop_entities, (n_r, n_e))[dead_list]
         raw_prop_entities = _replace_rows(last.extras["raw_prop_entities"], (n_r, n_e), dead_list + born_list, raw_rows)
         prop_entities = _replace_rows(last.prop_entities, (n_r, n_e), dead_list + born_list, born_rows)
-        cooccurrence = _pad(last.extras["cooccurrence"], (n_e, n_e)) \
-            - (dead_rows.T @ dead_rows).tocsr() + (born_rows.T @ born_rows).tocsr()  # diagonal included
+        # co-occurrence counts between distinct entities: the last counts plus the change's own
+        # products (one pass over the tenant's matrix)
+        moved_counts = ((born_rows.T @ born_rows) - (dead_rows.T @ dead_rows)).tocsr()
+        moved_counts = (moved_counts - sp.diags(moved_counts.diagonal())).tocsr()
+        moved_counts.eliminate_zeros()
+        cooccurrence = (_pad(last.extras["cooccurrence"], (n_e, n_e)) + moved_counts).tocsr()
         cooccurrence.eliminate_zeros()
         added, removed = sorted(self._added), sorted(self._removed)
         states = _replace_rows(last.states, (n_p, n_r), removed + added,
@@ -429,11 +472,15 @@ class Topology:
             synonyms = self._synonym_matrix(canonical)
         else:
             synonyms = last.synonyms
-        entity_block = cooccurrence - sp.diags(cooccurrence.diagonal()) + synonyms
-        entity_block.eliminate_zeros()
-        adjacency = sp.vstack([  # entities first; CSR stacking (about half of sp.bmat's time)
-            sp.hstack([entity_block, passage_entities.T.tocsr()], format="csr"),
-            sp.hstack([passage_entities, sp.csr_matrix((n_p, n_p))], format="csr")], format="csr", dtype=np.float64)
+        # the PPR graph: the last one with its passage block moved past the new entities, plus
+        # what changed (co-occurrence counts, synonym scores, the recomputed passages' entities)
+        entity_change = moved_counts
+        if synonyms is not last.synonyms:
+            entity_change = (entity_change + (synonyms - _pad(last.synonyms, (n_e, n_e)))).tocsr()
+        passage_change = (passage_entities - _pad(last.extras["passage_entities"], (n_p, n_e))).tocsr()
+        adjacency = (_shift_passages(last.adjacency, last.n_entities, n_e, n_p)
+                     + sp.bmat([[entity_change, passage_change.T], [passage_change, None]], format="csr")).tocsr()
+        adjacency.eliminate_zeros()
         alive = np.zeros(n_p, dtype=bool)
         alive[np.fromiter(self.passage_props, dtype=np.int64, count=len(self.passage_props))] = True
         asserting = [p for p, t in self.passage_triples.items() if len(t)]
