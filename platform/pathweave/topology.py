@@ -115,7 +115,7 @@ def _empty_view() -> TopologyView:
                         degree=np.zeros(0), alive=np.zeros(0, dtype=bool), triple_ids=[], triple_index={},
                         triple_ends=np.zeros((0, 2), np.int64), assertions=(np.zeros(0, np.int64),) * 2,
                         canonical=np.zeros(0, np.int64),
-                        extras={"cooccurrence": empty, "passage_entities": empty, "raw_prop_entities": empty,
+                        extras={"passage_entities": empty, "raw_prop_entities": empty,
                                 "raw_triple_ends": np.zeros((0, 2), np.int64)})
 
 
@@ -453,13 +453,11 @@ class Topology:
         dead_rows = _pad(last.prop_entities, (n_r, n_e))[dead_list]
         raw_prop_entities = _replace_rows(last.extras["raw_prop_entities"], (n_r, n_e), dead_list + born_list, raw_rows)
         prop_entities = _replace_rows(last.prop_entities, (n_r, n_e), dead_list + born_list, born_rows)
-        # co-occurrence counts between distinct entities: the last counts plus the change's own
-        # products (one pass over the tenant's matrix)
+        # how the co-occurrence counts between distinct entities move: the change's own products
+        # (the counts themselves live in the PPR graph's entity block)
         moved_counts = ((born_rows.T @ born_rows) - (dead_rows.T @ dead_rows)).tocsr()
         moved_counts = (moved_counts - sp.diags(moved_counts.diagonal())).tocsr()
         moved_counts.eliminate_zeros()
-        cooccurrence = (_pad(last.extras["cooccurrence"], (n_e, n_e)) + moved_counts).tocsr()
-        cooccurrence.eliminate_zeros()
         added, removed = sorted(self._added), sorted(self._removed)
         states = _replace_rows(last.states, (n_p, n_r), removed + added,
                                _rows(added, [self.passage_props[p] for p in added], (n_p, n_r)))
@@ -499,7 +497,7 @@ class Topology:
             degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive,
             triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=canonical[raw_ends],
             assertions=(triple_passages, triple_rows), canonical=canonical,
-            extras={"cooccurrence": cooccurrence, "passage_entities": passage_entities,
+            extras={"passage_entities": passage_entities,
                     "raw_prop_entities": raw_prop_entities, "raw_triple_ends": raw_ends},
         )
         return self._last
