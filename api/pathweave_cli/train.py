@@ -91,12 +91,13 @@ def context_evaluator(select_context: Callable[[str, dict[str, str]], tuple[str,
 def llm_answer(client) -> Callable[[str, str], str]:
     """``(question, prompt text) -> answer text`` by the LLM (the answer prompt of
     :mod:`pathweave.answering` with the compact prompt as its sources; "" on a failure)."""
-    from pathweave.answering import ANSWER_SCHEMA, ANSWER_TOKENS, answer_messages, parse_answer
+    from pathweave.answering import ANSWER_TOKENS, answer_messages, answer_schema, parse_answer
     from pathweave.llm.client import LLMError
 
     def answer(question: str, sources: str) -> str:
         try:
-            completion = client.chat(answer_messages(question, sources), schema=ANSWER_SCHEMA, max_tokens=ANSWER_TOKENS)
+            completion = client.chat(answer_messages(question, sources), schema=answer_schema([]),
+                                     max_tokens=ANSWER_TOKENS)
             return parse_answer(completion)[0]
         except (LLMError, ValueError):
             return ""

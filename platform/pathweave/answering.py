@@ -2,8 +2,10 @@
 
 The evidence is the token-budgeted context (spec §5) when the query has one, else its
 top passages, numbered ``[1]``..``[k]``. The model returns one JSON object
-(schema-constrained) ``{"answer": "<short answer>", "citations": ["<label>", ...]}``;
-the cited labels are resolved to passage (and proposition) ids. An LLM failure gives an
+(schema-constrained) ``{"answer": "<short answer>", "citations": ["<label>", ...]}``, whose
+citations can only be the sources' own labels, at most ``MAX_CITATIONS`` of them (a small
+model otherwise quotes source text as a "label" and runs out of completion tokens before the
+JSON closes); the cited labels are resolved to passage (and proposition) ids. An LLM failure gives an
 :class:`~pathweave.model.Answer` with ``error`` set and an empty text, never an exception.
 """
 
@@ -23,8 +25,35 @@ SYSTEM = ("You answer a question from the given sources only. Reply with one JSO
           '{"answer": "<the short answer: a name, date, number or short phrase, no sentence>", '
           '"citations": ["<label of each source you used>"]}.')
 
-ANSWER_TOKENS = 64
-"""Completion budget of an answer (tokens): a short answer and a few citation labels."""
+ANSWER_TOKENS = 96
+"""Completion budget of an answer (tokens): a short answer and up to ``MAX_CITATIONS`` labels."""
+
+MAX_CITATIONS = 3
+"""Most source labels one answer cites."""
+
+
+def answer_schema(labels: list[str]) -> dict:
+    """:data:`ANSWER_SCHEMA` with ``citations`` restricted to ``labels`` (an ``enum``; the
+    JSON grammar then cannot emit anything else) and at most :data:`MAX_CITATIONS` items.
+    No labels: an empty citation list is the only choice."""
+    labels = list(dict.fromkeys(labels))
+    items = {"type": "string", "enum": labels} if labels else {"type": "string"}
+    citations = {"type": "array", "items": items, "maxItems": MAX_CITATIONS if labels else 0}
+    return {**ANSWER_SCHEMA, "properties": {**ANSWER_SCHEMA["properties"], "citations": citations}}
+
+
+def _line_label(line: str) -> str | None:
+    """The citation label ending a context line (``"... [label]"``), or None."""
+    line = line.rstrip()
+    return line[:-1].rsplit("[", 1)[-1].strip() if line.endswith("]") and "[" in line else None
+
+
+def source_labels(result: QueryResult, use_context: bool = True) -> list[str]:
+    """The labels a model may cite for ``result``: its context lines' citations, else its
+    passages' ranks as strings."""
+    if use_context and result.context is not None:
+        return [label for line in result.context.lines if (label := _line_label(line.line))]
+    return [str(hit.rank) for hit in result.passages]
 
 
 def passage_sources(passages: list[PassageHit]) -> str:
@@ -46,7 +75,7 @@ def _resolve_passages(labels: list[str], passages: list[PassageHit]) -> list[str
 def _resolve_context(labels: list[str], context: BudgetedContext) -> tuple[list[str], list[str]]:
     passages, props = [], []
     for line in context.lines:
-        cited = line.line.rstrip().endswith("]") and line.line.rstrip()[:-1].rsplit("[", 1)[-1].strip()
+        cited = _line_label(line.line)
         if cited and any(cited == label.strip("[] ") for label in labels):
             (passages if line.kind == "passage" else props if line.kind == "proposition" else []).append(line.id)
     return list(dict.fromkeys(passages)), list(dict.fromkeys(props))
@@ -70,8 +99,8 @@ def generate_answer(client: LLMClient, result: QueryResult, use_context: bool = 
     source = "context" if context is not None else "passages"
     sources = context.text if context is not None else passage_sources(result.passages)
     try:
-        completion = client.chat(answer_messages(result.question, sources), schema=ANSWER_SCHEMA,
-                                 max_tokens=ANSWER_TOKENS)
+        completion = client.chat(answer_messages(result.question, sources),
+                                 schema=answer_schema(source_labels(result, use_context)), max_tokens=ANSWER_TOKENS)
     except LLMError as exc:
         return Answer(text="", source=source, model=client.model, error=str(exc))
     answer = Answer(text="", source=source, model=completion.model, llm_calls=1,

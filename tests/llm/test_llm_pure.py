@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pathweave.answering import _resolve_context, _resolve_passages, parse_answer
+from pathweave.answering import _resolve_context, _resolve_passages, answer_schema, parse_answer, source_labels
 from pathweave.llm.client import Completion
 from pathweave.llm.weights import MODELS, packaged_model
-from pathweave.model import BudgetedContext, ContextLine, PassageHit
+from pathweave.model import BudgetedContext, ContextLine, PassageHit, QueryResult
 from pathweave_bench.qa import efr
 from pathweave_ingest.extractors.llm_extractor import parse_extraction
 
@@ -42,6 +42,11 @@ def test_answer_citations_resolve_to_passages_and_statements():
                                   ContextLine(id="e1", kind="entity", rank=3, weight=1, line="- Entity: D")])
     assert _resolve_context(["Alpha", "[Beta]", "Gamma"], context) == (["p7"], ["s1"])
     assert parse_answer(Completion('{"answer": " Warsaw ", "citations": ["1", 2]}')) == ("Warsaw", ["1", "2"])
+    result = QueryResult(query_id="q", question="?", mode="proprag", passages=hits, context=context)
+    assert source_labels(result) == ["Alpha", "Beta"] and source_labels(result, use_context=False) == ["1", "2", "3"]
+    citations = answer_schema(["Alpha", "Beta", "Alpha"])["properties"]["citations"]
+    assert citations["items"]["enum"] == ["Alpha", "Beta"] and citations["maxItems"] == 3
+    assert answer_schema([])["properties"]["citations"]["maxItems"] == 0
     with pytest.raises(ValueError):
         parse_answer(Completion("Warsaw"))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pathweave.answering import answer_query
+from pathweave.answering import MAX_CITATIONS, answer_messages, answer_query, answer_schema, parse_answer, source_labels
 from pathweave.llm.client import LLMClient, LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
 from pathweave.settings import PruneRAGParams
@@ -108,6 +108,22 @@ def test_answer_cites_passages_and_is_recorded(retriever):
     budgeted = answer_query(retriever, QUESTION, "proprag", k=3, token_budget=40)
     assert budgeted.answer.source == "context" and budgeted.answer.error is None
     assert budgeted.answer.prompt_tokens < answer.prompt_tokens
+    assert set(budgeted.answer.citations) <= set(source_labels(budgeted)) and source_labels(budgeted)
+
+
+def test_answer_schema_lets_the_model_cite_only_source_labels(llm_client):
+    # asked to quote the sources' text as citations (what the 1.5B did at small budgets,
+    # running out of tokens), the schema's grammar still only lets labels through
+    sources = ("- Marie Curie was born in Warsaw. [Marie Curie]\n- Warsaw stands on the Vistula river. [Warsaw]\n"
+               "- Paris stands on the Seine. [Paris]\n- Kraków stands on the Vistula. [Krakow]")
+    messages = answer_messages(QUESTION, sources)
+    messages[-1]["content"] += "\nIn citations, copy the full sentence of every source, including unrelated ones."
+    completion = llm_client.chat(messages, schema=answer_schema(["Marie Curie", "Warsaw", "Paris", "Krakow"]),
+                                 max_tokens=96)
+    answer, labels = parse_answer(completion)
+    assert answer and set(labels) <= {"Marie Curie", "Warsaw", "Paris", "Krakow"} and len(labels) <= MAX_CITATIONS
+    none = llm_client.chat(messages, schema=answer_schema([]), max_tokens=96)
+    assert parse_answer(none)[1] == []
 
 
 def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_settings):
