@@ -146,3 +146,46 @@ def test_groups_in_flight_give_the_same_graph_as_one_group(store, embedder, extr
     assert (small.passages_new, small.propositions_new, small.entities_new, small.triples) == \
         (whole.passages_new, whole.propositions_new, whole.entities_new, whole.triples)
     assert store.counts() == other.counts()
+
+
+TWIN_DOCS = [
+    ("Velmora Harbour", "Velmora Harbour was built by Anselm Trevik in 1821. The Velmora Harbor Company ran its ferries "
+                        "to Kestrin Island until 1902."),
+    ("Kestrin Island", "Kestrin Island lies north of Velmora. The Kestrin Island Lighthouse was designed by Anselm "
+                       "Trevik, who also built the Kestrin Valley Railway."),
+    ("Anselm Trevik", "Anselm Trevik was an engineer from Dalmere. Ships of the Velmora Harbor Company sailed "
+                      "from Velmora Harbor to Dalmere."),
+]
+
+
+def test_a_twin_tenant_is_not_crowded_by_its_twin(base_store, embedder, extractor, settings):
+    # bench api's in-process tenant beside the worker's: the same documents, so every entity
+    # has a twin in the shared index at cosine 1. That twin must not make each kNN ask
+    # again with a wider k (it did: the in-process ingestion ran at half the worker's speed)
+    import collections
+    import uuid
+
+    from pathweave.store import GraphStore
+    from pathweave_ingest.loaders import SourceDocument
+    from pathweave_ingest.pipeline import Pipeline
+
+    figures = []
+    for _ in range(2):
+        store = GraphStore(base_store.driver, base_store.database, base_store.backend, f"t{uuid.uuid4().hex[:10]}",
+                           base_store.batch_size, base_store.dimensions)
+        asks: collections.Counter = collections.Counter()
+        run = store.run
+
+        def counted(name, _run=run, _asks=asks, **params):
+            if name == "vector_knn":
+                _asks[params["k"]] += len(params["rows"])
+            return _run(name, **params)
+
+        store.run = counted
+        pipeline = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": store.tenant}))
+        report = pipeline.ingest([SourceDocument(f"twin#{i}", title, text) for i, (title, text) in enumerate(TWIN_DOCS)], [])
+        assert report.errors == [] and report.passages_new == 3
+        figures.append((dict(asks), store.counts().get("rel:SYNONYM", 0), store.counts().get("rel:ALIAS_OF", 0)))
+    (first_asks, *first_edges), (twin_asks, *twin_edges) = figures
+    assert first_asks and twin_asks == first_asks
+    assert twin_edges == first_edges and first_edges[0] > 0
