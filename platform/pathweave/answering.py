@@ -42,17 +42,11 @@ def answer_schema(labels: list[str]) -> dict:
     return {**ANSWER_SCHEMA, "properties": {**ANSWER_SCHEMA["properties"], "citations": citations}}
 
 
-def _line_label(line: str) -> str | None:
-    """The citation label ending a context line (``"... [label]"``), or None."""
-    line = line.rstrip()
-    return line[:-1].rsplit("[", 1)[-1].strip() if line.endswith("]") and "[" in line else None
-
-
 def source_labels(result: QueryResult, use_context: bool = True) -> list[str]:
-    """The labels a model may cite for ``result``: its context lines' citations, else its
+    """The labels a model may cite for ``result``: its context lines' ``citation``, else its
     passages' ranks as strings."""
     if use_context and result.context is not None:
-        return [label for line in result.context.lines if (label := _line_label(line.line))]
+        return [line.citation for line in result.context.lines if line.citation]
     return [str(hit.rank) for hit in result.passages]
 
 
@@ -75,8 +69,7 @@ def _resolve_passages(labels: list[str], passages: list[PassageHit]) -> list[str
 def _resolve_context(labels: list[str], context: BudgetedContext) -> tuple[list[str], list[str]]:
     passages, props = [], []
     for line in context.lines:
-        cited = _line_label(line.line)
-        if cited and any(cited == label.strip("[] ") for label in labels):
+        if line.citation and any(line.citation == label.strip("[] ") for label in labels):
             (passages if line.kind == "passage" else props if line.kind == "proposition" else []).append(line.id)
     return list(dict.fromkeys(passages)), list(dict.fromkeys(props))
 

@@ -62,6 +62,7 @@ class ContextLine(BaseModel):
     rank: int
     weight: float
     line: str
+    citation: str | None = Field(None, description="The label the line ends with ('[label]'), what an answer cites.")
     reference: str | None = Field(None, description="Citation of the line's passage: 'title, p. N' / 'title > section'.")
 
 

@@ -26,8 +26,8 @@ the store once (ids only). The sparse matrices of a new version are derived from
 last version's when a query needs them: only the rows of what changed are replaced, and
 the co-occurrence counts move by the changed propositions' own products, and the PPR
 graph is the last one shifted (passages after the new entities) plus the change (at
-8,662 passages / 69k entities a one-passage change costs ~65 ms, loaded, instead of
-~155 ms before the SYNONYM edges were kept as arrays and the graph stopped being
+8,662 passages / 69k entities a one-passage change costs ~50 ms, quiet, min of 9, against
+131 ms before the SYNONYM edges were kept as arrays and the graph stopped being
 re-stacked).
 
 Memory: a few integers per edge (~45 MB of matrices at 8.7k passages / 69k entities; the

@@ -37,8 +37,8 @@ def test_answer_citations_resolve_to_passages_and_statements():
     assert _resolve_passages(["2", "[3]", "9"], hits) == ["p2", "p3"]
     context = BudgetedContext(text="", token_count=0, tokenizer="t", budget=10, method="greedy", requested="auto",
                               objective=0, bound=0, gap=0, optimal=True, solve_ms=0, candidate_nodes=0, lines=[
-                                  ContextLine(id="s1", kind="proposition", rank=1, weight=1, line="- A is B. [Alpha]"),
-                                  ContextLine(id="p7", kind="passage", rank=2, weight=1, line="- C. [Beta]"),
+                                  ContextLine(id="s1", kind="proposition", rank=1, weight=1, line="- A is B. [Alpha]", citation="Alpha"),
+                                  ContextLine(id="p7", kind="passage", rank=2, weight=1, line="- C. [Beta]", citation="Beta"),
                                   ContextLine(id="e1", kind="entity", rank=3, weight=1, line="- Entity: D")])
     assert _resolve_context(["Alpha", "[Beta]", "Gamma"], context) == (["p7"], ["s1"])
     assert parse_answer(Completion('{"answer": " Warsaw ", "citations": ["1", 2]}')) == ("Warsaw", ["1", "2"])

@@ -64,6 +64,7 @@ def test_entities_only_when_not_mentioned(counter):
         "- Entity: Paris\n"
         "- Curie moved to France in 1891. [P7]"  # a passage cites itself
     )
+    assert [item.citation for item in ctx.items] == ["P7", None, "P7"]  # what an answer may cite
     assert ctx.token_count == counter.count(ctx.text)
 
 

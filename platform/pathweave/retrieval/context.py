@@ -171,5 +171,5 @@ def select_context(graph: CandidateGraph, budget_tokens: int, method: str, count
         bound=round(selection.bound, 6), gap=round(selection.gap, 6), optimal=selection.optimal,
         solve_ms=round(selection.solve_ms, 2), candidate_nodes=len(graph.nodes),
         lines=[ContextLine(id=item.id, kind=kinds[item.id], rank=item.rank, weight=round(item.weight, 6),
-                           line=item.line) for item in context.items],
+                           line=item.line, citation=item.citation) for item in context.items],
     )

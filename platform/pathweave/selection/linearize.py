@@ -47,6 +47,8 @@ class ContextItem(BaseModel):
             selection order).
         weight: Node weight ``w(v)``.
         line: The rendered line.
+        citation: The label ending the line (``" [citation]"``; :func:`line_citation`), or
+            None when the line has none.
 
     Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
@@ -58,6 +60,7 @@ class ContextItem(BaseModel):
     rank: int
     weight: float
     line: str
+    citation: str | None = None
 
 
 class Context(BaseModel):
@@ -96,6 +99,12 @@ def citation_of(node: CandidateNode) -> str | None:
     return node.id if node.kind == "passage" else None
 
 
+def line_citation(node: CandidateNode) -> str | None:
+    """The citation a rendered line of ``node`` ends with: :func:`citation_of`, none for an
+    entity."""
+    return citation_of(node) if node.kind != "entity" else None
+
+
 def render_line(node: CandidateNode, style: Style = "bullets") -> str:
     """Render one node as a context line (see module doc for the formats).
 
@@ -117,7 +126,7 @@ def render_line(node: CandidateNode, style: Style = "bullets") -> str:
             body = f"({node.text})"
     else:
         raise ValueError(f"style must be 'bullets' or 'triples', got {style!r}")
-    cite = citation_of(node) if node.kind != "entity" else None
+    cite = line_citation(node)
     return f"{body} [{cite}]" if cite else body
 
 
@@ -206,7 +215,7 @@ def linearize(
         node = ranked[r]
         slots[pos] = ContextItem(
             id=node.id, kind=node.kind, rank=r + 1, weight=node.weight,
-            line=render_line(node, style),
+            line=render_line(node, style), citation=line_citation(node),
         )
     items = [item for item in slots if item is not None]
     text = "\n".join(item.line for item in items)
