@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 from pathweave.backends import vector_search
+from pathweave.backends.base import ask_wider
 from pathweave.ppr import personalized_pagerank, push_pagerank, transition_matrix
 from pathweave.subgraph import NodeReader, build_subgraph
 from pathweave.topology import Topology
@@ -122,6 +123,19 @@ def test_each_tenant_gets_its_k_under_a_shared_index(store, base_store):
     assert [h[0] for h in hits] and {h[0] for h in hits} == {f"{small.tenant}:q{i}" for i in range(3)}
     assert all(-1.0 <= h[1] <= 1.0 for h in hits) and hits == sorted(hits, key=lambda h: -h[1])
     assert len(vector_search(large, "Passage", query, 10)) == 10
+
+
+def test_a_shared_index_is_asked_wider_when_full_or_crowded_not_beside_a_twin():
+    # all 16 places came back and fewer than needed are mine: more may lie beyond
+    assert ask_wider(found=16, mine=5, asked=16, need=11, last=-1, max_k=10_000)
+    # fewer came back, other tenants in half the places: crowded, ask while it grows
+    assert ask_wider(found=12, mine=4, asked=16, need=11, last=-1, max_k=10_000)
+    assert not ask_wider(found=12, mine=4, asked=64, need=11, last=12, max_k=10_000)
+    # a twin tenant: as many of theirs as mine, few places: no wider ask
+    assert not ask_wider(found=6, mine=3, asked=16, need=11, last=-1, max_k=10_000)
+    # enough of mine, or at the ceiling
+    assert not ask_wider(found=16, mine=11, asked=16, need=11, last=-1, max_k=10_000)
+    assert not ask_wider(found=16, mine=5, asked=10_000, need=11, last=-1, max_k=10_000)
 
 
 def test_stage2_ppr_on_the_fetched_subgraph_equals_the_hand_built_reference(store):

@@ -89,26 +89,45 @@ def cosine_of(score: float) -> float:
     return 2.0 * float(score) - 1.0
 
 
+def ask_wider(found: int, mine: int, asked: int, need: int, last: int, max_k: int) -> bool:
+    """Whether a search of a vector index shared by every tenant must be asked again with a
+    larger k: it returned ``found`` rows (``last`` the time before, -1 on the first ask) for
+    ``asked`` places, ``mine`` of them this tenant's, and ``need`` of the tenant's are
+    wanted. Yes while fewer than ``need`` are the tenant's and ``asked < max_k``, if all
+    places came back (more may lie beyond) or other tenants' nodes took at least half the
+    places and the answer grew (an approximate index crowded by other tenants'
+    near-duplicates returns fewer than asked).
+
+    A tenant beside one other with the same documents is not crowded: its twin takes as
+    many places as its own nodes, few of them, and a wider ask finds nothing new (MuSiQue,
+    150 documents ingested twice: with "any other tenant's node" as the rule the second
+    tenant's 3,116 synonymy and alias asks were all repeated at k = 64, for the same
+    SYNONYM and ALIAS_OF edges)."""
+    if mine >= need or asked >= max_k:
+        return False
+    return found >= asked or (2 * (found - mine) >= asked and found > last)
+
+
 def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
                   max_k: int = 100_000, prop: str = "embedding") -> list[tuple[str, float]]:
     """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``
     in the index on ``label.prop``: ``[(id, cosine)]``, best first.
 
     The index is shared by every tenant of the database, so the search widens (x4 each
-    time, at most ``max_k``) until it holds ``k`` of this tenant's nodes or the index has
-    no more: a small tenant gets its ``k`` results however large the others are.
+    time, at most ``max_k``) while :func:`ask_wider` says so: a small tenant gets its ``k``
+    results however large the others are.
     """
     if k <= 0:
         return []
     index = store.backend.vector_index_name(label, prop)
-    asked = k
+    asked, last = k, -1
     while True:
         rows = store.run("vector_search", index=index, k=asked, vector=np.asarray(vector, dtype=float).tolist())
         mine = [(row["id"], cosine_of(row["score"])) for row in rows if row["tenant"] == store.tenant]
-        if len(mine) >= k or len(rows) < asked or asked >= max_k:
+        if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
             return mine[:k]
-        asked = min(max_k, asked * 4)
+        asked, last = min(max_k, asked * 4), len(rows)
 
 
 def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.ndarray, k: int,
@@ -118,15 +137,9 @@ def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.nd
     ``{src, dst, norm_name, cosine}``. One ``vector_knn`` statement per ``batch`` vectors.
 
     Most vectors have few neighbours above the threshold, so each is first asked for
-    ``first_k`` places; where all of them were taken above the threshold (by this tenant's
-    nodes or other tenants'), it is asked again with a larger k (x4, at most ``max_k``)
-    until its ``k + 1`` best of the tenant are known. Where other tenants' nodes took at least
-    half the places asked for (an approximate index crowded by other tenants' near-duplicates
-    returns fewer than k above the threshold), it is asked again while the index keeps
-    returning more. A tenant beside one other with the same documents is not crowded: its
-    twin takes as many places as its own nodes, few of the 16, and a wider ask finds nothing
-    new (MuSiQue, 150 documents ingested twice: the second tenant's 3,116 asks were all
-    repeated at k = 64 before, for the same SYNONYM and ALIAS_OF edges). 2,000 of the MuSiQue sample's entities
+    ``first_k`` places, and asked again with a larger k (x4, at most ``max_k``) while
+    :func:`ask_wider` says so (all places taken above the threshold, or crowded by other
+    tenants) until its ``k + 1`` best of the tenant are known. 2,000 of the MuSiQue sample's entities
     (k = 100, cos >= 0.8, 2-core machine, loaded): 2.9 s this way, 5.8 s asking each for
     101 places at once (2 of 6,768 pairs differ: the index is approximate)."""
     index = store.backend.vector_index_name(label)
@@ -147,12 +160,9 @@ def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.nd
                 hits[int(row["src"])].append(row)
             for i, found in hits.items():
                 mine = [r for r in found if r["tenant"] == store.tenant]
-                # all places taken, or other tenants' nodes in half of them (the index is
-                # approximate: crowded by near-duplicates it returns fewer than k above the
-                # threshold); ask again while that grows
-                crowded = 2 * (len(found) - len(mine)) >= asked and len(found) > returned.get(i, -1)
+                wider = ask_wider(len(found), len(mine), asked, k + 1, returned.get(i, -1), max_k)
                 returned[i] = len(found)
-                if (len(found) >= asked or crowded) and len(mine) < k + 1 and asked < max_k:
+                if wider:
                     again.append(i)
                     continue
                 mine.sort(key=lambda r: -r["score"])
