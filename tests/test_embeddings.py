@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pathweave import onnx_encoder
 from pathweave.embeddings import Embedder, default_model_path
 
 TEXTS = ["Who is the spouse of the director of Titanic (1997)?",
@@ -45,3 +46,12 @@ def test_runtimes_that_cannot_run_are_refused_or_fall_back(tmp_path):
     assert Embedder(default_model_path(), precision="bfloat16", runtime="auto", onnx_dir=tmp_path).runtime == "torch"
     assert Embedder(default_model_path(), runtime="auto").runtime == "torch"  # nowhere to export to
     assert not list(tmp_path.iterdir())
+
+
+def test_a_failed_export_says_why_and_leaves_no_file(tmp_path):
+    not_a_model = tmp_path / "not-a-model"
+    not_a_model.mkdir()
+    (not_a_model / "config.json").write_text("{}")
+    with pytest.raises(RuntimeError, match="ONNX export of .*not-a-model failed"):
+        onnx_encoder.export(not_a_model, tmp_path / "models")
+    assert list((tmp_path / "models").iterdir()) == []

@@ -131,7 +131,7 @@ class Embedder:
         if not applies:
             raise ValueError("runtime onnx needs a CPU, float32, a mean-pooled model, onnxruntime and onnx_dir")
         try:
-            return onnx_encoder.OnnxEncoder(onnx_encoder.export(self.model, path, onnx_dir))
+            return onnx_encoder.OnnxEncoder(onnx_encoder.export(path, onnx_dir))
         except RuntimeError:
             if runtime == "onnx":
                 raise
