@@ -7,8 +7,9 @@ query-only process (:class:`QueryProcess`), as an API replica beside an ingestio
 At each size: PropRAG and dense Recall@2/5 on the MuSiQue questions, PropRAG with the
 exact stage-1 power iteration instead of the local push (the approximation's recall
 effect), warm query p50/p95, the query process's RSS (what serving the tenant costs), the
-store server's RSS and the ingestion rate. Then freshness at the scaled size: ingest one
-new document and time the query process's next query, which must return it. Writes
+store server's RSS and the ingestion rate. Then freshness at the scaled size, in
+:data:`FRESH_DOCUMENTS` rounds: ingest one new document and time the query process's next
+query, which must return it (medians of the rounds, and each round). Writes
 ``scale.json`` to ``--out``.
 """
 
@@ -22,6 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 import psutil
 from rich.console import Console
 from rich.table import Table
@@ -36,9 +38,22 @@ from pathweave_bench.common import default_data_dir, git_commit, machine_info, w
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.loaders import SourceDocument
 
-FRESH_TEXT = ("The Velmora Lighthouse on the island of Qisk was designed by the engineer Tamsin Oakhollow "
-              "and first lit in 1893.")
-FRESH_QUESTION = "Who designed the lighthouse on the island of Qisk?"
+FRESH_DOCUMENTS = [  # (title, text, question): invented facts no corpus states
+    ("Velmora Lighthouse", "The Velmora Lighthouse on the island of Qisk was designed by the engineer Tamsin "
+     "Oakhollow and first lit in 1893.", "Who designed the lighthouse on the island of Qisk?"),
+    ("Brannoch Viaduct", "The Brannoch Viaduct across the Ulvre gorge was built by the contractor Idris "
+     "Penhallow between 1871 and 1874.", "Who built the viaduct across the Ulvre gorge?"),
+    ("Sorrel Quay Observatory", "The Sorrel Quay Observatory in the town of Marrowick was founded by the "
+     "astronomer Liesl Vantongeren in 1902.", "Who founded the observatory in Marrowick?"),
+    ("Hethra Canal", "The Hethra Canal linking Dunmarrow to the Pell estuary was surveyed by the engineer "
+     "Osric Tallowmere in 1788.", "Who surveyed the canal linking Dunmarrow to the Pell estuary?"),
+    ("Quillon Abbey Library", "The Quillon Abbey Library on the river Ask was endowed by the merchant Berenike "
+     "Solvay in 1655.", "Who endowed the library of the abbey on the river Ask?"),
+]
+"""One document per freshness round: ingested into the scaled store, then the query
+process's very next query asks its question. A first query is one sample of a latency
+(two quiet runs of the same code: 195 and 222 ms), so the figure is the median of the
+rounds, with every round's value beside it."""
 
 
 def default_distractors() -> list[Path]:
@@ -87,23 +102,28 @@ def _refresh_and_measure(retriever: Retriever, console: Console, questions: list
     return {**measure(retriever, questions, console), "first_query_after_ingest_s": round(refresh_s, 2)}
 
 
-def _fresh_query(retriever: Retriever, console: Console, questions: list[dict]) -> dict:
-    """In the query process right after one new document was ingested elsewhere: the very
-    next query (must return it), then the warm p50 of ``questions``."""
+def _fresh_query(retriever: Retriever, console: Console, title: str, question: str) -> dict:
+    """In the query process right after one new document (``title``) was ingested elsewhere:
+    the very next query, ``question`` (must return it): its ms, stage timings and rank."""
     started = time.perf_counter()
-    result = retriever.query(FRESH_QUESTION, k=5, write_record=False)
+    result = retriever.query(question, k=5, write_record=False)
     first_ms = (time.perf_counter() - started) * 1000
+    rank = next((hit.rank for hit in result.passages if hit.title == title), None)
+    return {"first_query_ms": round(first_ms, 1), "stages_ms": result.timings_ms, "found": rank is not None,
+            "rank": rank}
+
+
+def _warm_p50(retriever: Retriever, console: Console, questions: list[dict]) -> float:
+    """Warm p50 (ms) of ``questions`` in the query process."""
     warm = []
     for question in questions:
-        t0 = time.perf_counter()
+        started = time.perf_counter()
         retriever.query(question["question"], k=5, write_record=False)
-        warm.append((time.perf_counter() - t0) * 1000)
-    return {"first_query_ms": round(first_ms, 1), "warm_p50_after_ms": round(percentile_ms(warm, 50), 1),
-            "found": any("Velmora" in hit.title for hit in result.passages),
-            "rank": next((h.rank for h in result.passages if "Velmora" in h.title), None)}
+        warm.append((time.perf_counter() - started) * 1000)
+    return round(percentile_ms(warm, 50), 1)
 
 
-_COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query}
+_COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query, "warm_p50": _warm_p50}
 
 
 def _serve_queries(conn, settings) -> None:
@@ -189,13 +209,20 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
                 results["sizes"][size] = row
                 console.print(f"{size}: {json.dumps(row)}")
             # freshness: one new document ingested here, then the query process's very next query
-            fresh = SourceDocument(f"fresh-{uuid.uuid4().hex[:8]}", "Velmora Lighthouse", FRESH_TEXT)
-            started = time.perf_counter()
-            run_ingest(store, settings, [fresh], [], None, label="ingest (one document)")
-            ingest_one_s = time.perf_counter() - started
-            results["fresh"] = {"ingest_one_s": round(ingest_one_s, 2),
-                                "warm_p50_ms": results["sizes"]["scaled"]["p50_ms"],
-                                **queries.call("fresh", questions[:20])}
+            rounds = []
+            for title, text, question in FRESH_DOCUMENTS:
+                document = SourceDocument(f"fresh-{uuid.uuid4().hex[:8]}", title, text)
+                started = time.perf_counter()
+                run_ingest(store, settings, [document], [], None, label=f"ingest (one document: {title})")
+                rounds.append({"ingest_one_s": round(time.perf_counter() - started, 2),
+                               **queries.call("fresh", title, question)})
+            results["fresh"] = {
+                "ingest_one_s": float(np.median([r["ingest_one_s"] for r in rounds])),
+                "first_query_ms": float(np.median([r["first_query_ms"] for r in rounds])),
+                "first_query_max_ms": max(r["first_query_ms"] for r in rounds),
+                "warm_p50_ms": results["sizes"]["scaled"]["p50_ms"],
+                "warm_p50_after_ms": queries.call("warm_p50", questions[:20]),
+                "found": all(r["found"] for r in rounds), "rounds": rounds}
     finally:
         if queries is not None:
             queries.close()

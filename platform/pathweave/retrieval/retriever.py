@@ -207,8 +207,8 @@ class Retriever:
             last[0] = now
 
         topology = self.topology()
+        view = topology.view()  # built here on the first query after a change
         clock("topology")
-        view = topology.view()
         reader = self.reader(topology)
         query_vec = self.embedder.encode_one(question)
         clock("embed")
