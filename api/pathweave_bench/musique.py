@@ -121,7 +121,7 @@ def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[
         found = retriever.search(question["question"], mode="proprag", k=retriever.settings.selection.context_passages,
                                  write_record=False)
         result = found.result
-        graph = candidate_graph(result, found.subgraph, found.query)
+        graph = candidate_graph(result, found.subgraph, found.query, retriever.settings.selection.path_weight)
         cases.append((gold, result, graph, found.subgraph))
         top5 = [hit.doc_id for hit in result.passages[:5]]
         full["recall"].append(len(gold & set(top5)) / len(gold))
@@ -186,7 +186,8 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
         result = found.result
         for n in passages:
             top = result.model_copy(update={"passages": result.passages[:n]})
-            graph = assign_costs(candidate_graph(top, found.subgraph, found.query), counter)
+            graph = assign_costs(candidate_graph(top, found.subgraph, found.query,
+                                                 retriever.settings.selection.path_weight), counter)
             ilp, greedy = select(graph, budget, "ilp", limit_ms), select(graph, budget, "greedy")
             reference = solve_ilp(graph, budget, time_limit_ms=reference_ms,
                                   hint=max(ilp, greedy, key=lambda s: s.objective).selected)

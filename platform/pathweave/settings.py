@@ -174,6 +174,13 @@ class SelectionSettings(_Section):
     context_passages: int = 10  # candidate passages for token-budgeted selection (spec §5)
     select_time_limit_ms: float = 50.0  # CP-SAT time limit per query (ms)
     context_tokenizer: str = ""  # local Hugging Face tokenizer dir; empty = the embedder's
+    # Weight of the statements on the top 3 reasoning paths against a passage's coverage
+    # weight (retrieval.context.candidate_graph). 0 = coverage first: one short statement
+    # from each of the best passages. MuSiQue sample, 100 questions, default extractor,
+    # budget 200 (2-core machine): 0 -> 1 raised the share of contexts that contain the gold
+    # answer from 0.35 to 0.38 and lowered the share of gold passages cited from 0.758 to
+    # 0.701; `pathweave bench qa` has the answers' F1 at both budgets.
+    path_weight: float = Field(1.0, ge=0.0)
 
 
 class PropRAGParams(_Section):

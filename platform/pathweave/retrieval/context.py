@@ -40,10 +40,13 @@ more ranked passage outweighs a second statement of a covered one); entity
 ``w = 0.05 * seed weight`` (0 for non-seeds: entities are connectors). Cost = tokens
 of the node's rendered line (:func:`assign_costs`).
 
-So under a small budget the selection is about one short, query-relevant statement
-from each of the best passages (reached directly from Q for the top
+The statements on the top :data:`PATHS_WEIGHTED` reasoning paths also earn
+``path_weight`` x their path's score (setting ``selection.path_weight``, default 1), so a
+small budget keeps the chain that links the question to its answer. With ``path_weight``
+0 (coverage first), under a small budget the selection is about one short, query-relevant
+statement from each of the best passages (reached directly from Q for the top
 ``SEED_PASSAGES``, through shared entities and path steps for the others), then
-more statements as the budget grows. Measured on the 100 questions of ``pathweave bench
+more statements as the budget grows. Measured with ``path_weight`` 0 on the 100 questions of ``pathweave bench
 musique --budget 200,400,800`` (2-core CPU): the top-5 passages' context recall (default
 extractor 0.697 with 593 tokens, imported OpenIE 0.722 with 574) is reached with 148
 (25 %) and 198 tokens (34.5 %); the ILP proves optimality on these ~60-70-node graphs
@@ -74,18 +77,26 @@ STATEMENTS_PER_PASSAGE = 3
 """Candidate statements per passage: its ``STATEMENTS_PER_PASSAGE`` most query-similar
 statements plus its shortest one (statements on the top paths are always kept)."""
 
+PATHS_WEIGHTED = 3
+"""The top paths whose statements earn ``path_weight`` (see :func:`candidate_graph`)."""
+
 PROPOSITION_SCALE = 0.1
 """Proposition weight scale against the passage coverage weight (0.1 to 1): covering one
 more good passage is worth more than a second statement of a covered one. Measured on 40
 MuSiQue questions (budget 150): scale 0.5 / 0.25 / 0.1 gave context recall 0.71 / 0.72 / 0.77."""
 
 
-def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray | None = None) -> CandidateGraph:
+def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray | None = None,
+                    path_weight: float = 0.0) -> CandidateGraph:
     """The candidate graph of ``result`` (see the module doc): its ranked passages, the
     propositions they state and those on its paths, and the seeds.
 
     ``query``: the L2-normalized ``(d,)`` query vector for the propositions' cosine
-    weights (None: path scores only).
+    weights (None: path scores only). ``path_weight``: a statement on one of the top
+    :data:`PATHS_WEIGHTED` paths also earns ``path_weight`` x the best such path's score,
+    on the scale of a passage's coverage weight (0.1 to 1), so a small budget keeps the
+    reasoning chain (the bridge statements a reader needs) before spreading over more
+    passages (setting ``selection.path_weight``; its docstring has the measurements).
     """
     p_index = {pid: i for i, pid in enumerate(subgraph.passage_ids)}
     r_index = {rid: i for i, rid in enumerate(subgraph.prop_ids)}
@@ -106,6 +117,10 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
         return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
 
     prop_w: dict[int, float] = {}
+    chain_w: dict[int, float] = {}  # statements of the top PATHS_WEIGHTED paths: their best path score
+    for path in result.paths[:PATHS_WEIGHTED]:
+        for r in (r_index[s.prop_id] for s in path.steps if s.prop_id in r_index):
+            chain_w[r] = max(chain_w.get(r, 0.0), path.score)
     for path in result.paths:
         steps = [r_index[s.prop_id] for s in path.steps if s.prop_id in r_index]
         for r in steps:
@@ -140,7 +155,8 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
         if citation and text.startswith(f"{citation}: "):
             text = text[len(citation) + 2:]
         nodes.append(CandidateNode(id=subgraph.prop_ids[r], kind="proposition", text=text,
-                                   weight=PROPOSITION_SCALE * max(0.0, cos, prop_w.get(r, 0.0)), cost=0,
+                                   weight=PROPOSITION_SCALE * max(0.0, cos, prop_w.get(r, 0.0))
+                                   + path_weight * chain_w.get(r, 0.0), cost=0,
                                    citation=citation or None))
         if r in seeded:
             edges.add((QUERY_NODE, subgraph.prop_ids[r]))

@@ -269,8 +269,9 @@ class Retriever:
         if token_budget is not None and result.passages:
             if subgraph is None:
                 subgraph = build_subgraph(view, view.index_of(view.passage_index, ids, view.n_passages), reader)
-            result.context = select_context(candidate_graph(result, subgraph, query_vec), token_budget, select,
-                                            self.token_counter(), style, self.settings.selection.select_time_limit_ms)
+            graph = candidate_graph(result, subgraph, query_vec, self.settings.selection.path_weight)
+            result.context = select_context(graph, token_budget, select, self.token_counter(), style,
+                                            self.settings.selection.select_time_limit_ms)
             clock("select")
         result.passages = result.passages[:k]
         if self.settings.query.write_reasoning if write_record is None else write_record:
