@@ -127,3 +127,9 @@ def test_three_renderings_carry_the_same_payload_and_the_cheapest_is_sent():
     assert prompt.tokens == min(prompt.token_counts.values()) == counter.count(prompt.text)
     with pytest.raises(ValueError):
         render(payload, "xml")
+    # a later prompt of a session has the legend from the first: the same payload without it
+    later = Payload(payload.question, runs, seen=[4, 2], legend=False)
+    for name in ("words", "id_triples", "edge_matrix"):
+        assert "rules" in json.loads(render(payload, name))
+        assert {k: v for k, v in json.loads(render(payload, name)).items() if k != "rules"} == \
+            json.loads(render(later, name))

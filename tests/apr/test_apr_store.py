@@ -4,6 +4,8 @@ earlier answers retrievable by later questions, and document deletion removing r
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,7 @@ def test_a_session_that_reasks_a_question_sends_references_not_text(pipeline, re
     for run in facts:  # referenced by code, their text not re-sent
         assert all(text not in second.prompt for text in run.lines)
     assert second.prompt_tokens < first.prompt_tokens
+    assert "rules" in json.loads(first.prompt) and "rules" not in json.loads(second.prompt)  # legend sent once
     assert all(str(run.code) in second.prompt for run in facts)
     assert set(second.passage_ids) >= {p for run in facts for p in run.passage_ids}
     assert set(second.doc_ids) <= {document_id(store.tenant, d) for d in DOCS} and second.doc_ids
@@ -92,7 +95,22 @@ def test_a_session_that_reasks_a_question_sends_references_not_text(pipeline, re
     # another session has seen nothing: the facts are sent in full again
     other = retriever.query(question, mode="apr", session_id="s-2", write_record=True).apr
     assert not any(run.reused for run in other.runs if run.channel == "facts")
-    assert "Pierre Curie" in other.prompt
+    assert "Pierre Curie" in other.prompt and "rules" in json.loads(other.prompt)
+    # within one prompt a triple is given once: a later run lists only its triples not given above
+    assert prompt_triples(other) and len(prompt_triples(other)) == len(set(prompt_triples(other)))
+
+
+def prompt_triples(context) -> list[tuple]:
+    """Every triple a compact prompt gives, as words ``(h, r, t)`` whatever its rendering."""
+    payload = json.loads(context.prompt)
+    e, r, edges = payload.get("e"), payload.get("r"), payload.get("edge_matrix")
+    out = []
+    for channel in ("facts", "questions", "given knowledge"):
+        for items in (payload.get(channel) or {}).values():
+            for item in items:
+                h, p, t = edges[item] if edges is not None else item
+                out.append((e[h], r[p], e[t]) if e is not None else (h, p, t))
+    return out
 
 
 def test_earlier_answers_and_questions_are_retrieved_for_a_similar_question(pipeline, retriever):

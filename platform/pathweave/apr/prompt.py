@@ -1,9 +1,11 @@
 """The compact prompt (APR, spec §3 "Compact prompt"; paper §2.6, App. A.4, Figs. 8-9).
 
 The payload ``(E', R', q, a, f, rules)``: the question, and per channel the selected runs
-(each keyed by its codebook run code), plus the codes of runs already sent earlier in the
-session (referenced, not re-sent: token cost scales with new evidence). Three renderings
-of the same payload, compact JSON:
+(each keyed by its codebook run code) with their triples not given yet, plus the codes of
+the runs whose triples were all given already — earlier in the session or above in this
+prompt (referenced, not re-sent: token cost scales with new evidence). The legend
+(``rules``) is sent with a session's first prompt only. Three renderings of the same
+payload, compact JSON:
 
 - ``words``: word triples ``[h, r, t]``;
 - ``id_triples``: entity and relation lists ``e``/``r`` and runs as ``[h_idx, r_idx, t_idx]``;
@@ -26,7 +28,7 @@ Triple = tuple[str, str, str]
 RENDERINGS: tuple[str, ...] = ("words", "id_triples", "edge_matrix")
 
 _KEYS = {"facts": "facts", "questions": "questions", "answers": "given knowledge"}
-_SEEN = "seen runs: sent earlier in this session, by run id"
+_SEEN = "seen runs: triples given earlier in this session or above, by run id"
 _RULES = {
     "words": "KB JSON: q question; facts/questions/given knowledge: {run id: [[head, relation, tail]]}; " + _SEEN,
     "id_triples": "KB JSON: e entities, r relations; q question; facts/questions/given knowledge: "
@@ -47,12 +49,15 @@ class PromptRun:
 
 @dataclass
 class Payload:
-    """What a prompt carries: the ``question`` text, the ``runs`` sent in full and the codes
-    of the runs ``seen`` earlier in the session (referenced only)."""
+    """What a prompt carries: the ``question`` text, the ``runs`` sent (each with its triples
+    not given before), the codes of the runs ``seen`` (all their triples given before:
+    referenced only) and whether the ``legend`` (the rendering's rules) is sent — False for
+    a later prompt of a session, which has it from the first."""
 
     question: str
     runs: list[PromptRun] = field(default_factory=list)
     seen: list[int] = field(default_factory=list)
+    legend: bool = True
 
 
 def _dump(obj) -> str:
@@ -69,7 +74,7 @@ def _channels(payload: Payload, encode) -> dict:
 def render(payload: Payload, rendering: str) -> str:
     """``payload`` as one of :data:`RENDERINGS` (compact JSON text). Raises ValueError on
     an unknown rendering."""
-    head: dict = {"rules": _RULES.get(rendering, "")}
+    head: dict = {}
     if rendering == "words":
         body = _channels(payload, lambda triples: [list(t) for t in triples])
     elif rendering in ("id_triples", "edge_matrix"):
@@ -86,11 +91,10 @@ def render(payload: Payload, rendering: str) -> str:
         else:
             body = _channels(payload, lambda triples: [edges.setdefault(ids(t), len(edges)) for t in triples])
             head["edge_matrix"] = [list(e) for e in edges]
-        head = {"rules": head["rules"], "e": list(entities), "r": list(relations),
-                **({"edge_matrix": head["edge_matrix"]} if "edge_matrix" in head else {})}
+        head = {"e": list(entities), "r": list(relations), **head}
     else:
         raise ValueError(f"unknown rendering {rendering!r}; use {', '.join(RENDERINGS)}")
-    out = {**head, "q": payload.question, **body}
+    out = {**({"rules": _RULES[rendering]} if payload.legend else {}), **head, "q": payload.question, **body}
     if payload.seen:
         out["seen runs"] = sorted(payload.seen)
     return _dump(out)

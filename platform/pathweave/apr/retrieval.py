@@ -7,7 +7,8 @@ the nearest runs of the store's run vector indexes (fact runs; question and answ
 ``coarse_candidates`` per index; the coarse score (entities and relations) keeps
 ``coarse_top_k`` per channel; the fine score on S = cos(query lines, run lines) ranks them;
 ``top_m`` runs are kept across facts and questions and the answer quota from answers; each
-channel's action selects; runs the session already saw are referenced by code; the three
+channel's action selects; runs the session already saw, and runs whose triples were all given
+already (in the session or above in the prompt), are referenced by code; the three
 renderings are counted and the cheapest is the prompt. Everything the score needs is read
 by id through the codebook view (:class:`~pathweave.apr.codebook.CodebookView`).
 """
@@ -213,21 +214,27 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     by_channel = _rank(store, view, q, settings)
     selected = _select(by_channel, chosen, settings)
 
-    # the session: what it saw is referenced by code
+    # what the session saw, and every triple given already (in the session or above in this
+    # prompt), is referenced by run code, not re-sent
     seen = seen_runs(store, session_id)
+    given = {t for row in view.runs(list(seen)).values() for t in row.triple_ids}
     triple_rows = view.triples([t for _, r in selected for t in r.row.triple_ids])
     prompt_runs, reused_codes, out_runs = [], [], []
     for channel, r in selected:
-        reused = r.row.run_id in seen
+        new = [t for t in dict.fromkeys(r.row.triple_ids) if t in triple_rows and t not in given]
+        reused = r.row.run_id in seen or not new
+        given.update(new)
         words = [triple_rows[t].words for t in r.row.triple_ids if t in triple_rows]
         if reused:
             reused_codes.append(r.row.code)
         else:
-            prompt_runs.append(PromptRun(r.row.code if r.row.code is not None else -1, channel, words))
+            prompt_runs.append(PromptRun(r.row.code if r.row.code is not None else -1, channel,
+                                         [triple_rows[t].words for t in new]))
         out_runs.append(AprRun(run_id=r.row.run_id, code=r.row.code, channel=channel, score=round(r.fine, 6),
                                reused=reused, lines=[line(w) for w in words], passage_ids=list(r.row.passage_ids)))
     counter = retriever.token_counter()
-    prompt = compact_prompt(Payload(question, prompt_runs, [c for c in reused_codes if c is not None]), counter)
+    prompt = compact_prompt(Payload(question, prompt_runs, [c for c in reused_codes if c is not None],
+                                    legend=not seen), counter)
     passage_scores: dict[str, float] = {}
     for r in by_channel["facts"]:
         for pid in r.row.passage_ids:
