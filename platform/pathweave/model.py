@@ -161,7 +161,8 @@ class PruneTree(BaseModel):
 class AprRun(BaseModel):
     """A run an APR query selected (spec §3): its codebook ``code``, ``channel``
     (facts | questions | answers), fine ``score``, whether it was ``reused`` (referenced by
-    code, sent earlier in the session) and the ``passage_ids`` it stands for."""
+    code: sent earlier in the session, or all its triples given already — in the session or
+    above in the prompt) and the ``passage_ids`` it stands for."""
 
     run_id: str
     code: int | None = None
