@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import shutil
+import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import numpy as np
 import psutil
 from rich.console import Console
 from rich.table import Table
@@ -113,17 +113,9 @@ def _fresh_query(retriever: Retriever, console: Console, title: str, question: s
             "rank": rank}
 
 
-def _warm_p50(retriever: Retriever, console: Console, questions: list[dict]) -> float:
-    """Warm p50 (ms) of ``questions`` in the query process."""
-    warm = []
-    for question in questions:
-        started = time.perf_counter()
-        retriever.query(question["question"], k=5, write_record=False)
-        warm.append((time.perf_counter() - started) * 1000)
-    return round(percentile_ms(warm, 50), 1)
-
-
-_COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query, "warm_p50": _warm_p50}
+_COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query,
+             "warm_p50": lambda retriever, console, questions: evaluate(retriever, questions, "proprag",
+                                                                        console)["p50_ms"]}
 
 
 def _serve_queries(conn, settings) -> None:
@@ -217,8 +209,8 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
                 rounds.append({"ingest_one_s": round(time.perf_counter() - started, 2),
                                **queries.call("fresh", title, question)})
             results["fresh"] = {
-                "ingest_one_s": float(np.median([r["ingest_one_s"] for r in rounds])),
-                "first_query_ms": float(np.median([r["first_query_ms"] for r in rounds])),
+                "ingest_one_s": statistics.median(r["ingest_one_s"] for r in rounds),
+                "first_query_ms": round(percentile_ms([r["first_query_ms"] for r in rounds], 50), 1),
                 "first_query_max_ms": max(r["first_query_ms"] for r in rounds),
                 "warm_p50_ms": results["sizes"]["scaled"]["p50_ms"],
                 "warm_p50_after_ms": queries.call("warm_p50", questions[:20]),

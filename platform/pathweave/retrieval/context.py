@@ -118,13 +118,12 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
 
     prop_w: dict[int, float] = {}
     chain_w: dict[int, float] = {}  # statements of the top PATHS_WEIGHTED paths: their best path score
-    for path in result.paths[:PATHS_WEIGHTED]:
-        for r in (r_index[s.prop_id] for s in path.steps if s.prop_id in r_index):
-            chain_w[r] = max(chain_w.get(r, 0.0), path.score)
-    for path in result.paths:
+    for rank, path in enumerate(result.paths):
         steps = [r_index[s.prop_id] for s in path.steps if s.prop_id in r_index]
         for r in steps:
             prop_w[r] = max(prop_w.get(r, 0.0), path.score)
+            if rank < PATHS_WEIGHTED:
+                chain_w[r] = max(chain_w.get(r, 0.0), path.score)
         for a, b in zip(steps, steps[1:]):
             edges.add((subgraph.prop_ids[a], subgraph.prop_ids[b]))
     stated = subgraph.states[passages].indices if passages else np.zeros(0, dtype=np.int64)
