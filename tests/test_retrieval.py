@@ -108,8 +108,8 @@ def test_budget_zero_selects_nothing_and_dense_mode_selects_passages(retriever):
 
 
 def test_proprag_candidate_graph_covers_passages_through_their_statements(retriever):
-    from pathweave.retrieval.context import (PATHS_WEIGHTED, PROPOSITION_SCALE, SEED_PASSAGES,
-                                             STATEMENTS_PER_PASSAGE, candidate_graph)
+    from pathweave.retrieval.context import (PROPOSITION_SCALE, SEED_PASSAGES, STATEMENTS_PER_PASSAGE,
+                                             candidate_graph)
 
     found = retriever.search(QUESTION, mode="proprag", k=3, write_record=False)
     result, snapshot = found.result, found.subgraph
@@ -139,15 +139,14 @@ def test_proprag_candidate_graph_covers_passages_through_their_statements(retrie
     for path in result.paths:
         for step in path.steps:
             assert node[step.prop_id].weight >= PROPOSITION_SCALE * path.score - 1e-9
-    # path_weight: the statements of the top PATHS_WEIGHTED paths earn path_weight x their best path's score
-    chained = candidate_graph(result, snapshot, found.query, path_weight=1.0).node_map()
-    on_top: dict[str, float] = {}
-    for path in result.paths[:PATHS_WEIGHTED]:
-        for step in path.steps:
-            on_top[step.prop_id] = max(on_top.get(step.prop_id, 0.0), path.score)
-    assert on_top
+    # path_weight: a path's final statement earns path_weight x the best score of a path ending there
+    chained = candidate_graph(result, snapshot, found.query, path_weight=2.0).node_map()
+    ends: dict[str, float] = {}
+    for path in result.paths:
+        ends[path.steps[-1].prop_id] = max(ends.get(path.steps[-1].prop_id, 0.0), path.score)
+    assert ends and any(len(path.steps) > 1 for path in result.paths)  # inner steps earn nothing extra
     for n in graph.nodes:
-        assert chained[n.id].weight == pytest.approx(n.weight + on_top.get(n.id, 0.0))
+        assert chained[n.id].weight == pytest.approx(n.weight + 2.0 * ends.get(n.id, 0.0))
 
 
 def test_budgeted_proprag_context_is_statements_citing_several_passages(retriever):

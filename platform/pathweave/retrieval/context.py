@@ -40,9 +40,11 @@ more ranked passage outweighs a second statement of a covered one); entity
 ``w = 0.05 * seed weight`` (0 for non-seeds: entities are connectors). Cost = tokens
 of the node's rendered line (:func:`assign_costs`).
 
-The statements on the top :data:`PATHS_WEIGHTED` reasoning paths also earn
-``path_weight`` x their path's score (setting ``selection.path_weight``, default 1), so a
-small budget keeps the chain that links the question to its answer. With ``path_weight``
+The final statement of each reasoning path (its last hop: where PropRAG's beam ended, the
+statement that most often holds the answer) also earns ``path_weight`` x its path's score
+(setting ``selection.path_weight``, default 1), so a small budget keeps the answer end of
+the chains; their first hops are the query-similar statements of the top passages, which
+coverage already buys. With ``path_weight``
 0 (coverage first), under a small budget the selection is about one short, query-relevant
 statement from each of the best passages (reached directly from Q for the top
 ``SEED_PASSAGES``, through shared entities and path steps for the others), then
@@ -77,9 +79,6 @@ STATEMENTS_PER_PASSAGE = 3
 """Candidate statements per passage: its ``STATEMENTS_PER_PASSAGE`` most query-similar
 statements plus its shortest one (statements on the top paths are always kept)."""
 
-PATHS_WEIGHTED = 3
-"""The top paths whose statements earn ``path_weight`` (see :func:`candidate_graph`)."""
-
 PROPOSITION_SCALE = 0.1
 """Proposition weight scale against the passage coverage weight (0.1 to 1): covering one
 more good passage is worth more than a second statement of a covered one. Measured on 40
@@ -92,11 +91,11 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
     propositions they state and those on its paths, and the seeds.
 
     ``query``: the L2-normalized ``(d,)`` query vector for the propositions' cosine
-    weights (None: path scores only). ``path_weight``: a statement on one of the top
-    :data:`PATHS_WEIGHTED` paths also earns ``path_weight`` x the best such path's score,
-    on the scale of a passage's coverage weight (0.1 to 1), so a small budget keeps the
-    reasoning chain (the bridge statements a reader needs) before spreading over more
-    passages (setting ``selection.path_weight``; its docstring has the measurements).
+    weights (None: path scores only). ``path_weight``: the final statement of a path also
+    earns ``path_weight`` x the best score of a path ending there, on the scale of a
+    passage's coverage weight (0.1 to 1), so a small budget keeps the answer ends of the
+    reasoning chains before spreading over more passages (setting
+    ``selection.path_weight``; its comment has the measurements).
     """
     p_index = {pid: i for i, pid in enumerate(subgraph.passage_ids)}
     r_index = {rid: i for i, rid in enumerate(subgraph.prop_ids)}
@@ -117,13 +116,13 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
         return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
 
     prop_w: dict[int, float] = {}
-    chain_w: dict[int, float] = {}  # statements of the top PATHS_WEIGHTED paths: their best path score
-    for rank, path in enumerate(result.paths):
+    chain_w: dict[int, float] = {}  # final statements of the paths: their best path score
+    for path in result.paths:
         steps = [r_index[s.prop_id] for s in path.steps if s.prop_id in r_index]
         for r in steps:
             prop_w[r] = max(prop_w.get(r, 0.0), path.score)
-            if rank < PATHS_WEIGHTED:
-                chain_w[r] = max(chain_w.get(r, 0.0), path.score)
+        if steps and path.steps[-1].prop_id in r_index:
+            chain_w[steps[-1]] = max(chain_w.get(steps[-1], 0.0), path.score)
         for a, b in zip(steps, steps[1:]):
             edges.add((subgraph.prop_ids[a], subgraph.prop_ids[b]))
     stated = subgraph.states[passages].indices if passages else np.zeros(0, dtype=np.int64)
