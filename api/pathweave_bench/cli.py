@@ -54,12 +54,17 @@ def bench_reuse(
     data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
     out: Path = typer.Option(Path("bench-results"), help="Where reuse.json goes."),
     limit: int = typer.Option(0, help="Only the first N questions, and only their paragraphs ingested (0 = all)."),
+    selector_policy: Optional[Path] = typer.Option(
+        None, help="A trained DPO selector policy (pathweave train selector) for the selector rows' `dpo` row "
+                   "(default: PATHWEAVE_SELECTOR_POLICY_PATH; none: no `dpo` row)."),
 ) -> None:
     """APR (spec §3): prompt tokens and context recall of a session's later questions vs the
-    same questions asked fresh, and the three prompt renderings' token counts."""
+    same questions asked fresh, the selector rows and the three prompt renderings' token counts."""
     from pathweave_bench.reuse import run_reuse
 
-    run_reuse(data, out, limit)
+    if selector_policy is not None and not selector_policy.is_file():
+        raise typer.BadParameter(f"no policy file at {selector_policy}", param_hint="--selector-policy")
+    run_reuse(data, out, limit, selector_policy)
 
 
 @bench_app.command("qa")

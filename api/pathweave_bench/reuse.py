@@ -15,8 +15,8 @@ first of each session ("later"), session vs fresh, and the three renderings' tok
 on the same payloads; the plain-text baseline (the covered passages' texts) beside them.
 
 Then, on the same later questions asked fresh, ``selector`` rows: every channel
-``unique``, every channel ``include_all``, and the trained DPO policy
-(``PATHWEAVE_SELECTOR_POLICY_PATH``; its row is left out when none is configured), each
+``unique``, every channel ``include_all``, and the trained DPO policy (``--selector-policy``,
+else ``PATHWEAVE_SELECTOR_POLICY_PATH``; its row is left out when there is none), each
 with prompt tokens and context recall; and alias consolidation
 (:func:`pathweave_bench.consolidation.consolidation_figures`): ``entities_before``/``_after``
 and proprag ``recall_at_5_before``/``_after`` on the questions. Writes ``reuse.json`` to
@@ -39,6 +39,7 @@ from rich.table import Table
 from pathweave import server
 from pathweave.apr import retrieve
 from pathweave.apr.prompt import RENDERINGS
+from pathweave.apr.selection import CHANNELS
 from pathweave.embeddings import get_embedder
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
@@ -107,8 +108,9 @@ def _summary(rows: list[dict], counter, texts) -> dict:
             "questions_later": len(rows)}
 
 
-def run_reuse(data: Path | None, out: Path, limit: int = 0) -> dict:
-    """Run the benchmark; returns (and writes) the results dict (see the module docstring)."""
+def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Path | None = None) -> dict:
+    """Run the benchmark; returns (and writes) the results dict (see the module docstring).
+    ``selector_policy``: the DPO policy file of the ``dpo`` selector row (None: the configured one)."""
     from pathweave_ingest.console import run_ingest
 
     console = Console()
@@ -164,7 +166,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0) -> dict:
                 results["recall_delta_later"] = round(s["context_recall_later"] - f["context_recall_later"], 4)
             results["renderings"] = {"fresh": f["renderings_later"], "session": s["renderings_later"]}
             later = [(text, g) for _, asked, gold in sessions for text, g in list(zip(asked, gold))[1:]]
-            results["selector"] = selector_rows(retriever, later, doc_of, counter, texts)
+            results["selector"] = selector_rows(retriever, later, doc_of, counter, texts, selector_policy)
             results.update(consolidation_figures(retriever, questions, console=console))
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
         results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
@@ -174,17 +176,21 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0) -> dict:
     return publish_results(out, "reuse.json", results, print_table, console)
 
 
-def selector_rows(retriever: Retriever, later: list[tuple[str, set[str]]], doc_of, counter, texts) -> dict:
+def selector_rows(retriever: Retriever, later: list[tuple[str, set[str]]], doc_of, counter, texts,
+                  policy: Path | None = None) -> dict:
     """``{unique, include_all[, dpo]}`` -> the :func:`_summary` of ``later`` (question, gold
     documents) asked fresh with every channel ``unique``, every channel ``include_all``, and
-    the configured DPO policy's choice (left out without ``selector.policy_path``)."""
-    channels = ("facts", "questions", "answers")
-    choices: dict[str, dict[str, str] | None] = {"unique": dict.fromkeys(channels, "unique"),
-                                                  "include_all": dict.fromkeys(channels, "include_all")}
-    if retriever.settings.selector.policy_path is not None:
-        choices["dpo"] = None  # mode apr asks the policy when no actions are given
-    return {name: _summary([_measure(retriever, text, gold, None, doc_of, actions) for text, gold in later],
-                           counter, texts) for name, actions in choices.items()}
+    the DPO policy's choice (``policy``, else ``selector.policy_path``; left out without one)."""
+    rows = {name: _summary([_measure(retriever, text, gold, None, doc_of, dict.fromkeys(CHANNELS, name))
+                            for text, gold in later], counter, texts) for name in ("unique", "include_all")}
+    policy = policy or retriever.settings.selector.policy_path
+    if policy is not None:  # mode apr asks the policy when no actions are given
+        settings = retriever.settings.model_copy(update={"selector": retriever.settings.selector.model_copy(
+            update={"policy_path": Path(policy)})})
+        chooser = Retriever(retriever.store, retriever.embedder, settings)
+        chooser.question_parser = retriever.question_parser
+        rows["dpo"] = _summary([_measure(chooser, text, gold, None, doc_of) for text, gold in later], counter, texts)
+    return rows
 
 
 def print_table(results: dict, console: Console) -> None:

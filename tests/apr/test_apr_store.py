@@ -11,7 +11,8 @@ import pytest
 
 from pathweave.apr import retrieve
 from pathweave.apr.runs import line, segment
-from pathweave.apr.session import read_query_runs
+from pathweave.apr.scoring import answer_quota
+from pathweave.apr.session import read_query_runs, seen_runs
 from pathweave.retrieval.retriever import Retriever
 from pathweave_ingest.documents import commit_document_change, document_id
 from pathweave_ingest.extractors import question_parser
@@ -124,6 +125,29 @@ def test_earlier_answers_and_questions_are_retrieved_for_a_similar_question(pipe
     # the channel actions change what is sent, and so the tokens
     everything = retrieve(retriever, "Whom did Marie Curie marry?", actions={"facts": "include_all"})
     assert everything.context.prompt_tokens > later.context.prompt_tokens
+
+
+def test_a_follow_up_takes_earlier_questions_and_answers_from_its_own_session(pipeline, retriever, store):
+    pipeline.ingest(DOCS)
+    retrieve(retriever, "What did Marie Curie discover?", session_id="s-1", write_record=True)
+    retrieve(retriever, "Where did Pierre Curie teach?", session_id="s-1", write_record=True)
+    retrieve(retriever, "Who did Marie Curie marry?", session_id="other", write_record=True)  # after s-1's
+    own = seen_runs(store, "s-1")
+    everything = {"questions": "include_all", "answers": "include_all"}
+    follow = retrieve(retriever, "Whom did Marie Curie marry?", session_id="s-1", actions=everything).context
+    memory = [run for run in follow.runs if run.channel in ("questions", "answers")]
+    # the session's own questions and answers, referenced by code; the other session's not there
+    assert memory and all(run.run_id in own and run.reused for run in memory)
+    answers = [run for run in memory if run.channel == "answers"]
+    assert len(answers) == 2 > answer_quota(2)  # runs the session saw are kept beyond the quota
+    # with the tenant's memory the follow-up also gets the other session's question and answer
+    tenant = retriever.settings.model_copy(update={"apr": retriever.settings.apr.model_copy(
+        update={"session_memory": "tenant"})})
+    wide = Retriever(store, retriever.embedder, tenant)
+    wide.question_parser = retriever.question_parser
+    broad = retrieve(wide, "Whom did Marie Curie marry?", session_id="s-1", actions=everything).context
+    assert any(run.run_id not in own for run in broad.runs if run.channel in ("questions", "answers"))
+    assert broad.prompt_tokens > follow.prompt_tokens
 
 
 def test_bad_input_is_refused_and_writes_nothing(pipeline, retriever, store):

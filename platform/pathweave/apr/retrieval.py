@@ -6,7 +6,9 @@ the one triple ``(entity, "asks", question)``) and their lines are embedded; can
 the nearest runs of the store's run vector indexes (fact runs; question and answer runs),
 ``coarse_candidates`` per index; the coarse score (entities and relations) keeps
 ``coarse_top_k`` per channel; the fine score on S = cos(query lines, run lines) ranks them;
-``top_m`` runs are kept across facts and questions and the answer quota from answers; each
+``top_m`` runs are kept across facts and questions and the answer quota from answers (runs
+the session saw beyond them: a reference costs a code; a session's follow-up takes its
+questions and answers from its own runs, setting ``apr.session_memory``); each
 channel's action selects; runs the session already saw, and runs whose triples were all given
 already (in the session or above in the prompt), are referenced by code; the three
 renderings are counted and the cheapest is the prompt. Everything the score needs is read
@@ -144,13 +146,24 @@ def _rank(store, view: CodebookView, q: EncodedQuestion, settings) -> dict[str, 
     return by_channel
 
 
-def _select(by_channel: dict[str, list[Ranked]], actions: dict[str, str], settings) -> list[tuple[str, Ranked]]:
-    """The runs kept: the top ``top_m`` across facts and questions and the answer quota
-    (spec §3), then each channel's action, as ``(channel, run)`` in channel and rank order."""
+def _select(by_channel: dict[str, list[Ranked]], actions: dict[str, str], settings,
+            session: Mapping[str, int | None] | None = None) -> list[tuple[str, Ranked]]:
+    """The runs kept, then each channel's action, as ``(channel, run)`` in channel and rank
+    order: the top ``top_m`` across facts and questions and the answer quota (spec §3).
+
+    ``session``: the ``{run_id: code}`` the session saw. Those runs are referenced by code,
+    not re-sent, so every retrieved one is kept beyond the quotas; and in a follow-up
+    (``session`` not empty) with ``session_memory = "session"``, the questions and answers
+    channels hold only the session's own runs (the tenant's earlier questions and answers
+    served its first question)."""
+    session = session or {}
+    if session and settings.session_memory == "session":
+        by_channel = {c: runs if c == "facts" else [r for r in runs if r.row.run_id in session]
+                      for c, runs in by_channel.items()}
     pooled = sorted(by_channel["facts"] + by_channel["questions"], key=lambda r: -r.fine)[:settings.top_m]
-    kept = {c: [r for r in pooled if _CHANNEL_OF[r.row.channel] == c] for c in ("facts", "questions")}
-    kept["answers"] = by_channel["answers"][:answer_quota(len(by_channel["answers"]), settings.top_m,
-                                                          settings.answer_share)]
+    quota = {id(r) for r in pooled} | {id(r) for r in by_channel["answers"][:answer_quota(
+        len(by_channel["answers"]), settings.top_m, settings.answer_share)]}
+    kept = {c: [r for r in runs if id(r) in quota or r.row.run_id in session] for c, runs in by_channel.items()}
     selected: list[tuple[str, Ranked]] = []
     for channel in CHANNELS:
         runs = kept[channel]
@@ -212,11 +225,10 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
 
         chosen = choose_actions(retriever.settings, q.vector, retriever.token_counter().count(question))
     by_channel = _rank(store, view, q, settings)
-    selected = _select(by_channel, chosen, settings)
-
     # what the session saw, and every triple given already (in the session or above in this
     # prompt), is referenced by run code, not re-sent
     seen = seen_runs(store, session_id)
+    selected = _select(by_channel, chosen, settings, seen)
     given = {t for row in view.runs(list(seen)).values() for t in row.triple_ids}
     triple_rows = view.triples([t for _, r in selected for t in r.row.triple_ids])
     prompt_runs, reused_codes, out_runs = [], [], []
