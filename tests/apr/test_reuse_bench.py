@@ -37,3 +37,15 @@ def test_each_step_has_its_supporting_paragraph_and_the_last_all_of_them(musique
         assert gold[-1] == gold_documents(question, "t") and set().union(*gold[:-1]) <= gold[-1]
     corpus = corpus_for(questions[:2], documents, "t")
     assert 0 < len(corpus) <= sum(len(q["paragraphs"]) for q in questions[:2])
+
+
+def test_a_missing_selector_policy_is_refused_before_any_work(tmp_path):
+    from typer.testing import CliRunner
+
+    from pathweave_cli.main import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["bench", "reuse", "--selector-policy", str(tmp_path / "none.safetensors"),
+                                      "--out", str(out)])
+    assert result.exit_code == 2 and "no policy file" in result.output
+    assert not out.exists()
