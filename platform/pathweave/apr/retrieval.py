@@ -18,7 +18,7 @@ by id through the codebook view (:class:`~pathweave.apr.codebook.CodebookView`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,12 +120,16 @@ def _encode_question(retriever, question: str) -> EncodedQuestion:
                            symbol_vecs, names)
 
 
-def _rank(store, view: CodebookView, q: EncodedQuestion, settings) -> dict[str, list[Ranked]]:
+def _rank(store, view: CodebookView, q: EncodedQuestion, settings,
+          own: Container[str] | None = None) -> dict[str, list[Ranked]]:
     """Per channel, the candidate runs ranked by fine score: the ``coarse_candidates``
     nearest runs of each run index, the ``coarse_top_k`` best by coarse score, re-ranked
-    by the fine score (spec §3)."""
+    by the fine score (spec §3). ``own``: a session follow-up's runs (setting
+    ``apr.session_memory = "session"``): the questions and answers channels keep only
+    those, dropped before their rows are read and scored."""
+    memory = vector_search(store, "Run", q.whole, settings.coarse_candidates, prop="memory_embedding")
     hits = vector_search(store, "Run", q.whole, settings.coarse_candidates) \
-        + vector_search(store, "Run", q.whole, settings.coarse_candidates, prop="memory_embedding")
+        + [hit for hit in memory if own is None or hit[0] in own]
     rows = view.runs([h[0] for h in hits])
     entity_rows = view.entities([e for r in rows.values() for e in r.entity_ids])
     relation_rows = view.relations([e for r in rows.values() for e in r.relation_ids])
@@ -147,23 +151,15 @@ def _rank(store, view: CodebookView, q: EncodedQuestion, settings) -> dict[str, 
 
 
 def _select(by_channel: dict[str, list[Ranked]], actions: dict[str, str], settings,
-            session: Mapping[str, int | None] | None = None) -> list[tuple[str, Ranked]]:
+            seen: Container[str] = ()) -> list[tuple[str, Ranked]]:
     """The runs kept, then each channel's action, as ``(channel, run)`` in channel and rank
-    order: the top ``top_m`` across facts and questions and the answer quota (spec §3).
-
-    ``session``: the ``{run_id: code}`` the session saw. Those runs are referenced by code,
-    not re-sent, so every retrieved one is kept beyond the quotas; and in a follow-up
-    (``session`` not empty) with ``session_memory = "session"``, the questions and answers
-    channels hold only the session's own runs (the tenant's earlier questions and answers
-    served its first question)."""
-    session = session or {}
-    if session and settings.session_memory == "session":
-        by_channel = {c: runs if c == "facts" else [r for r in runs if r.row.run_id in session]
-                      for c, runs in by_channel.items()}
+    order: the top ``top_m`` across facts and questions and the answer quota (spec §3),
+    and beyond them every run of ``seen`` (the run ids the session saw: referenced by
+    code, not re-sent, so a reference costs a code)."""
     pooled = sorted(by_channel["facts"] + by_channel["questions"], key=lambda r: -r.fine)[:settings.top_m]
-    quota = {id(r) for r in pooled} | {id(r) for r in by_channel["answers"][:answer_quota(
-        len(by_channel["answers"]), settings.top_m, settings.answer_share)]}
-    kept = {c: [r for r in runs if id(r) in quota or r.row.run_id in session] for c, runs in by_channel.items()}
+    answers = by_channel["answers"][:answer_quota(len(by_channel["answers"]), settings.top_m, settings.answer_share)]
+    quota = {r.row.run_id for r in pooled + answers}
+    kept = {c: [r for r in runs if r.row.run_id in quota or r.row.run_id in seen] for c, runs in by_channel.items()}
     selected: list[tuple[str, Ranked]] = []
     for channel in CHANNELS:
         runs = kept[channel]
@@ -224,10 +220,10 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
         from pathweave.selector_policy import choose_actions
 
         chosen = choose_actions(retriever.settings, q.vector, retriever.token_counter().count(question))
-    by_channel = _rank(store, view, q, settings)
     # what the session saw, and every triple given already (in the session or above in this
-    # prompt), is referenced by run code, not re-sent
+    # prompt), is referenced by run code, not re-sent; a follow-up's memory is the session's
     seen = seen_runs(store, session_id)
+    by_channel = _rank(store, view, q, settings, seen if seen and settings.session_memory == "session" else None)
     selected = _select(by_channel, chosen, settings, seen)
     given = {t for row in view.runs(list(seen)).values() for t in row.triple_ids}
     triple_rows = view.triples([t for _, r in selected for t in r.row.triple_ids])
