@@ -15,6 +15,11 @@ import typer
 bench_app = typer.Typer(help="Benchmarks on real data.", no_args_is_help=True)
 
 
+def _comma_list(text: str) -> list[str]:
+    """The non-empty, stripped items of a comma-separated option value, in order."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 @bench_app.command("scale")
 def bench_scale(
     data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
@@ -44,9 +49,9 @@ def bench_musique(
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
     from pathweave_bench.musique import run_musique
 
-    budgets = [int(b) for b in budget.split(",") if b.strip()]
-    rescore = [int(m) for m in rescore_top.split(",") if m.strip()]
-    run_musique(data, out, questions, [e.strip() for e in extractions.split(",") if e.strip()], budgets, rescore)
+    budgets = [int(b) for b in _comma_list(budget)]
+    rescore = [int(m) for m in _comma_list(rescore_top)]
+    run_musique(data, out, questions, _comma_list(extractions), budgets, rescore)
 
 
 @bench_app.command("reuse")
@@ -78,7 +83,7 @@ def bench_qa(
     """EM/F1/EFR of LLM answers: dense top-5, PropRAG top-5, budgeted context 200/400, PruneRAG."""
     from pathweave_bench.qa import ROWS, run_qa
 
-    chosen = tuple(dict.fromkeys(r.strip() for r in rows.split(",") if r.strip())) if rows is not None else ROWS
+    chosen = tuple(dict.fromkeys(_comma_list(rows))) if rows is not None else ROWS
     unknown = [r for r in chosen if r not in ROWS]
     if unknown or not chosen:
         raise typer.BadParameter(f"unknown rows {unknown}; use {', '.join(ROWS)}", param_hint="--rows")

@@ -49,4 +49,3 @@ def test_a_missing_selector_policy_is_refused_before_any_work(tmp_path):
                                       "--out", str(out)])
     assert result.exit_code == 2 and "no policy file" in result.output
     assert not out.exists()
-
