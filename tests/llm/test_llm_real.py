@@ -126,6 +126,18 @@ def test_answer_schema_lets_the_model_cite_only_source_labels(llm_client):
     assert parse_answer(none)[1] == []
 
 
+def test_answer_is_a_short_phrase_from_the_sources(llm_client):
+    # the sources hold the answer inside sentences; the answer is the phrase, not a sentence
+    # and not the prompt's own wording (the 1.5B once copied a placeholder of it)
+    sources = ("- Marie Curie was a physicist and chemist who was born in the city of Warsaw in 1867. [Marie Curie]\n"
+               "- Warsaw is the capital and largest city of Poland and stands on the Vistula river. [Warsaw]")
+    completion = llm_client.chat(answer_messages("In which city was Marie Curie born?", sources),
+                                 schema=answer_schema(["Marie Curie", "Warsaw"]), max_tokens=96)
+    answer, labels = parse_answer(completion)
+    assert "warsaw" in answer.lower() and len(answer.split()) <= 3, answer
+    assert labels and set(labels) <= {"Marie Curie", "Warsaw"}
+
+
 def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_settings):
     from pathweave.server import free_port
 
