@@ -42,6 +42,8 @@ def test_answer_citations_resolve_to_passages_and_statements():
                                   ContextLine(id="e1", kind="entity", rank=3, weight=1, line="- Entity: D")])
     assert _resolve_context(["Alpha", "[Beta]", "Gamma"], context) == (["p7"], ["s1"])
     assert parse_answer(Completion('{"answer": " Warsaw ", "citations": ["1", 2]}')) == ("Warsaw", ["1", "2"])
+    assert parse_answer(Completion('{"answer": "{25.8 inches}", "citations": []}')) == ("25.8 inches", [])
+    assert parse_answer(Completion('{"answer": "{a} and {b}", "citations": []}'))[0] == "{a} and {b}"
     result = QueryResult(query_id="q", question="?", mode="proprag", passages=hits, context=context)
     assert source_labels(result) == ["Alpha", "Beta"] and source_labels(result, use_context=False) == ["1", "2", "3"]
     citations = answer_schema(["Alpha", "Beta", "Alpha"])["properties"]["citations"]
