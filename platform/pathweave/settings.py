@@ -181,9 +181,10 @@ class SelectionSettings(_Section):
     # contexts that contain the gold answer is 0.35 with 0, 0.38 when every statement of the
     # top 3 paths earned it (gold passages cited 0.758 -> 0.701), 0.42 with the final
     # statements of all 5 paths (cited 0.715; budget 400: 0.53 -> 0.57). Answer F1 of
-    # Qwen2.5-Coder-1.5B from the budget-200 context, top-3-paths rule -> final statements:
-    # `bench qa --limit 20` 0.205 -> 0.168, MuSiQue questions 21-60 0.209 -> 0.235; all 100
-    # questions (final statements): 0.201 at 310 prompt tokens vs dense top-5 0.193 at 695.
+    # Qwen2.5-Coder-1.5B from the budget-200 context (the earlier answer prompt), top-3-paths
+    # rule -> final statements: `bench qa --limit 20` 0.205 -> 0.168, MuSiQue questions 21-60
+    # 0.209 -> 0.235; all 100 questions (final statements): 0.201 at 310 prompt tokens vs
+    # dense top-5 0.193 at 695.
     path_weight: float = Field(1.0, ge=0.0)
 
 
