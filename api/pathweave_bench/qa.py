@@ -11,9 +11,12 @@ is answered five ways, all in the same run:
 
 Per row: EM and token F1 (spec §6, SQuAD normalization, max over answer + aliases), mean
 prompt and completion tokens, LLM calls per question and p50 latency (ms, retrieval +
-LLM). EFR (spec §4) = P(answer wrong | every gold passage was retrieved): for PruneRAG
-over everything its tree retrieved, and for "root only" (the answer from the root's
-PropRAG top-5, i.e. ``proprag_top5``). Writes ``qa.json`` to ``--out``.
+LLM); for every row but ``dense_top5``, its F1 against the dense top-5 answers on the same
+questions (``f1_vs_dense``: mean per-question difference, its standard error, questions
+better / worse; on 20 questions one answer moves the mean by up to 0.05). EFR (spec §4)
+= P(answer wrong | every gold passage was retrieved): for PruneRAG over everything its
+tree retrieved, and for "root only" (the answer from the root's PropRAG top-5, i.e.
+``proprag_top5``). Writes ``qa.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from rich.table import Table
 from pathweave import server
 from pathweave.answering import generate_answer
 from pathweave.embeddings import get_embedder
-from pathweave.evaluation import exact_match, percentile_ms, token_f1
+from pathweave.evaluation import exact_match, paired_difference, percentile_ms, token_f1
 from pathweave.llm.client import connect
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
@@ -126,6 +129,10 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
                              "p50_ms": round(percentile_ms(s["ms"], 50), 1), "errors": s["errors"],
                              "efr": efr(s["efr"])}
                        for row, s in per_row.items() if s["em"]}
+    dense = per_row.get("dense_top5", {}).get("f1")
+    for row in results["rows"]:
+        if dense and row != "dense_top5":
+            results["rows"][row]["f1_vs_dense"] = paired_difference(per_row[row]["f1"], dense).as_dict()
     results["efr"] = {"prunerag": results["rows"].get("prunerag", {}).get("efr"),
                       "root_only": results["rows"].get("proprag_top5", {}).get("efr")}
     results["llm_usage"] = vars(client.usage())
@@ -134,15 +141,19 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
 
 
 def print_qa_table(results: dict, console: Console) -> None:
-    """One row per answer source: EM, F1, tokens, LLM calls, p50 latency, EFR."""
+    """One row per answer source: EM, F1 (and its paired difference to dense top-5 +- its
+    standard error), tokens, LLM calls, p50 latency, EFR."""
     machine = results["machine"]
     table = Table(title=f"MuSiQue QA ({results['questions']} questions), {results['model']}, "
                         f"{machine['cores']} cores {machine['cpu']}")
-    for column in ("row", "EM", "F1", "prompt tok", "completion tok", "LLM calls", "p50 s", "EFR", "errors"):
+    for column in ("row", "EM", "F1", "F1 - dense (SE)", "prompt tok", "completion tok", "LLM calls", "p50 s", "EFR",
+                   "errors"):
         table.add_column(column)
     for row, r in results["rows"].items():
-        table.add_row(row, f"{r['em']:.3f}", f"{r['f1']:.3f}", f"{r['prompt_tokens']:.0f}",
-                      f"{r['completion_tokens']:.0f}", f"{r['llm_calls']:.1f}", f"{r['p50_ms'] / 1000:.1f}",
+        vs = r.get("f1_vs_dense")
+        table.add_row(row, f"{r['em']:.3f}", f"{r['f1']:.3f}", f"{vs['mean']:+.3f} ({vs['se']:.3f})" if vs else "-",
+                      f"{r['prompt_tokens']:.0f}", f"{r['completion_tokens']:.0f}", f"{r['llm_calls']:.1f}",
+                      f"{r['p50_ms'] / 1000:.1f}",
                       "-" if r["efr"] is None else f"{r['efr']:.3f}", str(r["errors"]))
     console.print(table)
     console.print(f"EFR: PruneRAG {results['efr']['prunerag']} vs root only (PropRAG top-5) {results['efr']['root_only']}")

@@ -2,7 +2,8 @@
 
 Recall@k: fraction of a question's gold passages among the top k retrieved
 (passages are compared by document: title + text), averaged over questions.
-EM / token F1 use SQuAD normalization, max over answer + aliases.
+EM / token F1 use SQuAD normalization, max over answer + aliases. Two answer sources
+read on the same questions are compared per question (:func:`paired_difference`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -50,3 +52,40 @@ def token_f1(prediction: str, answers: list[str]) -> float:
             precision, recall = common / len(pred), common / len(gold)
             best = max(best, 2 * precision * recall / (precision + recall))
     return best
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Per-question difference of one score between two answer sources on the same questions.
+
+    Attributes:
+        mean: mean of ``a_i - b_i`` (score units, e.g. F1 0..1).
+        se: its standard error, ``std(a - b, ddof=1) / sqrt(n)`` (0.0 for n < 2).
+        better / worse: questions where ``a_i > b_i`` / ``a_i < b_i``.
+        n: questions compared.
+    """
+
+    mean: float
+    se: float
+    better: int
+    worse: int
+    n: int
+
+    def as_dict(self) -> dict:
+        """The fields, mean and se rounded to 4 decimals (for a results JSON)."""
+        return {**asdict(self), "mean": round(self.mean, 4), "se": round(self.se, 4)}
+
+
+def paired_difference(a: list[float], b: list[float]) -> PairedDifference:
+    """Paired comparison of per-question scores ``a`` and ``b`` (same questions, same order):
+    on a few dozen questions a difference within about one ``se`` is a tie, not a result.
+
+    Raises:
+        ValueError: ``a`` and ``b`` differ in length or are empty.
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired scores need two equally long, non-empty lists, got {len(a)} and {len(b)}")
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    return PairedDifference(mean=float(diff.mean()), se=se, better=int((diff > 0).sum()),
+                            worse=int((diff < 0).sum()), n=len(diff))
