@@ -44,3 +44,27 @@ def test_the_qa_table_shows_each_rows_f1_against_dense_top5():
              for line in console.export_text().splitlines() if line.startswith("│")}
     assert cells["proprag_budget_200"][3] == "+0.125 (0.315)"
     assert cells["dense_top5"][3] == "-"  # no difference to itself
+
+
+def test_a_redirected_bench_console_is_wide_enough_for_the_qa_table(monkeypatch):
+    import io
+    import sys
+
+    from pathweave_bench.common import REDIRECTED_WIDTH, bench_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)  # `bench qa ... | tee log`: not a terminal
+    console = bench_console()
+    assert console.width == REDIRECTED_WIDTH
+    row = {"em": 0.05, "f1": 0.139, "prompt_tokens": 330, "completion_tokens": 20, "llm_calls": 1, "p50_ms": 8000,
+           "errors": 0, "efr": None}
+    print_qa_table({"questions": 20, "model": "qwen2.5-coder-1.5b", "machine": {"cores": 2, "cpu": "AMD EPYC"},
+                    "efr": {"prunerag": 0.643, "root_only": 0.909},
+                    "rows": {"dense_top5": row, "proprag_budget_200": {
+                        **row, "f1_vs_dense": paired_difference([0.5, 0], [0, 0.25]).as_dict()}}}, console)
+    text = out.getvalue()
+    assert "…" not in text  # rich's 80 columns cut these cells short
+    assert "proprag_budget_200" in text and "+0.125 (0.375)" in text
+    monkeypatch.setenv("COLUMNS", "100")
+    assert bench_console().width == 100  # an explicit width still wins

@@ -38,7 +38,7 @@ from pathweave.llm.client import connect
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
+from pathweave_bench.common import bench_console, default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
 from pathweave_bench.musique import gold_documents, load_musique
 from pathweave_ingest.console import progress_bar, run_ingest
 
@@ -67,7 +67,7 @@ def efr(cases: list[tuple[bool, float]]) -> float | None:
 
 def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] = ROWS) -> dict:
     """Run the benchmark; returns (and writes ``out/qa.json``) the results dict."""
-    console = Console()
+    console = bench_console()
     questions, documents = load_musique(Path(data) if data else default_data_dir(), limit)
     base = get_settings()
     llm = base.llm
