@@ -1,10 +1,14 @@
-"""Answer metrics of spec §6 and the paired comparison bench qa reports (pure logic)."""
+"""Answer metrics of spec §6, the paired comparison bench qa reports, and its table (pure logic)."""
+
+import io
+import sys
 
 import pytest
 from rich.console import Console
 
 from pathweave.evaluation import exact_match, paired_difference, token_f1
 from pathweave_bench.qa import print_qa_table
+from pathweave_ingest.console import REDIRECTED_WIDTH, stdout_console
 
 
 def test_exact_match_and_f1_use_squad_normalization_over_aliases():
@@ -46,16 +50,11 @@ def test_the_qa_table_shows_each_rows_f1_against_dense_top5():
     assert cells["dense_top5"][3] == "-"  # no difference to itself
 
 
-def test_a_redirected_bench_console_is_wide_enough_for_the_qa_table(monkeypatch):
-    import io
-    import sys
-
-    from pathweave_bench.common import REDIRECTED_WIDTH, bench_console
-
+def test_a_redirected_stdout_console_is_wide_enough_for_the_qa_table(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)  # `bench qa ... | tee log`: not a terminal
-    console = bench_console()
+    console = stdout_console()
     assert console.width == REDIRECTED_WIDTH
     row = {"em": 0.05, "f1": 0.139, "prompt_tokens": 330, "completion_tokens": 20, "llm_calls": 1, "p50_ms": 8000,
            "errors": 0, "efr": None}
@@ -67,4 +66,4 @@ def test_a_redirected_bench_console_is_wide_enough_for_the_qa_table(monkeypatch)
     assert "…" not in text  # rich's 80 columns cut these cells short
     assert "proprag_budget_200" in text and "+0.125 (0.375)" in text
     monkeypatch.setenv("COLUMNS", "100")
-    assert bench_console().width == 100  # an explicit width still wins
+    assert stdout_console().width == 100  # an explicit width still wins

@@ -40,7 +40,8 @@ from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
 from pathweave.server import free_port, stop_process
-from pathweave_bench.common import bench_console, REPO_ROOT, default_data_dir, git_commit, machine_info, publish_results
+from pathweave_bench.common import REPO_ROOT, default_data_dir, git_commit, machine_info, publish_results
+from pathweave_ingest.console import stdout_console
 from pathweave_ingest.worker import broker_answers
 
 def _wait(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None,
@@ -136,7 +137,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     from pathweave_ingest.tasks import InProcessQueue
     from pathweave_ingest.worker_runtime import Runtime
 
-    console = bench_console()
+    console = stdout_console()
     data = Path(data) if data else default_data_dir()
     corpus = json.loads((data / "musique_train_corpus.json").read_text())
     corpus = corpus[:passages] if passages else corpus

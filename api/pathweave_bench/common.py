@@ -1,19 +1,17 @@
 """What every benchmark records beside its figures: where the benchmark data is
-(``../shared/bench``), the machine (cores, RAM, CPU), the commit, peak memory, a wait for
-the store server to go idle before timing queries, and the console a benchmark prints on."""
+(``../shared/bench``), the machine (cores, RAM, CPU), the commit, peak memory, and a wait
+for the store server to go idle before timing queries."""
 
 from __future__ import annotations
 
 import platform as stdlib_platform
 import resource
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import psutil
-from rich.console import Console
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,20 +76,6 @@ def write_results(out: Path, name: str, results: dict) -> Path:
     path = out / name
     path.write_text(json.dumps(results, indent=2))
     return path
-
-
-REDIRECTED_WIDTH = 160
-"""Console width (columns) of a benchmark whose output is not a terminal (``| tee``, a CI
-log): rich's default there is 80 columns, which truncates the wider tables' cells."""
-
-
-def bench_console() -> Console:
-    """The console a benchmark prints its progress and table on: the terminal's own width,
-    or :data:`REDIRECTED_WIDTH` columns when stdout is redirected (``COLUMNS`` still wins)."""
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=REDIRECTED_WIDTH)
-    return console
 
 
 def publish_results(out: Path, name: str, results: dict, show, console) -> dict:

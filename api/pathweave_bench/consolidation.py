@@ -18,10 +18,9 @@ from rich.console import Console
 
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import AliasSettings
-from pathweave_bench.common import bench_console
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.aliases import canonical_count, clear_tenant, consolidate_tenant
-from pathweave_ingest.console import progress_bar
+from pathweave_ingest.console import progress_bar, stdout_console
 
 
 def consolidation_figures(retriever: Retriever, questions: list[dict], params: AliasSettings | None = None,
@@ -35,7 +34,7 @@ def consolidation_figures(retriever: Retriever, questions: list[dict], params: A
     Leaves the tenant consolidated."""
     store = retriever.store
     params = params or retriever.settings.aliases
-    console = console or bench_console()
+    console = console or stdout_console()
     clear_tenant(store)
     entities = canonical_count(store)
     before = evaluate(retriever, questions, "proprag", console)

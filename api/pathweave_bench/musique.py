@@ -29,7 +29,8 @@ from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
 from pathweave.text import stable_id
-from pathweave_bench.common import bench_console, default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store
+from pathweave_ingest.console import stdout_console
 from pathweave_ingest.loaders import SourceDocument
 
 EXTRACTION_FILE = "openie_gpt-3.5-turbo-1106.json"
@@ -219,7 +220,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
     proprag runs with these re-scoring depths M (rows ``proprag_m<M>``)."""
     from pathweave_ingest.console import run_ingest
 
-    console = bench_console()
+    console = stdout_console()
     data = Path(data) if data else default_data_dir()
     questions, documents = load_musique(data, limit)
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-"))

@@ -38,9 +38,9 @@ from pathweave.llm.client import connect
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import bench_console, default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
 from pathweave_bench.musique import gold_documents, load_musique
-from pathweave_ingest.console import progress_bar, run_ingest
+from pathweave_ingest.console import progress_bar, run_ingest, stdout_console
 
 ROWS = ("dense_top5", "proprag_top5", "proprag_budget_200", "proprag_budget_400", "prunerag")
 
@@ -67,7 +67,7 @@ def efr(cases: list[tuple[bool, float]]) -> float | None:
 
 def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] = ROWS) -> dict:
     """Run the benchmark; returns (and writes ``out/qa.json``) the results dict."""
-    console = bench_console()
+    console = stdout_console()
     questions, documents = load_musique(Path(data) if data else default_data_dir(), limit)
     base = get_settings()
     llm = base.llm
@@ -130,9 +130,10 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
                              "efr": efr(s["efr"])}
                        for row, s in per_row.items() if s["em"]}
     dense = per_row.get("dense_top5", {}).get("f1")
-    for row in results["rows"]:
-        if dense and row != "dense_top5":
-            results["rows"][row]["f1_vs_dense"] = paired_difference(per_row[row]["f1"], dense).as_dict()
+    if dense:
+        for row, figures in results["rows"].items():
+            if row != "dense_top5":
+                figures["f1_vs_dense"] = paired_difference(per_row[row]["f1"], dense).as_dict()
     results["efr"] = {"prunerag": results["rows"].get("prunerag", {}).get("efr"),
                       "root_only": results["rows"].get("proprag_top5", {}).get("efr")}
     results["llm_usage"] = vars(client.usage())

@@ -44,10 +44,11 @@ from pathweave.embeddings import get_embedder
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import (bench_console, default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store,
+from pathweave_bench.common import (default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store,
                                     publish_results)
 from pathweave_bench.consolidation import consolidation_figures
 from pathweave_bench.musique import load_musique, paragraph_document_id
+from pathweave_ingest.console import stdout_console
 from pathweave_ingest.extractors import make_extractor, question_parser
 
 _PLACEHOLDER = re.compile(r"#(\d+)")
@@ -113,7 +114,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
     ``selector_policy``: the DPO policy file of the ``dpo`` selector row (None: the configured one)."""
     from pathweave_ingest.console import run_ingest
 
-    console = bench_console()
+    console = stdout_console()
     data = Path(data) if data else default_data_dir()
     questions, documents = load_musique(data, limit)
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-reuse-"))

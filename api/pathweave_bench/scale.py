@@ -34,8 +34,9 @@ from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import bench_console, default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
 from pathweave_bench.musique import evaluate
+from pathweave_ingest.console import stdout_console
 from pathweave_ingest.loaders import SourceDocument
 
 FRESH_DOCUMENTS = [  # (title, text, question): invented facts no corpus states
@@ -123,7 +124,7 @@ def _serve_queries(conn, settings) -> None:
     embedder = get_embedder(settings)
     with open_store(settings, tenant="scale") as store:
         retriever = Retriever(store, embedder, settings)
-        console = bench_console()
+        console = stdout_console()
         while True:
             command, args = conn.recv()
             if command == "stop":
@@ -169,7 +170,7 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
     Raises FileExistsError when ``keep`` exists."""
     from pathweave_ingest.console import run_ingest
 
-    console = bench_console()
+    console = stdout_console()
     data = Path(data) if data else default_data_dir()
     corpus = json.loads((data / "musique_train_corpus.json").read_text())
     questions = json.loads((data / "musique_train.json").read_text())

@@ -49,9 +49,9 @@ def package_documents() -> list[SourceDocument]:
 
 def run_demo(settings: Settings) -> None:
     """Ingest the package READMEs (idempotent) and print answers to :data:`QUESTIONS`."""
-    from pathweave_ingest.console import print_result, run_ingest
+    from pathweave_ingest.console import print_result, run_ingest, stdout_console
 
-    console = Console()
+    console = stdout_console()
     documents = package_documents()
     console.print(f"[bold]Pathweave demo[/]: {len(documents)} package READMEs from this machine's site-packages")
     with open_store(settings) as store:

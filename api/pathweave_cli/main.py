@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from pathweave.retrieval.modes import MODES
 from pathweave_bench.cli import bench_app
@@ -26,7 +25,7 @@ from pathweave_cli import service
 from pathweave_cli.aliases import aliases_app
 from pathweave_cli.llm import llm_app
 from pathweave_cli.train import train_app
-from pathweave_ingest.console import console, print_result, run_ingest
+from pathweave_ingest.console import console, print_result, run_ingest, stdout_console
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -165,7 +164,7 @@ def ingest(
         if sync:
             plan = sync_plan(store, path, documents, errors)
             if dry_run:
-                out = Console()
+                out = stdout_console()
                 for label, key in (("add", "new"), ("replace", "changed"), ("keep", "unchanged")):
                     for doc in plan[key]:
                         out.print(f"{label:8} {doc.key or doc.source}", soft_wrap=True, markup=False)

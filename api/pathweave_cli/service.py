@@ -11,10 +11,9 @@ import sys
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-console = Console(stderr=True)
+from pathweave_ingest.console import console, stdout_console
 
 
 def _key_store():
@@ -142,7 +141,7 @@ def keys_list(
     for key in keys:
         table.add_row(key.key_id, key.tenant, key.name, key.created_at[:19], (key.revoked_at or "")[:19],
                       "default" if key.rate_limit_per_s is None else f"{key.rate_limit_per_s:g}")
-    Console().print(table)
+    stdout_console().print(table)
 
 
 @keys_app.command("revoke")

@@ -26,11 +26,10 @@ from typing import Optional
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from pathweave.selector_examples import Evaluator, SelectorExample, SelectorQuestion, context_recall
-from pathweave_ingest.console import console, progress_bar
+from pathweave_ingest.console import console, progress_bar, stdout_console
 
 train_app = typer.Typer(help="Train Pathweave's learned parts.", no_args_is_help=True)
 
@@ -235,7 +234,7 @@ def train_selector(
         for name, row in rows.items():
             table.add_row(f"{split} ({len(train) if split == 'train' else len(held_out)})", name,
                           f"{row['accuracy']:.3f}", f"{row['prompt_tokens']:.1f}")
-    Console().print(table)
+    stdout_console().print(table)
     console.print(f"{report.pairs} preference pairs from {report.examples} questions; DPO loss "
                   f"{report.loss[0]:.4f} -> {report.loss[-1]:.4f} in {report.seconds:.1f} s; policy written to {out}")
     console.print_json(json.dumps({**figures, "loss": [round(v, 4) for v in report.loss]}))

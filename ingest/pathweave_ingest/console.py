@@ -1,10 +1,12 @@
 """What the command line and the benchmarks share to show long jobs and results: the
-stderr console, a progress bar with a passages/s column, ingestion with that bar, and
-a human-readable query result. No command definitions here (the CLI imports this)."""
+stderr console, the stdout console for tables and results, a progress bar with a
+passages/s column, ingestion with that bar, and a human-readable query result. No command
+definitions here (the CLI imports this)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +14,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 console = Console(stderr=True)
+
+REDIRECTED_WIDTH = 160
+"""Width (columns) of :func:`stdout_console` when stdout is not a terminal (``| tee``, a CI
+log): rich's default there is 80 columns, which truncates wider tables' cells."""
+
+
+def stdout_console() -> Console:
+    """The console tables and results are printed on: the terminal's own width, or
+    :data:`REDIRECTED_WIDTH` columns when stdout is redirected (``COLUMNS`` still wins)."""
+    out = Console()
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = REDIRECTED_WIDTH
+    return out
 
 
 def progress_bar() -> Progress:
@@ -53,7 +68,7 @@ def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = 
 
 def print_result(result) -> None:
     """Human-readable result: passages with citations, paths, seeds, timings."""
-    out = Console()
+    out = stdout_console()
     out.print(f"[bold]Q:[/] {result.question}  [dim]({result.mode}, record {result.query_id})[/]")
     for hit in result.passages:
         snippet = hit.text if len(hit.text) < 220 else hit.text[:217] + "..."
