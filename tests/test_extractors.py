@@ -20,6 +20,15 @@ def test_propositions_name_their_subject():
     assert props[1] == ("Warsaw is large and old.", ["Warsaw"])
 
 
+def test_a_statement_is_made_self_contained_by_its_title():
+    from pathweave_ingest.extractors.base import self_contained
+
+    assert self_contained("Marie Curie", "She  won the prize.") == "Marie Curie won the prize."
+    assert self_contained("Warsaw", "The city lies on the Vistula.") == "Warsaw: The city lies on the Vistula."
+    assert self_contained("Warsaw", "Warsaw is large.") == "Warsaw is large."
+    assert self_contained("", "It is large.") == "It is large."
+
+
 def test_spacy_extractor_finds_entities_propositions_and_triples(extractor):
     text = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
     (out,) = extractor.extract([PassageInput("Marie Curie", text, text)])
@@ -54,3 +63,21 @@ def test_imported_extraction_file_must_be_valid(tmp_path):
         assert "bad.json" in str(exc)
     else:
         raise AssertionError("invalid extraction file accepted")
+
+
+def test_bench_extract_counts_the_hop_answers_that_propositions_keep(extractor):
+    from pathweave_bench.extract import hop_answer_recall, supporting_passages
+
+    text = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
+    question = {"paragraphs": [{"idx": 0, "title": "Marie Curie", "paragraph_text": f"Marie Curie\n{text}"},
+                               {"idx": 1, "title": "Warsaw", "paragraph_text": "Warsaw lies on the Vistula."}],
+                "question_decomposition": [{"answer": "Warsaw", "paragraph_support_idx": 0},
+                                           {"answer": "1903", "paragraph_support_idx": 0},
+                                           {"answer": "the Vistula river", "paragraph_support_idx": 1}]}
+    passages, answers = supporting_passages([question, question])  # each paragraph once; answers found in it only
+    assert [(p.title, p.text) for p in passages] == [("Marie Curie", text), ("Warsaw", "Warsaw lies on the Vistula.")]
+    assert answers == [["Warsaw", "1903"], []]
+    sentences = [[t for t, _ in e.propositions] for e in extractor.extract(passages)]
+    assert hop_answer_recall(sentences, answers) == (1.0, 2)
+    assert hop_answer_recall([sentences[0][:1], sentences[1]], answers) == (0.5, 2)  # the 1903 sentence dropped
+    assert hop_answer_recall([[], []], [[], []]) == (0.0, 0)

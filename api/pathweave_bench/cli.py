@@ -1,4 +1,5 @@
-"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``reuse``, ``scale``, ``api`` and ``select``.
+"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``extract``, ``reuse``, ``scale``, ``api`` and
+``select``.
 
 Each runs one benchmark module of this package on real data from ``../shared/bench``
 and prints its figures beside the baseline measured in the same run. The top-level
@@ -89,6 +90,22 @@ def bench_qa(
         raise typer.BadParameter(f"unknown rows {unknown}; use {', '.join(ROWS)}", param_hint="--rows")
 
     run_qa(data, out, limit, chosen)
+
+
+@bench_app.command("extract")
+def bench_extract(
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where extract.json goes."),
+    limit: int = typer.Option(10, help="The supporting paragraphs of the first N questions (0 = all 100: 234 "
+                                       "paragraphs)."),
+) -> None:
+    """LLM extractor vs spaCy: propositions per passage and hop-answer recall of MuSiQue's
+    supporting paragraphs."""
+    from pathweave_bench.extract import run_extract
+
+    if limit < 0:
+        raise typer.BadParameter("must be >= 0", param_hint="--limit")
+    run_extract(data, out, limit)
 
 
 @bench_app.command("api")

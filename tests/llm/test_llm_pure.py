@@ -10,7 +10,14 @@ from pathweave.llm.client import Completion
 from pathweave.llm.weights import MODELS, packaged_model
 from pathweave.model import BudgetedContext, ContextLine, PassageHit, QueryResult
 from pathweave_bench.qa import efr
-from pathweave_ingest.extractors.llm_extractor import parse_extraction
+from pathweave_ingest.extractors.base import PassageInput, split_sentences
+from pathweave_ingest.extractors.llm_extractor import (
+    MAX_EXTRACT_TOKENS,
+    LLMExtractor,
+    completion_budget,
+    extraction_schema,
+    parse_extraction,
+)
 
 
 def test_efr_is_wrong_answers_among_questions_with_all_gold_retrieved():
@@ -19,17 +26,35 @@ def test_efr_is_wrong_answers_among_questions_with_all_gold_retrieved():
     assert efr([(False, 0.0), (False, 1.0)]) is None
 
 
-def test_parse_extraction_keeps_entities_of_triples_and_propositions():
-    text = ('```json\n{"entities": [{"name": "Marie Curie", "type": "person"}], '
-            '"triples": [["Marie Curie", "born in", "Warsaw"], ["x", "y"], ["A", "is", "A"]], '
-            '"propositions": [{"text": "Marie  Curie was born in Warsaw.", "entities": ["Marie Curie", "Warsaw"]}, '
-            '{"text": "Too short", "entities": []}]}\n```')
-    out = parse_extraction(text)
-    assert out.entities == {"Marie Curie": "PERSON", "Warsaw": "OTHER"}
+def test_parse_extraction_makes_every_sentence_group_self_contained():
+    text = ('```json\n{"sentences": [{"propositions": [{"text": "Marie  Curie was born in Warsaw.", '
+            '"entities": ["Marie Curie", "Warsaw", "Paris"]}]}, '
+            '{"propositions": [{"text": "She won the Nobel Prize in 1903.", "entities": ["Nobel Prize", "1903"]}, '
+            '{"text": "The prize was shared.", "entities": []}, {"text": "Too short", "entities": []}, '
+            '{"text": "Marie Curie was born in Warsaw.", "entities": []}]}], '
+            '"triples": [["Marie Curie", "born in", "Warsaw"], ["x", "y"], ["A", "is", "A"]]}\n```')
+    out = parse_extraction(text, "Marie Curie")
+    assert out.propositions == [
+        ("Marie Curie was born in Warsaw.", ["Marie Curie", "Warsaw"]),  # Paris is listed but not named: dropped
+        ("Marie Curie won the Nobel Prize in 1903.", ["Nobel Prize", "1903", "Marie Curie"]),  # pronoun -> title
+        ("Marie Curie: The prize was shared.", ["Marie Curie"]),  # the title as prefix
+    ]  # "Too short" and the repeated statement are dropped
     assert out.triples == [("Marie Curie", "born in", "Warsaw")]
-    assert out.propositions == [("Marie Curie was born in Warsaw.", ["Marie Curie", "Warsaw"])]
-    with pytest.raises(ValueError):
-        parse_extraction('{"entities": []}')
+    assert set(out.entities) == {"Marie Curie", "Warsaw", "Nobel Prize", "1903"}
+    for bad in ('{"entities": [], "triples": []}', '{"sentences": []}', "no json"):
+        with pytest.raises(ValueError):
+            parse_extraction(bad, "Marie Curie")
+
+
+def test_extraction_prompt_numbers_the_sentences_and_the_schema_wants_one_group_each():
+    passage = PassageInput("Warsaw", "Warsaw is big. It lies on the Vistula.", "Warsaw is big. It lies on the Vistula.")
+    (sentences,) = split_sentences([passage.text])
+    assert sentences == ["Warsaw is big.", "It lies on the Vistula."]
+    prompt = LLMExtractor(client=None).messages(passage, sentences)[-1]["content"]
+    assert prompt == "Title: Warsaw\n1. Warsaw is big.\n2. It lies on the Vistula."
+    groups = extraction_schema(2)["properties"]["sentences"]
+    assert groups["minItems"] == groups["maxItems"] == 2 and groups["items"]["properties"]["propositions"]["minItems"] == 1
+    assert completion_budget(2) < completion_budget(6) <= completion_budget(100) == MAX_EXTRACT_TOKENS
 
 
 def test_answer_citations_resolve_to_passages_and_statements():

@@ -153,16 +153,20 @@ def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_se
     assert answer.error is not None and slow.usage().failures == 2
 
 
-def test_llm_extractor_ingests_idempotently(store, embedder, settings, llm_client):
+def test_llm_extractor_keeps_every_sentence_and_ingests_idempotently(store, embedder, settings, llm_client):
     from pathweave_ingest.extractors.base import PassageInput
     from pathweave_ingest.extractors.llm_extractor import LLMExtractor
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.pipeline import Pipeline
 
     extractor = LLMExtractor(llm_client)
-    text = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
+    text = ("Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903. "
+            "Her husband was Pierre Curie, a French physicist.")
     extraction = extractor.extract([PassageInput("Marie Curie", text, text)])[0]
-    assert extractor.fallbacks == 0 and extraction.entities and extraction.propositions
+    assert extractor.fallbacks == 0 and extraction.entities
+    statements = " | ".join(text for text, _ in extraction.propositions).lower()
+    assert all(fact in statements for fact in ("warsaw", "1903", "pierre curie")), statements  # one group per sentence
+    assert all("marie curie" in text.lower() for text, _ in extraction.propositions)  # self-contained
     assert all(isinstance(name, str) for _, names in extraction.propositions for name in names)
     pipeline = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": store.tenant}))
     pipeline.ingest([SourceDocument("test#curie", "Marie Curie", text)], [])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from pathweave.text import normalize
 
@@ -66,22 +67,43 @@ def mentioned(entity_names: list[str], text: str) -> list[str]:
     return out
 
 
+def self_contained(title: str, statement: str) -> str:
+    """Cheap decontextualization of one statement of a passage titled ``title``: a leading
+    pronoun is replaced by the title (:func:`decontextualize`); a statement that still does
+    not name the title gets it as a prefix (``"Warsaw: The city lies on the Vistula."``).
+    Whitespace is collapsed. Unchanged when ``title`` is empty."""
+    text, _ = decontextualize(" ".join(statement.split()), title)
+    if title and not mentioned([title], text):
+        text = f"{title}: {text}"
+    return text
+
+
+@lru_cache(maxsize=1)
+def _sentencizer():
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def split_sentences(texts: list[str]) -> list[list[str]]:
+    """The sentences of each text (spaCy's rule-based sentencizer, no model), stripped and
+    non-empty, in order: ``len(result) == len(texts)``."""
+    return [[s.text.strip() for s in doc.sents if s.text.strip()] for doc in _sentencizer().pipe(texts)]
+
+
 def build_propositions(title: str, sentences: list[str], entity_names: list[str]) -> list[tuple[str, list[str]]]:
     """Propositions of a passage from its sentences: ``[(text, [entity names])]``.
 
-    Cheap decontextualization: a leading pronoun is replaced by the title; a
-    sentence that still does not name the title gets it as a prefix
-    (``"Warsaw: The city lies on the Vistula."``), so every proposition names its
-    subject and mentions the title entity. Sentences shorter than three words are dropped.
+    Each sentence is made :func:`self_contained`, so every proposition names its subject
+    and mentions the title entity. Sentences shorter than three words are dropped.
     """
     propositions = []
     for sentence in sentences:
-        sentence = " ".join(sentence.split())
         if len(sentence.split()) < 3:
             continue
-        text, _ = decontextualize(sentence, title)
-        if title and not mentioned([title], text):
-            text = f"{title}: {text}"
+        text = self_contained(title, sentence)
         names = mentioned(entity_names, text)
         if title and title not in names:
             names.append(title)

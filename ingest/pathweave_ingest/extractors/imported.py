@@ -10,19 +10,15 @@ imported entities they contain; the triples become RELATES edges.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 
-from pathweave_ingest.extractors.base import PassageExtraction, PassageInput, build_propositions, mentioned
-
-
-@lru_cache(maxsize=1)
-def _sentencizer():
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    return nlp
+from pathweave_ingest.extractors.base import (
+    PassageExtraction,
+    PassageInput,
+    build_propositions,
+    mentioned,
+    split_sentences,
+)
 
 
 class ImportedExtractor:
@@ -45,9 +41,8 @@ class ImportedExtractor:
 
     def extract(self, passages: list[PassageInput]) -> list[PassageExtraction]:
         """One extraction per passage; a passage without a record gets propositions only."""
-        nlp = _sentencizer()
         out = []
-        for passage, doc in zip(passages, nlp.pipe(p.text for p in passages)):
+        for passage, sentences in zip(passages, split_sentences([p.text for p in passages])):
             record = self.records.get((passage.title, passage.doc_text), {})
             extraction = PassageExtraction()
             triples = [
@@ -68,7 +63,7 @@ class ImportedExtractor:
                 extraction.entities.setdefault(obj, "IMPORTED")
             extraction.triples = triples
             extraction.propositions = build_propositions(
-                passage.title, [s.text for s in doc.sents], list(extraction.entities)
+                passage.title, sentences, list(extraction.entities)
             )
             out.append(extraction)
         return out
