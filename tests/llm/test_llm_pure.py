@@ -1,9 +1,12 @@
-"""Pure logic around the LLM: EFR (spec §4), parsing an extraction, resolving an
+"""Pure logic around the LLM: EFR (spec §4), parsing and typing an extraction, resolving an
 answer's citations, and the packaged model catalog."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from llm_scripted import ScriptedClient
 
 from pathweave.answering import _resolve_context, _resolve_passages, answer_schema, parse_answer, source_labels
 from pathweave.llm.client import Completion
@@ -55,6 +58,22 @@ def test_extraction_prompt_numbers_the_sentences_and_the_schema_wants_one_group_
     groups = extraction_schema(2)["properties"]["sentences"]
     assert groups["minItems"] == groups["maxItems"] == 2 and groups["items"]["properties"]["propositions"]["minItems"] == 1
     assert completion_budget(2) < completion_budget(6) <= completion_budget(100) == MAX_EXTRACT_TOKENS
+
+
+def test_llm_entities_take_spacy_types_so_dates_are_never_merged_as_aliases():
+    """The LLM is not asked for entity types; a date must still be a DATE for the alias
+    layer's skip_types. A scripted reply stands in for the model; the typing is real spaCy."""
+    text = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
+    reply = json.dumps({"sentences": [
+        {"propositions": [{"text": "Marie Curie was born in Warsaw.", "entities": ["Marie Curie", "Warsaw"]}]},
+        {"propositions": [{"text": "Marie Curie won the Nobel Prize in Physics in 1903.",
+                           "entities": ["Nobel Prize in Physics", "1903"]}]}],
+        "triples": [["Marie Curie", "won", "physics prize"]]})
+    extractor = LLMExtractor(ScriptedClient([reply]))
+    (out,) = extractor.extract([PassageInput("Marie Curie", text, text)])
+    assert extractor.fallbacks == 0 and len(out.propositions) == 2
+    assert out.entities["1903"] == "DATE" and out.entities["Warsaw"] == "GPE" and out.entities["Marie Curie"] == "PERSON"
+    assert out.entities["physics prize"] == "OTHER"  # no spaCy span of that name
 
 
 def test_answer_citations_resolve_to_passages_and_statements():

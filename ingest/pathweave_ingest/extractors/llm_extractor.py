@@ -12,7 +12,7 @@ paragraphs of 10 MuSiQue questions it kept 2.7 propositions per passage and 0.78
 hop answers, against 4.0 and 0.957 with the groups (``pathweave bench extract``). Each proposition is then made :func:`.base.self_contained`
 (a leading pronoun becomes the title; a statement not naming the title is prefixed with it)
 and keeps only the entities its text names; the passage's entities are those of its
-propositions and triples.
+propositions and triples, typed by spaCy's labels of the passage.
 
 Batched: a batch's passages are sent ``settings.llm.concurrency`` at a time (on a GPU
 endpoint such as vLLM, raise it). Idempotent like the other extractors: greedy decoding,
@@ -28,6 +28,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 from pathweave.llm.confidence import last_json_object
+from pathweave.text import normalize
 from pathweave_ingest.extractors.base import (
     PassageExtraction,
     PassageInput,
@@ -147,12 +148,22 @@ class LLMExtractor:
 
     def extract(self, passages: list[PassageInput]) -> list[PassageExtraction]:
         """Entities, propositions and triples of each passage. Raises LLMError when the
-        endpoint fails."""
+        endpoint fails.
+
+        Entity types come from spaCy's labels of the same passage, matched by normalized name
+        (``OTHER`` where spaCy has none): alias consolidation never merges ``DATE``/``TIME``
+        entities (``ALIAS_SKIP_TYPES``), and the LLM is not asked for types, which would cost
+        output tokens on every passage."""
         work = list(zip(passages, split_sentences([p.text for p in passages])))
         if self.concurrency == 1 or len(passages) < 2:
-            return [self._one(*item) for item in work]
-        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="llm-extract") as pool:
-            return list(pool.map(lambda item: self._one(*item), work))
+            extractions = [self._one(*item) for item in work]
+        else:
+            with ThreadPoolExecutor(self.concurrency, thread_name_prefix="llm-extract") as pool:
+                extractions = list(pool.map(lambda item: self._one(*item), work))
+        for extraction, labelled in zip(extractions, self.fallback.extract(passages)):
+            labels = {normalize(name): kind for name, kind in labelled.entities.items()}
+            extraction.entities = {name: labels.get(normalize(name), kind) for name, kind in extraction.entities.items()}
+        return extractions
 
     def _one(self, passage: PassageInput, sentences: list[str]) -> PassageExtraction:
         sentences = sentences or [passage.text]
