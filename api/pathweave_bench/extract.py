@@ -29,7 +29,7 @@ from pathweave.evaluation import normalize_answer
 from pathweave.llm.client import connect
 from pathweave.settings import get_settings
 from pathweave_bench.common import default_data_dir, git_commit, machine_info, publish_results
-from pathweave_bench.musique import load_musique
+from pathweave_bench.musique import load_musique, paragraph_title_text
 from pathweave_ingest.console import progress_bar, stdout_console
 from pathweave_ingest.extractors.base import PassageInput
 from pathweave_ingest.extractors.llm_extractor import LLMExtractor
@@ -55,10 +55,7 @@ def supporting_passages(questions: list[dict]) -> tuple[list[PassageInput], list
             paragraph = by_idx.get(hop.get("paragraph_support_idx"))
             if paragraph is None:
                 continue
-            title, text = paragraph["title"].strip(), paragraph["paragraph_text"].strip()
-            if text.startswith(title + "\n"):
-                text = text[len(title) + 1:].strip()
-            key = (title, text)
+            key = title, text = paragraph_title_text(paragraph)
             if key not in index:
                 index[key] = len(passages)
                 passages.append(PassageInput(title, text, text))

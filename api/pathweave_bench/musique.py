@@ -45,12 +45,18 @@ def load_musique(data: Path, limit: int = 0) -> tuple[list[dict], list[SourceDoc
     return (questions[:limit] if limit else questions), documents
 
 
-def paragraph_document_id(paragraph: dict, tenant: str) -> str:
-    """The document id of one MuSiQue paragraph in the corpus (title + paragraph_text rule)."""
+def paragraph_title_text(paragraph: dict) -> tuple[str, str]:
+    """``(title, text)`` of one MuSiQue paragraph as the corpus stores it: its
+    ``paragraph_text`` without a leading ``title + "\n"``, both stripped."""
     title, text = paragraph["title"].strip(), paragraph["paragraph_text"].strip()
     if text.startswith(title + "\n"):
         text = text[len(title) + 1:].strip()
-    return stable_id("doc", tenant, title, text)
+    return title, text
+
+
+def paragraph_document_id(paragraph: dict, tenant: str) -> str:
+    """The document id of one MuSiQue paragraph in the corpus (title + paragraph_text rule)."""
+    return stable_id("doc", tenant, *paragraph_title_text(paragraph))
 
 
 def gold_documents(question: dict, tenant: str) -> set[str]:

@@ -76,6 +76,16 @@ def test_llm_entities_take_spacy_types_so_dates_are_never_merged_as_aliases():
     assert out.entities["physics prize"] == "OTHER"  # no spaCy span of that name
 
 
+def test_an_unparsable_extraction_falls_back_to_the_spacy_pass_of_the_batch():
+    text = "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903."
+    passage = PassageInput("Marie Curie", text, text)
+    extractor = LLMExtractor(ScriptedClient(["no json at all", json.dumps({"sentences": [], "triples": []})]))
+    first, second = extractor.extract([passage, passage])
+    spacy = extractor.fallback.extract([passage])[0]
+    assert extractor.fallbacks == 1 and first.propositions == spacy.propositions and first.entities == spacy.entities
+    assert second.propositions == []  # parsed: an empty extraction, no fallback
+
+
 def test_answer_citations_resolve_to_passages_and_statements():
     hits = [PassageHit(passage_id=f"p{i}", title=f"T{i}", text="x", score=1.0, rank=i) for i in (1, 2, 3)]
     assert _resolve_passages(["2", "[3]", "9"], hits) == ["p2", "p3"]

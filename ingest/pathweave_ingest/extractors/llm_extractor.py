@@ -11,8 +11,9 @@ for a free list, Qwen2.5-Coder-1.5B often stopped after the first sentence: on t
 paragraphs of 10 MuSiQue questions it kept 2.7 propositions per passage and 0.783 of the gold
 hop answers, against 4.0 and 0.957 with the groups (``pathweave bench extract``). Each
 proposition is then made :func:`.base.self_contained` (a leading pronoun becomes the title; a
-statement not naming the title is prefixed with it) and keeps only the entities its text names; the passage's entities are those of its
-propositions and triples, typed by spaCy's labels of the passage.
+statement not naming the title is prefixed with it) and keeps only the entities its text
+names; the passage's entities are those of its propositions and triples, typed by spaCy's
+labels of the passage.
 
 Batched: a batch's passages are sent ``settings.llm.concurrency`` at a time (on a GPU
 endpoint such as vLLM, raise it). Idempotent like the other extractors: greedy decoding,
@@ -154,18 +155,22 @@ class LLMExtractor:
         (``OTHER`` where spaCy has none): alias consolidation never merges ``DATE``/``TIME``
         entities (``ALIAS_SKIP_TYPES``), and the LLM is not asked for types, which would cost
         output tokens on every passage."""
-        work = list(zip(passages, split_sentences([p.text for p in passages])))
+        labelled = self.fallback.extract(passages)  # one spaCy pass: the types, and the fallback outputs
+        work = list(zip(passages, split_sentences([p.text for p in passages]), labelled))
         if self.concurrency == 1 or len(passages) < 2:
             extractions = [self._one(*item) for item in work]
         else:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="llm-extract") as pool:
                 extractions = list(pool.map(lambda item: self._one(*item), work))
-        for extraction, labelled in zip(extractions, self.fallback.extract(passages)):
-            labels = {normalize(name): kind for name, kind in labelled.entities.items()}
-            extraction.entities = {name: labels.get(normalize(name), kind) for name, kind in extraction.entities.items()}
+        for extraction, spacy_extraction in zip(extractions, labelled):
+            labels = {normalize(name): kind for name, kind in spacy_extraction.entities.items()}
+            extraction.entities = {name: labels.get(normalize(name), kind)
+                                   for name, kind in extraction.entities.items()}
         return extractions
 
-    def _one(self, passage: PassageInput, sentences: list[str]) -> PassageExtraction:
+    def _one(self, passage: PassageInput, sentences: list[str],
+             spacy_extraction: PassageExtraction) -> PassageExtraction:
+        """The LLM's extraction of ``passage``, or ``spacy_extraction`` when its output does not parse."""
         sentences = sentences or [passage.text]
         completion = self.client.chat(self.messages(passage, sentences), schema=extraction_schema(len(sentences)),
                                       max_tokens=completion_budget(len(sentences)))
@@ -173,7 +178,7 @@ class LLMExtractor:
             return parse_extraction(completion.text, passage.title)
         except ValueError:
             self.fallbacks += 1
-            return self.fallback.extract([passage])[0]
+            return spacy_extraction
 
     @property
     def fallback(self):
