@@ -108,8 +108,8 @@ def test_budget_zero_selects_nothing_and_dense_mode_selects_passages(retriever):
 
 
 def test_proprag_candidate_graph_covers_passages_through_their_statements(retriever):
-    from pathweave.retrieval.context import (PROPOSITION_SCALE, SEED_PASSAGES, STATEMENTS_PER_PASSAGE,
-                                             candidate_graph)
+    from pathweave.retrieval.context import (LEAD_WEIGHT, PROPOSITION_SCALE, SEED_PASSAGES,
+                                             STATEMENTS_PER_PASSAGE, candidate_graph)
 
     found = retriever.search(QUESTION, mode="proprag", k=3, write_record=False)
     result, snapshot = found.result, found.subgraph
@@ -127,7 +127,12 @@ def test_proprag_candidate_graph_covers_passages_through_their_statements(retrie
         linked = set(adj[passage.id])
         assert linked <= stated  # a shortest statement is always a candidate
         assert any(snapshot.prop_ids[r] in linked for r in rows if len(snapshot.prop_texts[r]) == shortest)
-        assert len(linked - {s.prop_id for p in result.paths for s in p.steps}) <= STATEMENTS_PER_PASSAGE + 1
+        assert len(linked - {s.prop_id for p in result.paths for s in p.steps}) <= STATEMENTS_PER_PASSAGE + 2
+        # the lead statement (the passage's first sentence) is a candidate and earns LEAD_WEIGHT
+        text = snapshot.passage_texts[p_index[passage.id]]
+        leads = [r for r in rows if text.startswith(snapshot.prop_texts[r].removeprefix(f"{passage.citation}: "))]
+        assert len(leads) == 1 and snapshot.prop_ids[leads[0]] in linked
+        assert node[snapshot.prop_ids[leads[0]]].weight >= LEAD_WEIGHT
         assert all(node[r].kind == "proposition" and node[r].citation == passage.citation for r in linked)
         assert all(not node[r].text.startswith(f"{passage.citation}: ") for r in linked)
         if rank < SEED_PASSAGES:
@@ -147,6 +152,18 @@ def test_proprag_candidate_graph_covers_passages_through_their_statements(retrie
     assert ends and any(len(path.steps) > 1 for path in result.paths)  # inner steps earn nothing extra
     for n in graph.nodes:
         assert chained[n.id].weight == pytest.approx(n.weight + 2.0 * ends.get(n.id, 0.0))
+
+
+def test_lead_statement_is_the_earliest_verbatim_statement():
+    from pathweave.retrieval.context import lead_statement
+
+    text = "Kassel is a city on the Fulda river. It is known for the documenta. The city hosts a zoo."
+    statements = {7: "Kassel is known for the documenta.", 3: "The city hosts a zoo.",
+                  9: "Kassel: Kassel is a city on the Fulda river."}
+    assert lead_statement(text, statements, "Kassel") == 9  # the title prefix is the extractor's, not the text's
+    assert lead_statement(text, statements) == 3  # without the title, the prefixed statement is not verbatim
+    assert lead_statement(text, {1: "Rewritten by a model.", 2: ""}) is None
+    assert lead_statement(text, {}) is None
 
 
 def test_budgeted_proprag_context_is_statements_citing_several_passages(retriever):
