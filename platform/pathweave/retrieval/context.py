@@ -91,11 +91,12 @@ LEAD_WEIGHT = 0.05
 passage's coverage weight (0.1 to 1): when a small budget covers a passage with one
 statement, the lead statement wins over a shorter one unless the shorter one is clearly
 more query-similar. An encyclopedic passage defines its subject in its first sentence, and
-that is where a hop's answer most often stands: in 65 of the 99 MuSiQue answer passages
-among PropRAG's top 5 (100 questions, default extractor). Measured on MuSiQue questions
-21-100 at budget 200 (Qwen2.5-Coder-1.5B reader, 2-core CPU): answer in context 35 vs 33
-without it (0.03: 34, 0.1: 35; kept as a candidate without extra weight: 33), answer F1
-0.232 vs 0.225 (5 better, 3 worse)."""
+that is where a hop's answer most often stands: in 43 of the 73 answer passages among
+PropRAG's top 5 for MuSiQue questions 21-100 (default extractor). Chosen on those questions
+at budget 200 (Qwen2.5-Coder-1.5B reader, 2-core CPU): answer in context 35 vs 33 without it
+(0.03: 34, 0.1: 35; kept as a candidate without extra weight: 33), answer F1 0.232 vs 0.225
+(5 better, 3 worse). Then, on questions 1-20 (``bench qa --limit 20``), budget-200 F1 went
+from 0.139 to 0.264 (4 better, 0 worse) and budget-400 from 0.226 to 0.321."""
 
 
 def lead_statement(passage_text: str, statements: dict[int, str], title: str | None = None) -> int | None:
