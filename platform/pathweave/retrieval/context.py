@@ -18,9 +18,9 @@ passages, read on demand). With proposition paths (PropRAG):
   several passages instead of spending it on one);
 - per passage its ``STATEMENTS_PER_PASSAGE`` most query-similar statements, its
   shortest one (one short statement is enough to cover a passage) and its lead
-  statement (:func:`lead_statement`), plus the propositions on the top paths, each rendered as its sentence followed by the
-  citation (a title prefix the extractor added for decontextualization is dropped
-  there: the citation carries it);
+  statement (:func:`lead_statement`), plus the propositions on the top paths, each
+  rendered as its sentence followed by the citation (a title prefix the extractor
+  added for decontextualization is dropped there: the citation carries it);
 - entities as *connectors*: the seeds, and the entities mentioned by at least
   two of these propositions (one mentioned by a single proposition can never
   connect anything); ``rendered=False``, cost 0 — a statement that uses an
@@ -99,6 +99,11 @@ at budget 200 (Qwen2.5-Coder-1.5B reader, 2-core CPU): answer in context 35 vs 3
 from 0.139 to 0.264 (4 better, 0 worse) and budget-400 from 0.226 to 0.321."""
 
 
+def _without_title(text: str, title: str | None) -> str:
+    """``text`` without the ``"{title}: "`` prefix the extractor adds for decontextualization."""
+    return text[len(title) + 2:] if title and text.startswith(f"{title}: ") else text
+
+
 def lead_statement(passage_text: str, statements: dict[int, str], title: str | None = None) -> int | None:
     """The key of the statement that occurs earliest in ``passage_text`` (its first 40
     characters, after the ``"{title}: "`` prefix the extractor adds for decontextualization),
@@ -106,9 +111,7 @@ def lead_statement(passage_text: str, statements: dict[int, str], title: str | N
     lowest key. Pure function, no I/O."""
     best, where = None, len(passage_text) + 1
     for key in sorted(statements):
-        text = statements[key]
-        if title and text.startswith(f"{title}: "):
-            text = text[len(title) + 2:]
+        text = _without_title(statements[key], title)
         at = passage_text.find(text[:40]) if text else -1
         if 0 <= at < where:
             best, where = key, at
@@ -183,10 +186,8 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
     for row, (r, cos) in enumerate(zip(props.tolist(), cosine.tolist())):
         stated_by = subgraph.prop_passages[r].indices
         citation = subgraph.passage_titles[stated_by[0]] if len(stated_by) else None
-        text = subgraph.prop_texts[r]
-        if citation and text.startswith(f"{citation}: "):
-            text = text[len(citation) + 2:]
-        nodes.append(CandidateNode(id=subgraph.prop_ids[r], kind="proposition", text=text,
+        nodes.append(CandidateNode(id=subgraph.prop_ids[r], kind="proposition",
+                                   text=_without_title(subgraph.prop_texts[r], citation),
                                    weight=PROPOSITION_SCALE * max(0.0, cos, prop_w.get(r, 0.0))
                                    + path_weight * chain_w.get(r, 0.0) + LEAD_WEIGHT * (r in leads), cost=0,
                                    citation=citation or None))
