@@ -67,7 +67,8 @@ RETURN entities + passages AS node_count,
 // passages of the tenant; undirected LINK relationships with `weight`: entity-entity
 // +1 per proposition mentioning both, synonymy = SYNONYM.score (parallel to the
 // co-occurrence link, so weights add up as in the in-process snapshot),
-// passage-entity 1.0 for every entity of the passage's propositions.
+// passage-entity 1.0 for every entity of the passage's propositions. Node property
+// `passage` (1.0 passage, 0.0 entity) lets neo4j_gds_personalized_pagerank return passages only.
 // Manual: GDS 2.x, Projecting graphs using Cypher (gds.graph.project aggregation).
 CALL () {
   MATCH (q:Proposition)-[:MENTIONS]->(a:Entity), (q)-[:MENTIONS]->(b:Entity)
@@ -88,9 +89,31 @@ CALL () {
 RETURN gds.graph.project($graph_name, source, target, {
   sourceNodeLabels: labels(source),
   targetNodeLabels: labels(target),
+  sourceNodeProperties: {passage: CASE WHEN source:Passage THEN 1.0 ELSE 0.0 END},
+  targetNodeProperties: {passage: CASE WHEN target:Passage THEN 1.0 ELSE 0.0 END},
   relationshipType: 'LINK',
   relationshipProperties: {weight: weight}
 }, {undirectedRelationshipTypes: ['LINK']}) AS graph;
+
+// name: neo4j_gds_personalized_pagerank
+// Stage-1 PPR (spec §1 step 4) on the projected PPR graph $graph_name with a weighted
+// reset vector. GDS 2.13's pageRank takes unweighted sourceNodes (each source gets the
+// reset 1 - damping) and PageRank is linear in its reset, so the reset
+// sum_g group.weight * 1[group.nodes] is one pageRank call per group of $groups
+// ([{nodes: [GDS node id], weight: float}]) summed here, in one round trip. Returns the
+// passage nodes (`passage` = 1.0) with their score normalized to sum 1 over all nodes.
+// Manual: GDS 2.13, PageRank (personalised: sourceNodes), gds.util.nodeProperty.
+UNWIND $groups AS grp
+CALL gds.pageRank.stream($graph_name, {
+  sourceNodes: grp.nodes, dampingFactor: $damping, relationshipWeightProperty: 'weight',
+  maxIterations: $max_iterations, tolerance: $tolerance
+}) YIELD nodeId, score
+WITH nodeId, sum(score * grp.weight) AS score
+WITH collect([nodeId, score]) AS rows, sum(score) AS total
+UNWIND rows AS row
+WITH row[0] AS node, row[1] / total AS score, total
+WHERE total > 0 AND score > 0 AND gds.util.nodeProperty($graph_name, node, 'passage') = 1.0
+RETURN node, score;
 
 // name: neo4j_gds_node_keys
 // GDS node ids (the legacy internal ids, hence the deprecated id()) of the tenant's

@@ -1,6 +1,12 @@
-"""Shared fixtures: one managed ArcadeDB server in a temporary data directory for
-the whole session (real server, real Bolt driver), the real embedder, and a
-fresh tenant per test so tests never see each other's data."""
+"""Shared fixtures: one managed store server in a temporary data directory for the whole
+session (real server, real Bolt driver), the real embedder, and a fresh tenant per test so
+tests never see each other's data.
+
+The store is the managed server of ``PATHWEAVE_STORE_BACKEND``: ArcadeDB (default) or Neo4j
+5.26 + GDS 2.13 (``tools/test.sh`` runs the suite once per backend). In the Neo4j run only
+the store-facing tests are collected (those that use ``base_store``, directly or through
+other fixtures, and those marked ``neo4j_only``); tests marked ``neo4j_only`` (GDS) are left
+out of the ArcadeDB run. Either way a test is deselected, never skipped, for its backend."""
 
 from __future__ import annotations
 
@@ -15,11 +21,53 @@ import pytest
 
 _DATA_DIR = Path(tempfile.mkdtemp(prefix="pathweave-tests-"))
 os.environ.setdefault("PATHWEAVE_DATA_DIR", str(_DATA_DIR))
+# every process of the run (this one, API servers, workers) records the statements it runs
+_CYPHER_TRACE = Path(tempfile.mkdtemp(prefix="pathweave-cypher-trace-")) / "statements.txt"
+os.environ["PATHWEAVE_TEST_CYPHER_TRACE"] = str(_CYPHER_TRACE)
 os.environ.setdefault("PATHWEAVE_LLM_MODEL", "qwen2.5-coder-0.5b")  # the managed server's fast model in tests
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 FIXTURES = Path(__file__).parent / "fixtures"
+BACKEND = os.environ.get("PATHWEAVE_STORE_BACKEND", "arcadedb")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "neo4j_only: runs in the Neo4j + GDS run of the suite only")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Select the tests of this run's backend (see the module docstring)."""
+    def wanted(item) -> bool:
+        if item.get_closest_marker("neo4j_only"):
+            return BACKEND == "neo4j"
+        return BACKEND != "neo4j" or "base_store" in getattr(item, "fixturenames", ())
+
+    deselected = [item for item in items if not wanted(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if wanted(item)]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The Neo4j run of the whole suite fails when a named statement of ``cypher/`` was never
+    executed on Neo4j by any process of the run (a statement only ArcadeDB ever ran would
+    reach production untried)."""
+    if BACKEND != "neo4j" or session.config.args not in ([], [str(Path(__file__).parent)], ["tests"]):
+        return
+    if exitstatus not in (0, pytest.ExitCode.TESTS_FAILED):
+        return
+    from pathweave.cypher import load_all
+
+    ran = set(_CYPHER_TRACE.read_text().split()) if _CYPHER_TRACE.exists() else set()
+    never = sorted(set(load_all()) - ran)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if never:
+        reporter.write_line(f"FAILED cypher coverage: {len(never)} named statements never ran on Neo4j: "
+                            + ", ".join(never), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    else:
+        reporter.write_line(f"cypher coverage: all {len(load_all())} named statements ran on Neo4j", green=True)
 
 
 @pytest.fixture(scope="session")

@@ -284,3 +284,42 @@ def test_consolidation_survives_a_document_delete_and_the_topology_follows(pipel
     fresh.refresh(store)
     assert incremental.edges() == fresh.edges() and mapping(incremental) == mapping(fresh)
     assert other not in mapping(fresh)
+
+
+@pytest.mark.neo4j_only
+def test_gds_knn_and_kmeans_give_the_in_process_alias_groups(store):
+    # Neo4j + GDS: layer 1's pairs come from the SYNONYM edges gds.knn wrote, layer 2's clusters
+    # from gds.kmeans; both must equal the in-process reference (numpy cosines + union-find,
+    # scikit-learn k-means) on these hand-made embeddings, and GDS must have answered itself
+    from sklearn.cluster import KMeans
+
+    from pathweave_ingest.aliases import _clusters, candidate_pairs
+
+    near = lambda axis, i: unit((axis, 1.0), (5, 0.08 * i))  # noqa: E731 - cos >= 0.97 within an axis
+    vec = {"Acme Corp": near(0, 0), "Acme Corporation": near(0, 1), "Acme Company": near(0, 2),
+           "Zenith Labs": near(1, 0), "Zenith Laboratories": near(1, 1), "Orion Works": near(2, 0)}
+    ids = write_entities(store, vec)
+    order = [ids[n] for n in vec]
+    vectors = np.stack(list(vec.values()))
+    names = {ids[n]: normalize(n) for n in vec}
+    params = AliasSettings(threshold=0.93, same_numbers=False)
+
+    cosines = vectors @ vectors.T
+    reference = union_find([(order[i], order[j]) for i in range(len(order)) for j in range(i + 1, len(order))
+                            if cosines[i, j] >= params.threshold])
+    assert store.backend.write_synonyms(store, params.threshold, 100) is not None  # gds.knn answered
+    pairs = candidate_pairs(store, order, vectors, names, params, (params.threshold, 100))
+    assert sorted(map(sorted, union_find([(a, b) for a, b, _ in pairs]))) == sorted(map(sorted, reference))
+    assert len(reference) == 2  # the Acme and Zenith groups (Orion stands alone)
+
+    chain = np.radians([0, 18.2, 36.4, 54.6])  # neighbours at cos 0.951, the ends at 0.588
+    points = {f"Point {c}": unit((3, np.cos(t)), (4, np.sin(t))) for c, t in zip("ABCD", chain)}
+    point_ids = write_entities(store, points)
+    members = sorted(point_ids.values())
+    matrix = np.stack([points[n] for n in sorted(points, key=point_ids.get)])
+    found = store.backend.kmeans_entities(store, 2, members, 42)
+    assert found is not None and set(found) == set(members)  # gds.kmeans answered for every member
+    in_process = KMeans(n_clusters=2, n_init=10, random_state=42).fit(matrix).labels_.tolist()
+    by_label = lambda labels: sorted(sorted(m for m, l in zip(members, labels) if l == x) for x in set(labels))  # noqa: E731
+    assert by_label([found[m] for m in members]) == by_label(in_process)
+    assert sorted(map(sorted, _clusters(store, members, matrix, 2, 42))) == by_label(in_process)

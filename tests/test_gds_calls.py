@@ -1,7 +1,7 @@
 """Pins the exact Graph Data Science calls (graphdatascience 2.x client) and the Neo4j
 statements the Neo4j backend produces, with a recording fake client and a fake
 driver: no Neo4j server is needed. What GDS computes is checked by the contract suite
-against a real server (tests/test_store_contract.py, NEO4J_URI)."""
+against the managed Neo4j + GDS in the suite's Neo4j run (tests/test_store_contract.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class FakeGds:
         self.calls: list[tuple[str, tuple, dict]] = []
         self.catalog = {name: db for name, db in catalog}
         self._database = database
-        self.frames = {"page_rank.stream": pagerank, "knn.stream": knn, "kmeans.stream": kmeans}
+        self.frames = {"run_cypher": pagerank, "knn.stream": knn, "kmeans.stream": kmeans}
         self.node_count = node_count
         self.fail: dict[str, Exception] = {}
         rec = self._recorder
@@ -43,8 +43,8 @@ class FakeGds:
                      lambda: [SimpleNamespace(graph_name=n, database=d) for n, d in self.catalog.items()]),
             drop=rec("graph.drop", lambda name, fail_if_missing=True: self.catalog.pop(name, None)),
         )
+        self.run_cypher = rec("run_cypher", lambda *a, **k: self.frames["run_cypher"])
         self.page_rank = SimpleNamespace(
-            stream=rec("page_rank.stream", lambda *a, **k: self.frames["page_rank.stream"]),
             estimate=rec("page_rank.estimate", lambda *a, **k: SimpleNamespace(
                 required_memory="[1 KiB ... 2 KiB]", heap_percentage_min=0.1, heap_percentage_max=0.2)),
         )
@@ -176,18 +176,31 @@ def test_projection_race_loads_the_graph_another_process_made():
     assert gds.call("graph.get") == (("pathweave-ppr-t1-v2",), {})
 
 
-def test_personalized_pagerank_call_and_normalization():
-    frame = pd.DataFrame({"nodeId": [10, 11, 20, 21], "score": [0.8, 0.2, 0.6, 0.4]})
+def test_personalized_pagerank_call_sends_reset_groups():
+    frame = pd.DataFrame({"node": [20, 21], "score": [0.3, 0.2]})
     gds = FakeGds(pagerank=frame)
     graph = gds_ops.PprGraph("g", 1, SimpleNamespace(graph="g"), {"e1": 10, "e2": 11, "p1": 20, "p2": 21},
                              {20: "p1", 21: "p2"})
     seeds = {"e1": 1.0, "e2": 0.0, "p1": 0.05, "unknown": 1.0}
     scores = gds_ops.personalized_pagerank(gds, graph, seeds, 0.75)
 
-    args, kwargs = gds.call("page_rank.stream")
-    assert args == (graph.graph,)
-    assert kwargs == {"damping_factor": 0.75, "source_nodes": [(10, 1.0), (20, 0.05)], **PPR_STREAM}
+    args, kwargs = gds.call("run_cypher")
+    assert args == (statement("neo4j_gds_personalized_pagerank"),)
+    assert kwargs == {"params": {"graph_name": "g", "damping": 0.75, "max_iterations": 100, "tolerance": 1e-8,
+                                 "groups": [{"nodes": [10], "weight": 1.0}, {"nodes": [20], "weight": 0.05}]}}
     assert scores == pytest.approx({"p1": 0.3, "p2": 0.2})
+
+
+def test_reset_groups_exact_up_to_the_level_count_then_binned():
+    assert gds_ops.reset_groups({1: 1.0, 2: 1.0, 3: 0.05, 4: 0.0}) == [
+        {"nodes": [1, 2], "weight": 1.0}, {"nodes": [3], "weight": 0.05}]
+    weights = {0: 1.0, 1: 1.0, **{10 + i: 0.05 * i / 99 for i in range(1, 100)}}
+    groups = gds_ops.reset_groups(weights, levels=8)
+    assert len(groups) == 8 and groups[0] == {"nodes": [0, 1], "weight": 1.0}
+    assert sorted(n for g in groups for n in g["nodes"]) == sorted(weights)
+    binned = {n: g["weight"] for g in groups for n in g["nodes"]}
+    assert sum(binned.values()) == pytest.approx(sum(weights.values()))  # mass kept
+    assert max(abs(binned[n] - w) for n, w in weights.items()) <= 0.05 / 7
 
 
 def test_personalized_pagerank_without_seeds_in_graph_calls_nothing():
@@ -376,7 +389,7 @@ def test_neo4j_backend_vector_indexes():
 
 
 def test_neo4j_backend_stage1_ppr_falls_back_until_projected():
-    frame = pd.DataFrame({"nodeId": [10, 11, 20, 21], "score": [0.4, 0.1, 0.3, 0.2]})
+    frame = pd.DataFrame({"node": [20, 21], "score": [0.3, 0.2]})
     gds = FakeGds(pagerank=frame)
     backend = Neo4jBackend(FakeDriver(), "neo4j", debounce_s=0.05, gds=gds)
     store = FakeStore(version=4)
@@ -385,9 +398,9 @@ def test_neo4j_backend_stage1_ppr_falls_back_until_projected():
     assert wait_for(lambda: "graph.project.cypher" in gds.endpoints())
     assert wait_for(lambda: backend.personalized_pagerank(store, seeds, 0.75, 4) is not None)
     assert backend.personalized_pagerank(store, seeds, 0.75, 4) == pytest.approx({"p1": 0.3, "p2": 0.2})
-    assert gds.calls[-1][2]["source_nodes"] == [(10, 1.0), (21, 0.05)]
+    assert gds.calls[-1][2]["params"]["groups"] == [{"nodes": [10], "weight": 1.0}, {"nodes": [21], "weight": 0.05}]
 
-    gds.fail["page_rank.stream"] = RuntimeError("graph lost")  # e.g. server restarted
+    gds.fail["run_cypher"] = RuntimeError("graph lost")  # e.g. server restarted
     assert backend.personalized_pagerank(store, seeds, 0.75, 4) is None
     backend.close()
     assert gds.endpoints()[-1] == "close"
@@ -534,7 +547,6 @@ def test_real_client_sends_the_pinned_procedures():
         "cypher": pd.DataFrame({"graph": [projected]}),
         "gds.pageRank.stats.estimate": pd.DataFrame([estimate]),
         "gds.graph.exists": False,
-        "gds.pageRank.stream": pd.DataFrame({"nodeId": [10, 20], "score": [0.5, 0.5]}),
         "gds.knn.stream": pd.DataFrame({"node1": [1], "node2": [2], "similarity": [0.9]}),
     })
     graph = gds_ops.project_ppr_graph(gds, ppr_run(), "t1", 3, damping=0.75)
@@ -552,14 +564,12 @@ def test_real_client_sends_the_pinned_procedures():
     assert graph.graph.name() == "pathweave-ppr-t1-v3"
 
     runner.sent.clear()
+    runner.answers["cypher"] = pd.DataFrame({"node": [20], "score": [0.5]})
     scores = gds_ops.personalized_pagerank(gds, graph, {"e1": 1.0, "p1": 0.05}, 0.75)
     assert scores == {"p1": 0.5}
     ((kind, endpoint, params),) = runner.sent
-    assert (kind, endpoint) == ("procedure", "gds.pageRank.stream")
-    assert without_job_id(params) == {"graph_name": "pathweave-ppr-t1-v3", "config": {
-        "dampingFactor": 0.75, "logProgress": False, "maxIterations": 100, "nodeLabels": ["*"],
-        "relationshipTypes": ["*"], "relationshipWeightProperty": "weight", "scaler": "NONE",
-        "sourceNodes": [(10, 1.0), (20, 0.05)], "sudo": False, "tolerance": 1e-8}}
+    assert (kind, endpoint) == ("cypher", statement("neo4j_gds_personalized_pagerank"))
+    assert params["groups"] == [{"nodes": [10], "weight": 1.0}, {"nodes": [20], "weight": 0.05}]
 
     runner.sent.clear()
     runner.answers["cypher"] = pd.DataFrame({"graph": [{**projected, "graphName": "entities", "nodeCount": 2}]})

@@ -1,10 +1,9 @@
 """The store contract: one suite, every backend (spec §0 graph model).
 
-- ``arcadedb``: the managed default store, always (conftest's session server in a
-  temporary ``PATHWEAVE_DATA_DIR``, stopped at the end of the session).
-- ``neo4j``: a Neo4j 5.26 server when ``NEO4J_URI`` and ``NEO4J_PASSWORD`` are set
-  (optional ``NEO4J_USER``, default ``neo4j``; ``NEO4J_DATABASE``, default ``neo4j``);
-  skipped otherwise, with the reason printed. The GDS tests need the GDS plugin.
+- ``arcadedb``: the managed default store (conftest's session server in a temporary
+  ``PATHWEAVE_DATA_DIR``, stopped at the end of the session);
+- ``neo4j``: the managed Neo4j 5.26 + GDS 2.13 (the suite's Neo4j run,
+  ``PATHWEAVE_STORE_BACKEND=neo4j``), with the GDS tests (``neo4j_only``).
 
 Each test writes into a fresh tenant; on Neo4j the tenant is deleted afterwards.
 Vectors are synthetic 384-d unit vectors (no embedder needed).
@@ -13,7 +12,6 @@ Vectors are synthetic 384-d unit vectors (no embedder needed).
 from __future__ import annotations
 
 import math
-import os
 import uuid
 
 import numpy as np
@@ -34,35 +32,10 @@ def unit(*pairs: tuple[int, float]) -> list[float]:
     return (vector / np.linalg.norm(vector)).tolist()
 
 
-def neo4j_skip_reason() -> str | None:
-    missing = [name for name in NEO4J_ENV if not os.environ.get(name)]
-    if missing:
-        return f"Neo4j contract run skipped: set {' and '.join(missing)} to run it against a Neo4j 5.26 server"
-    return None
-
-
-@pytest.fixture(scope="module", params=["arcadedb", "neo4j"])
-def backend(request) -> GraphStore:
-    """A store handle per backend (its tenant is replaced per test, see ``cstore``)."""
-    if request.param == "arcadedb":
-        yield request.getfixturevalue("base_store")
-        return
-    reason = neo4j_skip_reason()
-    if reason:
-        print(f"\n{reason}")
-        pytest.skip(reason)
-    from pathweave.settings import Settings
-    from pathweave.store import open_store
-
-    settings = Settings(
-        data_dir=request.getfixturevalue("tmp_path_factory").mktemp("neo4j-contract"),
-        store={"uri": os.environ["NEO4J_URI"], "user": os.environ.get("NEO4J_USER", "neo4j"),
-               "password": os.environ["NEO4J_PASSWORD"], "database": os.environ.get("NEO4J_DATABASE", "neo4j")},
-    )
-    store = open_store(settings, tenant="contract-setup", dimensions=DIM)
-    yield store
-    store.backend.close()
-    store.close()
+@pytest.fixture(scope="module")
+def backend(base_store) -> GraphStore:
+    """The run's store (its tenant is replaced per test, see ``cstore``)."""
+    return base_store
 
 
 def scoped(backend: GraphStore, tenant: str) -> GraphStore:
@@ -264,13 +237,12 @@ def test_browser_queries(cstore):
 
 @pytest.fixture()
 def gds_store(cstore):
-    if cstore.backend.name != "neo4j":
-        pytest.skip("GDS runs on the Neo4j backend only")
-    if cstore.backend._client() is None:
-        pytest.skip("the Neo4j server has no Graph Data Science plugin")
+    assert cstore.backend.name == "neo4j"
+    assert cstore.backend._client() is not None, "the managed Neo4j has no Graph Data Science"
     return cstore
 
 
+@pytest.mark.neo4j_only
 def test_gds_stage1_ppr_equals_in_process_ppr(gds_store):
     from pathweave.ppr import personalized_pagerank, transition_matrix
     from pathweave.topology import Topology
@@ -293,6 +265,7 @@ def test_gds_stage1_ppr_equals_in_process_ppr(gds_store):
     np.testing.assert_allclose(in_database, in_process, atol=1e-6)
 
 
+@pytest.mark.neo4j_only
 def test_gds_knn_synonyms(gds_store):
     t = gds_store.tenant
     close = math.sqrt(1 - 0.9 ** 2)

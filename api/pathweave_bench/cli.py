@@ -21,6 +21,19 @@ def _comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
+BACKEND_OPTION = typer.Option("arcadedb", "--backend", help="The managed store to run on: arcadedb, neo4j "
+                              "(Neo4j 5.26 + GDS 2.13) or both (side by side, one after the other).")
+
+
+def _backends(value: str) -> list[str]:
+    from pathweave_bench.common import backend_list
+
+    try:
+        return backend_list(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--backend") from None
+
+
 @bench_app.command("scale")
 def bench_scale(
     data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
@@ -30,11 +43,12 @@ def bench_scale(
     limit: int = typer.Option(0, help="Only the first N questions (0 = all)."),
     keep: Optional[Path] = typer.Option(None, help="Keep the benchmark's store in this new folder (tenant "
                                         "'scale') instead of a removed temporary one, to query it again."),
+    backend: str = BACKEND_OPTION,
 ) -> None:
     """Recall, latency, memory and freshness at 1x and with distractors (issue 10)."""
     from pathweave_bench.scale import run_scale
 
-    run_scale(data, distractors or None, out, limit, keep)
+    run_scale(data, distractors or None, out, limit, keep, _backends(backend))
 
 
 @bench_app.command("musique")
@@ -46,13 +60,14 @@ def bench_musique(
     budget: str = typer.Option("", help="Comma list of token budgets (e.g. 200,400,800): also benchmark context selection."),
     rescore_top: str = typer.Option("", help="Comma list of PropRAG re-scoring depths M (e.g. 0,2,40): also run "
                                              "proprag with each (rows proprag_m<M>), the recall/latency trade-off."),
+    backend: str = BACKEND_OPTION,
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
     from pathweave_bench.musique import run_musique
 
     budgets = [int(b) for b in _comma_list(budget)]
     rescore = [int(m) for m in _comma_list(rescore_top)]
-    run_musique(data, out, questions, _comma_list(extractions), budgets, rescore)
+    run_musique(data, out, questions, _comma_list(extractions), budgets, rescore, _backends(backend))
 
 
 @bench_app.command("reuse")

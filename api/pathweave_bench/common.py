@@ -85,3 +85,37 @@ def publish_results(out: Path, name: str, results: dict, show, console) -> dict:
     show(results, console)
     console.print(f"wrote {path}")
     return results
+
+
+BACKENDS = ("arcadedb", "neo4j")
+
+
+def backend_list(value: str) -> list[str]:
+    """The ``--backend`` option: ``arcadedb``, ``neo4j`` or ``both`` (ArcadeDB first).
+    Raises ValueError on anything else."""
+    if value == "both":
+        return list(BACKENDS)
+    if value not in BACKENDS:
+        raise ValueError(f"--backend must be arcadedb, neo4j or both, not {value!r}")
+    return [value]
+
+
+def with_backend(settings, backend: str):
+    """``settings`` with the managed store ``backend`` and its own data dir
+    (``<data_dir>/<backend>``), so two backends of one benchmark run never share files."""
+    from pathlib import Path as _Path
+
+    store = settings.store.model_copy(update={"backend": backend, "uri": ""})
+    return settings.model_copy(update={"store": store, "data_dir": _Path(settings.data_dir) / backend})
+
+
+def project_now(store) -> float:
+    """On Neo4j + GDS: project the tenant's PPR graph of the current version now (the
+    background projection is debounced), so timed queries measure GDS and not the
+    in-process fallback; seconds it took (0.0 on other backends)."""
+    projector = getattr(store.backend, "projector", None)
+    if projector is None:
+        return 0.0
+    started = time.perf_counter()
+    projector.project_now(store)
+    return round(time.perf_counter() - started, 2)

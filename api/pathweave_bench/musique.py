@@ -29,7 +29,8 @@ from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
 from pathweave.text import stable_id
-from pathweave_bench.common import default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store
+from pathweave_bench.common import (default_data_dir, git_commit, machine_info, peak_rss_mb, project_now,
+                                    wait_for_idle_store, with_backend)
 from pathweave_ingest.console import stdout_console
 from pathweave_ingest.loaders import SourceDocument
 
@@ -221,33 +222,42 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
 
 
 def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[str] | None = None,
-                budgets: list[int] | None = None, rescore_tops: list[int] | None = None) -> dict:
+                budgets: list[int] | None = None, rescore_tops: list[int] | None = None,
+                backends: list[str] | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict. ``rescore_tops``: extra
-    proprag runs with these re-scoring depths M (rows ``proprag_m<M>``)."""
+    proprag runs with these re-scoring depths M (rows ``proprag_m<M>``). ``backends``: the
+    managed stores to run on, one after the other on the same corpus (``arcadedb``,
+    ``neo4j``; default ArcadeDB alone); with Neo4j the rows are keyed ``<extraction>@<backend>``."""
     from pathweave_ingest.console import run_ingest
 
     console = stdout_console()
     data = Path(data) if data else default_data_dir()
     questions, documents = load_musique(data, limit)
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-"))
-    settings = get_settings().model_copy(update={"data_dir": workdir})
+    base = get_settings().model_copy(update={"data_dir": workdir})
+    backends = backends or ["arcadedb"]
     results: dict = {"results": {}, "ingest": {}, "machine": machine_info(), "commit": git_commit(),
-                     "questions": len(questions), "passages": len(documents)}
+                     "questions": len(questions), "passages": len(documents), "backends": backends}
+    started: list = []
     try:
         if budgets:  # first, while no store server shares the cores
             from pathweave_bench.selection import synthetic_solve_stats
 
             console.print("[dim]ILP vs greedy on synthetic candidate graphs of 50/100/200 nodes[/]")
             results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
-        embedder = get_embedder(settings)
-        for extraction in extractions or ["default", "imported"]:
+        embedder = get_embedder(base)
+        runs = [(backend, extraction) for backend in backends for extraction in extractions or ["default", "imported"]]
+        for backend, extraction in runs:
+            settings = with_backend(base, backend)
+            started.append(settings)
+            key = extraction if backends == ["arcadedb"] else f"{extraction}@{backend}"
             tenant = f"bench-{extraction}"
             file = data / EXTRACTION_FILE if extraction == "imported" else None
             with open_store(settings, tenant=tenant) as store:
                 report = run_ingest(store, settings.model_copy(update={"tenant": tenant}), documents, [], file,
-                                    label=f"ingest ({extraction})")
+                                    label=f"ingest ({key})")
                 info = server.status(settings)
-                results["ingest"][extraction] = {
+                results["ingest"][key] = {
                     "passages": report.passages_new, "propositions": report.propositions_new,
                     "entities": report.entities_new, "triples": report.triples,
                     "seconds": round(report.seconds, 1), "passages_per_s": round(report.passages_per_s, 2),
@@ -255,28 +265,30 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     "store_server_rss_mb": round(psutil.Process(info.pid).memory_info().rss / 2**20, 1) if info else None,
                 }
                 console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
-                results["ingest"][extraction]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
+                results["ingest"][key]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
+                results["ingest"][key]["gds_projection_s"] = project_now(store)
                 retriever = Retriever(store, embedder, settings)
-                results["ingest"][extraction]["warm_up_s"] = round(retriever.warm_up(), 1)
-                results["results"][extraction] = {}
+                results["ingest"][key]["warm_up_s"] = round(retriever.warm_up(), 1)
+                results["results"][key] = {}
                 for mode in RETRIEVAL_ONLY:  # the LLM modes: pathweave bench qa
-                    console.print(f"[dim]querying {len(questions)} questions: {extraction} / {mode}[/]")
-                    results["results"][extraction][mode] = evaluate(retriever, questions, mode, console)
+                    console.print(f"[dim]querying {len(questions)} questions: {key} / {mode}[/]")
+                    results["results"][key][mode] = evaluate(retriever, questions, mode, console)
                 for m in rescore_tops or []:
-                    console.print(f"[dim]querying {len(questions)} questions: {extraction} / proprag, M = {m}[/]")
+                    console.print(f"[dim]querying {len(questions)} questions: {key} / proprag, M = {m}[/]")
                     params = settings.retrieval.model_copy(update={"rescore_top": m})
                     variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": params}),
                                         cache=retriever.cache)
-                    results["results"][extraction][f"proprag_m{m}"] = evaluate(variant, questions, "proprag", console)
+                    results["results"][key][f"proprag_m{m}"] = evaluate(variant, questions, "proprag", console)
                 if budgets:
-                    console.print(f"[dim]token-budgeted context: {extraction}, budgets {budgets}[/]")
-                    results.setdefault("context", {})[extraction] = evaluate_budgets(retriever, questions, budgets)
-                    console.print(f"[dim]ILP vs greedy on real candidate graphs of ~50-200 nodes: {extraction}[/]")
-                    results.setdefault("selection_sizes", {})[extraction] = evaluate_selection_sizes(
+                    console.print(f"[dim]token-budgeted context: {key}, budgets {budgets}[/]")
+                    results.setdefault("context", {})[key] = evaluate_budgets(retriever, questions, budgets)
+                    console.print(f"[dim]ILP vs greedy on real candidate graphs of ~50-200 nodes: {key}[/]")
+                    results.setdefault("selection_sizes", {})[key] = evaluate_selection_sizes(
                         retriever, questions[:30])
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
     finally:
-        server.stop(settings)
+        for settings in started:
+            server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "musique.json").write_text(json.dumps(results, indent=2))

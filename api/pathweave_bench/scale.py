@@ -34,7 +34,8 @@ from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
+from pathweave_bench.common import (default_data_dir, git_commit, machine_info, project_now, publish_results,
+                                    wait_for_idle_store, with_backend)
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.console import stdout_console
 from pathweave_ingest.loaders import SourceDocument
@@ -163,13 +164,13 @@ class QueryProcess:
 
 
 def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0,
-              keep: Path | None = None) -> dict:
-    """Run the benchmark; returns (and writes) the results dict. Ingestion runs in this
-    process, queries in a separate :class:`QueryProcess`. The store lives in a temporary
-    data dir, removed at the end, or in ``keep`` (must not exist yet; kept, server stopped).
-    Raises FileExistsError when ``keep`` exists."""
-    from pathweave_ingest.console import run_ingest
-
+              keep: Path | None = None, backends: list[str] | None = None) -> dict:
+    """Run the benchmark on each of ``backends`` (the managed stores ``arcadedb`` and/or
+    ``neo4j``, one after the other, default ArcadeDB alone); returns (and writes) the results
+    dict: ``backends`` -> {sizes, fresh}, and for a single backend the same at the top level.
+    Ingestion runs in this process, queries in a separate :class:`QueryProcess`. The store
+    lives in a temporary data dir, removed at the end, or in ``keep`` (must not exist yet;
+    kept, server stopped). Raises FileExistsError when ``keep`` exists."""
     console = stdout_console()
     data = Path(data) if data else default_data_dir()
     corpus = json.loads((data / "musique_train_corpus.json").read_text())
@@ -181,8 +182,27 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
     if keep is not None:
         keep.mkdir(parents=True)  # FileExistsError: never ingest into an existing folder
     workdir = keep or Path(tempfile.mkdtemp(prefix="pathweave-bench-scale-"))
-    settings = get_settings().model_copy(update={"data_dir": workdir, "tenant": "scale"})
-    results: dict = {"sizes": {}, "machine": machine_info(), "commit": git_commit(), "questions": len(questions)}
+    backends = backends or ["arcadedb"]
+    results: dict = {"backends": {}, "machine": machine_info(), "commit": git_commit(), "questions": len(questions)}
+    try:
+        for backend in backends:
+            settings = with_backend(get_settings().model_copy(update={"data_dir": workdir, "tenant": "scale"}), backend)
+            console.print(f"[bold]backend: {backend}[/]")
+            results["backends"][backend] = _run_backend(settings, questions, base_docs, extra_docs, console)
+    finally:
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if len(backends) == 1:
+        results.update(results["backends"][backends[0]])
+    return publish_results(out, "scale.json", results, print_table, console)
+
+
+def _run_backend(settings, questions: list[dict], base_docs: list[SourceDocument], extra_docs: list[SourceDocument],
+                 console: Console) -> dict:
+    """Both sizes and the freshness rounds on the managed store of ``settings`` (stopped after)."""
+    from pathweave_ingest.console import run_ingest
+
+    results: dict = {"sizes": {}}
     queries: QueryProcess | None = None
     try:
         with open_store(settings, tenant="scale") as store:
@@ -194,11 +214,12 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
                 info = server.status(settings)
                 console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
                 wait_for_idle_store(info.pid if info else None)
+                projection_s = project_now(store)
                 row = queries.call("measure", questions)
                 row.update(passages=passages, ratio=round(passages / results["sizes"]["base"]["passages"], 2)
                            if size == "scaled" else 1.0,
                            passages_per_s=round(report.passages_per_s, 2), ingest_s=round(report.seconds, 1),
-                           store_rss_mb=rss_mb(info.pid) if info else None)
+                           store_rss_mb=rss_mb(info.pid) if info else None, gds_projection_s=projection_s)
                 results["sizes"][size] = row
                 console.print(f"{size}: {json.dumps(row)}")
             # freshness: one new document ingested here, then the query process's very next query
@@ -220,19 +241,19 @@ def run_scale(data: Path | None, distractors: list[Path] | None, out: Path, limi
         if queries is not None:
             queries.close()
         server.stop(settings)
-        if keep is None:
-            shutil.rmtree(workdir, ignore_errors=True)
-    return publish_results(out, "scale.json", results, print_table, console)
+    return results
 
 
 def print_table(results: dict, console: Console) -> None:
     table = Table(title=f"Scale ({results['questions']} MuSiQue questions) on {results['machine']['cores']} cores")
-    for column in ("size", "passages", "R@2", "R@5", "R@5 exact PPR", "dense R@5", "p50 ms", "p95 ms",
+    for column in ("backend", "size", "passages", "R@2", "R@5", "R@5 exact PPR", "dense R@5", "p50 ms", "p95 ms",
                    "query RSS MiB", "store RSS MiB", "ingest p/s"):
         table.add_column(column)
-    for size, r in results["sizes"].items():
-        table.add_row(size, str(r["passages"]), f"{r['recall_at_2']:.3f}", f"{r['recall_at_5']:.3f}",
+    rows = [(backend, size, r) for backend, run in results["backends"].items() for size, r in run["sizes"].items()]
+    for backend, size, r in rows:
+        table.add_row(backend, size, str(r["passages"]), f"{r['recall_at_2']:.3f}", f"{r['recall_at_5']:.3f}",
                       f"{r['exact_ppr_recall_at_5']:.3f}", f"{r['dense_recall_at_5']:.3f}", f"{r['p50_ms']:.0f}",
                       f"{r['p95_ms']:.0f}", f"{r['query_rss_mb']:.0f}", f"{r['store_rss_mb']}", f"{r['passages_per_s']:.1f}")
     console.print(table)
-    console.print(f"freshness: {results.get('fresh')}")
+    for backend, run in results["backends"].items():
+        console.print(f"freshness ({backend}): {run.get('fresh')}")

@@ -32,7 +32,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 app = typer.Typer(help="Pathweave: minimal reasoning subgraphs from your documents.", no_args_is_help=True)
-db_app = typer.Typer(help="The managed local store server (ArcadeDB over Bolt).", no_args_is_help=True)
+db_app = typer.Typer(help="The managed local store server (ArcadeDB, or Neo4j + GDS; Bolt on 127.0.0.1).",
+                      no_args_is_help=True)
 config_app = typer.Typer(help="The settings (environment PATHWEAVE_* and pathweave.toml).", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(db_app, name="db")
@@ -76,33 +77,61 @@ def config_show() -> None:
     sys.stdout.write("\n".join(toml_lines(values)) + "\n")
 
 
+BackendOption = typer.Option(
+    None, "--backend",
+    help="arcadedb or neo4j (Neo4j 5.26 + GDS 2.13, built with Maven on first use); "
+         "default: the setting store.backend (PATHWEAVE_STORE_BACKEND)")
+
+
+def _store_settings(backend: Optional[str]):
+    settings = _settings()
+    if backend is None:
+        return settings
+    if backend not in ("arcadedb", "neo4j"):
+        console.print(f"[red]error:[/] --backend must be arcadedb or neo4j, not {backend!r}")
+        raise typer.Exit(2)
+    return settings.model_copy(update={"store": settings.store.model_copy(update={"backend": backend})})
+
+
+def _describe(info) -> str:
+    where = f"pid {info.pid}, bolt {info.bolt_uri}, user {info.user}, database {info.database}"
+    if info.backend == "neo4j":
+        where += f", Browser {info.http_url}/browser/"
+    return f"{info.backend} {where}"
+
+
 @db_app.command("start")
-def db_start() -> None:
-    """Start the managed store server for the configured data directory."""
+def db_start(backend: Optional[str] = BackendOption) -> None:
+    """Start the managed store server for the configured data directory; it runs until
+    ``pathweave db stop``. Use it with ``PATHWEAVE_STORE_BACKEND`` set to the same backend."""
     from pathweave import server
 
-    info = server.start(_settings())
-    console.print(f"store running: pid {info.pid}, bolt {info.bolt_uri}, http {info.http_url}")
+    settings = _store_settings(backend)
+    info = server.start(settings)
+    console.print(f"store running: {_describe(info)}")
+    if info.backend == "neo4j":
+        password = Path(settings.data_dir) / "neo4j" / "password"
+        console.print(f"password in {password}; use it with PATHWEAVE_STORE_BACKEND=neo4j")
 
 
 @db_app.command("stop")
-def db_stop() -> None:
+def db_stop(backend: Optional[str] = BackendOption) -> None:
     """Stop the managed store server."""
     from pathweave import server
 
-    console.print("stopped" if server.stop(_settings()) else "no server was running")
+    console.print("stopped" if server.stop(_store_settings(backend)) else "no server was running")
 
 
 @db_app.command("status")
-def db_status() -> None:
+def db_status(backend: Optional[str] = BackendOption) -> None:
     """Print whether the managed store server runs (exit 1 if not)."""
     from pathweave import server
 
-    info = server.status(_settings())
+    info = server.status(_store_settings(backend))
     if info is None:
         console.print("not running")
         raise typer.Exit(1)
-    console.print(f"running: pid {info.pid}, bolt {info.bolt_uri}, http {info.http_url}")
+    console.print(f"running: {_describe(info)}")
 
 
 def sync_plan(store, root: Path, documents, errors) -> dict[str, list]:

@@ -28,6 +28,7 @@ Statements: ``cypher/aliases.cypher``.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +47,7 @@ Run = Callable[..., list[dict[str, Any]]]
 """A runner of named statements for the tenant: ``run(name, **params) -> rows``."""
 
 _DIGITS = re.compile(r"\d+")
+log = logging.getLogger(__name__)
 
 
 def neighbour_count(n: int, k_min: int = 5, k_max: int = 50) -> int:
@@ -241,6 +243,10 @@ def _clusters(store: GraphStore, members: list[str], vectors: np.ndarray, k: int
         found = store.backend.kmeans_entities(store, k, members, seed)
         if found and set(found) == set(members):
             labels = [found[m] for m in members]
+        else:
+            log.error("gds.kmeans gave %s for %d entities of tenant %r (k=%d): scikit-learn k-means used",
+                      "no answer" if not found else f"labels for {len(set(found) & set(members))}",
+                      len(members), store.tenant, k)
     if labels is None:
         from sklearn.cluster import KMeans
 

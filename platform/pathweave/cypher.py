@@ -68,10 +68,22 @@ def load_all(directory: str | None = None) -> dict[str, str]:
     return statements
 
 
+#: The test suite's record of the statements run (``PATHWEAVE_TEST_CYPHER_TRACE``: a file
+#: every process appends each name it runs to, once), so the Neo4j run can check that
+#: every statement of ``cypher/`` was executed there.
+_TRACE = os.environ.get("PATHWEAVE_TEST_CYPHER_TRACE")
+_traced: set[str] = set()
+
+
 def statement(name: str) -> str:
     """The Cypher text of statement ``name`` (KeyError with the known names if absent)."""
     statements = load_all()
     try:
-        return statements[name]
+        text = statements[name]
     except KeyError:
         raise KeyError(f"no Cypher statement named {name!r} in {cypher_dir()}") from None
+    if _TRACE and name not in _traced:
+        _traced.add(name)
+        with open(_TRACE, "a", encoding="utf-8") as handle:
+            handle.write(name + "\n")
+    return text

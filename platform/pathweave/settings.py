@@ -83,13 +83,16 @@ class _Section(BaseModel):
 class StoreSettings(_Section):
     """Section ``store`` (``PATHWEAVE_STORE_*``): the graph store.
 
-    ``uri`` empty (default) means the managed local ArcadeDB server under ``data_dir``
-    (:mod:`pathweave.server`); ``bolt://`` / ``neo4j://`` URIs point at an external
+    ``uri`` empty (default) means a managed local server under ``data_dir``
+    (:mod:`pathweave.server`) of kind ``backend``: ``arcadedb`` (default) or ``neo4j``
+    (Neo4j Community 5.26 + GDS 2.13 built from Maven Central, :mod:`pathweave.neo4j_server`;
+    it has the one database ``neo4j``); ``bolt://`` / ``neo4j://`` URIs point at an external
     Neo4j-compatible server with ``user`` / ``password``.
     """
 
     env_prefix: ClassVar[str] = "STORE_"
 
+    backend: Literal["arcadedb", "neo4j"] = "arcadedb"
     uri: str = ""
     user: str = "neo4j"
     password: str = ""
@@ -99,6 +102,7 @@ class StoreSettings(_Section):
     server_http_port: int = 0
     server_start_timeout_s: float = 60.0
     server_heap: str = "2g"
+    server_pagecache: str = "512m"  # managed Neo4j: page cache (store files in memory)
 
 
 class ModelSettings(_Section):

@@ -6,6 +6,7 @@ lives behind :class:`pathweave.backends.Backend` (``store.backend``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -155,35 +156,47 @@ class GraphStore:
 def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 384) -> GraphStore:
     """Connect to the configured store (starting the managed server on demand).
 
-    Creates the schema idempotently. Raises :class:`pathweave.server.ServerError`
-    when the managed server cannot start, ``neo4j.exceptions.ServiceUnavailable``
-    when an external store is unreachable.
+    ``settings.store.uri`` set: that Neo4j server. Empty: the managed local server of
+    ``settings.store.backend`` (ArcadeDB, or Neo4j + GDS, :mod:`pathweave.neo4j_server`; a
+    managed Neo4j started here stops when this process exits, one started by
+    ``pathweave db start`` runs on). Creates the schema idempotently. Raises
+    :class:`pathweave.server.ServerError` when the managed server cannot start,
+    ``neo4j.exceptions.ServiceUnavailable`` when an external store is unreachable.
     """
     if settings.store.uri:
-        # Neo4j (bolt://, neo4j://, +s/+ssc variants): the same statements, Neo4jBackend
-        # for vector indexes and GDS. Neo4j Community has one database, "neo4j".
-        from neo4j.exceptions import ClientError
-
-        from pathweave.backends.neo4j import Neo4jBackend
-
-        driver = GraphDatabase.driver(settings.store.uri, auth=(settings.store.user, settings.store.password))
-        store = GraphStore(driver, settings.store.database, Neo4jBackend(driver, settings.store.database),
-                           tenant or settings.tenant, settings.store.write_batch_size, dimensions)
-        try:
-            store.ensure_schema(dimensions)
-        except Exception as error:
-            driver.close()
-            if isinstance(error, ClientError) and error.code == "Neo.ClientError.Database.DatabaseNotFound":
-                raise ValueError(
-                    f"database {settings.store.database!r} does not exist on {settings.store.uri} "
-                    "(Neo4j Community has only 'neo4j': set PATHWEAVE_STORE_DATABASE=neo4j)"
-                ) from error
-            raise
-        return store
+        return _open_neo4j(settings.store.uri, settings.store.user, settings.store.password,
+                           settings.store.database, settings, tenant, dimensions)
+    if settings.store.backend == "neo4j":
+        info = server.start(settings, owner=os.getpid())
+        return _open_neo4j(info.bolt_uri, info.user, info.password, info.database, settings, tenant, dimensions)
     info = server.start(settings)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
     backend = ArcadeBackend(info.http_url, info.user, info.password, settings.store.database)
     store = GraphStore(driver, settings.store.database, backend, tenant or settings.tenant,
                        settings.store.write_batch_size, dimensions)
     store.ensure_schema(dimensions)
+    return store
+
+
+def _open_neo4j(uri: str, user: str, password: str, database: str, settings: Settings, tenant: str | None,
+                dimensions: int) -> GraphStore:
+    """A store on Neo4j (bolt://, neo4j://, +s/+ssc variants): the same statements,
+    :class:`~pathweave.backends.neo4j.Neo4jBackend` for vector indexes and GDS."""
+    from neo4j.exceptions import ClientError
+
+    from pathweave.backends.neo4j import Neo4jBackend
+
+    driver = GraphDatabase.driver(uri, auth=(user, password))
+    store = GraphStore(driver, database, Neo4jBackend(driver, database), tenant or settings.tenant,
+                       settings.store.write_batch_size, dimensions)
+    try:
+        store.ensure_schema(dimensions)
+    except Exception as error:
+        driver.close()
+        if isinstance(error, ClientError) and error.code == "Neo.ClientError.Database.DatabaseNotFound":
+            raise ValueError(
+                f"database {database!r} does not exist on {uri} "
+                "(Neo4j Community has only 'neo4j': set PATHWEAVE_STORE_DATABASE=neo4j)"
+            ) from error
+        raise
     return store

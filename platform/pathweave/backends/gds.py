@@ -49,6 +49,9 @@ WEIGHT = "weight"
 #: 20 / 1e-7 stop early at damping 0.75; these match pathweave.ppr's power iteration).
 PPR_MAX_ITERATIONS = 100
 PPR_TOLERANCE = 1e-8
+#: Reset groups of the stage-1 PPR (GDS 2.13 sourceNodes are unweighted): the seed entities'
+#: weight plus 7 bins of passage weights, i.e. at most 8 pageRank calls per query.
+RESET_LEVELS = 8
 #: kNN compares every candidate it samples (1.0 = the most exact neighbour lists).
 KNN_SAMPLE_RATE = 1.0
 #: Synonym pairs sent per import call (the statement commits every 5000 rows).
@@ -181,29 +184,56 @@ def drop_stale_graphs(gds: Any, tenant: str, version: int) -> list[str]:
     return dropped
 
 
+def reset_groups(weights: Mapping[int, float], levels: int = RESET_LEVELS) -> list[dict[str, Any]]:
+    """The reset vector ``{node: weight}`` as groups ``[{"nodes": [node], "weight": w}]`` of
+    equal weight, for GDS 2.13's unweighted ``sourceNodes`` (one pageRank call per group).
+
+    Exact when the positive weights take at most ``levels`` distinct values. Otherwise the
+    largest weight keeps its own group (stage 1's seed entities, 1.0) and the others (the
+    passages' ``0.05 x`` normalized cosines) fall into ``levels - 1`` equal-width bins, each
+    at its members' mean weight (bin mass preserved; error <= half a bin width per node).
+    Groups are ordered by decreasing weight; zero and negative weights are left out."""
+    positive = {int(node): float(w) for node, w in weights.items() if w > 0}
+    distinct = sorted(set(positive.values()), reverse=True)
+    if len(distinct) <= levels:
+        buckets = {w: [n for n, v in positive.items() if v == w] for w in distinct}
+        return [{"nodes": sorted(nodes), "weight": w} for w, nodes in buckets.items()]
+    top = distinct[0]
+    rest = {n: w for n, w in positive.items() if w != top}
+    low, high = min(rest.values()), max(rest.values())
+    width = (high - low) / (levels - 1)
+    bins: dict[int, list[int]] = {}
+    for node, w in rest.items():
+        bins.setdefault(min(levels - 2, int((w - low) / width)), []).append(node)
+    groups = [{"nodes": sorted(n for n, w in positive.items() if w == top), "weight": top}]
+    for index in sorted(bins, reverse=True):
+        nodes = sorted(bins[index])
+        groups.append({"nodes": nodes, "weight": sum(rest[n] for n in nodes) / len(nodes)})
+    return groups
+
+
 def personalized_pagerank(gds: Any, graph: PprGraph, seeds: Mapping[str, float], damping: float) -> dict[str, float]:
     """Stage-1 PPR (spec §1 step 4) in GDS: ``{passage_id: score}`` normalized to sum 1
-    over all nodes (see the module docstring).
+    over all nodes (see the module docstring), passages with a positive score only.
 
     ``seeds``: entity or passage id -> non-negative bias (the reset vector, any scale);
-    ids absent from the graph and zero weights are skipped. ``damping``: probability of
+    ids absent from the graph and zero weights are skipped. GDS 2.13's ``sourceNodes`` carry
+    no bias, so the reset goes in as groups of equal weight (:func:`reset_groups`), one
+    ``gds.pageRank.stream`` each, summed in the database by the named statement
+    ``neo4j_gds_personalized_pagerank`` (one round trip). ``damping``: probability of
     following an edge. Empty dict when no seed is in the graph.
     """
-    sources = [(graph.node_ids[key], float(weight)) for key, weight in seeds.items()
-               if weight > 0 and key in graph.node_ids]
-    if not sources:
+    weights = {graph.node_ids[key]: float(weight) for key, weight in seeds.items()
+               if weight > 0 and key in graph.node_ids}
+    if not weights:
         return {}
-    frame = gds.page_rank.stream(
-        graph.graph, damping_factor=float(damping), relationship_weight_property=WEIGHT,
-        source_nodes=sources, max_iterations=PPR_MAX_ITERATIONS, tolerance=PPR_TOLERANCE,
-        log_progress=False,
-    )
-    total = float(frame["score"].sum())
-    if not total > 0:
+    rows = gds.run_cypher(statement("neo4j_gds_personalized_pagerank"), params={
+        "graph_name": graph.name, "groups": reset_groups(weights), "damping": float(damping),
+        "max_iterations": PPR_MAX_ITERATIONS, "tolerance": PPR_TOLERANCE})
+    if rows.empty:
         return {}
     passages = graph.passages
-    return {passages[node]: score / total
-            for node, score in zip(map(int, frame["nodeId"]), map(float, frame["score"]))
+    return {passages[node]: score for node, score in zip(map(int, rows["node"]), map(float, rows["score"]))
             if node in passages}
 
 

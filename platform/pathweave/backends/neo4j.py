@@ -92,8 +92,8 @@ class Neo4jBackend:
                                                  show_progress=False)
                 except Exception as error:  # noqa: BLE001 - no GDS: in-process fallback
                     self._gds_failed = True
-                    log.warning("Graph Data Science unavailable on the Neo4j server (%s); PPR, "
-                                "synonymy and k-means run in process", error)
+                    log.error("Graph Data Science unavailable on the Neo4j server (%s); PPR, "
+                              "synonymy and k-means run in process", error)
             return self._gds
 
     def personalized_pagerank(self, store: GraphStore, seeds: Mapping[str, float], damping: float,
@@ -112,7 +112,7 @@ class Neo4jBackend:
                 return None
             return gds_ops.personalized_pagerank(gds, graph, seeds, damping)
         except Exception as error:  # noqa: BLE001 - e.g. the server restarted and lost its graphs
-            log.warning("GDS PageRank failed for tenant %r (in-process PPR used): %s", store.tenant, error)
+            log.error("GDS PageRank failed for tenant %r (in-process PPR used): %s", store.tenant, error)
             self.projector.forget(store.tenant)
             return None
 
@@ -126,7 +126,7 @@ class Neo4jBackend:
         try:
             return gds_ops.write_synonyms(gds, store.run, store.tenant, threshold, max_per_entity)
         except Exception as error:  # noqa: BLE001
-            log.warning("GDS kNN synonymy failed for tenant %r (Python used): %s", store.tenant, error)
+            log.error("GDS kNN synonymy failed for tenant %r (Python used): %s", store.tenant, error)
             return None
 
     def kmeans_entities(self, store: GraphStore, k: int, entity_ids: Sequence[str] | None = None,

@@ -166,8 +166,11 @@ class Retriever:
     def _nearest(self, label: str, vector: np.ndarray, k: int):
         return _SEARCHES.submit(vector_search, self.store, label, vector, k)
 
-    def _in_database_ppr(self, view: TopologyView):
-        """Stage-1 PPR in the database (Neo4j GDS) when the backend can, mapped to the view."""
+    def _in_database_ppr(self, view: TopologyView, ppr_timings: dict[str, float]):
+        """Stage-1 PPR in the database (Neo4j GDS) when the backend can, mapped to the view.
+        Records its milliseconds in ``ppr_timings``: ``stage1_gds`` when GDS answered,
+        ``stage1_gds_fallback`` when it did not (projection of this graph version not ready
+        yet, or a GDS error, logged by the backend) and the in-process PPR ran instead."""
         backend = self.store.backend
         if Capability.PPR not in backend.capabilities:
             return None
@@ -175,7 +178,10 @@ class Retriever:
 
         def run(reset: np.ndarray, damping: float) -> np.ndarray | None:
             seeds = {ids[i]: float(reset[i]) for i in np.flatnonzero(reset > 0)}
+            started = time.perf_counter()
             scores = backend.personalized_pagerank(self.store, seeds, damping, view.version)
+            key = "stage1_gds" if scores is not None else "stage1_gds_fallback"
+            ppr_timings[key] = round((time.perf_counter() - started) * 1000, 2)
             if scores is None:
                 return None
             return np.fromiter((scores.get(pid, 0.0) for pid in view.passage_ids[:view.n_passages]),
@@ -199,6 +205,7 @@ class Retriever:
     def _search(self, question: str, mode: Mode, k: int, write_record: bool | None, token_budget: int | None,
                 select: str, style: str) -> Retrieval:
         timings: dict[str, float] = {}
+        ppr_timings: dict[str, float] = {}  # inside stage "ppr" (not added to the total twice)
         last = [time.perf_counter()]
 
         def clock(stage: str) -> None:
@@ -247,7 +254,7 @@ class Retriever:
                 seeds.passages = sorted(known.items(), key=lambda item: -item[1])
             clock("seeds")
             out = proprag(query_vec, seeds, view, reader, params, self.embedder.encode, clock,
-                          self._in_database_ppr(view))
+                          self._in_database_ppr(view, ppr_timings))
             subgraph = out.subgraph
             top = out.order[:depth]
             ids, scores = [view.passage_ids[i] for i in top], out.scores[top].tolist()
@@ -279,4 +286,5 @@ class Retriever:
             clock("record")
         result.timings_ms = timings
         result.timings_ms["total"] = round(sum(timings.values()), 2)
+        result.timings_ms.update(ppr_timings)
         return Retrieval(result, subgraph, query_vec)

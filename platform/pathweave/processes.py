@@ -1,0 +1,160 @@
+"""Child processes Pathweave manages: the store servers (ArcadeDB, Neo4j), the model server.
+
+Shared by :mod:`pathweave.server` (the managed ArcadeDB server and the façade that picks
+the managed backend), :mod:`pathweave.neo4j_server` (the managed Neo4j + GDS server) and
+:mod:`pathweave.llm.server`: where a server listens (:class:`ServerInfo`), private folders
+and generated passwords, free ports, liveness and clean termination.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ServerError(RuntimeError):
+    """The managed store server could not be started, reached or stopped."""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """Where a running managed store server listens (all on 127.0.0.1).
+
+    ``pid``: the server process (for Neo4j the JVM, whose RSS is the store's);
+    ``backend``: ``arcadedb`` or ``neo4j``; ``database``: the database Pathweave uses
+    (Neo4j Community has only ``neo4j``)."""
+
+    pid: int
+    bolt_port: int
+    http_port: int
+    password: str
+    user: str = "root"
+    backend: str = "arcadedb"
+    database: str = "pathweave"
+
+    @property
+    def bolt_uri(self) -> str:
+        return f"bolt://127.0.0.1:{self.bolt_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+
+def private_dir(*directories: Path) -> Path:
+    """Create each folder (parents too) private to the user (0700); returns the last."""
+    for directory in directories:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _chmod(directory, 0o700)
+    return directories[-1]
+
+
+def _chmod(path: Path, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except OSError:  # not ours (a shared parent): leave it
+        pass
+
+
+def make_private(directory: Path) -> None:
+    """Folders 0700 and files 0600 under ``directory`` (the databases, WAL files and logs
+    hold every tenant's text; files written before this rule existed are fixed at start)."""
+    for root, dirs, files in os.walk(directory):
+        _chmod(Path(root), 0o700)
+        for name in dirs:
+            _chmod(Path(root) / name, 0o700)
+        for name in files:
+            if not (Path(root) / name).is_symlink():
+                _chmod(Path(root) / name, 0o600)
+
+
+def read_password(directory: Path) -> str:
+    """Read, or create with mode 0600, the generated password ``directory/password``."""
+    path = directory / "password"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(24))
+    os.chmod(path, 0o600)
+    return path.read_text().strip()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a child server: the store, an API, a broker)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Stop a child process this process started (a server, a worker): SIGTERM, then
+    SIGKILL after ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child counts as gone
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def log_tail(directory: Path, lines: int = 20, name: str = "server.log") -> str:
+    """The last ``lines`` lines of ``directory/name`` ("(no log)" when unreadable), for errors."""
+    try:
+        return "\n".join((directory / name).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def terminate(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGTERM ``pid``, then SIGKILL when it still runs after ``timeout_s`` seconds."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and pid_alive(pid):
+        time.sleep(0.1)
+    if pid_alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None when missing or unreadable."""
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,125 @@
+"""The managed local Neo4j (pathweave.neo4j_server): the real server built from Maven Central
+(Neo4j Community 5.26 + Open GDS 2.13), started in its own data directory: one server per
+data dir, a private generated password, GDS loaded, the CLI's `db start|status|stop
+--backend neo4j`, and no server left behind when its owner dies or its data dir goes away."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from neo4j import GraphDatabase
+from typer.testing import CliRunner
+
+from pathweave import neo4j_server, server
+from pathweave.processes import pid_alive
+from pathweave.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def own(tmp_path: Path, **store) -> Settings:
+    return Settings(data_dir=tmp_path, store={"backend": "neo4j", "server_heap": "512m",
+                                               "server_pagecache": "64m", **store})
+
+
+def wait_gone(pid: int, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_compose_runs_the_tested_neo4j_version():
+    version = re.search(r"<neo4j.version>([^<]+)</neo4j.version>", (ROOT / "neo4j-server/pom.xml").read_text())[1]
+    assert f"image: neo4j:{version}-community" in (ROOT / "docker-compose.yml").read_text()
+
+
+def test_start_status_stop_one_server_per_data_dir_with_gds(tmp_path):
+    settings = own(tmp_path)
+    info = server.start(settings)
+    try:
+        assert (info.backend, info.user, info.database) == ("neo4j", "neo4j", "neo4j")
+        assert server.start(settings) == info and server.status(settings) == info
+        password = tmp_path / "neo4j" / "password"
+        assert password.stat().st_mode & 0o777 == 0o600 and (tmp_path / "neo4j").stat().st_mode & 0o777 == 0o700
+        with GraphDatabase.driver(info.bolt_uri, auth=(info.user, password.read_text().strip())) as driver:
+            records, _, _ = driver.execute_query(
+                "CALL dbms.components() YIELD versions, edition RETURN versions[0] AS v, edition, gds.version() AS gds",
+                database_="neo4j")
+            assert records[0]["v"].startswith("5.26.") and records[0]["edition"] == "community"
+            assert records[0]["gds"].startswith("2.13.")
+        with pytest.raises(Exception, match="(?i)unauthorized|authentication"):
+            with GraphDatabase.driver(info.bolt_uri, auth=("neo4j", "wrong-password")) as driver:
+                driver.verify_connectivity()
+        jvm = info.pid
+    finally:
+        assert server.stop(settings)
+    assert not pid_alive(jvm) and server.status(settings) is None
+    assert server.stop(settings) is False
+
+
+def test_cli_db_start_status_stop_backend_neo4j(tmp_path, monkeypatch):
+    from pathweave.settings import get_settings
+    from pathweave_cli.main import app
+
+    monkeypatch.setenv("PATHWEAVE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("PATHWEAVE_STORE_SERVER_HEAP", "512m")
+    get_settings.cache_clear()
+    runner = CliRunner()
+    try:
+        started = runner.invoke(app, ["db", "start", "--backend", "neo4j"])
+        assert started.exit_code == 0, started.output
+        assert "neo4j" in started.output and "/browser/" in started.output
+        status = runner.invoke(app, ["db", "status", "--backend", "neo4j"])
+        assert status.exit_code == 0 and "running: neo4j" in status.output
+        assert runner.invoke(app, ["db", "status"]).exit_code == 1  # ArcadeDB of that data dir: not running
+        assert runner.invoke(app, ["db", "start", "--backend", "mongo"]).exit_code == 2
+    finally:
+        stopped = runner.invoke(app, ["db", "stop", "--backend", "neo4j"])
+        get_settings.cache_clear()
+    assert "stopped" in stopped.output
+    assert runner.invoke(app, ["db", "status", "--backend", "neo4j"]).exit_code == 1
+
+
+def test_a_server_started_on_demand_stops_when_its_owner_is_killed(tmp_path):
+    script = (f"import sys, time\nfrom pathweave import server\nfrom pathweave.settings import Settings\n"
+              f"s = Settings(data_dir={str(tmp_path)!r}, store={{'backend': 'neo4j', 'server_heap': '512m'}})\n"
+              f"info = server.start(s, owner=__import__('os').getpid())\nprint(info.pid, flush=True)\ntime.sleep(600)\n")
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        jvm = int(owner.stdout.readline())
+        assert pid_alive(jvm)
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+    assert wait_gone(jvm), "the Neo4j of a SIGKILLed owner is still running after 60 s"
+    assert server.status(own(tmp_path)) is None
+
+
+def test_a_server_whose_data_dir_is_removed_stops(tmp_path):
+    data = tmp_path / "data"
+    info = server.start(own(data))
+    supervisor = neo4j_server.read_json(data / "neo4j" / "server.json")["supervisor"]
+    shutil.rmtree(data, ignore_errors=True)
+    assert wait_gone(info.pid) and wait_gone(supervisor), "Neo4j outlived its deleted data dir by 60 s"
+
+
+def test_the_build_is_reused_while_the_pom_is_unchanged():
+    target = neo4j_server.build()
+    stamp = (target / ".built").stat().st_mtime
+    started = time.monotonic()
+    assert neo4j_server.build() == target and (target / ".built").stat().st_mtime == stamp
+    assert time.monotonic() - started < 5
+    assert any(p.name.startswith("proc-2.13.") for p in (target / "plugins").iterdir())
+    assert any(p.name.startswith("neo4j-browser-") for p in (target / "lib").iterdir())
+    assert os.access(neo4j_server.java_executable(), os.X_OK)
