@@ -183,3 +183,34 @@ def llm_client(settings, llm_settings, llm_server):
     from pathweave.llm.client import connect
 
     return connect(settings.data_dir, llm_settings)
+
+
+# ---- a real headless Chromium (Debian chromium + chromium-driver, installed by tools/test.sh)
+# for the pages: the reasoning explorer (tests/api/test_explorer.py) and Neo4j Browser
+# (tests/test_neo4j_browser.py)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A selenium driver of headless Chromium (1280x800), one per test module."""
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail("headless Chromium is needed: apt-get install -y chromium chromium-driver (tools/test.sh does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--window-size=1280,800",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+

@@ -123,3 +123,19 @@ def test_the_build_is_reused_while_the_pom_is_unchanged():
     assert any(p.name.startswith("proc-2.13.") for p in (target / "plugins").iterdir())
     assert any(p.name.startswith("neo4j-browser-") for p in (target / "lib").iterdir())
     assert os.access(neo4j_server.java_executable(), os.X_OK)
+
+
+def test_a_killed_server_restarts_on_its_ports_and_open_drivers_reconnect(tmp_path):
+    settings = own(tmp_path)
+    info = server.start(settings)
+    try:
+        with GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password)) as driver:
+            driver.execute_query("CREATE (:Probe {n: 1})", database_="neo4j")
+            os.kill(info.pid, signal.SIGKILL)
+            assert wait_gone(info.pid)
+            again = server.start(settings)  # as the next process that finds it gone does
+            assert (again.bolt_port, again.http_port) == (info.bolt_port, info.http_port) and again.pid != info.pid
+            records, _, _ = driver.execute_query("MATCH (p:Probe) RETURN count(p) AS n", database_="neo4j")
+            assert records[0]["n"] == 1  # the same driver, reconnected; the write survived the kill
+    finally:
+        server.stop(settings)

@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
-from pathweave.server import free_port, stop_process
+from pathweave.processes import free_port, stop_process
 from pathweave_bench.common import REPO_ROOT, default_data_dir, git_commit, machine_info, publish_results
 from pathweave_ingest.console import stdout_console
 from pathweave_ingest.worker import broker_answers

@@ -60,7 +60,7 @@ def is_transient(exc: BaseException) -> bool:
     import httpx
     from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
-    from pathweave.server import ServerError
+    from pathweave.processes import ServerError
 
     if isinstance(exc, (TransientStoreError, ServiceUnavailable, SessionExpired, TransientError, ServerError,
                         ConnectionError, TimeoutError, httpx.TransportError)):

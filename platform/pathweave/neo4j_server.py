@@ -30,18 +30,16 @@ log's tail).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from pathweave.processes import (
-    ServerError, ServerInfo, free_port, log_tail, make_private, pid_alive, port_open, private_dir,
-    read_json, read_password, terminate,
+    ServerError, ServerInfo, free_port, log_tail, make_private, pid_alive, port_free, port_open, private_dir,
+    read_json, read_password, starting, stop_requested, terminate, write_json,
 )
 from pathweave.settings import Settings
 
@@ -59,6 +57,9 @@ JVM_OPTIONS = (
     "--enable-native-access=ALL-UNNAMED",
 )
 MAIN_CLASS = "org.neo4j.server.CommunityEntryPoint"
+#: Seconds a restart waits for the last ports of its data dir to be released (a SIGKILLed
+#: JVM's sockets close only once all its threads are gone).
+PORT_WAIT_S = 15.0
 ADMIN_CLASS = "org.neo4j.cli.AdminTool"
 
 
@@ -136,23 +137,12 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
     if running is not None:
         return running
     directory = server_dir(settings)
-    lock = directory / "starting.lock"
-    try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-    except FileExistsError:
-        text = lock.read_text().strip()
-        holder = int(text) if text.isdigit() else 0
-        if holder and pid_alive(holder):
+    with starting(directory) as mine:
+        if not mine:
             return _wait_ready(settings, directory, None)
-        lock.unlink(missing_ok=True)
-        return start(settings, owner)
-    try:
         target = build()
         password = read_password(directory)
-        bolt_port = settings.store.server_port or free_port()
-        http_port = settings.store.server_http_port or free_port()
+        bolt_port, http_port = _ports(directory, settings)
         _write_conf(directory, target, bolt_port, http_port, settings.store.server_pagecache)
         if not (directory / "data" / "dbms" / "auth.ini").exists() and not (directory / "data" / "databases").exists():
             _set_initial_password(directory, target, password)
@@ -164,8 +154,7 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory,
         )
         return _wait_ready(settings, directory, process)
-    finally:
-        lock.unlink(missing_ok=True)
+
 
 
 def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
@@ -182,6 +171,23 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
         terminate(supervisor, 10)
     (directory / "server.json").unlink(missing_ok=True)
     return True
+
+
+def _ports(directory: Path, settings: Settings) -> tuple[int, int]:
+    """Bolt and HTTP ports: the settings' when set; else the ports of this data dir's last
+    start when they are free (a restarted server comes back where every client's driver
+    still points, so running API processes and workers reconnect by themselves); else new
+    free ports. Remembered in ``ports.json``."""
+    last = read_json(directory / "ports.json") or {}
+    ports = []
+    for key, configured in (("bolt_port", settings.store.server_port), ("http_port", settings.store.server_http_port)):
+        previous = int(last.get(key, 0))
+        deadline = time.monotonic() + PORT_WAIT_S  # a killed JVM's sockets close as its threads die
+        while previous and not port_free(previous) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        ports.append(configured or (previous if previous and port_free(previous) else free_port()))
+    write_json(directory / "ports.json", {"bolt_port": ports[0], "http_port": ports[1]})
+    return ports[0], ports[1]
 
 
 def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, pagecache: str) -> None:
@@ -219,7 +225,7 @@ def _env(directory: Path) -> dict[str, str]:
 def _set_initial_password(directory: Path, target: Path, password: str) -> None:
     """``neo4j-admin dbms set-initial-password`` (before the first start only)."""
     done = subprocess.run(
-        [java_executable(), "-cp", _classpath(target), ADMIN_CLASS, "dbms", "set-initial-password", password],
+        [java_executable(), "-cp", _classpath(target), ADMIN_CLASS, "dbms", "set-initial-password", "--", password],
         capture_output=True, text=True, env=_env(directory), stdin=subprocess.DEVNULL, cwd=directory,
     )
     if done.returncode != 0:
@@ -257,23 +263,14 @@ def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: 
     command = [java_executable(), f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS, "-cp", _classpath(target),
                MAIN_CLASS, f"--home-dir={directory}", f"--config-dir={directory / 'conf'}"]
     jvm = subprocess.Popen(command, env=_env(directory), stdin=subprocess.DEVNULL, cwd=directory)
-    stopping = False
-
-    def _on_signal(signum, frame):  # noqa: ARG001
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    stopping = stop_requested()
     state = directory / "server.json"
     written = False
     try:
-        while jvm.poll() is None and not stopping:
+        while jvm.poll() is None and not stopping():
             if not written and port_open(bolt_port):
-                tmp = state.with_suffix(".tmp")
-                tmp.write_text(json.dumps({"pid": jvm.pid, "supervisor": os.getpid(), "bolt_port": bolt_port,
-                                           "http_port": http_port, "owner": owner}))
-                tmp.replace(state)
+                write_json(state, {"pid": jvm.pid, "supervisor": os.getpid(), "bolt_port": bolt_port,
+                                   "http_port": http_port, "owner": owner})
                 written = True
             if not directory.exists():
                 print("data directory removed: stopping Neo4j", flush=True)

@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,6 +94,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def port_free(port: int) -> bool:
+    """Whether a server can listen on 127.0.0.1:``port`` now (with SO_REUSEADDR, as servers
+    bind: connections of a killed server left in TIME_WAIT do not hold the port)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def port_open(port: int) -> bool:
     """Whether something accepts TCP connections on 127.0.0.1:``port``."""
     with socket.socket() as sock:
@@ -158,3 +172,52 @@ def read_json(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+@contextmanager
+def starting(directory: Path) -> Iterator[bool]:
+    """Hold ``directory/starting.lock`` (this pid, 0600) while starting the server of
+    ``directory``: yields True when this process is to start it, False when another live
+    process holds the lock (wait for that one's server instead). A lock left behind by a
+    process that died is replaced; the lock is removed on exit when it was taken here."""
+    lock = directory / "starting.lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            text = lock.read_text().strip()
+            if text.isdigit() and pid_alive(int(text)):
+                yield False
+                return
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        try:
+            yield True
+        finally:
+            lock.unlink(missing_ok=True)
+        return
+    yield False
+
+
+def stop_requested() -> Callable[[], bool]:
+    """Install SIGTERM and SIGINT handlers in a server process; returns a function that tells
+    whether one of them has arrived (the process then stops cleanly in its own loop)."""
+    stopping = [False]
+
+    def _on_signal(signum, frame):  # noqa: ARG001
+        stopping[0] = True
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    return lambda: stopping[0]
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
+    import json
+
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)

@@ -18,10 +18,6 @@ a separate, detached process. One server per data directory:
 Everything under the data directory is private to the user: folders 0700 and
 files 0600 (the server runs with umask 077; older files are fixed at start).
 
-Child-process helpers for whoever starts servers beside it (the benchmarks, the
-tests) are re-exported from :mod:`pathweave.processes`: :func:`free_port`,
-:func:`stop_process`.
-
 Errors: :class:`ServerError` with the log's tail when the server does not
 become ready within ``server_start_timeout_s`` seconds.
 """
@@ -30,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -39,9 +34,9 @@ from pathlib import Path
 import httpx
 
 from pathweave import neo4j_server
-from pathweave.processes import (  # noqa: F401 - re-exported for the callers of pathweave.server
+from pathweave.processes import (
     ServerError, ServerInfo, free_port, log_tail, make_private, pid_alive, port_open, private_dir,
-    read_password, stop_process, terminate,
+    read_password, starting, stop_requested, terminate, write_json,
 )
 from pathweave.settings import Settings
 
@@ -110,18 +105,9 @@ def _arcadedb_start(settings: Settings) -> ServerInfo:
     if running is not None:
         return running
     directory = _server_dir(settings)
-    lock = directory / "starting.lock"
-    try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-    except FileExistsError:
-        owner = int(lock.read_text() or 0) if lock.read_text().strip().isdigit() else 0
-        if owner and pid_alive(owner):
+    with starting(directory) as mine:
+        if not mine:
             return _wait_ready(settings, directory, None)
-        lock.unlink(missing_ok=True)
-        return _arcadedb_start(settings)
-    try:
         password = read_password(directory)
         bolt_port = settings.store.server_port or free_port()
         http_port = settings.store.server_http_port or free_port()
@@ -139,8 +125,6 @@ def _arcadedb_start(settings: Settings) -> ServerInfo:
         info = _wait_ready(settings, directory, process)
         _ensure_database(info, settings.store.database)
         return info
-    finally:
-        lock.unlink(missing_ok=True)
 
 
 def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen | None) -> ServerInfo:
@@ -202,21 +186,12 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
         },
         jvm_kwargs={"heap_size": heap},
     )
-    stopping = False
-
-    def _on_term(signum, frame):  # noqa: ARG001
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, _on_term)
-    signal.signal(signal.SIGINT, _on_term)
+    stopping = stop_requested()
     server.start()
     state = Path(directory) / "server.json"
-    tmp = state.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "bolt_port": bolt_port, "http_port": http_port}))
-    tmp.replace(state)
+    write_json(state, {"pid": os.getpid(), "bolt_port": bolt_port, "http_port": http_port})
     try:
-        while not stopping:
+        while not stopping():
             time.sleep(0.2)
     finally:
         server.stop()

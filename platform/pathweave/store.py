@@ -160,7 +160,7 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
     ``settings.store.backend`` (ArcadeDB, or Neo4j + GDS, :mod:`pathweave.neo4j_server`; a
     managed Neo4j started here stops when this process exits, one started by
     ``pathweave db start`` runs on). Creates the schema idempotently. Raises
-    :class:`pathweave.server.ServerError` when the managed server cannot start,
+    :class:`pathweave.processes.ServerError` when the managed server cannot start,
     ``neo4j.exceptions.ServiceUnavailable`` when an external store is unreachable.
     """
     if settings.store.uri:

@@ -15,8 +15,6 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 XSS = '<img src=x onerror="window.__pwned=1">'
 
 
@@ -81,7 +79,7 @@ def live(settings, api_settings, worker_settings, runtime):
     from pathweave_api.app import create_app
 
     app = create_app(settings, api_settings, worker_settings, runtime=runtime)
-    from pathweave.server import free_port
+    from pathweave.processes import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -100,26 +98,6 @@ def live(settings, api_settings, worker_settings, runtime):
     yield base, app.state.services.keys
     server.should_exit = True
     thread.join(30)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.fail("headless Chromium is needed: apt-get install -y chromium chromium-driver (tools/test.sh does)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", "--window-size=1280,800",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
 
 
 def _tenant(live) -> tuple[str, dict]:

@@ -139,7 +139,7 @@ def test_answer_is_a_short_phrase_from_the_sources(llm_client):
 
 
 def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_settings):
-    from pathweave.server import free_port
+    from pathweave.processes import free_port
 
     down = LLMClient(f"http://127.0.0.1:{free_port()}/v1", "none", timeout_s=5)
     with pytest.raises(LLMError, match="unreachable"):

@@ -31,7 +31,7 @@ import httpx
 
 from pathweave.settings import LLMSettings
 from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
-from pathweave.server import free_port, log_tail, make_private, pid_alive, terminate
+from pathweave.processes import free_port, log_tail, make_private, pid_alive, terminate
 
 
 class LLMServerError(RuntimeError):
