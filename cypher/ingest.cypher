@@ -18,9 +18,6 @@ MATCH (n:Relation) WHERE n.relation_id IN $ids RETURN n.relation_id AS id;
 // name: existing_triple_ids
 MATCH (n:Triple) WHERE n.triple_id IN $ids RETURN n.triple_id AS id;
 
-// name: existing_document_ids
-MATCH (n:Document) WHERE n.doc_id IN $ids RETURN n.doc_id AS id;
-
 // name: existing_document_hashes
 // Which of $ids are stored, with the content hash of the stored version (a source whose
 // hash differs is replaced).

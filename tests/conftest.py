@@ -6,7 +6,9 @@ The store is the managed server of ``PATHWEAVE_STORE_BACKEND``: ArcadeDB (defaul
 5.26 + GDS 2.13 (``tools/test.sh`` runs the suite once per backend). In the Neo4j run only
 the store-facing tests are collected (those that use ``base_store``, directly or through
 other fixtures, and those marked ``neo4j_only``); tests marked ``neo4j_only`` (GDS) are left
-out of the ArcadeDB run. Either way a test is deselected, never skipped, for its backend."""
+out of the ArcadeDB run, and the few marked ``arcadedb_only`` (ArcadeDB's own code paths, whose
+Neo4j counterparts have tests of their own) out of the Neo4j run. Either way a test is
+deselected, never skipped, for its backend."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ BACKEND = os.environ.get("PATHWEAVE_STORE_BACKEND", "arcadedb")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "neo4j_only: runs in the Neo4j + GDS run of the suite only")
+    config.addinivalue_line("markers", "arcadedb_only: about the ArcadeDB backend itself; not in the Neo4j run")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -41,6 +44,8 @@ def pytest_collection_modifyitems(config, items):
     def wanted(item) -> bool:
         if item.get_closest_marker("neo4j_only"):
             return BACKEND == "neo4j"
+        if item.get_closest_marker("arcadedb_only"):
+            return BACKEND != "neo4j"
         return BACKEND != "neo4j" or "base_store" in getattr(item, "fixturenames", ())
 
     deselected = [item for item in items if not wanted(item)]

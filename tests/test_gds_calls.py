@@ -116,7 +116,7 @@ def test_project_ppr_graph_estimates_projects_and_drops_older_versions():
     run = ppr_run()
     graph = gds_ops.project_ppr_graph(gds, run, "t1", 3, damping=0.75)
 
-    assert gds.endpoints() == ["page_rank.estimate", "graph.project.cypher", "graph.list", "graph.drop"]
+    assert gds.endpoints() == ["page_rank.estimate", "graph.project.cypher", "graph.list", "graph.drop", "graph.list"]
     assert gds.call("page_rank.estimate") == (
         ({"nodeProjection": "*",
           "relationshipProjection": {"LINK": {"type": "*", "orientation": "UNDIRECTED", "properties": "weight"}},
@@ -174,6 +174,18 @@ def test_projection_race_loads_the_graph_another_process_made():
     graph = gds_ops.project_ppr_graph(gds, ppr_run(), "t1", 2)
     assert graph.name == "pathweave-ppr-t1-v2"
     assert gds.call("graph.get") == (("pathweave-ppr-t1-v2",), {})
+
+
+def test_the_catalog_keeps_the_most_recently_projected_ppr_graphs():
+    gds = FakeGds()
+    for i in range(5):
+        gds.catalog[f"pathweave-ppr-t{i}-v1"] = "neo4j"
+    gds.catalog["pathweave-entities-t0-x"] = "neo4j"  # not a PPR graph: never evicted
+    listed = [SimpleNamespace(graph_name=n, database="neo4j", creation_time=f"2026-01-0{i + 1}")
+              for i, n in enumerate(gds.catalog)]
+    gds.graph.list = gds._recorder("graph.list", lambda: listed)
+    assert gds_ops.evict_least_recent_graphs(gds, 3, keep="pathweave-ppr-t0-v1") == ["pathweave-ppr-t1-v1"]
+    assert gds_ops.evict_least_recent_graphs(gds, 10) == []
 
 
 def test_personalized_pagerank_call_sends_reset_groups():
@@ -282,15 +294,20 @@ def test_no_qualifying_entity_projects_nothing():
     assert gds.endpoints() == ["graph.project.cypher", "graph.project.cypher"]
 
 
-def test_kmeans_call():
-    frame = pd.DataFrame({"nodeId": [1, 2, 3], "communityId": [0, 1, 0]})
-    gds = FakeGds(kmeans=frame, node_count=3)
+def test_kmeans_call_keeps_the_run_of_least_inertia():
+    worse = pd.DataFrame({"nodeId": [1, 2, 3], "communityId": [0, 0, 1], "distanceFromCentroid": [0.3, 0.3, 0.0]})
+    better = pd.DataFrame({"nodeId": [1, 2, 3], "communityId": [0, 1, 0], "distanceFromCentroid": [0.1, 0.0, 0.1]})
+    gds = FakeGds(node_count=3)
+    runs = iter([worse, better] + [worse] * (gds_ops.KMEANS_RESTARTS - 2))
+    gds.kmeans.stream = gds._recorder("kmeans.stream", lambda *a, **k: next(runs))
     run = entity_run({1: "ent:a", 2: "ent:b", 3: "ent:c"})
     clusters = gds_ops.kmeans_entities(gds, run, "t1", k=8, entity_ids=["ent:a", "ent:b", "ent:c"], seed=7)
     (_,), project = gds.call("graph.project.cypher")
     assert project["ids"] == ["ent:a", "ent:b", "ent:c"]
-    args, kwargs = gds.call("kmeans.stream")
-    assert kwargs == {"node_property": "embedding", "k": 3, "random_seed": 7, "log_progress": False}
+    calls = [kwargs for name, _, kwargs in gds.calls if name == "kmeans.stream"]
+    assert calls == [{"node_property": "embedding", "k": 3, "random_seed": 7 + i, "initial_sampler": "kmeans++",
+                      "log_progress": False} for i in range(gds_ops.KMEANS_RESTARTS)]
+    assert gds.endpoints().count("graph.project.cypher") == 1  # one projection for every run
     assert clusters == {"ent:a": 0, "ent:b": 1, "ent:c": 0}
 
 
@@ -552,7 +569,7 @@ def test_real_client_sends_the_pinned_procedures():
     graph = gds_ops.project_ppr_graph(gds, ppr_run(), "t1", 3, damping=0.75)
     sent = [(kind, what) for kind, what, _ in runner.sent]
     assert sent == [("procedure", "gds.pageRank.stats.estimate"), ("cypher", statement("neo4j_gds_project_ppr")),
-                    ("procedure", "gds.graph.list")]
+                    ("procedure", "gds.graph.list"), ("procedure", "gds.graph.list")]
     assert runner.sent[0][2] == {
         "graphNameOrConfiguration": {
             "nodeProjection": "*",
@@ -586,7 +603,8 @@ def test_real_client_sends_the_pinned_procedures():
     assert runner.sent[2][2]["failIfMissing"] is False
 
     runner.sent.clear()
-    runner.answers["gds.kmeans.stream"] = pd.DataFrame({"nodeId": [1, 2], "communityId": [0, 1]})
+    runner.answers["gds.kmeans.stream"] = pd.DataFrame({"nodeId": [1, 2], "communityId": [0, 1],
+                                                        "distanceFromCentroid": [0.0, 0.0]})
     assert gds_ops.kmeans_entities(gds, entity_run({1: "ent:a", 2: "ent:b"}), "t1", k=4, seed=7) == {
         "ent:a": 0, "ent:b": 1}
     kinds = [(kind, what) for kind, what, _ in runner.sent]

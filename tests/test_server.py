@@ -1,4 +1,6 @@
-"""The managed ArcadeDB server's lifecycle: start, status, password file, stale pid, stop."""
+"""The managed ArcadeDB server's lifecycle: start, status, password file, stale pid, stop; the
+store's files private to the user on either backend (the managed Neo4j's lifecycle:
+tests/test_neo4j_server.py)."""
 
 import json
 import os
@@ -34,7 +36,7 @@ def test_start_status_stop_and_stale_pid(own_settings):
 
 
 def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
-    monkeypatch.setattr(server, "_port_open", lambda port: False)
+    monkeypatch.setattr(server, "port_open", lambda port: False)
     quick = own_settings.model_copy(
         update={"store": own_settings.store.model_copy(update={"server_start_timeout_s": 1.0})})
     with pytest.raises(server.ServerError, match="not ready after"):
@@ -44,11 +46,13 @@ def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
 
 def test_store_files_are_private_to_the_user(settings, store):
     """The databases (WAL included: it holds document text) and the logs are 0600 in 0700
-    folders, like the password file: no other local user can read a tenant's data."""
+    folders, like the password file: no other local user can read a tenant's data. On the
+    managed Neo4j too (its JVM runs with umask 077): store files, transaction logs, logs."""
     store.record_change()  # a write: the WAL and the database files exist
     data_dir = settings.data_dir
     assert stat.S_IMODE(os.stat(data_dir).st_mode) == 0o700
-    server_dir = data_dir / "server"
+    neo4j = settings.store.backend == "neo4j"
+    server_dir = data_dir / ("neo4j" if neo4j else "server")
     checked = {"dirs": 0, "files": 0}
     for root, dirs, files in os.walk(server_dir):
         for name in dirs + [""]:
@@ -60,7 +64,8 @@ def test_store_files_are_private_to_the_user(settings, store):
             mode = stat.S_IMODE(os.lstat(path).st_mode)
             assert mode & 0o077 == 0, (path, oct(mode))
             checked["files"] += 1
-    assert (server_dir / "server.log").exists() and (server_dir / "databases").is_dir()
+    databases = server_dir / "data" / "databases" if neo4j else server_dir / "databases"
+    assert (server_dir / "server.log").exists() and databases.is_dir()
     assert checked["files"] > 5, checked
 
 

@@ -287,6 +287,7 @@ def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: 
             except subprocess.TimeoutExpired:
                 jvm.kill()
                 jvm.wait(10)
+        print(f"Neo4j (pid {jvm.pid}) exited with code {jvm.returncode}", flush=True)
         if directory.exists():
             data = read_json(state)
             if data is not None and data.get("pid") == jvm.pid:

@@ -49,9 +49,13 @@ WEIGHT = "weight"
 #: 20 / 1e-7 stop early at damping 0.75; these match pathweave.ppr's power iteration).
 PPR_MAX_ITERATIONS = 100
 PPR_TOLERANCE = 1e-8
+#: Tenants' PPR graphs kept in the GDS catalog at most (least recently projected dropped).
+MAX_PPR_GRAPHS = 16
 #: Reset groups of the stage-1 PPR (GDS 2.13 sourceNodes are unweighted): the seed entities'
 #: weight plus 7 bins of passage weights, i.e. at most 8 pageRank calls per query.
 RESET_LEVELS = 8
+#: k-means runs per clustering, the lowest inertia kept (scikit-learn's n_init=10).
+KMEANS_RESTARTS = 10
 #: kNN compares every candidate it samples (1.0 = the most exact neighbour lists).
 KNN_SAMPLE_RATE = 1.0
 #: Synonym pairs sent per import call (the statement commits every 5000 rows).
@@ -169,7 +173,30 @@ def project_ppr_graph(gds: Any, run: Run, tenant: str, version: int, damping: fl
                  result.node_count, result.relationship_count, (time.perf_counter() - started) * 1000)
     projected = PprGraph(name, int(version), graph, *_node_keys(run))
     drop_stale_graphs(gds, tenant, int(version))
+    evict_least_recent_graphs(gds, MAX_PPR_GRAPHS, keep=name)
     return projected
+
+
+def evict_least_recent_graphs(gds: Any, limit: int, keep: str = "") -> list[str]:
+    """Keep at most ``limit`` PPR graphs (every tenant's, in this database) in the GDS
+    catalog: drop the least recently projected beyond it (never ``keep``). GDS holds each on
+    the heap, 25 MB or more even for a tiny tenant, so the catalog is bounded like any cache;
+    a dropped tenant is projected again when next queried (in-process PPR meanwhile).
+    Returns the dropped names."""
+    database = gds.database()
+    mine = [info for info in gds.graph.list()
+            if info.graph_name.startswith(f"{GRAPH_PREFIX}-ppr-") and (not database or info.database == database)]
+    if len(mine) <= limit:
+        return []
+    mine.sort(key=lambda info: str(getattr(info, "creation_time", "")))  # oldest first
+    dropped = []
+    for info in mine[:len(mine) - limit]:
+        if info.graph_name != keep:
+            gds.graph.drop(info.graph_name, fail_if_missing=False)
+            dropped.append(info.graph_name)
+    if dropped:
+        log.info("dropped %d least recently projected GDS graphs (limit %d)", len(dropped), limit)
+    return dropped
 
 
 def drop_stale_graphs(gds: Any, tenant: str, version: int) -> list[str]:
@@ -302,15 +329,27 @@ def kmeans_entities(gds: Any, run: Run, tenant: str, k: int, entity_ids: Sequenc
                     seed: int = 42) -> dict[str, int]:
     """``gds.kmeans`` over entity embeddings (APR layer-2 alias consolidation, spec §3):
     ``{entity_id: cluster}`` for the tenant's entities (or ``entity_ids``), ``k`` capped
-    at the number of entities; empty when there are none."""
+    at the number of entities; empty when there are none.
+
+    Like scikit-learn's KMeans (k-means++ seeds, 10 runs, the lowest inertia kept): one
+    projection, :data:`KMEANS_RESTARTS` ``gds.kmeans.stream`` calls with k-means++ seeds
+    ``seed``, ``seed + 1``, ..., and the run with the smallest sum of squared distances to
+    the centroids wins. GDS's own ``numberOfRestarts`` did not keep the best run: on a
+    4-point chain it returned {A, B, C}, {D} for 2 of 3 seeds, not {A, B}, {C, D}."""
     with entity_graph(gds, run, tenant, entity_ids) as (graph, count):
         if count == 0:
             return {}
-        frame = gds.kmeans.stream(graph, node_property="embedding", k=min(int(k), count),
-                                  random_seed=int(seed), log_progress=False)
+        best, best_inertia = None, float("inf")
+        for attempt in range(KMEANS_RESTARTS):
+            frame = gds.kmeans.stream(graph, node_property="embedding", k=min(int(k), count),
+                                      random_seed=int(seed) + attempt, initial_sampler="kmeans++",
+                                      log_progress=False)
+            inertia = float((frame["distanceFromCentroid"] ** 2).sum()) if "distanceFromCentroid" in frame else 0.0
+            if inertia < best_inertia - 1e-12:
+                best, best_inertia = frame, inertia
     keys = _entity_keys(run)
     return {keys[node]: int(cluster)
-            for node, cluster in zip(map(int, frame["nodeId"]), frame["communityId"]) if node in keys}
+            for node, cluster in zip(map(int, best["nodeId"]), best["communityId"]) if node in keys}
 
 
 class PprProjector:
