@@ -86,9 +86,11 @@ def test_cli_db_start_status_stop_backend_neo4j(tmp_path, monkeypatch):
         assert runner.invoke(app, ["db", "start", "--backend", "mongo"]).exit_code == 2
     finally:
         stopped = runner.invoke(app, ["db", "stop", "--backend", "neo4j"])
+        arcadedb_left = server.stop(Settings(data_dir=tmp_path))  # none was asked for
         get_settings.cache_clear()
-    assert "stopped" in stopped.output
+    assert "stopped" in stopped.output and not arcadedb_left
     assert runner.invoke(app, ["db", "status", "--backend", "neo4j"]).exit_code == 1
+    get_settings.cache_clear()
 
 
 def test_a_server_started_on_demand_stops_when_its_owner_is_killed(tmp_path):

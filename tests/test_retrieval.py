@@ -239,3 +239,24 @@ def test_selection_size_study_on_real_candidate_graphs(retriever):
         assert row["ilp_optimal_frac"] == 1.0 and row["ilp_over_best"] == 1.0  # tiny graphs: proved
         assert 0.0 < row["greedy_over_best"] <= 1.0
         assert 0.0 < row["prove_ms_p50"] <= row["prove_ms_p95"] <= 1000
+
+
+@pytest.mark.neo4j_only
+def test_gds_stage1_ranks_like_the_local_push_and_a_new_document_is_found_before_its_projection(
+        retriever, pipeline, settings, tmp_path):
+    # retrieval.stage1_ppr = gds: stage 1 by gds.pageRank on the tenant's projection, visibly
+    # (timings stage1_gds); the next query after an ingest, before the new version is
+    # projected, runs the local push on the updated topology (stage1_gds_fallback) and finds it
+    gds = Retriever(retriever.store, retriever.embedder, retriever.settings.model_copy(
+        update={"retrieval": retriever.settings.retrieval.model_copy(update={"stage1_ppr": "gds"})}),
+        cache=retriever.cache)
+    assert retriever.store.backend.projector.project_now(retriever.store) is not None
+    in_database = gds.query(QUESTION, k=5, write_record=False)
+    local = retriever.query(QUESTION, k=5, write_record=False)
+    assert "stage1_gds" in in_database.timings_ms and "stage1_gds_fallback" not in in_database.timings_ms
+    assert "stage1_gds" not in local.timings_ms
+    assert [hit.passage_id for hit in in_database.passages][:3] == [hit.passage_id for hit in local.passages][:3]
+    (tmp_path / "new.txt").write_text("Zakopane is a mountain town famous for its wooden Goral architecture.")
+    pipeline.ingest(*load_path(tmp_path, settings.ingest.max_file_bytes))
+    fresh = gds.query("Which town is famous for wooden Goral architecture?", k=3, write_record=False)
+    assert "stage1_gds_fallback" in fresh.timings_ms and fresh.passages[0].title == "new"

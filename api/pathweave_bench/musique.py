@@ -227,7 +227,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
     """Run the benchmark; returns (and writes) the results dict. ``rescore_tops``: extra
     proprag runs with these re-scoring depths M (rows ``proprag_m<M>``). ``backends``: the
     managed stores to run on, one after the other on the same corpus (``arcadedb``,
-    ``neo4j``; default ArcadeDB alone); with Neo4j the rows are keyed ``<extraction>@<backend>``."""
+    ``neo4j``; default ArcadeDB alone); with Neo4j the rows are keyed ``<extraction>@<backend>``,
+    and Neo4j adds the row ``proprag_gds`` (stage 1 by ``gds.pageRank``, ``stage1_ppr = gds``)."""
     from pathweave_ingest.console import run_ingest
 
     console = stdout_console()
@@ -249,6 +250,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
         runs = [(backend, extraction) for backend in backends for extraction in extractions or ["default", "imported"]]
         for backend, extraction in runs:
             settings = with_backend(base, backend)
+            if started and started[-1].store.backend != backend:
+                server.stop(started[-1])  # one store server at a time: the next backend gets the cores
             started.append(settings)
             key = extraction if backends == ["arcadedb"] else f"{extraction}@{backend}"
             tenant = f"bench-{extraction}"
@@ -273,6 +276,12 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 for mode in RETRIEVAL_ONLY:  # the LLM modes: pathweave bench qa
                     console.print(f"[dim]querying {len(questions)} questions: {key} / {mode}[/]")
                     results["results"][key][mode] = evaluate(retriever, questions, mode, console)
+                if backend == "neo4j":  # stage 1 in the database: gds.pageRank on the projection
+                    console.print(f"[dim]querying {len(questions)} questions: {key} / proprag, stage 1 by GDS[/]")
+                    params = settings.retrieval.model_copy(update={"stage1_ppr": "gds"})
+                    variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": params}),
+                                        cache=retriever.cache)
+                    results["results"][key]["proprag_gds"] = evaluate(variant, questions, "proprag", console)
                 for m in rescore_tops or []:
                     console.print(f"[dim]querying {len(questions)} questions: {key} / proprag, M = {m}[/]")
                     params = settings.retrieval.model_copy(update={"rescore_top": m})

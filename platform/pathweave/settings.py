@@ -207,12 +207,12 @@ class PropRAGParams(_Section):
     # of all passages (normalized against the tenant's least similar passage, so the top N
     # get the weights they would get among all): see `pathweave bench scale` for the recall.
     stage1_passage_seeds: int = 200
-    # Stage-1 PPR on the default store: `push` (local push from the seeds, cost of their
-    # neighbourhood) or `power` (whole-graph power iteration, tol 1e-6: the exact reference).
-    # MuSiQue sample, 100 questions, default extractor, 2-core machine (loaded): push with
-    # eps 1e-6 gave Recall@2/5 0.497/0.692 at stage 1 p50 9 ms, eps 1e-7 0.497/0.695 at
-    # 21 ms; `pathweave bench scale` reports push against `power` at both sizes.
-    stage1_ppr: Literal["push", "power"] = "push"
+    # Stage-1 PPR: `push` (local push from the seeds on the query process's topology, cost of
+    # their neighbourhood), `power` (whole-graph power iteration, tol 1e-6: the exact
+    # reference) or `gds` (Neo4j + GDS: gds.pageRank on the tenant's projection, in the
+    # database; local push until the projection of the current graph version exists, and on
+    # a backend without GDS). Measured figures: docs/benchmarks.md.
+    stage1_ppr: Literal["push", "power", "gds"] = "push"
     ppr_epsilon: float = 1e-6
     seed_entities: int = 40
     passage_seed_weight: float = 0.05

@@ -98,8 +98,8 @@ def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: PropRAGParams,
     their entities (sum of scores; top ``seed_entities`` get 1.0). Step 3: the top passages
     get ``passage_seed_weight`` x their normalized cosine. Step 4: PPR with
     ``damping_stage1``: ``in_database(reset, damping)`` when given and it answers (Neo4j
-    GDS), else ``params.stage1_ppr``: ``push`` (local push, error below
-    ``ppr_epsilon`` x degree per node) or ``power`` (power iteration, tol 1e-6).
+    GDS, ``params.stage1_ppr == "gds"``), else ``power`` (power iteration, tol 1e-6) when
+    asked, else ``push`` (local push, error below ``ppr_epsilon`` x degree per node).
     """
     n_e, n_p = view.n_entities, view.n_passages
     kept = query_seeds.props[: params.stage1_paths]

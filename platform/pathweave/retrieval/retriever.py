@@ -12,6 +12,7 @@ returned passages.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ from pathweave.topology import Topology, TopologyCache, TopologyView
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
 """Runs a query's vector searches concurrently (shared by every retriever of the process)."""
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -167,12 +169,18 @@ class Retriever:
         return _SEARCHES.submit(vector_search, self.store, label, vector, k)
 
     def _in_database_ppr(self, view: TopologyView, ppr_timings: dict[str, float]):
-        """Stage-1 PPR in the database (Neo4j GDS) when the backend can, mapped to the view.
+        """Stage-1 PPR in the database (Neo4j GDS) when asked (``retrieval.stage1_ppr = gds``)
+        and the backend can, mapped to the view.
         Records its milliseconds in ``ppr_timings``: ``stage1_gds`` when GDS answered,
         ``stage1_gds_fallback`` when it did not (projection of this graph version not ready
         yet, or a GDS error, logged by the backend) and the in-process PPR ran instead."""
         backend = self.store.backend
-        if Capability.PPR not in backend.capabilities:
+        if self.settings.retrieval.stage1_ppr != "gds":
+            return None
+        if Capability.PPR not in backend.capabilities:  # asked for GDS on a backend without it
+            log.error("retrieval.stage1_ppr = gds, but the %s store has no Graph Data Science: "
+                      "stage 1 runs the local push PPR", backend.name)
+            ppr_timings["stage1_gds_fallback"] = 0.0
             return None
         ids = view.entity_ids[:view.n_entities] + view.passage_ids[:view.n_passages]
 
