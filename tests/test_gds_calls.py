@@ -461,7 +461,7 @@ def test_open_store_neo4j_branch(monkeypatch, tmp_path):
     driver = FakeDriver()
     opened = {}
 
-    def fake_driver(uri, auth):
+    def fake_driver(uri, auth, **options):
         opened.update(uri=uri, auth=auth)
         return driver
 
@@ -488,7 +488,7 @@ def test_open_store_neo4j_missing_database(monkeypatch, tmp_path):
 
     missing = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Database.DatabaseNotFound", message="no db")
     driver = FakeDriver(fail={statement("constraint_document"): missing})
-    monkeypatch.setattr(store_module.GraphDatabase, "driver", lambda uri, auth: driver)
+    monkeypatch.setattr(store_module.GraphDatabase, "driver", lambda uri, auth, **options: driver)
     settings = Settings(data_dir=tmp_path, store={"uri": "bolt://localhost:7687", "database": "pathweave"})
     with pytest.raises(ValueError, match="PATHWEAVE_STORE_DATABASE=neo4j"):
         store_module.open_store(settings)

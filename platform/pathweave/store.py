@@ -189,8 +189,9 @@ def _open_neo4j(uri: str, user: str, password: str, database: str, settings: Set
     # server notifications (unknown labels in an empty tenant, the id() deprecation) stay off
     # the console: tools/cypher-lint reports them for every statement at test time
     driver = GraphDatabase.driver(uri, auth=(user, password), notifications_min_severity="OFF")
-    store = GraphStore(driver, database, Neo4jBackend(driver, database), tenant or settings.tenant,
-                       settings.store.write_batch_size, dimensions)
+    backend = Neo4jBackend(driver, database, project_after_changes=settings.retrieval.stage1_ppr == "gds")
+    store = GraphStore(driver, database, backend, tenant or settings.tenant, settings.store.write_batch_size,
+                       dimensions)
     try:
         store.ensure_schema(dimensions)
     except Exception as error:

@@ -45,13 +45,17 @@ class Neo4jBackend:
     a warning is logged once and the GDS methods return None, so PropRAG and
     ingestion fall back to their in-process code (same results, see pathweave.backends.gds).
     ``debounce_s``: seconds the graph version must stay unchanged before the tenant's
-    PPR graph is re-projected.
+    PPR graph is re-projected. ``project_after_changes``: schedule that re-projection after
+    each graph change (True where stage 1 runs in GDS, ``retrieval.stage1_ppr = gds``;
+    otherwise a projection is made only when a query asks for one).
     """
 
     name = "neo4j"
 
-    def __init__(self, driver: Driver, database: str, debounce_s: float = 5.0, gds: Any = None) -> None:
+    def __init__(self, driver: Driver, database: str, debounce_s: float = 5.0, gds: Any = None,
+                 project_after_changes: bool = True) -> None:
         self.driver = driver
+        self.project_after_changes = project_after_changes
         self.database = database
         self._gds = gds
         self._gds_failed = False
@@ -141,7 +145,7 @@ class Neo4jBackend:
     def graph_changed(self, store: GraphStore) -> None:
         """Schedule the debounced re-projection of the tenant's PPR graph (call after an
         ingestion batch bumped the graph version)."""
-        if self._client() is not None:
+        if self.project_after_changes and self._client() is not None:
             self.projector.schedule(store, store.graph_version())
 
     def close(self) -> None:
