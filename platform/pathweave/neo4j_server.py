@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 from pathweave.processes import (
-    ServerError, ServerInfo, free_port, log_tail, make_private, pid_alive, port_free, port_open, private_dir,
-    read_json, read_password, starting, stop_requested, terminate, write_json,
+    ServerError, ServerInfo, free_port, make_private, pid_alive, port_free, port_open, private_dir,
+    read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
 )
 from pathweave.settings import Settings
 
@@ -133,13 +133,9 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
     ``neo4j`` database. ``owner``: a pid whose death stops the server (None: runs until
     :func:`stop`). Raises :class:`ServerError` after ``server_start_timeout_s`` seconds (+
     the build's time on first use)."""
-    running = status(settings)
-    if running is not None:
-        return running
     directory = server_dir(settings)
-    with starting(directory) as mine:
-        if not mine:
-            return _wait_ready(settings, directory, None)
+
+    def launch() -> subprocess.Popen:
         target = build()
         password = read_password(directory)
         bolt_port, http_port = _ports(directory, settings)
@@ -148,13 +144,14 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
             _set_initial_password(directory, target, password)
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", "pathweave.neo4j_server", str(directory), str(target),
              settings.store.server_heap, str(bolt_port), str(http_port), str(owner or 0)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory,
         )
-        return _wait_ready(settings, directory, process)
 
+    return start_once(directory, lambda: status(settings),
+                      lambda process: _wait_ready(settings, directory, process), launch)
 
 
 def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
@@ -181,7 +178,7 @@ def _ports(directory: Path, settings: Settings) -> tuple[int, int]:
     last = read_json(directory / "ports.json") or {}
     ports = []
     for key, configured in (("bolt_port", settings.store.server_port), ("http_port", settings.store.server_http_port)):
-        previous = int(last.get(key, 0))
+        previous = 0 if configured else int(last.get(key, 0))
         deadline = time.monotonic() + PORT_WAIT_S  # a killed JVM's sockets close as its threads die
         while previous and not port_free(previous) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -235,24 +232,18 @@ def _set_initial_password(directory: Path, target: Path, password: str) -> None:
 def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen | None) -> ServerInfo:
     from neo4j import GraphDatabase
 
-    deadline = time.monotonic() + settings.store.server_start_timeout_s
-    while time.monotonic() < deadline:
+    def ready() -> ServerInfo | None:
         info = status(settings)
-        if info is not None and port_open(info.bolt_port):
-            try:
-                with GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password)) as driver:
-                    driver.execute_query("RETURN 1", database_=DATABASE)
-                return info
-            except Exception:  # noqa: BLE001 - the database is still starting
-                pass
-        if process is not None and process.poll() is not None:
-            raise ServerError(f"Neo4j exited with code {process.returncode}:\n{log_tail(directory)}")
-        time.sleep(0.3)
-    if process is not None:
-        process.terminate()
-    raise ServerError(
-        f"Neo4j not ready after {settings.store.server_start_timeout_s:.0f} s:\n{log_tail(directory)}"
-    )
+        if info is None or not port_open(info.bolt_port):
+            return None
+        try:
+            with GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password)) as driver:
+                driver.execute_query("RETURN 1", database_=DATABASE)
+        except Exception:  # noqa: BLE001 - the database is still starting
+            return None
+        return info
+
+    return wait_ready("Neo4j", directory, settings.store.server_start_timeout_s, process, ready, poll_s=0.3)
 
 
 def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: int, owner: int) -> int:

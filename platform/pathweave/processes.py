@@ -8,6 +8,7 @@ and generated passwords, free ports, liveness and clean termination.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -166,8 +167,6 @@ def terminate(pid: int, timeout_s: float = 30.0) -> None:
 
 def read_json(path: Path) -> dict | None:
     """The JSON object in ``path``, or None when missing or unreadable."""
-    import json
-
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -216,8 +215,37 @@ def stop_requested() -> Callable[[], bool]:
 
 def write_json(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
-    import json
-
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)
+
+
+def start_once(directory: Path, running: Callable[[], ServerInfo | None],
+               wait: Callable[[subprocess.Popen | None], ServerInfo],
+               launch: Callable[[], subprocess.Popen]) -> ServerInfo:
+    """The start protocol of every managed store server of ``directory``: the server
+    ``running()`` reports, else ``wait(launch())`` under the start lock, else (another
+    process holds the lock and is starting it) ``wait(None)``."""
+    info = running()
+    if info is not None:
+        return info
+    with starting(directory) as mine:
+        return wait(launch() if mine else None)
+
+
+def wait_ready(what: str, directory: Path, timeout_s: float, process: subprocess.Popen | None,
+               ready: Callable[[], ServerInfo | None], poll_s: float = 0.2) -> ServerInfo:
+    """Poll ``ready()`` until it gives the running server's info. Raises :class:`ServerError`
+    with the tail of ``directory/server.log`` when ``process`` (the one just launched, if any)
+    exits first, or after ``timeout_s`` seconds (the launched process is then stopped)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = ready()
+        if info is not None:
+            return info
+        if process is not None and process.poll() is not None:
+            raise ServerError(f"{what} exited with code {process.returncode}:\n{log_tail(directory)}")
+        time.sleep(poll_s)
+    if process is not None:
+        stop_process(process, 30)
+    raise ServerError(f"{what} not ready after {timeout_s:.0f} s:\n{log_tail(directory)}")

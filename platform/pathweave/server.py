@@ -35,8 +35,8 @@ import httpx
 
 from pathweave import neo4j_server
 from pathweave.processes import (
-    ServerError, ServerInfo, free_port, log_tail, make_private, pid_alive, port_open, private_dir,
-    read_password, starting, stop_requested, terminate, write_json,
+    ServerError, ServerInfo, free_port, make_private, pid_alive, port_open, private_dir,
+    read_password, start_once, stop_requested, terminate, wait_ready, write_json,
 )
 from pathweave.settings import Settings
 
@@ -101,19 +101,15 @@ def _arcadedb_start(settings: Settings) -> ServerInfo:
     connections and the database ``settings.store.database`` exists.
     Raises :class:`ServerError` after ``settings.store.server_start_timeout_s`` s.
     """
-    running = _arcadedb_status(settings)
-    if running is not None:
-        return running
     directory = _server_dir(settings)
-    with starting(directory) as mine:
-        if not mine:
-            return _wait_ready(settings, directory, None)
+
+    def launch() -> subprocess.Popen:
         password = read_password(directory)
         bolt_port = settings.store.server_port or free_port()
         http_port = settings.store.server_http_port or free_port()
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.server",
                 str(directory), str(bolt_port), str(http_port), settings.store.server_heap,
@@ -122,25 +118,21 @@ def _arcadedb_start(settings: Settings) -> ServerInfo:
             start_new_session=True, cwd=directory,  # ArcadeDB writes ./log under its cwd
             env={**os.environ, "PATHWEAVE_SERVER_PASSWORD": password},
         )
+
+    def wait(process: subprocess.Popen | None) -> ServerInfo:
         info = _wait_ready(settings, directory, process)
         _ensure_database(info, settings.store.database)
         return info
 
+    return start_once(directory, lambda: _arcadedb_status(settings), wait, launch)
+
 
 def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen | None) -> ServerInfo:
-    deadline = time.monotonic() + settings.store.server_start_timeout_s
-    while time.monotonic() < deadline:
+    def ready() -> ServerInfo | None:
         info = _arcadedb_status(settings)
-        if info is not None and port_open(info.bolt_port):
-            return info
-        if process is not None and process.poll() is not None:
-            raise ServerError(f"store server exited with code {process.returncode}:\n{log_tail(directory)}")
-        time.sleep(0.2)
-    if process is not None:
-        process.kill()
-    raise ServerError(
-        f"store server not ready after {settings.store.server_start_timeout_s:.0f} s:\n{log_tail(directory)}"
-    )
+        return info if info is not None and port_open(info.bolt_port) else None
+
+    return wait_ready("store server", directory, settings.store.server_start_timeout_s, process, ready)
 
 
 def _ensure_database(info: ServerInfo, name: str) -> None:
