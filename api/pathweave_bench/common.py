@@ -103,10 +103,8 @@ def backend_list(value: str) -> list[str]:
 def with_backend(settings, backend: str):
     """``settings`` with the managed store ``backend`` and its own data dir
     (``<data_dir>/<backend>``), so two backends of one benchmark run never share files."""
-    from pathlib import Path as _Path
-
     store = settings.store.model_copy(update={"backend": backend, "uri": ""})
-    return settings.model_copy(update={"store": store, "data_dir": _Path(settings.data_dir) / backend})
+    return settings.model_copy(update={"store": store, "data_dir": Path(settings.data_dir) / backend})
 
 
 def project_now(store) -> float:

@@ -213,7 +213,7 @@ class Retriever:
     def _search(self, question: str, mode: Mode, k: int, write_record: bool | None, token_budget: int | None,
                 select: str, style: str) -> Retrieval:
         timings: dict[str, float] = {}
-        ppr_timings: dict[str, float] = {}  # inside stage "ppr" (not added to the total twice)
+        ppr_timings: dict[str, float] = {}  # inside stage "stage1" (not added to the total twice)
         last = [time.perf_counter()]
 
         def clock(stage: str) -> None:
