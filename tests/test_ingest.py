@@ -105,14 +105,32 @@ def test_markdown_markup_is_removed(tmp_path, settings):
     assert doc.text == "Tool\n\nTool is fast."
 
 
-def test_synonyms_through_the_vector_index_equal_exact_knn(pipeline, store, settings):
+@pytest.mark.parametrize("synonymy", ["index", "gds"])
+def test_synonyms_through_the_vector_index_equal_exact_knn(synonymy, store, embedder, extractor, settings):
     """Ingestion asks the store's Entity vector index for synonyms, batch by batch (no
-    tenant-wide entity matrix): the edges must equal an exact cosine kNN over all entities."""
+    tenant-wide entity matrix), or with ``ingest.synonymy = gds`` on Neo4j + GDS ``gds.knn``
+    over the tenant where the batch is a bulk load: the edges must equal an exact cosine kNN
+    over all entities."""
+    from pathweave.backends import Capability
     from pathweave.text import alnum_count
+    from pathweave_ingest.pipeline import Pipeline
+    from pathweave_ingest.synonyms import tenant_knn_pays
 
+    ingest = settings.ingest.model_copy(update={"synonymy": synonymy})
+    pipeline = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": store.tenant,
+                                                                                "ingest": ingest}))
+    gds = synonymy == "gds" and Capability.KNN in store.backend.capabilities
     documents, _ = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
+    methods = set()
     for document in documents:
-        pipeline.ingest([document])
+        before = int(store.run("alias_entity_count")[0]["n"])
+        report = pipeline.ingest([document])
+        if report.entities_new:
+            methods.add(report.synonymy)
+            bulk = tenant_knn_pays(report.entities_new, before + report.entities_new)
+            assert report.synonymy == ("gds.knn" if gds and bulk else "vector index")
+    # with gds.knn: the first document is a bulk load, later ones add a few entities
+    assert methods == ({"gds.knn", "vector index"} if gds else {"vector index"})
     rows = store.run("entity_embeddings")
     ids = [row["id"] for row in rows]
     vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
@@ -187,6 +205,5 @@ def test_a_twin_tenant_is_not_crowded_by_its_twin(base_store, embedder, extracto
         assert report.errors == [] and report.passages_new == 3
         figures.append((dict(asks), store.counts().get("rel:SYNONYM", 0), store.counts().get("rel:ALIAS_OF", 0)))
     (first_asks, *first_edges), (twin_asks, *twin_edges) = figures
-    assert twin_asks == first_asks
-    assert bool(first_asks) == (base_store.backend.name != "neo4j")  # Neo4j: synonymy by gds.knn, no index asks
+    assert twin_asks == first_asks and first_asks  # synonymy by the vector index (the default on both stores)
     assert twin_edges == first_edges and first_edges[0] > 0

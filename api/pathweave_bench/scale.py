@@ -219,6 +219,8 @@ def _run_backend(settings, questions: list[dict], base_docs: list[SourceDocument
                 row.update(passages=passages, ratio=round(passages / results["sizes"]["base"]["passages"], 2)
                            if size == "scaled" else 1.0,
                            passages_per_s=round(report.passages_per_s, 2), ingest_s=round(report.seconds, 1),
+                           synonymy=report.synonymy, synonymy_s=round(report.synonymy_s, 2),
+                           aliases_s=round(report.aliases_s, 2),
                            store_rss_mb=rss_mb(info.pid) if info else None, gds_projection_s=projection_s)
                 results["sizes"][size] = row
                 console.print(f"{size}: {json.dumps(row)}")
@@ -227,8 +229,9 @@ def _run_backend(settings, questions: list[dict], base_docs: list[SourceDocument
             for title, text, question in FRESH_DOCUMENTS:
                 document = SourceDocument(f"fresh-{uuid.uuid4().hex[:8]}", title, text)
                 started = time.perf_counter()
-                run_ingest(store, settings, [document], [], None, label=f"ingest (one document: {title})")
-                rounds.append({"ingest_one_s": round(time.perf_counter() - started, 2),
+                one = run_ingest(store, settings, [document], [], None, label=f"ingest (one document: {title})")
+                rounds.append({"ingest_one_s": round(time.perf_counter() - started, 2), "synonymy": one.synonymy,
+                               "synonymy_s": round(one.synonymy_s, 2), "aliases_s": round(one.aliases_s, 2),
                                **queries.call("fresh", title, question)})
             results["fresh"] = {
                 "ingest_one_s": statistics.median(r["ingest_one_s"] for r in rounds),

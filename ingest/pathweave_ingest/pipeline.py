@@ -37,7 +37,7 @@ from pathweave_ingest.loaders import LoadError, SourceDocument
 from pathweave.backends import Capability
 from pathweave.retrieval.hipporag import fact_text
 from pathweave.vectors import encode_vector
-from pathweave_ingest.synonyms import write_synonyms
+from pathweave_ingest.synonyms import tenant_knn_pays, write_synonyms
 from pathweave.apr.codebook import code_steps
 from pathweave.apr.writes import TripleRef, fact_run_rows, triple_ref
 from pathweave_ingest.aliases import consolidate
@@ -56,6 +56,9 @@ class IngestReport:
     entities_new: int = 0
     triples: int = 0
     synonym_edges: int = 0
+    synonymy: str = ""  # how the new entities' synonyms were found: "gds.knn" | "vector index" ("" none)
+    synonymy_s: float = 0.0  # seconds spent finding and writing synonymy edges
+    aliases_s: float = 0.0  # seconds spent in alias consolidation (spec §3)
     alias_changes: int = 0  # entities whose ALIAS_OF edge changed (alias consolidation, spec §3)
     errors: list[LoadError] = field(default_factory=list)
     seconds: float = 0.0
@@ -192,12 +195,15 @@ class Pipeline:
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
         aliases: list[str] = []
         if new_entities:
-            report.synonym_edges = self._write_synonyms(new_entities)
+            started = time.perf_counter()
+            report.synonym_edges, report.synonymy = self._write_synonyms(new_entities)
+            report.synonymy_s = time.perf_counter() - started
             ids = list(new_entities)
             aliases = consolidate(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
                                   {i: new_entities[i][0] for i in ids}, self.settings.aliases,
                                   (self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max))
             report.alias_changes = len(aliases)
+            report.aliases_s = time.perf_counter() - started - report.synonymy_s
         return list(new_entities), aliases
 
     def _write(self, group, prepared):
@@ -360,16 +366,20 @@ class Pipeline:
         batch.rows.update(fact_run_rows(self.tenant, fresh, self.embedder.encode, apr.run_tau, apr.chain_bonus))
         return new_entities
 
-    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]]) -> int:
-        """kNN synonymy edges from the new entities to all entities of the tenant: in the
-        database where the backend can (GDS kNN on Neo4j), else through the Entity vector
-        index (never a tenant-wide entity matrix in this process)."""
+    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]]) -> tuple[int, str]:
+        """kNN synonymy edges from the new entities to all entities of the tenant, in the
+        database either way: one search of the Entity vector index per new entity (never a
+        tenant-wide entity matrix in this process), or, with ``ingest.synonymy = gds`` on a
+        backend that can (Neo4j + GDS), ``gds.knn`` over the whole tenant where the new
+        entities are a bulk load (:func:`tenant_knn_pays`). Returns (edges written,
+        ``"gds.knn"`` | ``"vector index"``)."""
         backend = self.store.backend
-        if Capability.KNN in backend.capabilities:
+        if self.settings.ingest.synonymy == "gds" and Capability.KNN in backend.capabilities and tenant_knn_pays(
+                len(new_entities), int(self.store.run("alias_entity_count")[0]["n"])):
             written = backend.write_synonyms(self.store, self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max)
             if written is not None:
-                return written
+                return written, "gds.knn"
         ids = list(new_entities)
         return write_synonyms(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
                               {i: new_entities[i][0] for i in ids}, self.settings.ingest.synonym_threshold,
-                              self.settings.ingest.synonym_max)
+                              self.settings.ingest.synonym_max), "vector index"

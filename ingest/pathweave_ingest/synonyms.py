@@ -1,7 +1,8 @@
 """Synonymy edges between entities (spec §1): cosine kNN over entity
 embeddings through the store's vector index, an edge when cos >= threshold (0.8),
 at most ``max_per_entity`` (100) per entity, entities with <= 2 alphanumeric
-characters skipped. (On Neo4j with GDS the backend's ``gds.knn`` does it instead.)
+characters skipped. (On Neo4j with GDS the backend's ``gds.knn`` does it instead for a
+bulk load, :func:`tenant_knn_pays`.)
 """
 
 from __future__ import annotations
@@ -9,6 +10,20 @@ from __future__ import annotations
 import numpy as np
 
 from pathweave.text import alnum_count
+
+#: ``gds.knn`` (NN-descent) compares all of the tenant's entities whatever changed, while the
+#: vector index costs one search per new entity: GDS runs synonymy only where the new entities
+#: are at least this share of the tenant's (a first or bulk load). Measured on Neo4j 5.26 +
+#: GDS 2.13, 2-core machine: see docs/benchmarks.md, "Synonymy on Neo4j".
+TENANT_KNN_SHARE = 0.25
+
+
+def tenant_knn_pays(new_entities: int, tenant_entities: int) -> bool:
+    """Whether one ``gds.knn`` over the tenant's ``tenant_entities`` entities (the new ones
+    included) beats ``new_entities`` vector-index searches (:data:`TENANT_KNN_SHARE`). A
+    one-document ingest into a large tenant takes the index, so its cost does not grow with
+    the tenant (issue 31's freshness)."""
+    return new_entities > 0 and new_entities >= TENANT_KNN_SHARE * tenant_entities
 
 
 def write_synonyms(store, ids: list[str], vectors: np.ndarray, names: dict[str, str],

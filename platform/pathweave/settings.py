@@ -130,6 +130,11 @@ class IngestSettings(_Section):
     max_file_bytes: int = 20_000_000
     synonym_threshold: float = 0.8
     synonym_max: int = 100
+    # How a batch's new entities find their synonyms (spec §1): `index` (one search of the
+    # store's Entity vector index per new entity, both backends) or `gds` (Neo4j + GDS:
+    # gds.knn over the whole tenant where the new entities are a bulk load, the index
+    # otherwise and without GDS; pathweave_ingest.synonyms). Measured: docs/benchmarks.md.
+    synonymy: Literal["index", "gds"] = "index"
 
 
 class AliasSettings(_Section):
