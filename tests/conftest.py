@@ -129,14 +129,15 @@ def pipeline(store, embedder, extractor, settings):
     return Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": store.tenant}))
 
 
-def _make_pdf(path: Path, pages: list[str], title: str = "Annual Report", images: bool = False,
+def _make_pdf(path: Path, pages: list[str], title: str | None = "Annual Report", images: bool = False,
              encrypt: str | None = None) -> Path:
     from reportlab.lib.pagesizes import letter
     from reportlab.lib.utils import ImageReader
     from reportlab.pdfgen import canvas
 
     c = canvas.Canvas(str(path), pagesize=letter, encrypt=encrypt)
-    c.setTitle(title)
+    if title is not None:  # else reportlab's default metadata title, "untitled"
+        c.setTitle(title)
     for text in pages:
         if images:
             from PIL import Image
@@ -152,7 +153,8 @@ def _make_pdf(path: Path, pages: list[str], title: str = "Annual Report", images
 @pytest.fixture(scope="session")
 def make_pdf():
     """``make_pdf(path, pages, title=..., images=False, encrypt=None) -> path``: a PDF of one
-    line of text (or one image) per page, made with reportlab (tests of PDF ingestion)."""
+    line of text (or one image) per page, made with reportlab (tests of PDF ingestion);
+    ``title=None`` leaves reportlab's placeholder title "untitled"."""
     return _make_pdf
 
 

@@ -15,9 +15,9 @@ runner = CliRunner()
 def test_ingest_query_and_db_status(base_store, tenant, tmp_path):
     result = runner.invoke(app, ["ingest", str(FIXTURES / "docs"), "--tenant", tenant])
     assert result.exit_code == 0, result.output
-    assert "8 new of 8 documents" in result.output
+    assert "documents: 8 added;" in result.output
     again = runner.invoke(app, ["ingest", str(FIXTURES / "docs"), "--tenant", tenant])
-    assert "0 new of 8 documents" in again.output
+    assert "documents: 8 unchanged;" in again.output
     answer = runner.invoke(app, ["query", "Where was Marie Curie born?", "--tenant", tenant, "--json", "--k", "2"])
     assert answer.exit_code == 0, answer.output
     payload = json.loads(answer.stdout)

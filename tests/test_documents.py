@@ -72,6 +72,20 @@ def test_pdf_html_docx_and_markdown_land_with_page_and_section(tmp_path, pipelin
     assert len(page3) == 1 and "Denver" not in page3[0]["text"]  # no passage crosses a page
 
 
+def test_a_pdf_without_a_title_is_titled_by_its_file_name(tmp_path, settings, make_pdf):
+    # reportlab (like many producers) writes the placeholder "untitled" when a PDF has no
+    # title: it was cited as "untitled, p. 2"
+    import pypdf
+
+    path = make_pdf(tmp_path / "q3-board-minutes.pdf", PAGES, title=None)
+    assert pypdf.PdfReader(str(path)).metadata.title == "untitled"
+    (doc,), errors = load_path(path, settings.ingest.max_file_bytes)
+    assert errors == [] and doc.title == "q3-board-minutes"
+    make_pdf(tmp_path / "titled.pdf", PAGES)
+    (doc,), _ = load_path(tmp_path / "titled.pdf", settings.ingest.max_file_bytes)
+    assert doc.title == "Annual Report"
+
+
 def test_a_query_cites_the_page_and_the_record_too(tmp_path, pipeline, store, embedder, settings, make_pdf):
     from pathweave.citations import cite_result
     from pathweave.retrieval.retriever import Retriever
@@ -153,10 +167,16 @@ def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, set
     assert "remove" in dry.stdout and "a.txt" in dry.stdout and "1 to remove" in dry.stdout
     assert store.counts() == counts and store.graph_version() == version
     synced = runner.invoke(app, ["ingest", str(folder), "--sync", "--tenant", tenant])
-    assert synced.exit_code == 0 and "1 removed" in synced.output, synced.output
+    assert synced.exit_code == 0 and "documents: 1 removed, 2 unchanged;" in synced.output, synced.output
     after = {r["source"] for r in store.run("documents_list")}
     assert after == before - {str((folder / "a.txt").absolute())}
     assert store.graph_version() == version + 1
+    # one file changed, one gone, one new: the summary says what happened to each
+    (folder / "b.md").write_text("# Curie\n\nMarie Curie was born in Warsaw in 1867.\n")
+    os.remove(folder / "report.pdf")
+    (folder / "c.txt").write_text("Krakow lies on the Vistula.")
+    mixed = runner.invoke(app, ["ingest", str(folder), "--sync", "--tenant", tenant])
+    assert mixed.exit_code == 0 and "documents: 1 added, 1 replaced, 1 removed;" in mixed.output, mixed.output
 
 
 def _bad(tmp_path: Path, case: str, make_pdf) -> tuple[Path, str]:

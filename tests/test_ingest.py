@@ -207,3 +207,62 @@ def test_a_twin_tenant_is_not_crowded_by_its_twin(base_store, embedder, extracto
     (first_asks, *first_edges), (twin_asks, *twin_edges) = figures
     assert twin_asks == first_asks and first_asks  # synonymy by the vector index (the default on both stores)
     assert twin_edges == first_edges and first_edges[0] > 0
+
+
+def test_the_report_profiles_every_stage_and_keeps_what_was_embedded(store, embedder, extractor, settings):
+    """Issue 32: the report's profile has busy seconds for each stage the ingestion ran, counts
+    every text sent to the embedder, and (keep_texts) keeps those texts so that a benchmark can
+    time the embedder alone on exactly them; ingesting the same input again embeds nothing."""
+    from pathweave_ingest.pipeline import Pipeline
+    from pathweave_ingest.profile import STAGES, embed_only_seconds, tokens_of
+
+    pipeline = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": store.tenant}),
+                        keep_texts=True)
+    documents, _ = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
+    report = pipeline.ingest(documents)
+    profile = report.profile
+    assert set(profile.seconds) == set(STAGES)
+    assert all(profile.seconds[stage] > 0 for stage in STAGES), profile.seconds
+    counts = store.counts()
+    nodes = sum(counts.get(label, 0) for label in ("Passage", "Proposition", "Entity", "Relation", "Triple"))
+    # each new node's text, then the APR fact runs' triple lines and run texts
+    assert profile.texts_embedded >= nodes
+    assert sum(map(len, profile.calls)) == profile.texts_embedded
+    assert embed_only_seconds(embedder.encode, profile.calls) > 0
+    assert tokens_of(embedder.tokenizer, profile.calls) > profile.texts_embedded
+    again = pipeline.ingest(documents).profile
+    assert again.texts_embedded == 0 and again.calls == []
+
+
+def test_batch_log_lines_sum_to_the_profile_of_a_tenant():
+    """bench api reads the workers' batch lines (pathweave_ingest.tasks.run_batch) back into a
+    profile: only the tenant's lines, stage seconds and texts summed."""
+    import json
+
+    from pathweave_bench.api import batch_profile
+    from pathweave_ingest.profile import IngestProfile
+    from pathweave_ingest.tasks import BatchOutcome
+
+    outcome = BatchOutcome(passages=3, profile=IngestProfile())
+    outcome.profile.add("embed", 1.5)
+    outcome.profile.add("write", 0.25)
+    outcome.profile.texts_embedded = 7
+    def line(tenant: str) -> str:
+        return f"batch of 3 for {tenant} (job j1): {json.dumps(outcome.summary())}"
+
+    lines = ["[2026-11-26 INFO] " + line("acme"), line("acme"), line("other"), "unrelated"]
+    total = batch_profile(lines, "acme")
+    assert total["batches"] == 2 and total["texts_embedded"] == 14
+    assert total["stages_s"]["embed"] == 3.0 and total["stages_s"]["write"] == 0.5 and total["stages_s"]["chunk"] == 0
+
+
+def test_same_graph_tolerates_only_the_approximate_edges():
+    from pathweave_bench.api import same_graph
+
+    reference = {"Passage": 10, "Entity": 50, "rel:MENTIONS": 80, "rel:SYNONYM": 1000, "rel:ALIAS_OF": 100}
+    assert same_graph(dict(reference), reference) == {"same": True, "differences": {}}
+    assert same_graph({**reference, "rel:SYNONYM": 1008}, reference)["same"]  # within 1 %
+    assert not same_graph({**reference, "rel:SYNONYM": 1020}, reference)["same"]
+    lost = same_graph({**reference, "Passage": 9}, reference)
+    assert not lost["same"] and lost["differences"] == {"Passage": [9, 10]}
+    assert not same_graph({k: v for k, v in reference.items() if k != "rel:MENTIONS"}, reference)["same"]

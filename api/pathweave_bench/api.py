@@ -4,11 +4,14 @@ the same run, on the MuSiQue corpus (``../shared/bench/musique``).
 One fresh data directory (temporary), one Redis (private ``redis-server`` on a
 free port unless ``--redis-url``), then in sequence (nothing else runs meanwhile):
 
-1. ingestion through ONE Celery worker process (``python -m pathweave_ingest.worker``,
-   models loaded before the clock starts): ``POST /v1/documents`` to an API
-   server (uvicorn) with the whole corpus, clock stops when the job is done;
+1. ingestion through one Celery worker process (``--workers N``: N of them, the cores
+   split between their embedders; ``python -m pathweave_ingest.worker``, models loaded
+   before the clock starts): ``POST /v1/documents`` to an API server (uvicorn) with the
+   whole corpus, clock stops when the job is done; every worker's batch log lines give the
+   per-stage profile;
 2. the same corpus ingested in-process (the API's no-broker path: the same task
-   functions on :class:`~pathweave_ingest.tasks.InProcessQueue`) as another tenant;
+   functions on :class:`~pathweave_ingest.tasks.InProcessQueue`) as another tenant, its
+   per-stage profile, and the two tenants' graphs compared (:func:`same_graph`);
 3. queries, after the same 50 un-timed warm-up queries on both sides (questions
    built from passage titles, not the benchmark's): ``POST /v1/query`` over HTTP
    with 1 and 8 concurrent clients, and the
@@ -23,7 +26,9 @@ Writes ``api.json`` to ``--out`` and prints a table.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,7 +46,8 @@ from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
 from pathweave.processes import free_port, stop_process
-from pathweave_bench.common import REPO_ROOT, default_data_dir, git_commit, machine_info, publish_results
+from pathweave_bench.common import (REPO_ROOT, default_data_dir, git_commit, machine_info, profile_table,
+                                    publish_results)
 from pathweave_ingest.console import stdout_console
 from pathweave_ingest.worker import broker_answers
 
@@ -75,6 +82,39 @@ class _Processes:
     def stop_all(self) -> None:
         for process in reversed(self.items):
             stop_process(process)
+
+
+BATCH_LOG = re.compile(r"batch of \d+ for (?P<tenant>\S+) \(job [^)]*\): (?P<summary>\{.*\})$")
+"""The line :func:`pathweave_ingest.tasks.run_batch` logs after each batch (its summary as JSON)."""
+
+
+def batch_profile(lines: Iterable[str], tenant: str) -> dict:
+    """The ingestion profile of ``tenant``'s batches from their log ``lines``: busy seconds per
+    stage and texts embedded, summed over batches (:mod:`pathweave_ingest.profile`)."""
+    from pathweave_ingest.profile import STAGES
+
+    total = {"stages_s": dict.fromkeys(STAGES, 0.0), "texts_embedded": 0, "batches": 0}
+    for line in lines:
+        found = BATCH_LOG.search(line.rstrip())
+        if found is None or found["tenant"] != tenant:
+            continue
+        summary = json.loads(found["summary"])
+        for stage, seconds in summary.get("stages_s", {}).items():
+            total["stages_s"][stage] = round(total["stages_s"].get(stage, 0.0) + seconds, 3)
+        total["texts_embedded"] += summary.get("texts_embedded", 0)
+        total["batches"] += 1
+    return total
+
+
+class _Lines(logging.Handler):
+    """Keeps the messages of the records it handles (the in-process batches' log lines)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 def _run_concurrent(call, questions: list[str], clients: int) -> tuple[list[tuple[float, bool, float]], float]:
@@ -126,9 +166,25 @@ def _compare(over_http, in_process, questions: list[str], clients: int, rounds: 
     return results[0], results[1]
 
 
+def same_graph(counts: dict[str, int], reference: dict[str, int], tolerance: float = 0.01) -> dict:
+    """Whether the graph of ``counts`` (:meth:`~pathweave.store.GraphStore.counts`: nodes by
+    label, ``rel:TYPE`` relationships) is the one ``reference`` counts: every count equal,
+    except SYNONYM and ALIAS_OF edges, which come from the store's approximate vector index
+    and may differ by ``tolerance`` (a share) when batches ran in another order. Returns
+    ``{"same": bool, "differences": {key: [count, reference]}}``."""
+    approximate = {"rel:SYNONYM", "rel:ALIAS_OF"}
+    differences = {key: [counts.get(key, 0), reference.get(key, 0)] for key in sorted(set(counts) | set(reference))
+                   if counts.get(key, 0) != reference.get(key, 0)}
+    same = all(key in approximate and abs(a - b) <= tolerance * max(a, b) for key, (a, b) in differences.items())
+    return {"same": same, "differences": differences}
+
+
 def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: int = 0, mode: str = "proprag",
-                  redis_url: str | None = None) -> dict:
-    """Run the benchmark; returns (and writes) the results dict."""
+                  redis_url: str | None = None, workers: int = 1) -> dict:
+    """Run the benchmark; returns (and writes) the results dict. ``workers``: Celery worker
+    processes ingesting the worker tenant together (each with its share of the cores for the
+    embedder); the graph they write is compared with the in-process tenant's
+    (:func:`same_graph`)."""
     from pathweave import server
     from pathweave.settings import ApiSettings, WorkerSettings, get_settings
     from pathweave_api.keys import key_store_for
@@ -150,7 +206,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     processes = _Processes()
     queue = f"pathweave.bench.{uuid.uuid4().hex[:8]}"
     results: dict = {"machine": machine_info(), "commit": git_commit(), "documents": len(documents),
-                     "questions": len(asked), "mode": mode, "ingest": {}, "query": {},
+                     "questions": len(asked), "mode": mode, "workers": workers, "ingest": {}, "query": {},
                      # other processes on the machine skew every figure: the 1-minute load average
                      # (runnable processes) when each measurement started and ended
                      "load_avg_1m": {"start": round(os.getloadavg()[0], 2)}}
@@ -175,9 +231,11 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                "PATHWEAVE_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.keys_file),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
-        # 1. one Celery worker, fed through the API
-        worker_log = workdir / "worker.log"
-        worker = processes.start([sys.executable, "-m", "pathweave_ingest.worker"], env, worker_log)
+        # 1. the Celery worker(s), fed through the API
+        worker_logs = [workdir / f"worker-{n}.log" for n in range(workers)]
+        threads = {} if workers == 1 else {"PATHWEAVE_EMBED_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+        started_workers = [processes.start([sys.executable, "-m", "pathweave_ingest.worker"], {**env, **threads}, log)
+                           for log in worker_logs]
         api_port = free_port()
         api_log = workdir / "api.log"
         api_server = processes.start([sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory",
@@ -185,7 +243,8 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                                      env, api_log)
         url = f"http://127.0.0.1:{api_port}"
         console.print("[dim]starting the worker and the API server (models load once each)[/]")
-        _wait(lambda: "ready." in worker_log.read_text(errors="replace"), 300, "worker", worker, worker_log)
+        for worker, worker_log in zip(started_workers, worker_logs):
+            _wait(lambda: "ready." in worker_log.read_text(errors="replace"), 300, "worker", worker, worker_log)
 
         def api_ready() -> bool:
             try:
@@ -194,7 +253,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                 return False
 
         _wait(api_ready, 300, "API server", api_server, api_log)
-        console.print(f"[dim]ingesting {len(documents)} passages through one worker[/]")
+        console.print(f"[dim]ingesting {len(documents)} passages through {workers} worker(s)[/]")
         with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
             results["load_avg_1m"]["ingest_worker_start"] = round(os.getloadavg()[0], 2)
             started = time.perf_counter()
@@ -210,15 +269,18 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                 states = [client.get(u).json() for u in job_urls]
                 return states if all(j["status"] not in ("queued", "running") for j in states) else None
 
-            jobs_done = _wait(finished, 7200, "worker ingestion", worker, worker_log, interval=2.0)
+            jobs_done = _wait(finished, 7200, "worker ingestion", started_workers[0], worker_logs[0], interval=2.0)
             seconds = time.perf_counter() - started
         done_passages = sum(j["progress"]["passages"] for j in jobs_done)
         results["ingest"]["worker"] = {
             "documents": sum(j["total"] for j in jobs_done), "failed": sum(j["counts"]["failed"] for j in jobs_done),
             "passages": done_passages, "seconds": round(seconds, 1),
-            "passages_per_s": round(done_passages / seconds, 2), "batches": batches}
+            "passages_per_s": round(done_passages / seconds, 2), "batches": batches,
+            "profile": batch_profile([line for log in worker_logs
+                                      for line in log.read_text(errors="replace").splitlines()], worker_tenant)}
         results["load_avg_1m"]["ingest_worker_end"] = round(os.getloadavg()[0], 2)
-        stop_process(worker)  # nothing else ingests while the in-process run is timed
+        for worker in started_workers:
+            stop_process(worker)  # nothing else ingests while the in-process run is timed
 
         # 2. the same corpus in-process (the API's no-broker path), another tenant
         ws = WorkerSettings(broker_url="")
@@ -234,16 +296,27 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
         submission = create_job(store, job_id, docs, batch_size, "inprocess")
         batches = batches_of(submission.to_enqueue, batch_size)
         local = InProcessQueue(runtime, maxsize=max(1, len(batches)), workers=1)
-        local.submit_all(inproc_tenant, job_id, batches)
-        local.join(timeout=7200)
+        batch_lines = _Lines()
+        tasks_log = logging.getLogger("pathweave_ingest.tasks")
+        tasks_log.addHandler(batch_lines)
+        level = tasks_log.level
+        tasks_log.setLevel(logging.INFO)
+        try:
+            local.submit_all(inproc_tenant, job_id, batches)
+            local.join(timeout=7200)
+        finally:
+            tasks_log.removeHandler(batch_lines)
+            tasks_log.setLevel(level)
         seconds = time.perf_counter() - started
         local.close()
         job = job_status(store, job_id)
         results["ingest"]["inprocess"] = {
             "documents": job["total"], "failed": job["counts"]["failed"], "passages": job["progress"]["passages"],
             "seconds": round(seconds, 1), "passages_per_s": round(job["progress"]["passages"] / seconds, 2),
-            "batches": len(batches)}
+            "batches": len(batches), "profile": batch_profile(batch_lines.lines, inproc_tenant)}
         results["load_avg_1m"]["ingest_inprocess_end"] = round(os.getloadavg()[0], 2)
+        # the worker(s) wrote the same graph as the single in-process runner (another tenant)
+        results["ingest"]["same_graph"] = same_graph(runtime.store(worker_tenant).counts(), store.counts())
 
         # 3. queries: HTTP (API server) vs in-process Retriever, same questions, same graph
         retriever = runtime.retriever(worker_tenant)
@@ -294,8 +367,13 @@ def print_table(results: dict, console: Console) -> None:
     for column in ("measure", "through the service", "in-process", "unit"):
         table.add_column(column)
     worker, local = results["ingest"]["worker"], results["ingest"]["inprocess"]
-    table.add_row("ingestion (1 worker vs in-process queue)", f"{worker['passages_per_s']:.1f}",
+    workers = results.get("workers", 1)
+    table.add_row(f"ingestion ({workers} worker(s) vs in-process queue)", f"{worker['passages_per_s']:.1f}",
                   f"{local['passages_per_s']:.1f}", "passages/s")
+    same = results["ingest"].get("same_graph")
+    if same is not None:
+        table.add_row("same graph as in-process (SYNONYM, ALIAS_OF within 1 %)", str(same["same"]),
+                      json.dumps(same["differences"]), "")
     for clients in (1, 8):
         api, proc = results["query"][f"api_{clients}"], results["query"][f"inprocess_{clients}"]
         table.add_row(f"query p50, {clients} client(s)", f"{api['p50_ms']:.0f}", f"{proc['p50_ms']:.0f}", "ms")
@@ -308,4 +386,5 @@ def print_table(results: dict, console: Console) -> None:
         table.add_row(f"API overhead p50 (wall - retrieval), {clients} client(s)", f"{api['overhead_p50_ms']:.0f}",
                       "", "ms")
     console.print(table)
+    console.print(profile_table({"worker": worker["profile"], "in-process": local["profile"]}))
     console.print(f"1-minute load average during the run (2 = both cores busy): {results['load_avg_1m']}")

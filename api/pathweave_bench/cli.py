@@ -132,12 +132,15 @@ def bench_api(
     mode: str = typer.Option("proprag", help="Retrieval mode of the timed queries."),
     redis_url: Optional[str] = typer.Option(None, help="Broker for the worker run (default: start a private "
                                                        "redis-server on a free port)."),
+    workers: int = typer.Option(1, min=1, help="Celery worker processes ingesting together (the cores split "
+                                               "between their embedders)."),
 ) -> None:
-    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through one Celery worker,
-    each beside the in-process figure of the same run (MuSiQue corpus)."""
+    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through Celery workers
+    with its per-stage profile, each beside the in-process figure of the same run (MuSiQue
+    corpus); the workers' graph is compared with the in-process one."""
     from pathweave_bench.api import run_api_bench
 
-    run_api_bench(data, out, passages, questions, mode, redis_url)
+    run_api_bench(data, out, passages, questions, mode, redis_url, workers)
 
 
 @bench_app.command("select")

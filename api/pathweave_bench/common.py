@@ -117,3 +117,44 @@ def project_now(store) -> float:
     started = time.perf_counter()
     projector.project_now(store)
     return round(time.perf_counter() - started, 2)
+
+
+def ingestion_profile(report, embedder=None) -> dict:
+    """An ingestion's per-stage profile (:class:`~pathweave_ingest.profile.IngestProfile`:
+    busy seconds per stage, texts embedded) and, when ``embedder`` is given and the
+    ingestion kept its texts (``keep_texts``), the **embed-only floor**: the seconds
+    ``embedder`` takes for exactly the texts ingestion embedded, call by call, the tokens they
+    hold, and ingestion's rate as a share of that floor (``embed_only_ratio`` = embed-only
+    seconds / ingestion seconds, 1.0 = ingestion costs no more than its embeddings)."""
+    from pathweave_ingest.profile import embed_only_seconds, tokens_of
+
+    profile = report.profile.as_dict()
+    if embedder is not None and report.profile.calls:
+        calls = report.profile.calls
+        floor = embed_only_seconds(embedder.encode, calls)
+        profile.update(tokens_embedded=tokens_of(embedder.tokenizer, calls, embedder.model.max_seq_length),
+                       embed_only_s=round(floor, 1),
+                       embed_only_passages_per_s=round(report.passages_new / floor, 2) if floor else None,
+                       embed_only_ratio=round(floor / report.seconds, 3) if report.seconds else None)
+    return profile
+
+
+def profile_table(rows: dict[str, dict], title: str = "Ingestion: busy seconds per stage"):
+    """A rich table of :func:`ingestion_profile` results, one column per run (``rows``:
+    label -> profile)."""
+    from rich.table import Table
+
+    from pathweave_ingest.profile import STAGES
+
+    table = Table(title=title)
+    table.add_column("stage")
+    for label in rows:
+        table.add_column(label, justify="right")
+    for stage in STAGES:
+        table.add_row(stage, *(f"{r['stages_s'].get(stage, 0.0):.1f}" for r in rows.values()))
+    for key, name in (("texts_embedded", "texts embedded"), ("tokens_embedded", "tokens embedded"),
+                      ("embed_only_s", "embed-only s"), ("embed_only_passages_per_s", "embed-only passages/s"),
+                      ("embed_only_ratio", "ingestion / embed-only rate")):
+        if any(key in r for r in rows.values()):
+            table.add_row(name, *(str(r.get(key, "–")) for r in rows.values()))
+    return table

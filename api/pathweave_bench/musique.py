@@ -29,8 +29,8 @@ from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
 from pathweave.text import stable_id
-from pathweave_bench.common import (default_data_dir, git_commit, machine_info, peak_rss_mb, project_now,
-                                    wait_for_idle_store, with_backend)
+from pathweave_bench.common import (default_data_dir, git_commit, ingestion_profile, machine_info, peak_rss_mb,
+                                    profile_table, project_now, wait_for_idle_store, with_backend)
 from pathweave_ingest.console import stdout_console
 from pathweave_ingest.loaders import SourceDocument
 
@@ -258,7 +258,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
             file = data / EXTRACTION_FILE if extraction == "imported" else None
             with open_store(settings, tenant=tenant) as store:
                 report = run_ingest(store, settings.model_copy(update={"tenant": tenant}), documents, [], file,
-                                    label=f"ingest ({key})")
+                                    label=f"ingest ({key})", keep_texts=extraction == "default")
                 info = server.status(settings)
                 results["ingest"][key] = {
                     "passages": report.passages_new, "propositions": report.propositions_new,
@@ -267,6 +267,9 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     "peak_rss_mb": round(peak_rss_mb(), 1),
                     "store_server_rss_mb": round(psutil.Process(info.pid).memory_info().rss / 2**20, 1) if info else None,
                 }
+                if extraction == "default":
+                    console.print("[dim]the embed-only floor: the embedder alone on the texts ingestion embedded[/]")
+                results["ingest"][key]["profile"] = ingestion_profile(report, get_embedder(settings))
                 console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
                 results["ingest"][key]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
                 results["ingest"][key]["gds_projection_s"] = project_now(store)
@@ -321,6 +324,9 @@ def print_table(results: dict, console: Console) -> None:
                           f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}", f"{ingest['passages_per_s']:.1f}",
                           f"{ingest['peak_rss_mb']:.0f}")
     console.print(table)
+    profiles = {key: ingest["profile"] for key, ingest in results["ingest"].items() if "profile" in ingest}
+    if profiles:
+        console.print(profile_table(profiles))
 
 
 def print_context_table(results: dict, console: Console) -> None:

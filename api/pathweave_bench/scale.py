@@ -34,8 +34,8 @@ from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
-from pathweave_bench.common import (default_data_dir, git_commit, machine_info, project_now, publish_results,
-                                    wait_for_idle_store, with_backend)
+from pathweave_bench.common import (default_data_dir, git_commit, machine_info, profile_table, project_now,
+                                    publish_results, wait_for_idle_store, with_backend)
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.console import stdout_console
 from pathweave_ingest.loaders import SourceDocument
@@ -219,8 +219,7 @@ def _run_backend(settings, questions: list[dict], base_docs: list[SourceDocument
                 row.update(passages=passages, ratio=round(passages / results["sizes"]["base"]["passages"], 2)
                            if size == "scaled" else 1.0,
                            passages_per_s=round(report.passages_per_s, 2), ingest_s=round(report.seconds, 1),
-                           synonymy=report.synonymy, synonymy_s=round(report.synonymy_s, 2),
-                           aliases_s=round(report.aliases_s, 2),
+                           synonymy=report.synonymy, **report.profile.as_dict(),
                            store_rss_mb=rss_mb(info.pid) if info else None, gds_projection_s=projection_s)
                 results["sizes"][size] = row
                 console.print(f"{size}: {json.dumps(row)}")
@@ -231,7 +230,7 @@ def _run_backend(settings, questions: list[dict], base_docs: list[SourceDocument
                 started = time.perf_counter()
                 one = run_ingest(store, settings, [document], [], None, label=f"ingest (one document: {title})")
                 rounds.append({"ingest_one_s": round(time.perf_counter() - started, 2), "synonymy": one.synonymy,
-                               "synonymy_s": round(one.synonymy_s, 2), "aliases_s": round(one.aliases_s, 2),
+                               "stages_s": one.profile.as_dict()["stages_s"],
                                **queries.call("fresh", title, question)})
             results["fresh"] = {
                 "ingest_one_s": statistics.median(r["ingest_one_s"] for r in rounds),
@@ -258,5 +257,6 @@ def print_table(results: dict, console: Console) -> None:
                       f"{r['exact_ppr_recall_at_5']:.3f}", f"{r['dense_recall_at_5']:.3f}", f"{r['p50_ms']:.0f}",
                       f"{r['p95_ms']:.0f}", f"{r['query_rss_mb']:.0f}", f"{r['store_rss_mb']}", f"{r['passages_per_s']:.1f}")
     console.print(table)
+    console.print(profile_table({f"{backend} {size}": r for backend, size, r in rows if "stages_s" in r}))
     for backend, run in results["backends"].items():
         console.print(f"freshness ({backend}): {run.get('fresh')}")

@@ -211,8 +211,7 @@ def ingest(
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {warning}", soft_wrap=True)
     console.print(
-        f"{report.documents_new} new of {report.documents} documents ({report.documents_replaced} replaced, "
-        f"{report.documents_removed} removed), {report.passages_new} passages, "
+        f"documents: {report.outcome()}; {report.passages_new} new passages, "
         f"{report.propositions_new} propositions, {report.entities_new} entities, {report.triples} triples, "
         f"{report.synonym_edges} synonym edges, {report.alias_changes} alias changes in {report.seconds:.1f} s "
         f"({report.passages_per_s:.1f} passages/s)"

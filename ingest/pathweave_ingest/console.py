@@ -38,9 +38,10 @@ def progress_bar() -> Progress:
 
 
 def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = None, label: str = "ingest",
-               remove: list[str] | None = None):
+               remove: list[str] | None = None, keep_texts: bool = False):
     """Ingest ``documents`` with a progress bar (``remove``: ids of documents to delete in the
-    same change); returns the IngestReport."""
+    same change; ``keep_texts``: keep the embedded texts in the report's profile, for the
+    benchmarks' embed-only floor); returns the IngestReport."""
     import time
 
     from pathweave.embeddings import get_embedder
@@ -54,7 +55,7 @@ def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = 
         from pathweave_ingest.extractors import make_extractor
 
         extractor = make_extractor(settings)
-    pipeline = Pipeline(store, get_embedder(settings), extractor, settings)
+    pipeline = Pipeline(store, get_embedder(settings), extractor, settings, keep_texts=keep_texts)
     started = time.perf_counter()
     with progress_bar() as bar:
         task = bar.add_task(label, total=len(documents), rate="")

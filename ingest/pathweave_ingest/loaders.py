@@ -285,7 +285,7 @@ def _load_pdf(path: Path, max_bytes: int) -> SourceDocument:
                 pages.append(Segment(text, page=number))
             elif _has_images(page):
                 images_only.append(number)  # a scan: reported, never silently empty
-        metadata_title = (reader.metadata.title if reader.metadata else None) or ""
+        metadata_title = metadata_title_of(reader.metadata.title if reader.metadata else None)
     except ValueError as exc:
         if str(exc).startswith("encrypted PDF"):
             raise
@@ -305,6 +305,18 @@ def _load_pdf(path: Path, max_bytes: int) -> SourceDocument:
     return SourceDocument(doc.source, doc.title, doc.text, doc.segments, doc.key, warnings)
 
 
+#: Titles that producers write when a document has none (reportlab's default is "untitled").
+PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "no title", "(untitled)", "(anonymous)"})
+
+
+def metadata_title_of(value: object) -> str:
+    """A file's metadata title, or "" when it has none or only a placeholder
+    (:data:`PLACEHOLDER_TITLES`): the loader then takes the file name (a PDF without a title
+    was cited as "untitled, p. 2")."""
+    title = str(value or "").strip()
+    return "" if title.lower() in PLACEHOLDER_TITLES else title
+
+
 def _load_html(path: Path, max_bytes: int) -> SourceDocument:
     """Main content of an HTML page (trafilatura: navigation, boilerplate and scripts
     dropped), split at its headings; title from the page. Raises ValueError."""
@@ -317,7 +329,7 @@ def _load_html(path: Path, max_bytes: int) -> SourceDocument:
     if not content or not content.strip():
         raise ValueError("no main content found in the HTML page (only navigation, boilerplate or scripts)")
     metadata = trafilatura.extract_metadata(text)
-    title = (metadata.title if metadata is not None and metadata.title else "") or ""
+    title = metadata_title_of(metadata.title if metadata is not None else None)
     if not title:
         first = next((m for m in map(_HEADING.match, content.splitlines()) if m), None)
         title = first.group(2).strip() if first else path.stem
@@ -340,7 +352,7 @@ def _load_docx(path: Path, max_bytes: int) -> SourceDocument:
         document = docx.Document(str(path))
     except Exception as exc:  # noqa: BLE001 - python-docx raises several kinds on broken packages
         raise ValueError(f"not a readable Word .docx file ({type(exc).__name__}: {str(exc)[:200]})") from None
-    title = (document.core_properties.title or "").strip()
+    title = metadata_title_of(document.core_properties.title)
     lines: list[tuple[int | None, str]] = []
     for paragraph in document.paragraphs:
         text = paragraph.text.strip()

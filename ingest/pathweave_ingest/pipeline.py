@@ -12,8 +12,10 @@ after both): if writing the new version fails, the source is absent until it
 is ingested again (the workers retry it). Three groups of documents are in flight at
 once: while one group is embedded, the next is chunked and extracted (spaCy) on
 an extraction thread and the previous one is written in one transaction by a
-writer thread; if a write fails, its documents are retried one by one at the end so a
-bad document is reported and the others land.
+writer thread, which then links that group's new entities (synonymy edges, alias
+consolidation); if a write fails, its documents are retried one by one at the end so a
+bad document is reported and the others land. Every report carries the busy seconds of
+each stage (:mod:`pathweave_ingest.profile`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pathweave_ingest.loaders import LoadError, SourceDocument
 from pathweave.backends import Capability
 from pathweave.retrieval.hipporag import fact_text
 from pathweave.vectors import encode_vector
+from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.synonyms import tenant_knn_pays, write_synonyms
 from pathweave.apr.codebook import code_steps
 from pathweave.apr.writes import TripleRef, fact_run_rows, triple_ref
@@ -51,14 +54,14 @@ class IngestReport:
     documents_new: int = 0
     documents_replaced: int = 0
     documents_removed: int = 0
+    documents_unchanged: int = 0  # given, and already stored in this version
     passages_new: int = 0
     propositions_new: int = 0
     entities_new: int = 0
     triples: int = 0
     synonym_edges: int = 0
     synonymy: str = ""  # how the new entities' synonyms were found: "gds.knn" | "vector index" ("" none)
-    synonymy_s: float = 0.0  # seconds spent finding and writing synonymy edges
-    aliases_s: float = 0.0  # seconds spent in alias consolidation (spec §3)
+    profile: IngestProfile = field(default_factory=IngestProfile, repr=False)  # busy seconds per stage
     alias_changes: int = 0  # entities whose ALIAS_OF edge changed (alias consolidation, spec §3)
     errors: list[LoadError] = field(default_factory=list)
     seconds: float = 0.0
@@ -66,6 +69,19 @@ class IngestReport:
     counted: dict[str, set[str]] = field(default_factory=dict, repr=False)  # label -> ids counted as new
     warnings: list[LoadError] = field(default_factory=list)  # ingested, with a remark (e.g. scanned pages)
     change: DocumentChange | None = field(default=None, repr=False)  # removed/added ids, version after the bump
+
+    @property
+    def documents_added(self) -> int:
+        """Documents written whose source was not stored before (new, not replacements)."""
+        return self.documents_new - self.documents_replaced
+
+    def outcome(self) -> str:
+        """What happened to the documents, in words: ``"2 added, 1 replaced, 1 removed, 3
+        unchanged"`` (the parts that are not zero; ``"nothing to do"`` when all are)."""
+        parts = [f"{n} {what}" for n, what in ((self.documents_added, "added"), (self.documents_replaced, "replaced"),
+                                                (self.documents_removed, "removed"),
+                                                (self.documents_unchanged, "unchanged")) if n]
+        return ", ".join(parts) or "nothing to do"
 
     @property
     def passages_per_s(self) -> float:
@@ -105,17 +121,23 @@ _EXISTING = {
 class Pipeline:
     """Ingests :class:`SourceDocument` lists into a tenant's graph.
 
-    ``extractor`` has ``extract(list[PassageInput]) -> list[PassageExtraction]``.
+    ``extractor`` has ``extract(list[PassageInput]) -> list[PassageExtraction]``. Each
+    ingestion's :class:`IngestReport` carries its per-stage profile
+    (:class:`~pathweave_ingest.profile.IngestProfile`); ``keep_texts`` keeps the texts sent
+    to the embedder in it (benchmarks: the embed-only floor).
     """
 
     def __init__(self, store: GraphStore, embedder: Embedder, extractor, settings: Settings,
-                 group_size: int = 128) -> None:
+                 group_size: int = 128, keep_texts: bool = False) -> None:
         self.store = store
         self.embedder = embedder
         self.extractor = extractor
         self.settings = settings
         self.group_size = group_size
+        self.keep_texts = keep_texts
         self.tenant = store.tenant
+        self._profile = IngestProfile()
+        self._encode = self._profile.encoder(embedder.encode)
 
     def ingest(self, documents: list[SourceDocument], errors: list[LoadError] | None = None,
                on_progress: Callable[[int, int], None] | None = None,
@@ -128,7 +150,10 @@ class Pipeline:
         :func:`~pathweave_ingest.documents.commit_document_change`). ``remove``: ids of
         documents to delete in the same change (folder sync: files that are gone)."""
         started = time.perf_counter()
-        report = IngestReport(documents=len(documents), errors=list(errors or []))
+        report = IngestReport(documents=len(documents), errors=list(errors or []),
+                              profile=IngestProfile(keep_texts=self.keep_texts))
+        self._profile = report.profile
+        self._encode = report.profile.encoder(self.embedder.encode)
         report.warnings = [LoadError(d.source, w) for d in documents for w in d.warnings]
         unique = list({self._doc_id(d): d for d in documents}.items())
         stored = {row["id"]: row["content_hash"] for row in self.store.run(
@@ -141,14 +166,22 @@ class Pipeline:
                 todo.append((doc_id, doc))
                 replace.append(doc_id)
         gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
+        report.documents_unchanged = len(unique) - len(todo)
+
+        writing = 0.0
 
         def write() -> tuple[list[str], list[str], list[str]] | None:
+            nonlocal writing
+            began = time.perf_counter()
             entities, aliases = self._write_documents(todo, len(unique) - len(todo), report, on_progress)
+            writing = time.perf_counter() - began
             if report.documents_new or report.synonym_edges or aliases:
                 return list(dict.fromkeys(report.passage_ids)), entities, aliases
             return None
 
+        began = time.perf_counter()
         change = commit_document_change(self.store, replace + gone, write, keep_status=set(replace))
+        report.profile.add("change", time.perf_counter() - began - writing)  # removals and the change record
         report.change = change
         report.documents_replaced = len(set(change.removed_doc_ids) & set(replace))
         report.documents_removed = len(set(change.removed_doc_ids) - set(replace))
@@ -157,11 +190,13 @@ class Pipeline:
 
     def _write_documents(self, todo: list[tuple[str, SourceDocument]], done: int, report: IngestReport,
                          on_progress: Callable[[int, int], None] | None) -> tuple[list[str], list[str]]:
-        """Chunk, extract, embed and write ``todo`` (groups in flight), the synonymy edges and
-        the alias groups of the new entities (:func:`pathweave_ingest.aliases.consolidate`);
-        returns the ids of the new entities (whose synonyms were written) and of the entities
-        whose alias edge changed."""
+        """Chunk, extract, embed and write ``todo`` (groups in flight); after each group's write,
+        on the writer thread, the synonymy edges and alias groups of its new entities
+        (:meth:`_link`), so that they overlap the next groups' extraction and embedding instead
+        of stalling the end. Returns the ids of the new entities (whose synonyms were written)
+        and of the entities whose alias edge changed."""
         new_entities: dict[str, tuple[str, np.ndarray]] = {}
+        aliases: list[str] = []
         if on_progress:
             on_progress(done, 0)
         failed: list[list[tuple[str, SourceDocument]]] = []
@@ -181,41 +216,60 @@ class Pipeline:
                 except Exception:  # noqa: BLE001 - isolated below, document by document
                     prepared = None
                 if pending is not None:
-                    done += self._settle(pending, report, new_entities, failed, on_progress, done)
-                pending = writer.submit(self._write, group, prepared)
+                    done += self._settle(pending, report, new_entities, aliases, failed, on_progress, done)
+                pending = writer.submit(self._write, group, prepared, report)
             if pending is not None:
-                self._settle(pending, report, new_entities, failed, on_progress, done)
+                self._settle(pending, report, new_entities, aliases, failed, on_progress, done)
         for group in failed:  # retry one by one so a bad document does not sink its group
             for doc_id, doc in group:
                 try:
                     batch, embedded = self._prepare([(doc_id, doc)])
-                    self.store.run_in_transaction(self._steps(batch))
-                    self._count(report, batch, embedded, new_entities, 1)
+                    self._write_batch(batch)
                 except Exception as exc:  # noqa: BLE001
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
-        aliases: list[str] = []
-        if new_entities:
-            started = time.perf_counter()
-            report.synonym_edges, report.synonymy = self._write_synonyms(new_entities)
-            report.synonymy_s = time.perf_counter() - started
-            ids = list(new_entities)
-            aliases = consolidate(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
-                                  {i: new_entities[i][0] for i in ids}, self.settings.aliases,
-                                  (self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max))
-            report.alias_changes = len(aliases)
-            report.aliases_s = time.perf_counter() - started - report.synonymy_s
-        return list(new_entities), aliases
+                    continue
+                self._count(report, batch, embedded, new_entities, 1)
+                aliases += self._link(embedded, report)
+        report.alias_changes = len(set(aliases))
+        return list(new_entities), list(dict.fromkeys(aliases))
 
-    def _write(self, group, prepared):
-        """Writer thread: one transaction for the group; returns (group, prepared, error)."""
+    def _write(self, group, prepared, report: IngestReport):
+        """Writer thread: one transaction for the group, then (if it committed) the synonymy
+        and alias links of its new entities (:meth:`_link`, whose errors propagate). Returns
+        (group, prepared, write error or None, changed alias ids)."""
         if prepared is None:
-            return group, None, RuntimeError("preparation failed")
-        batch, _ = prepared
+            return group, None, RuntimeError("preparation failed"), []
+        batch, embedded = prepared
         try:
-            self.store.run_in_transaction(self._steps(batch))
-            return group, prepared, None
+            self._write_batch(batch)
         except Exception as exc:  # noqa: BLE001
-            return group, prepared, exc
+            return group, prepared, exc, []
+        return group, prepared, None, self._link(embedded, report)
+
+    def _link(self, entities: dict[str, tuple[str, np.ndarray]], report: IngestReport) -> list[str]:
+        """Synonymy edges (:meth:`_write_synonyms`) and alias consolidation
+        (:func:`pathweave_ingest.aliases.consolidate`, spec §3) of ``entities``, new entities of
+        a committed group (``{id: (normalized name, (d,) vector)}``); returns the ids whose
+        alias edge changed."""
+        if not entities:
+            return []
+        with report.profile.stage("synonymy"):
+            written, method = self._write_synonyms(entities)
+        report.synonym_edges += written
+        report.synonymy = ", ".join(sorted(set(filter(None, report.synonymy.split(", "))) | {method}))
+        ids = list(entities)
+        with report.profile.stage("aliases"):
+            return consolidate(self.store, ids, np.stack([entities[i][1] for i in ids]),
+                               {i: entities[i][0] for i in ids}, self.settings.aliases,
+                               (self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max))
+
+    def _write_batch(self, batch: _Batch) -> None:
+        """The group's write transaction, each statement's seconds in the profile (``write``,
+        or ``apr_codes`` for the codebook's and APR's statements)."""
+        def timed(name: str, seconds: float) -> None:
+            self._profile.add("apr_codes" if name.startswith("apr_") else "write", seconds)
+
+        self.store.run_in_transaction(self._steps(batch), on_step=timed)
 
     def _steps(self, batch: _Batch) -> list[tuple[str, dict]]:
         """The group's write transaction: the UNWIND batches in :data:`_WRITE_ORDER`, then the
@@ -229,13 +283,14 @@ class Pipeline:
             "triple": [r["triple_id"] for r in batch.rows.get("upsert_triples", [])],
             "run": [r["run_id"] for r in batch.rows.get("apr_upsert_fact_runs", [])]})
 
-    def _settle(self, pending: Future, report, new_entities, failed, on_progress, done) -> int:
-        """Account a finished group write; returns its document count."""
-        group, prepared, error = pending.result()
+    def _settle(self, pending: Future, report, new_entities, aliases, failed, on_progress, done) -> int:
+        """Account a finished group write (and its links); returns its document count."""
+        group, prepared, error, changed = pending.result()
         if error is not None:
             failed.append(group)
         else:
             self._count(report, prepared[0], prepared[1], new_entities, len(group))
+            aliases += changed
         if on_progress:
             on_progress(done + len(group), report.passages_new)
         return len(group)
@@ -264,6 +319,7 @@ class Pipeline:
 
     def _extract(self, group: list[tuple[str, SourceDocument]]) -> _Batch:
         """Chunk and extract one group: its rows and the texts to embed (nothing embedded yet)."""
+        started = time.perf_counter()
         batch = _Batch()
         now = datetime.now(timezone.utc).isoformat()
         inputs: list[PassageInput] = []
@@ -289,7 +345,10 @@ class Pipeline:
                 previous = pid
                 inputs.append(PassageInput(doc.title, text, doc.text))
                 passage_ids.append(pid)
-        for pid, extraction in zip(passage_ids, self.extractor.extract(inputs)):
+        self._profile.add("chunk", time.perf_counter() - started)
+        with self._profile.stage("extract"):
+            extractions = self.extractor.extract(inputs)
+        for pid, extraction in zip(passage_ids, extractions):
             self._add_extraction(batch, pid, extraction)
         return batch
 
@@ -339,7 +398,8 @@ class Pipeline:
             rows = batch.rows.get(upsert, [])
             if upsert not in ("upsert_passages", "upsert_triples"):  # those rows also link: keep all
                 rows = list({row[key]: row for row in reversed(rows)}.values())[::-1]
-            stored = self.store.existing(existing_stmt, list({row[key] for row in rows}))
+            with self._profile.stage("lookup"):
+                stored = self.store.existing(existing_stmt, list({row[key] for row in rows}))
             first: dict[str, dict] = {}
             for row in rows:
                 if row[key] not in stored:
@@ -349,7 +409,7 @@ class Pipeline:
             batch.new[label] = set(first)
         texts = [batch.texts[label][row[_EXISTING[label][2]]]
                  for label, fresh in fresh_by_label.items() for row in fresh]
-        vectors = iter(self.embedder.encode(texts))
+        vectors = iter(self._encode(texts))
         for row in batch.rows.get("upsert_triples", []):
             row.setdefault("embedding", None)  # stored already: ON CREATE does not touch it
         for label, fresh in fresh_by_label.items():
@@ -363,7 +423,9 @@ class Pipeline:
                     new_entities[row[key]] = (row["norm_name"], vector)
         apr = self.settings.apr
         fresh = {pid: refs for pid, refs in batch.triples.items() if pid in batch.new.get("passage", set())}
-        batch.rows.update(fact_run_rows(self.tenant, fresh, self.embedder.encode, apr.run_tau, apr.chain_bonus))
+        began, embedding = time.perf_counter(), self._profile.seconds["embed"]  # only this thread embeds
+        batch.rows.update(fact_run_rows(self.tenant, fresh, self._encode, apr.run_tau, apr.chain_bonus))
+        self._profile.add("apr_runs", time.perf_counter() - began - (self._profile.seconds["embed"] - embedding))
         return new_entities
 
     def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]]) -> tuple[int, str]:

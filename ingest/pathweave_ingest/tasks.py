@@ -29,6 +29,7 @@ Failures:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -43,6 +44,7 @@ from typing import Any
 
 from pathweave.store import GraphStore
 from pathweave_ingest.jobs import is_current, mark_failed, now_iso, to_source
+from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.worker_runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -95,11 +97,14 @@ class BatchOutcome:
     passages: int = 0
     seconds: float = 0.0
     repaired: list[str] = field(default_factory=list)
+    profile: IngestProfile = field(default_factory=IngestProfile)  # the pipeline's stages, summed
 
     def summary(self) -> dict[str, Any]:
+        """What the batch did, as logged (JSON) after it: counts, seconds and the busy seconds
+        per ingestion stage (``stages_s``, :mod:`pathweave_ingest.profile`)."""
         return {"done": len(self.done), "skipped": len(self.skipped), "failed": len(self.failed),
                 "retry": len(self.retry), "passages": self.passages, "seconds": round(self.seconds, 3),
-                "repaired": len(self.repaired)}
+                "repaired": len(self.repaired), **self.profile.as_dict()}
 
 
 def _transient(runtime: Runtime, exc: BaseException) -> TransientStoreError:
@@ -137,7 +142,7 @@ def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[s
             raise _transient(runtime, exc) from exc
         raise
     outcome.seconds = time.perf_counter() - started
-    log.info("batch of %d for %s (job %s): %s", len(documents), tenant, job_id, outcome.summary())
+    log.info("batch of %d for %s (job %s): %s", len(documents), tenant, job_id, json.dumps(outcome.summary()))
     return outcome
 
 
@@ -186,6 +191,7 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
     batch_error = ""
     try:
         report = runtime.pipeline(tenant).ingest([to_source(d) for d in docs])
+        outcome.profile.merge(report.profile)
         errors = {e.source: e.reason for e in report.errors}
     except Exception as exc:  # noqa: BLE001 - classified below
         if is_transient(exc) or not store_ok(store):

