@@ -110,32 +110,24 @@ def test_union_find_groups_from_a_hand_made_pair_list_and_their_reversal_by_spli
     assert store.graph_version() == version and set(edges(store)) == {b}
 
 
-@pytest.mark.arcadedb_only  # on Neo4j: test_gds_knn_and_kmeans_give_the_in_process_alias_groups
-def test_with_in_database_knn_layer1_reads_the_knn_edges_written_for_the_batch(store):
-    # a backend declaring Capability.KNN (Neo4j + GDS) wrote SYNONYM edges by gds.knn: layer 1
-    # takes its neighbours from them (here deliberately unlike the vectors, which are orthogonal)
-    from dataclasses import replace
-
-    from pathweave.backends import Capability
-    from pathweave.store import GraphStore
-
+def test_layer1_reads_the_synonym_edges_written_for_the_batch(store):
+    # ingestion's synonymy step wrote SYNONYM edges for the batch (vector index or gds.knn):
+    # layer 1 takes its neighbours from them instead of asking the index again (here
+    # deliberately unlike the vectors, which are orthogonal, to see which was read)
     vec = {"Kappa One": unit((0, 1.0)), "Kappa Uno": unit((1, 1.0)), "Lambda": unit((2, 1.0))}
     ids = write_entities(store, vec)
     store.write("upsert_synonyms", [{"src": min(ids["Kappa One"], ids["Kappa Uno"]),
                                      "dst": max(ids["Kappa One"], ids["Kappa Uno"]), "score": 0.95},
                                     {"src": min(ids["Kappa One"], ids["Lambda"]),
                                      "dst": max(ids["Kappa One"], ids["Lambda"]), "score": 0.85}])
-    knn = GraphStore(store.driver, store.database,
-                     replace(store.backend, capabilities=store.backend.capabilities | {Capability.KNN}),
-                     store.tenant, store.batch_size, store.dimensions)
     names = {i: normalize(n) for n, i in ids.items()}
     order = list(ids.values())
-    assert consolidate(store, order, np.stack(list(vec.values())), names, AliasSettings(), (0.8, 100)) == []
-    changed = consolidate(knn, order, np.stack(list(vec.values())), names, AliasSettings(), (0.8, 100))
+    assert consolidate(store, order, np.stack(list(vec.values())), names, AliasSettings()) == []  # the index
+    changed = consolidate(store, order, np.stack(list(vec.values())), names, AliasSettings(), (0.8, 100))
     assert set(changed) == {ids["Kappa One"], ids["Kappa Uno"]} and len(edges(store)) == 1
     # SYNONYM edges that cannot hold the pairs (threshold above 0.93): the vector index is asked
     clear_tenant(store)
-    assert consolidate(knn, order, np.stack(list(vec.values())), names, AliasSettings(), (0.95, 100)) == []
+    assert consolidate(store, order, np.stack(list(vec.values())), names, AliasSettings(), (0.95, 100)) == []
 
 
 def test_dates_and_names_with_other_numbers_are_never_merged(store):

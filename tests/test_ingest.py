@@ -261,6 +261,7 @@ def test_same_graph_tolerates_only_the_approximate_edges():
 
     reference = {"Passage": 10, "Entity": 50, "rel:MENTIONS": 80, "rel:SYNONYM": 1000, "rel:ALIAS_OF": 100}
     assert same_graph(dict(reference), reference) == {"same": True, "differences": {}}
+    assert same_graph({**reference, "Job": 2}, {**reference, "Job": 1})["same"]  # one job per submission
     assert same_graph({**reference, "rel:SYNONYM": 1008}, reference)["same"]  # within 1 %
     assert not same_graph({**reference, "rel:SYNONYM": 1020}, reference)["same"]
     lost = same_graph({**reference, "Passage": 9}, reference)

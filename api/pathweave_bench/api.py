@@ -170,10 +170,12 @@ def same_graph(counts: dict[str, int], reference: dict[str, int], tolerance: flo
     """Whether the graph of ``counts`` (:meth:`~pathweave.store.GraphStore.counts`: nodes by
     label, ``rel:TYPE`` relationships) is the one ``reference`` counts: every count equal,
     except SYNONYM and ALIAS_OF edges, which come from the store's approximate vector index
-    and may differ by ``tolerance`` (a share) when batches ran in another order. Returns
+    and may differ by ``tolerance`` (a share) when batches ran in another order. Jobs
+    (bookkeeping: one per submission) are not compared. Returns
     ``{"same": bool, "differences": {key: [count, reference]}}``."""
     approximate = {"rel:SYNONYM", "rel:ALIAS_OF"}
-    differences = {key: [counts.get(key, 0), reference.get(key, 0)] for key in sorted(set(counts) | set(reference))
+    keys = sorted((set(counts) | set(reference)) - {"Job"})
+    differences = {key: [counts.get(key, 0), reference.get(key, 0)] for key in keys
                    if counts.get(key, 0) != reference.get(key, 0)}
     same = all(key in approximate and abs(a - b) <= tolerance * max(a, b) for key, (a, b) in differences.items())
     return {"same": same, "differences": differences}

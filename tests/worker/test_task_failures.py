@@ -214,8 +214,8 @@ def test_the_pipeline_kept_between_batches_writes_what_a_fresh_one_writes(settin
 def test_batch_sizes_grow_on_any_cuda_device():
     ws = WorkerSettings(broker_url="")
     for device in ("cuda", "cuda:0", "cuda:1"):
-        assert (ws.batch_size(device), ws.group_size(device), ws.extract_batch(device)) == (256, 256, 256)
-    assert (ws.batch_size("cpu"), ws.group_size("cpu"), ws.extract_batch("cpu")) == (64, 64, 64)
+        assert (ws.batch_size(device), ws.group_size(device), ws.extract_batch(device)) == (1024, 256, 256)
+    assert (ws.batch_size("cpu"), ws.group_size("cpu"), ws.extract_batch("cpu")) == (256, 64, 64)
     assert WorkerSettings(broker_url="", ingest_batch_size=8).batch_size("cuda:1") == 8
 
 

@@ -116,7 +116,8 @@ def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
         process = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", llm.model,
              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(llm.context_tokens),
-             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--chat_format", "chatml"],
+             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--chat_format", "chatml",
+             "--n_gpu_layers", str(llm.server_gpu_layers)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             env={**os.environ, "OMP_WAIT_POLICY": "passive"},  # spinning threads starve shared cores
         )
