@@ -136,3 +136,30 @@ def test_default_redelivery_is_quick_and_long_batches_are_kept_alive(celery_api,
     assert len(received) == 1, log[-3000:]
     assert elapsed > 3 * 2, "the batch ran faster than the visibility timeout: nothing was tested"
     assert set(received.values()) == {1}, f"a running batch was delivered again: {received}"
+
+
+def test_two_workers_on_one_tenant_write_the_same_graph_as_one(celery_api, start_worker, worker_runtime):
+    """Issue 32: two worker processes (one embedder thread each, the cores split) ingest one
+    submission's batches together: nothing lost or duplicated, no deadlock, and the same graph
+    as one worker writes (SYNONYM edges, from the approximate vector index, checked for
+    presence as above)."""
+    client, keys = celery_api
+    first = start_worker(PATHWEAVE_EMBED_THREADS="1")
+    one_tenant, one_headers = _key(keys, "oneworker")
+    response = client.post("/v1/documents", headers=one_headers, json={"documents": DOCS})
+    assert _wait(client, one_headers, response.json()["job_id"])["status"] == "done"
+
+    second = start_worker(PATHWEAVE_EMBED_THREADS="1")
+    tenant, headers = _key(keys, "twoworkers")
+    response = client.post("/v1/documents", headers=headers, json={"documents": DOCS})
+    assert response.status_code == 202 and response.json()["batches"] == 3
+    job = _wait(client, headers, response.json()["job_id"])
+    assert job["status"] == "done" and job["counts"]["done"] == len(DOCS), job
+    assert max(d["attempts"] for d in job["documents"]) == 1
+    took = [worker.log.read_text(errors="replace").count(f"for {tenant} (job") for worker in (first, second)]
+    assert sum(took) == 3 and min(took) >= 1, took  # both workers ran batches of the submission
+    counts = dict(worker_runtime.store(tenant).counts())
+    one = dict(worker_runtime.store(one_tenant).counts())
+    assert counts["Document"] == len(DOCS)
+    assert counts.pop("rel:SYNONYM", 0) > 0 and one.pop("rel:SYNONYM", 0) > 0
+    assert counts == one
