@@ -249,12 +249,6 @@ RETURN count(*) AS n;
 MATCH (q:Query {query_id: $query_id}) WHERE q.tenant = $tenant
 RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at;
 
-// name: api_document_sources
-// Source of each document of $ids (for citations).
-UNWIND $ids AS id
-MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
-RETURN d.doc_id AS doc_id, d.source AS source;
-
 // name: passage_citations
 // Where each passage of $ids comes from (citations "title, p. N" / "title > section"):
 // its page or heading path and its document's title and source.
@@ -272,13 +266,6 @@ UNWIND $prop_ids AS pid
 MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
 WHERE p.tenant = $tenant
 RETURN pid AS prop_id, p.passage_id AS passage_id ORDER BY p.passage_id;
-
-// name: api_passages_stating
-// Which of $passage_ids state each proposition of $prop_ids (citations of path steps).
-UNWIND $prop_ids AS pid
-MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
-WHERE p.tenant = $tenant AND p.passage_id IN $passage_ids
-RETURN pid AS prop_id, p.passage_id AS passage_id;
 
 // name: api_document_get
 // A document of the tenant with its passages (one row per passage; one row with a null

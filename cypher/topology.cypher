@@ -75,14 +75,15 @@ RETURN p.passage_id AS id, p.title AS title, p.vec AS vec, min(d.doc_id) AS doc_
 
 // name: subgraph_passage_texts
 // Texts of the passages $ids (only the ones a result returns), with what their citations
-// need: the page or heading path and the document's title.
+// need: the page or heading path, the document's title and its source (the result's one
+// read: the API cites from it without another statement).
 UNWIND $ids AS id
 MATCH (p:Passage {passage_id: id})
 OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
 WITH p, d ORDER BY d.doc_id
 WITH p, collect(d)[0] AS d
 RETURN p.passage_id AS id, p.text AS text, p.page AS page, p.section AS section,
-       coalesce(d.title, p.title) AS cited_title;
+       coalesce(d.title, p.title) AS cited_title, d.source AS source;
 
 // name: subgraph_propositions
 // Text and embedding of the propositions $ids.

@@ -84,13 +84,13 @@ def settings():
 
 @pytest.fixture(scope="session")
 def base_store(settings):
-    from pathweave import server
+    from pathweave import store_server
     from pathweave.store import open_store
 
     store = open_store(settings)
     yield store
     store.close()
-    server.stop(settings)
+    store_server.stop(settings)
     shutil.rmtree(_DATA_DIR, ignore_errors=True)
 
 

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from pathweave.evaluation import exact_match, paired_difference, token_f1
 from pathweave_bench.qa import print_qa_table
-from pathweave_ingest.console import REDIRECTED_WIDTH, stdout_console
+from pathweave.terminal import REDIRECTED_WIDTH, stdout_console
 
 
 def test_exact_match_and_f1_use_squad_normalization_over_aliases():

@@ -166,6 +166,31 @@ def test_groups_in_flight_give_the_same_graph_as_one_group(store, embedder, extr
     assert store.counts() == other.counts()
 
 
+
+def test_the_graph_does_not_depend_on_the_order_documents_are_written_in(store, embedder, extractor, settings):
+    """A proposition names its passage's title even where the text does not (the sentence is
+    made self-contained with it): that entity is written with the proposition, so its
+    MENTIONS edge exists whether or not another document created the entity first (groups
+    in a different order, or two workers)."""
+    import uuid
+
+    from pathweave.store import GraphStore
+    from pathweave_ingest.loaders import SourceDocument
+    from pathweave_ingest.pipeline import Pipeline
+
+    lighthouse = SourceDocument("a.txt", "Brass Lighthouse", "Construction began in 1820 under Admiral Verenne. "
+                                                             "Its lamp burned whale oil until 1870.")
+    harbour = SourceDocument("b.txt", "Quillon", "Quillon is a harbour town famous for the Brass Lighthouse.")
+    other = GraphStore(store.driver, store.database, store.backend, f"t{uuid.uuid4().hex[:10]}",
+                       store.batch_size, store.dimensions)
+    first = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": store.tenant}))
+    second = Pipeline(other, embedder, extractor, settings.model_copy(update={"tenant": other.tenant}))
+    for pipeline, order in ((first, (lighthouse, harbour)), (second, (harbour, lighthouse))):
+        for document in order:
+            assert pipeline.ingest([document]).errors == []
+    assert store.counts() == other.counts()
+    assert store.counts()["rel:MENTIONS"] > 0
+
 TWIN_DOCS = [
     ("Velmora Harbour", "Velmora Harbour was built by Anselm Trevik in 1821. The Velmora Harbor Company ran its ferries "
                         "to Kestrin Island until 1902."),

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pathweave import server
+from pathweave import store_server
 from pathweave.cypher import cypher_dir, parse
 from pathweave.retrieval.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument
@@ -66,7 +66,7 @@ def test_neo4j_browser_draws_the_reasoning_record(pipeline, store, embedder, set
     labels = {label: sum(1 for v in nodes.values() if v == label) for label in set(nodes.values())}
     assert {"Query", "Path", "Proposition", "Entity", "Passage"} <= set(labels)
 
-    info = server.status(settings)
+    info = store_server.status(settings)
     assert info is not None and info.backend == "neo4j"
     browser.get(f"{info.http_url}/browser/?dbms=bolt://neo4j@127.0.0.1:{info.bolt_port}&db=neo4j")
     password = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, '[data-testid="password"]'), what="login")

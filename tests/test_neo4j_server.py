@@ -18,7 +18,7 @@ import pytest
 from neo4j import GraphDatabase
 from typer.testing import CliRunner
 
-from pathweave import neo4j_server, server
+from pathweave import neo4j_server, store_server
 from pathweave.processes import pid_alive
 from pathweave.settings import Settings
 
@@ -46,10 +46,10 @@ def test_compose_runs_the_tested_neo4j_version():
 
 def test_start_status_stop_one_server_per_data_dir_with_gds(tmp_path):
     settings = own(tmp_path)
-    info = server.start(settings)
+    info = store_server.start(settings)
     try:
         assert (info.backend, info.user, info.database) == ("neo4j", "neo4j", "neo4j")
-        assert server.start(settings) == info and server.status(settings) == info
+        assert store_server.start(settings) == info and store_server.status(settings) == info
         password = tmp_path / "neo4j" / "password"
         assert password.stat().st_mode & 0o777 == 0o600 and (tmp_path / "neo4j").stat().st_mode & 0o777 == 0o700
         with GraphDatabase.driver(info.bolt_uri, auth=(info.user, password.read_text().strip())) as driver:
@@ -63,9 +63,9 @@ def test_start_status_stop_one_server_per_data_dir_with_gds(tmp_path):
                 driver.verify_connectivity()
         jvm = info.pid
     finally:
-        assert server.stop(settings)
-    assert not pid_alive(jvm) and server.status(settings) is None
-    assert server.stop(settings) is False
+        assert store_server.stop(settings)
+    assert not pid_alive(jvm) and store_server.status(settings) is None
+    assert store_server.stop(settings) is False
 
 
 def test_cli_db_start_status_stop_backend_neo4j(tmp_path, monkeypatch):
@@ -86,7 +86,7 @@ def test_cli_db_start_status_stop_backend_neo4j(tmp_path, monkeypatch):
         assert runner.invoke(app, ["db", "start", "--backend", "mongo"]).exit_code == 2
     finally:
         stopped = runner.invoke(app, ["db", "stop", "--backend", "neo4j"])
-        arcadedb_left = server.stop(Settings(data_dir=tmp_path))  # none was asked for
+        arcadedb_left = store_server.stop(Settings(data_dir=tmp_path))  # none was asked for
         get_settings.cache_clear()
     assert "stopped" in stopped.output and not arcadedb_left
     assert runner.invoke(app, ["db", "status", "--backend", "neo4j"]).exit_code == 1
@@ -94,9 +94,9 @@ def test_cli_db_start_status_stop_backend_neo4j(tmp_path, monkeypatch):
 
 
 def test_a_server_started_on_demand_stops_when_its_owner_is_killed(tmp_path):
-    script = (f"import sys, time\nfrom pathweave import server\nfrom pathweave.settings import Settings\n"
+    script = (f"import sys, time\nfrom pathweave import store_server\nfrom pathweave.settings import Settings\n"
               f"s = Settings(data_dir={str(tmp_path)!r}, store={{'backend': 'neo4j', 'server_heap': '512m'}})\n"
-              f"info = server.start(s, owner=__import__('os').getpid())\nprint(info.pid, flush=True)\ntime.sleep(600)\n")
+              f"info = store_server.start(s, owner=__import__('os').getpid())\nprint(info.pid, flush=True)\ntime.sleep(600)\n")
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         jvm = int(owner.stdout.readline())
@@ -105,12 +105,12 @@ def test_a_server_started_on_demand_stops_when_its_owner_is_killed(tmp_path):
         owner.send_signal(signal.SIGKILL)
         owner.wait(10)
     assert wait_gone(jvm), "the Neo4j of a SIGKILLed owner is still running after 60 s"
-    assert server.status(own(tmp_path)) is None
+    assert store_server.status(own(tmp_path)) is None
 
 
 def test_a_server_whose_data_dir_is_removed_stops(tmp_path):
     data = tmp_path / "data"
-    info = server.start(own(data))
+    info = store_server.start(own(data))
     supervisor = neo4j_server.read_json(data / "neo4j" / "server.json")["supervisor"]
     shutil.rmtree(data, ignore_errors=True)
     assert wait_gone(info.pid) and wait_gone(supervisor), "Neo4j outlived its deleted data dir by 60 s"
@@ -129,15 +129,15 @@ def test_the_build_is_reused_while_the_pom_is_unchanged():
 
 def test_a_killed_server_restarts_on_its_ports_and_open_drivers_reconnect(tmp_path):
     settings = own(tmp_path)
-    info = server.start(settings)
+    info = store_server.start(settings)
     try:
         with GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password)) as driver:
             driver.execute_query("CREATE (:Probe {n: 1})", database_="neo4j")
             os.kill(info.pid, signal.SIGKILL)
             assert wait_gone(info.pid)
-            again = server.start(settings)  # as the next process that finds it gone does
+            again = store_server.start(settings)  # as the next process that finds it gone does
             assert (again.bolt_port, again.http_port) == (info.bolt_port, info.http_port) and again.pid != info.pid
             records, _, _ = driver.execute_query("MATCH (p:Probe) RETURN count(p) AS n", database_="neo4j")
             assert records[0]["n"] == 1  # the same driver, reconnected; the write survived the kill
     finally:
-        server.stop(settings)
+        store_server.stop(settings)

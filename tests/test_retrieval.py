@@ -4,7 +4,7 @@ modes, and the reasoning record persisted to the graph."""
 from pathlib import Path
 import pytest
 
-from pathweave.reasoning import read_reasoning_record
+from pathweave.reasoning_records import read_reasoning_record
 from pathweave.retrieval.retriever import Retriever
 from pathweave_ingest.loaders import load_path
 
@@ -86,7 +86,7 @@ def test_empty_tenant_returns_no_passages(store, embedder, settings):
 
 @pytest.mark.parametrize("method", ["ilp", "greedy", "auto"])
 def test_budgeted_context_fits_and_is_persisted(retriever, store, method):
-    result = retriever.query(QUESTION, mode="proprag", k=3, token_budget=60, select=method)
+    result = retriever.query(QUESTION, mode="proprag", k=3, token_budget=60, selection_method=method)
     context = result.context
     assert context is not None and context.budget == 60
     assert 0 < context.token_count <= 60
@@ -172,7 +172,7 @@ def test_budgeted_proprag_context_is_statements_citing_several_passages(retrieve
     full = sum(counter.count(f"- {hit.text} [{hit.title}]") for hit in hits if hit.title in ("Marie Curie", "Warsaw"))
 
     def cited(budget):
-        context = retriever.query(QUESTION, mode="proprag", k=5, token_budget=budget, select="ilp").context
+        context = retriever.query(QUESTION, mode="proprag", k=5, token_budget=budget, selection_method="ilp").context
         assert context.optimal and context.token_count <= budget
         assert {line.kind for line in context.lines} == {"proposition"}
         return {line.line.rsplit("[", 1)[1].rstrip("]") for line in context.lines}

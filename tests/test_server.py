@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from pathweave import server
+from pathweave import store_server
 from pathweave.settings import Settings
 
 
@@ -18,30 +18,30 @@ def own_settings(tmp_path):
 
 
 def test_start_status_stop_and_stale_pid(own_settings):
-    info = server.start(own_settings)
+    info = store_server.start(own_settings)
     try:
-        assert server.status(own_settings) == info
-        assert server.start(own_settings) == info  # one server per data dir
+        assert store_server.status(own_settings) == info
+        assert store_server.start(own_settings) == info  # one server per data dir
         password = own_settings.data_dir / "server" / "password"
         assert stat.S_IMODE(os.stat(password).st_mode) == 0o600
         assert info.bolt_uri.startswith("bolt://127.0.0.1:")
     finally:
-        assert server.stop(own_settings)
-    assert server.status(own_settings) is None
-    assert server.stop(own_settings) is False
+        assert store_server.stop(own_settings)
+    assert store_server.status(own_settings) is None
+    assert store_server.stop(own_settings) is False
     state = own_settings.data_dir / "server" / "server.json"
     state.write_text(json.dumps({"pid": 999999, "bolt_port": 1, "http_port": 2}))
-    assert server.status(own_settings) is None  # stale pid detected and removed
+    assert store_server.status(own_settings) is None  # stale pid detected and removed
     assert not state.exists()
 
 
 def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
-    monkeypatch.setattr(server, "port_open", lambda port: False)
+    monkeypatch.setattr(store_server, "port_open", lambda port: False)
     quick = own_settings.model_copy(
         update={"store": own_settings.store.model_copy(update={"server_start_timeout_s": 1.0})})
-    with pytest.raises(server.ServerError, match="not ready after"):
-        server.start(quick)
-    server.stop(quick)
+    with pytest.raises(store_server.ServerError, match="not ready after"):
+        store_server.start(quick)
+    store_server.stop(quick)
 
 
 def test_store_files_are_private_to_the_user(settings, store):
@@ -74,6 +74,6 @@ def test_make_private_fixes_files_of_an_older_install(tmp_path):
     old.mkdir(parents=True, mode=0o755)
     (old / "data.wal").write_text("tenant text")
     os.chmod(old / "data.wal", 0o644)
-    server.make_private(tmp_path / "server")
+    store_server.make_private(tmp_path / "server")
     assert stat.S_IMODE(os.stat(old).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(old / "data.wal").st_mode) == 0o600

@@ -6,8 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from pathweave.model import Answer, AprContext, BudgetedContext, PruneTree
+from pathweave.model import Answer, AprContext, BudgetedContext, PassageHit, PruneTree, ReasoningPath, SeedEntity
 from pathweave.retrieval.modes import Mode
+from pathweave.retrieval.request import QueryRequest as CoreQueryRequest
 from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
@@ -223,9 +224,10 @@ class DeleteResponse(BaseModel):
     removed: RemovedCounts
 
 
-class QueryRequest(BaseModel):
-    """A question. ``token_budget`` asks for a token-budgeted context (when the selection
-    module is installed; otherwise the answer carries a ``note``)."""
+class QueryRequest(CoreQueryRequest):
+    """The core :class:`pathweave.retrieval.request.QueryRequest` (checked by the core, the
+    same errors as the CLI's) with the API's JSON rules: strict types, no NUL, the
+    service's limits (:func:`pathweave_api.routers.query.query_model`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"question": "Where was the physicist who won the 1903 Nobel Prize born?", "mode": "proprag", "k": 5},
@@ -234,16 +236,8 @@ class QueryRequest(BaseModel):
     ]})
 
     question: str = Field(..., min_length=1, max_length=2000, json_schema_extra={"pattern": TEXT_PATTERN})
-    mode: Mode = "proprag"
     k: json_int(1, 50) = Field(5, description="Passages to return.")
     token_budget: json_int(16, 100_000) | None = Field(None, description="Context token budget.")
-    selection_method: Literal["auto", "ilp", "greedy"] = Field(
-        "auto", description="Context selection (with token_budget): CP-SAT ILP, greedy, or auto.")
-    context_style: Literal["bullets", "triples"] = Field(
-        "bullets", description="How the selected context is written (with token_budget).")
-    answer: bool = Field(False, description="Also generate a short answer with the LLM from the budgeted context "
-                                            "(or the top passages), citing what it used. Mode prunerag always "
-                                            "answers (its decomposition tree is returned too).")
     session_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
                                    description="Mode apr: the session this question belongs to; runs the session "
                                                "already sent are referenced by code, not re-sent.")
@@ -269,38 +263,10 @@ class Citation(BaseModel):
                                   examples=["Annual Report, p. 3"])
 
 
-class PassageOut(BaseModel):
-    passage_id: str
-    doc_id: str
-    title: str
-    text: str
-    score: float
-    rank: int
-    page: int | None = Field(None, description="1-based PDF page of the passage.")
-    section: str | None = Field(None, description="Heading path of the passage ('A > B').")
-    reference: str | None = Field(None, description="'title, p. N', 'title > section' or the title.")
+class PassageOut(PassageHit):
+    """A ranked passage (the core's :class:`~pathweave.model.PassageHit`) with its marker."""
+
     citation: int = Field(description="Marker of this passage in ``citations``.")
-
-
-class StepOut(BaseModel):
-    prop_id: str
-    text: str
-    via: str | None = Field(None, description="Entity linking this step to the previous one.")
-    citations: list[int] = Field(default_factory=list,
-                                 description="Markers of returned passages that state this proposition.")
-
-
-class PathOut(BaseModel):
-    path_id: str
-    rank: int
-    score: float
-    steps: list[StepOut]
-
-
-class SeedOut(BaseModel):
-    entity_id: str
-    name: str
-    weight: float
 
 
 class QueryResponse(BaseModel):
@@ -332,8 +298,8 @@ class QueryResponse(BaseModel):
     mode: Mode
     graph_version: int
     passages: list[PassageOut]
-    paths: list[PathOut]
-    seeds: list[SeedOut]
+    paths: list[ReasoningPath]
+    seeds: list[SeedEntity]
     citations: list[Citation]
     timings_ms: dict[str, float]
     context: BudgetedContext | None = Field(

@@ -148,7 +148,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        from pathweave_ingest.tasks import is_transient
+        from pathweave.errors import is_transient
 
         request_id = uuid.uuid4().hex[:12]
         if is_transient(exc):

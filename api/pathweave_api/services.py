@@ -16,7 +16,8 @@ from pathweave.settings import ApiSettings, Settings, WorkerSettings
 from pathweave_api.keys import KeyStore
 from pathweave_api.limits import AuthThrottle, RateLimiter
 from pathweave_api.problems import ApiProblem
-from pathweave_ingest.tasks import InProcessQueue, QueueFull, is_transient
+from pathweave.errors import is_transient
+from pathweave_ingest.tasks import InProcessQueue, QueueFull
 from pathweave_ingest.worker_runtime import Runtime
 
 log = logging.getLogger("pathweave_api")

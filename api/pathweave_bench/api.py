@@ -48,7 +48,7 @@ from pathweave.evaluation import percentile_ms
 from pathweave.processes import free_port, stop_process
 from pathweave_bench.common import (REPO_ROOT, default_data_dir, git_commit, machine_info, profile_table,
                                     publish_results)
-from pathweave_ingest.console import stdout_console
+from pathweave.terminal import stdout_console
 from pathweave_ingest.worker import broker_answers
 
 def _wait(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None,
@@ -187,7 +187,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     processes ingesting the worker tenant together (each with its share of the cores for the
     embedder); the graph they write is compared with the in-process tenant's
     (:func:`same_graph`)."""
-    from pathweave import server
+    from pathweave import store_server
     from pathweave.settings import ApiSettings, WorkerSettings, get_settings
     from pathweave_api.keys import key_store_for
     from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads
@@ -223,7 +223,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                              "--dir", str(workdir)], dict(os.environ), workdir / "redis.log")
             redis_url = f"redis://127.0.0.1:{port}/0"
         _wait(lambda: broker_answers(redis_url), 30, "redis")
-        server.start(settings)  # the shared store server of this run
+        store_server.start(settings)  # the shared store server of this run
         api = ApiSettings(keys_file=workdir / "keys.sqlite3")
         keys = key_store_for(api, workdir)
         worker_tenant, inproc_tenant = "bench-worker", "bench-inprocess"
@@ -357,7 +357,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
         if runtime is not None:
             runtime.close()
         processes.stop_all()
-        server.stop(settings)
+        store_server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
     return publish_results(out, "api.json", results, print_table, console)
 

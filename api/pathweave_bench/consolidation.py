@@ -20,7 +20,7 @@ from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import AliasSettings
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.aliases import canonical_count, clear_tenant, consolidate_tenant
-from pathweave_ingest.console import progress_bar, stdout_console
+from pathweave.terminal import progress_bar, stdout_console
 
 
 def consolidation_figures(retriever: Retriever, questions: list[dict], params: AliasSettings | None = None,

@@ -21,7 +21,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from pathweave import server
+from pathweave import store_server
 from pathweave.embeddings import get_embedder
 from pathweave.evaluation import percentile_ms, recall_at_k
 from pathweave.retrieval.modes import RETRIEVAL_ONLY
@@ -31,7 +31,7 @@ from pathweave.store import open_store
 from pathweave.text import stable_id
 from pathweave_bench.common import (default_data_dir, git_commit, ingestion_profile, machine_info, peak_rss_mb,
                                     profile_table, project_now, wait_for_idle_store, with_backend)
-from pathweave_ingest.console import stdout_console
+from pathweave.terminal import stdout_console
 from pathweave_ingest.loaders import SourceDocument
 
 EXTRACTION_FILE = "openie_gpt-3.5-turbo-1106.json"
@@ -251,7 +251,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
         for backend, extraction in runs:
             settings = with_backend(base, backend)
             if started and started[-1].store.backend != backend:
-                server.stop(started[-1])  # one store server at a time: the next backend gets the cores
+                store_server.stop(started[-1])  # one store server at a time: the next backend gets the cores
             started.append(settings)
             key = extraction if backends == ["arcadedb"] else f"{extraction}@{backend}"
             tenant = f"bench-{extraction}"
@@ -259,7 +259,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
             with open_store(settings, tenant=tenant) as store:
                 report = run_ingest(store, settings.model_copy(update={"tenant": tenant}), documents, [], file,
                                     label=f"ingest ({key})", keep_texts=extraction == "default")
-                info = server.status(settings)
+                info = store_server.status(settings)
                 results["ingest"][key] = {
                     "passages": report.passages_new, "propositions": report.propositions_new,
                     "entities": report.entities_new, "triples": report.triples,
@@ -300,7 +300,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
     finally:
         for settings in started:
-            server.stop(settings)
+            store_server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "musique.json").write_text(json.dumps(results, indent=2))

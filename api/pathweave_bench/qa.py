@@ -30,7 +30,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from pathweave import server
+from pathweave import store_server
 from pathweave.answering import generate_answer
 from pathweave.embeddings import get_embedder
 from pathweave.evaluation import exact_match, paired_difference, percentile_ms, token_f1
@@ -40,7 +40,8 @@ from pathweave.settings import get_settings
 from pathweave.store import open_store
 from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
 from pathweave_bench.musique import gold_documents, load_musique
-from pathweave_ingest.console import progress_bar, run_ingest, stdout_console
+from pathweave.terminal import progress_bar, stdout_console
+from pathweave_ingest.console import run_ingest
 
 ROWS = ("dense_top5", "proprag_top5", "proprag_budget_200", "proprag_budget_400", "prunerag")
 
@@ -86,7 +87,7 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
     try:
         with open_store(settings) as store:
             report = run_ingest(store, settings, documents, [], label="ingest MuSiQue corpus")
-            info = server.status(settings)
+            info = store_server.status(settings)
             wait_for_idle_store(info.pid if info else None)
             retriever = Retriever(store, get_embedder(settings), settings, llm=client)
             retriever.warm_up(10)
@@ -120,7 +121,7 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
                         bar.update(task, rate=f"{row}: {ms / 1000:.0f} s")
                     details.append(detail)
     finally:
-        server.stop(settings)
+        store_server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
     results["rows"] = {row: {"em": round(float(np.mean(s["em"])), 4), "f1": round(float(np.mean(s["f1"])), 4),
                              "prompt_tokens": round(float(np.mean(s["prompt_tokens"])), 1),

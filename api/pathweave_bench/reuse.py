@@ -36,7 +36,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from pathweave import server
+from pathweave import store_server
 from pathweave.apr import retrieve
 from pathweave.apr.prompt import RENDERINGS
 from pathweave.apr.selection import CHANNELS
@@ -48,7 +48,7 @@ from pathweave_bench.common import (default_data_dir, git_commit, machine_info, 
                                     publish_results)
 from pathweave_bench.consolidation import consolidation_figures
 from pathweave_bench.musique import load_musique, paragraph_document_id
-from pathweave_ingest.console import stdout_console
+from pathweave.terminal import stdout_console
 from pathweave_ingest.extractors import make_extractor, question_parser
 
 _PLACEHOLDER = re.compile(r"#(\d+)")
@@ -129,7 +129,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
     try:
         with open_store(settings, tenant=tenant) as store:
             report = run_ingest(store, settings, documents, [], None, label="ingest (default extractor)")
-            info = server.status(settings)
+            info = store_server.status(settings)
             results["ingest"] = {"passages": report.passages_new, "triples": report.triples,
                                  "runs": store.counts().get("Run", 0), "seconds": round(report.seconds, 1)}
             results["ingest"]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
@@ -172,7 +172,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
         results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
     finally:
-        server.stop(settings)
+        store_server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
     return publish_results(out, "reuse.json", results, print_table, console)
 

@@ -28,7 +28,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from pathweave import server
+from pathweave import store_server
 from pathweave.embeddings import get_embedder
 from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
@@ -37,7 +37,7 @@ from pathweave.store import open_store
 from pathweave_bench.common import (default_data_dir, git_commit, machine_info, profile_table, project_now,
                                     publish_results, wait_for_idle_store, with_backend)
 from pathweave_bench.musique import evaluate
-from pathweave_ingest.console import stdout_console
+from pathweave.terminal import stdout_console
 from pathweave_ingest.loaders import SourceDocument
 
 FRESH_DOCUMENTS = [  # (title, text, question): invented facts no corpus states
@@ -211,7 +211,7 @@ def _run_backend(settings, questions: list[dict], base_docs: list[SourceDocument
             for size, docs in (("base", base_docs), ("scaled", extra_docs)):
                 report = run_ingest(store, settings, docs, [], None, label=f"ingest ({size})")
                 passages += report.passages_new
-                info = server.status(settings)
+                info = store_server.status(settings)
                 console.print("[dim]waiting for the store server to finish its post-ingestion work[/]")
                 wait_for_idle_store(info.pid if info else None)
                 projection_s = project_now(store)
@@ -242,7 +242,7 @@ def _run_backend(settings, questions: list[dict], base_docs: list[SourceDocument
     finally:
         if queries is not None:
             queries.close()
-        server.stop(settings)
+        store_server.stop(settings)
     return results
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from pathweave_ingest.console import console
+from pathweave.terminal import console
 
 aliases_app = typer.Typer(help="Alias groups of entities (ALIAS_OF): show them, undo a merge.", no_args_is_help=True)
 

@@ -49,7 +49,9 @@ def package_documents() -> list[SourceDocument]:
 
 def run_demo(settings: Settings) -> None:
     """Ingest the package READMEs (idempotent) and print answers to :data:`QUESTIONS`."""
-    from pathweave_ingest.console import print_result, run_ingest, stdout_console
+    from pathweave_cli.render import print_result
+    from pathweave.terminal import stdout_console
+    from pathweave_ingest.console import run_ingest
 
     console = stdout_console()
     documents = package_documents()
@@ -62,10 +64,8 @@ def run_demo(settings: Settings) -> None:
         answering = _llm_ready(retriever, console)
         for question in QUESTIONS:
             if answering:
-                from pathweave.answering import answer_query
-
                 # from a 200-token budgeted context: a short prompt, so a CPU answers in seconds
-                print_result(answer_query(retriever, question, "proprag", k=3, token_budget=200))
+                print_result(retriever.query(question, "proprag", k=3, token_budget=200, answer=True))
             else:
                 print_result(retriever.query(question, mode="proprag", k=3))
             console.print()
@@ -75,13 +75,14 @@ def run_demo(settings: Settings) -> None:
 def _llm_ready(retriever: Retriever, console: Console) -> bool:
     """Connect the LLM that answers (the managed local server by default); False, with the
     reason and how to enable answers, when there is none."""
+    from pathweave.errors import LLMUnavailable
     from pathweave.llm.client import LLMError
     from pathweave.llm.server import LLMServerError
 
     console.print("[dim]starting the LLM that writes the answers (PATHWEAVE_LLM_*)...[/]")
     try:
         retriever.llm_client().check()
-    except (LLMError, LLMServerError) as exc:
+    except (LLMUnavailable, LLMError, LLMServerError) as exc:
         console.print(f"[yellow]no answers, passages only:[/] {exc}")
         return False
     return True

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from pathweave_ingest.console import console
+from pathweave.terminal import console
 
 llm_app = typer.Typer(help="The managed local model server (llama.cpp; extra pathweave[llm]).", no_args_is_help=True)
 

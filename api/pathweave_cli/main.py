@@ -25,7 +25,9 @@ from pathweave_cli import service
 from pathweave_cli.aliases import aliases_app
 from pathweave_cli.llm import llm_app
 from pathweave_cli.train import train_app
-from pathweave_ingest.console import console, print_result, run_ingest, stdout_console
+from pathweave_cli.render import print_result
+from pathweave.terminal import console, stdout_console
+from pathweave_ingest.console import run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -104,10 +106,10 @@ def _describe(info) -> str:
 def db_start(backend: Optional[str] = BackendOption) -> None:
     """Start the managed store server for the configured data directory; it runs until
     ``pathweave db stop``. Use it with ``PATHWEAVE_STORE_BACKEND`` set to the same backend."""
-    from pathweave import server
+    from pathweave import store_server
 
     settings = _store_settings(backend)
-    info = server.start(settings)
+    info = store_server.start(settings)
     console.print(f"store running: {_describe(info)}")
     if info.backend == "neo4j":
         password = Path(settings.data_dir) / "neo4j" / "password"
@@ -117,17 +119,17 @@ def db_start(backend: Optional[str] = BackendOption) -> None:
 @db_app.command("stop")
 def db_stop(backend: Optional[str] = BackendOption) -> None:
     """Stop the managed store server."""
-    from pathweave import server
+    from pathweave import store_server
 
-    console.print("stopped" if server.stop(_store_settings(backend)) else "no server was running")
+    console.print("stopped" if store_server.stop(_store_settings(backend)) else "no server was running")
 
 
 @db_app.command("status")
 def db_status(backend: Optional[str] = BackendOption) -> None:
     """Print whether the managed store server runs (exit 1 if not)."""
-    from pathweave import server
+    from pathweave import store_server
 
-    info = server.status(_store_settings(backend))
+    info = store_server.status(_store_settings(backend))
     if info is None:
         console.print("not running")
         raise typer.Exit(1)
@@ -227,8 +229,8 @@ def query(
     k: int = typer.Option(5, min=1, max=100, help="Passages to return."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     budget: Optional[int] = typer.Option(None, min=0, help="Token budget: also select the best connected context."),
-    select: str = typer.Option("auto", help="Context selection: ilp | greedy | auto."),
-    style: str = typer.Option("bullets", help="Context rendering: bullets | triples."),
+    select: Optional[str] = typer.Option(None, help="Context selection, with --budget: ilp | greedy | auto (default)."),
+    style: Optional[str] = typer.Option(None, help="Context rendering, with --budget: bullets (default) | triples."),
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
     answer: bool = typer.Option(False, "--answer", help="Also generate a short answer with the LLM (PATHWEAVE_LLM_*), "
                                                         "citing the passages (or budgeted context) it used."),
@@ -238,27 +240,27 @@ def query(
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
     from pathweave.embeddings import get_embedder
-    from pathweave.llm.client import LLMError
-    from pathweave.llm.server import LLMServerError
+    from pathweave.errors import BadRequest, LLMUnavailable
+    from pathweave.retrieval.request import QueryRequest
     from pathweave.retrieval.retriever import Retriever
     from pathweave.store import open_store
 
+    try:  # checked before the store opens: a bad request fails fast and changes nothing
+        request = QueryRequest.of(question, mode=mode, k=k, token_budget=budget, selection_method=select,
+                                  context_style=style, session_id=session_id, answer=answer)
+    except BadRequest as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
     settings = _settings(tenant)
     with open_store(settings) as store:
         retriever = Retriever(store, get_embedder(settings), settings)
-        if mode == "apr":  # the question's triples from the configured extractor (spec §3)
+        if request.mode == "apr":  # the question's triples from the configured extractor (spec §3)
             from pathweave_ingest.extractors import make_extractor, question_parser
 
             retriever.question_parser = question_parser(make_extractor(settings))
         try:
-            if answer or mode == "prunerag":
-                from pathweave.answering import answer_query
-
-                result = answer_query(retriever, question, mode, k, budget, select, style, session_id=session_id)
-            else:
-                result = retriever.query(question, mode=mode, k=k, token_budget=budget, select=select, style=style,
-                                         session_id=session_id)
-        except (ValueError, LLMError, LLMServerError) as exc:  # bad input; no model to answer
+            result = retriever.query(request)
+        except (BadRequest, LLMUnavailable) as exc:  # bad input; no model to answer
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
         retriever.flush()  # the reasoning record is in the graph before the store closes

@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from pathweave_ingest.console import console, stdout_console
+from pathweave.terminal import console, stdout_console
 
 
 def _key_store():

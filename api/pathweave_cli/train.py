@@ -6,7 +6,7 @@ For each MuSiQue question (``--data``, the first ``--limit``) the APR retrieval 
 (accuracy, prompt tokens, latency ms), accuracy = context recall of the gold passages (or
 exact match of the LLM's answer from the compact prompt with ``--accuracy em``). The
 measurements go to ``--examples`` (JSONL; questions already there are not measured again),
-the policy is trained on them (:func:`pathweave.selector_policy.train_policy`) and saved to
+the policy is trained on them (:func:`pathweave.apr.policy.train_policy`) and saved to
 ``--out``; point ``PATHWEAVE_SELECTOR_POLICY_PATH`` at it to use it.
 
 The questions' passages are ingested into ``--tenant`` of the configured store first (all of
@@ -28,8 +28,8 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from pathweave.selector_examples import Evaluator, SelectorExample, SelectorQuestion, context_recall
-from pathweave_ingest.console import console, progress_bar, stdout_console
+from pathweave.apr.examples import Evaluator, SelectorExample, SelectorQuestion, context_recall
+from pathweave.terminal import console, progress_bar, stdout_console
 
 train_app = typer.Typer(help="Train Pathweave's learned parts.", no_args_is_help=True)
 
@@ -65,7 +65,7 @@ def decomposition(question: dict) -> list[str]:
 
 def context_evaluator(select_context: Callable[[str, dict[str, str]], tuple[str, int, set[str]]],
                       accuracy: str = "recall", answer: Callable[[str, str], str] | None = None) -> Evaluator:
-    """An :data:`~pathweave.selector_examples.Evaluator` over ``select_context(question,
+    """An :data:`~pathweave.apr.examples.Evaluator` over ``select_context(question,
     actions) -> (prompt text, prompt tokens, document ids whose evidence it holds)`` (the APR
     selection). Accuracy: ``recall`` = context recall of the question's gold documents;
     ``em`` = exact match of ``answer(question, prompt text)`` (the LLM) with the gold answers.
@@ -128,7 +128,7 @@ def measure_with_store(settings, questions: list[SelectorQuestion], documents: l
     from pathweave.apr import retrieve
     from pathweave.embeddings import get_embedder
     from pathweave.retrieval.retriever import Retriever
-    from pathweave.selector_examples import measure_examples
+    from pathweave.apr.examples import measure_examples
     from pathweave.store import open_store
     from pathweave_ingest.console import run_ingest
     from pathweave_ingest.extractors import make_extractor, question_parser
@@ -159,7 +159,7 @@ def policy_rows(policy, examples: list[SelectorExample], settings) -> dict[str, 
     """Mean accuracy and prompt tokens over ``examples`` (as measured) of the policy's choice
     per question, ``unique`` everywhere, ``include_all`` everywhere and ``best``: each
     question's highest-utility combination under ``settings`` (section ``selector``)."""
-    from pathweave.selector_policy import CHANNELS, COMBINATIONS, combination
+    from pathweave.apr.policy import CHANNELS, COMBINATIONS, combination
 
     def row(choose) -> dict:
         picked = [e.outcomes[COMBINATIONS.index(combination(choose(e)))] for e in examples]
@@ -189,8 +189,8 @@ def train_selector(
 ) -> None:
     """Measure the 27 selector action combinations per question, train the DPO selector
     policy on them and save it."""
-    from pathweave.selector_examples import measure_examples, read_examples, training_arrays
-    from pathweave.selector_policy import train_policy
+    from pathweave.apr.examples import measure_examples, read_examples, training_arrays
+    from pathweave.apr.policy import train_policy
     from pathweave.settings import get_settings
     from pathweave_bench.common import default_data_dir
 

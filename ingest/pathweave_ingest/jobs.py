@@ -4,7 +4,7 @@ A job is one submission of documents (``(:Job)``); each document has one
 ``(:DocumentStatus)`` node with its latest state ``queued | running | done |
 failed``, attempts, error, counts and timings (statements in
 ``cypher/documents.cypher``). Document ids are the pipeline's content hashes
-(:func:`doc_id_for`), so the API knows them before anything runs.
+(:func:`pathweave_ingest.documents.document_id`), so the API knows them before anything runs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pathweave.store import GraphStore
-from pathweave.text import stable_id
 from pathweave_ingest.documents import commit_document_change, content_hash, document_id
 from pathweave_ingest.loaders import Segment, SourceDocument
 
@@ -29,11 +28,6 @@ def now_iso() -> str:
 
 def new_job_id() -> str:
     return uuid.uuid4().hex
-
-
-def doc_id_for(tenant: str, title: str, text: str) -> str:
-    """The id the pipeline gives a document (content hash of tenant, title and text)."""
-    return stable_id("doc", tenant, title, text)
 
 
 def payloads(tenant: str, documents: list[SourceDocument]) -> list[dict[str, Any]]:

@@ -36,14 +36,12 @@ from pathweave_ingest.chunking import chunk_segments
 from pathweave_ingest.documents import DocumentChange, commit_document_change, content_hash, document_id
 from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
 from pathweave_ingest.loaders import LoadError, SourceDocument
-from pathweave.backends import Capability
-from pathweave.retrieval.hipporag import fact_text
+from pathweave.text import fact_text
 from pathweave.vectors import encode_vector
 from pathweave_ingest.profile import IngestProfile
-from pathweave_ingest.synonyms import tenant_knn_pays, write_synonyms
+from pathweave_ingest.linking import link_entities
 from pathweave.apr.codebook import code_steps
 from pathweave.apr.writes import TripleRef, fact_run_rows, triple_ref
-from pathweave_ingest.aliases import consolidate
 
 
 @dataclass
@@ -247,21 +245,17 @@ class Pipeline:
         return group, prepared, None, self._link(embedded, report)
 
     def _link(self, entities: dict[str, tuple[str, np.ndarray]], report: IngestReport) -> list[str]:
-        """Synonymy edges (:meth:`_write_synonyms`) and alias consolidation
-        (:func:`pathweave_ingest.aliases.consolidate`, spec §3) of ``entities``, new entities of
-        a committed group (``{id: (normalized name, (d,) vector)}``); returns the ids whose
-        alias edge changed."""
+        """Synonymy edges and alias consolidation (:func:`pathweave_ingest.linking.link_entities`)
+        of ``entities``, new entities of a committed group (``{id: (normalized name, (d,)
+        vector)}``); returns the ids whose alias edge changed."""
         if not entities:
             return []
-        with report.profile.stage("synonymy"):
-            written, method = self._write_synonyms(entities)
-        report.synonym_edges += written
-        report.synonymy = ", ".join(sorted(set(filter(None, report.synonymy.split(", "))) | {method}))
         ids = list(entities)
-        with report.profile.stage("aliases"):
-            return consolidate(self.store, ids, np.stack([entities[i][1] for i in ids]),
-                               {i: entities[i][0] for i in ids}, self.settings.aliases,
-                               (self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max))
+        links = link_entities(self.store, self.settings, ids, np.stack([entities[i][1] for i in ids]),
+                              {i: entities[i][0] for i in ids}, report.profile)
+        report.synonym_edges += links.synonym_edges
+        report.synonymy = ", ".join(sorted(set(filter(None, report.synonymy.split(", "))) | {links.method}))
+        return links.alias_changes
 
     def _write_batch(self, batch: _Batch) -> None:
         """The group's write transaction, each statement's seconds in the profile (``write``,
@@ -372,8 +366,18 @@ class Pipeline:
             batch.text("proposition", prop_id, text)
             batch.add("link_states", {"passage_id": pid, "prop_id": prop_id})
             for name in dict.fromkeys(names):
-                if normalize(name):
-                    batch.add("link_proposition_mentions", {"prop_id": prop_id, "entity_id": self._entity_id(name)})
+                norm = normalize(name)
+                if not norm:
+                    continue
+                eid = self._entity_id(name)
+                if name not in extraction.entities:
+                    # named by the proposition alone (the title a decontextualized sentence
+                    # names): written here, so the edge never depends on another passage
+                    # having created the entity first (group order, concurrent workers)
+                    batch.add("upsert_entities", {"entity_id": eid, "tenant": tenant, "name": name,
+                                                  "norm_name": norm, "type": "TITLE"})
+                    batch.text("entity", eid, name)
+                batch.add("link_proposition_mentions", {"prop_id": prop_id, "entity_id": eid})
         refs = batch.triples.setdefault(pid, [])
         for subject, relation, obj in extraction.triples:
             ref = triple_ref(tenant, subject, relation, obj)
@@ -427,21 +431,3 @@ class Pipeline:
         batch.rows.update(fact_run_rows(self.tenant, fresh, self._encode, apr.run_tau, apr.chain_bonus))
         self._profile.add("apr_runs", time.perf_counter() - began - (self._profile.seconds["embed"] - embedding))
         return new_entities
-
-    def _write_synonyms(self, new_entities: dict[str, tuple[str, np.ndarray]]) -> tuple[int, str]:
-        """kNN synonymy edges from the new entities to all entities of the tenant, in the
-        database either way: one search of the Entity vector index per new entity (never a
-        tenant-wide entity matrix in this process), or, with ``ingest.synonymy = gds`` on a
-        backend that can (Neo4j + GDS), ``gds.knn`` over the whole tenant where the new
-        entities are a bulk load (:func:`tenant_knn_pays`). Returns (edges written,
-        ``"gds.knn"`` | ``"vector index"``)."""
-        backend = self.store.backend
-        if self.settings.ingest.synonymy == "gds" and Capability.KNN in backend.capabilities and tenant_knn_pays(
-                len(new_entities), int(self.store.run("alias_entity_count")[0]["n"])):
-            written = backend.write_synonyms(self.store, self.settings.ingest.synonym_threshold, self.settings.ingest.synonym_max)
-            if written is not None:
-                return written, "gds.knn"
-        ids = list(new_entities)
-        return write_synonyms(self.store, ids, np.stack([new_entities[i][1] for i in ids]),
-                              {i: new_entities[i][0] for i in ids}, self.settings.ingest.synonym_threshold,
-                              self.settings.ingest.synonym_max), "vector index"

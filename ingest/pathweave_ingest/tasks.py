@@ -15,7 +15,7 @@ marked ``done``: a job reads ``done`` only when the graph is complete.
 Failures:
 
 - transient store errors (connection refused/reset, server restarting,
-  transaction conflicts) raise :class:`TransientStoreError`; the caller retries
+  transaction conflicts) raise :class:`StoreUnavailable`; the caller retries
   the batch with exponential backoff (``retry_backoff_s * 2**n``, jittered,
   capped at ``retry_backoff_max_s``, at most ``max_retries`` times);
 - a document that fails while the store works (extraction error, a value the
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+from pathweave.errors import StoreUnavailable, is_transient
 from pathweave.store import GraphStore
 from pathweave_ingest.jobs import is_current, mark_failed, now_iso, to_source
 from pathweave_ingest.profile import IngestProfile
@@ -51,25 +52,6 @@ log = logging.getLogger(__name__)
 
 WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
 _ERROR_CHARS = 2000
-
-
-class TransientStoreError(RuntimeError):
-    """The store could not be reached or asked to retry; the whole batch should be retried."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Errors worth retrying later: connection problems, server (re)starting, conflicts."""
-    import httpx
-    from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
-
-    from pathweave.processes import ServerError
-
-    if isinstance(exc, (TransientStoreError, ServiceUnavailable, SessionExpired, TransientError, ServerError,
-                        ConnectionError, TimeoutError, httpx.TransportError)):
-        return True
-    text = str(exc).lower()
-    return any(s in text for s in ("connection refused", "connection reset", "broken pipe",
-                                   "failed to read from defunct connection", "concurrentmodification"))
 
 
 def store_ok(store: GraphStore) -> bool:
@@ -107,9 +89,9 @@ class BatchOutcome:
                 "repaired": len(self.repaired), **self.profile.as_dict()}
 
 
-def _transient(runtime: Runtime, exc: BaseException) -> TransientStoreError:
+def _transient(runtime: Runtime, exc: BaseException) -> StoreUnavailable:
     runtime.reset()
-    return TransientStoreError(f"store unavailable: {type(exc).__name__}: {str(exc)[:300]}")
+    return StoreUnavailable(f"store unavailable: {type(exc).__name__}: {str(exc)[:300]}")
 
 
 def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
@@ -123,7 +105,7 @@ def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[s
     delivered before and its worker died (Celery ``delivery_info``); ``resumed`` is then
     ignored, because the documents left ``running`` were left by the dead delivery, so
     a document that kills its worker still uses up its attempts. Raises
-    :class:`TransientStoreError` when the store is unavailable (nothing is lost: run the
+    :class:`StoreUnavailable` when the store is unavailable (nothing is lost: run the
     batch again later).
     """
     if redelivered:
@@ -134,7 +116,7 @@ def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[s
     try:
         store = runtime.store(tenant)
         _run(runtime, store, tenant, documents, set(resumed), outcome)
-    except TransientStoreError:
+    except StoreUnavailable:
         runtime.reset()
         raise
     except Exception as exc:
@@ -172,7 +154,7 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
         outcome.failed.extend(gave_up)
     pre_ingested = [d["doc_id"] for d in todo if is_current(states.get(d["doc_id"]), d)]
     if pre_ingested:  # written by an attempt that died before its synonymy step: the graph first,
-        repair_synonyms(store, runtime.settings, pre_ingested)  # so no document reads done before it is
+        repair_links(store, runtime.settings, pre_ingested)  # so no document reads done before it is
         outcome.repaired = pre_ingested
     groups = [[doc] for doc in todo] if crashed else ([todo] if todo else [])
     for group in groups:  # after a crash, one by one: a poison document only costs itself attempts
@@ -205,7 +187,7 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
     if failed and not store_ok(store):
         raise _transient(runtime, RuntimeError("store stopped answering during the batch"))
     if done and batch_error:  # the pipeline stopped after writing them: its synonymy step may be missing,
-        repair_synonyms(store, runtime.settings, [d["doc_id"] for d in done])  # repaired before they read done
+        repair_links(store, runtime.settings, [d["doc_id"] for d in done])  # repaired before they read done
     if done:
         counts = {row["doc_id"]: row for row in store.run("document_counts", ids=[d["doc_id"] for d in done])}
         finished = now_iso()
@@ -236,27 +218,23 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
         store.run("doc_status_retry", rows=retry_rows)
 
 
-def repair_synonyms(store: GraphStore, settings, doc_ids: list[str]) -> int:
+def repair_links(store: GraphStore, settings, doc_ids: list[str]) -> int:
     """Finish what an attempt that died after writing the documents ``doc_ids`` left undone:
-    the synonymy edges of their entities (through the vector index; idempotent MERGE), their
-    alias groups (:func:`~pathweave_ingest.aliases.consolidate`; a group already written is
-    left as it is) and the graph change (their passages as added, so topologies pick them up)."""
+    their entities' links (:func:`pathweave_ingest.linking.link_entities`, the pipeline's own
+    step: synonymy edges and alias groups; idempotent) and the graph change (their passages
+    as added, so topologies pick them up). Returns the synonym edges written."""
     from pathweave.vectors import decode_vectors
-    from pathweave_ingest.aliases import consolidate
-    from pathweave_ingest.synonyms import write_synonyms
+    from pathweave_ingest.linking import Links, link_entities
 
     rows = store.run("document_entity_embeddings", ids=doc_ids)
-    written, aliases = 0, []
+    links = Links()
     if rows:
-        vectors = decode_vectors([row["vec"] for row in rows], store.dimensions)
-        ids, names = [row["id"] for row in rows], {row["id"]: row["norm_name"] for row in rows}
-        written = write_synonyms(store, ids, vectors, names, settings.ingest.synonym_threshold,
-                                 settings.ingest.synonym_max)
-        aliases = consolidate(store, ids, vectors, names, settings.aliases,
-                              (settings.ingest.synonym_threshold, settings.ingest.synonym_max))
+        links = link_entities(store, settings, [row["id"] for row in rows],
+                              decode_vectors([row["vec"] for row in rows], store.dimensions),
+                              {row["id"]: row["norm_name"] for row in rows})
     passages = [row["id"] for row in store.run("document_passage_ids", ids=doc_ids)]
-    store.record_change(added=passages, entities=[row["id"] for row in rows], aliases=aliases)
-    return written
+    store.record_change(added=passages, entities=[row["id"] for row in rows], aliases=links.alias_changes)
+    return links.synonym_edges
 
 
 def fail_unfinished(store: GraphStore, doc_ids: list[str], error: str) -> list[str]:
@@ -287,7 +265,7 @@ def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents
     while pending:
         try:
             outcome = run_batch(runtime, tenant, job_id, pending, resumed=resumed)
-        except TransientStoreError as exc:
+        except StoreUnavailable as exc:
             if retries >= ws.max_retries:
                 log.error("giving up on a batch of %d for %s after %d retries: %s", len(pending), tenant,
                           retries, exc)

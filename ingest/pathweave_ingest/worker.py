@@ -157,7 +157,8 @@ class Heartbeat:
 @celery_app.task(bind=True, name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed: list[str] | None = None) -> dict:
     """Ingest one batch; retries transient store errors and failed documents with backoff."""
-    from pathweave_ingest.tasks import TransientStoreError, give_up, jittered, run_batch
+    from pathweave.errors import StoreUnavailable
+    from pathweave_ingest.tasks import give_up, jittered, run_batch
 
     ws = get_settings().worker
     retries = self.request.retries
@@ -167,7 +168,7 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
         with Heartbeat(self.app, (self.request.delivery_info or {}).get("delivery_tag"), ws.visibility_timeout_s):
             outcome = run_batch(runtime(), tenant, job_id, documents, resumed=resumed or [],
                                 redelivered=redelivered)
-    except TransientStoreError as exc:
+    except StoreUnavailable as exc:
         if retries >= ws.max_retries:
             log.error("giving up on a batch of %d (job %s) after %d retries: %s", len(documents), job_id, retries, exc)
             give_up(runtime(), tenant, ids, f"store unavailable after {retries} retries: {exc}")

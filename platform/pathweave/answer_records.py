@@ -2,7 +2,7 @@
 ``(:Query)-[:ANSWERED]->(:Answer)-[:CITES]->(:Passage|:Proposition)`` and the PruneRAG
 tree ``(:Query)-[:TREE]->(:TreeNode)-[:CHILD {order}]->(:TreeNode)``,
 ``(:TreeNode)-[:RETRIEVED {rank}]->(:Passage)``. Written in the query record's
-transaction by :func:`pathweave.reasoning.write_reasoning_record`, read back with it.
+transaction by :func:`pathweave.reasoning_records.write_reasoning_record`, read back with it.
 """
 
 from __future__ import annotations

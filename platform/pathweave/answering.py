@@ -7,6 +7,8 @@ citations can only be the sources' own labels, at most ``MAX_CITATIONS`` of them
 model otherwise quotes source text as a "label" and runs out of completion tokens before the
 JSON closes); the cited labels are resolved to passage (and proposition) ids. An LLM failure gives an
 :class:`~pathweave.model.Answer` with ``error`` set and an empty text, never an exception.
+Every mode's answer step (:meth:`pathweave.retrieval.strategy.RetrievalMode.answer`) calls
+:func:`generate_answer`.
 """
 
 from __future__ import annotations
@@ -125,45 +127,3 @@ def generate_answer(client: LLMClient, result: QueryResult, use_context: bool = 
     else:
         answer.passage_ids = _resolve_passages(labels, result.passages)
     return answer
-
-
-def answer_query(retriever, question: str, mode: str = "proprag", k: int = 5, token_budget: int | None = None,
-                 select: str = "auto", style: str = "bullets", write_record: bool | None = None,
-                 session_id: str | None = None) -> QueryResult:
-    """Retrieve (``retriever.search``) and answer ``question``: the result with ``answer``
-    set, its reasoning record (``ANSWERED`` with the answer text) written unless disabled.
-    Mode ``prunerag`` answers through its tree; mode ``apr`` from its compact prompt, and
-    the answer becomes the query's answer run (spec §3). Raises ValueError on bad input (as
-    ``search``) and LLMError / LLMServerError only when no LLM client can be had."""
-    if mode == "prunerag":
-        return retriever.search(question, mode, k, write_record, token_budget, select, style, session_id).result
-    if mode == "apr":
-        return _answer_apr(retriever, question, k, write_record, session_id)
-    client = retriever.llm_client()
-    result = retriever.search(question, mode, k, False, token_budget, select, style).result
-    result.answer = generate_answer(client, result)
-    result.timings_ms["answer"] = result.answer.latency_ms
-    result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + result.answer.latency_ms, 2)
-    if retriever.settings.query.write_reasoning if write_record is None else write_record:
-        retriever.records.submit(result.model_copy())
-    return result
-
-
-def _answer_apr(retriever, question: str, k: int, write_record: bool | None, session_id: str | None) -> QueryResult:
-    """Mode ``apr`` with an answer: the LLM reads the compact prompt (spec §3); its answer is
-    the query's answer run; cited passages: the passages the prompt's runs stand for."""
-    from pathweave.apr.retrieval import apr_search
-
-    client = retriever.llm_client()
-    result, outcome = apr_search(retriever, question, k, write_record, session_id, defer_record=True)
-    answer = generate_answer(client, result.model_copy(update={
-        "context": None, "passages": [PassageHit(passage_id="kb", title="knowledge base (JSON)",
-                                                 text=result.apr.prompt, score=1.0, rank=1)]}))
-    answer.source, answer.passage_ids = "context", list(result.apr.passage_ids) if answer.text else []
-    result.answer = answer
-    result.timings_ms["answer"] = answer.latency_ms
-    result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + answer.latency_ms, 2)
-    if retriever.settings.query.write_reasoning if write_record is None else write_record:
-        outcome.record(answer.text or None)
-        retriever.records.submit(result.model_copy())
-    return result

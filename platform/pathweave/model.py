@@ -26,6 +26,7 @@ class PassageHit(BaseModel):
     page: int | None = Field(None, description="1-based PDF page of the passage (citations).")
     section: str | None = Field(None, description="Heading path of the passage, 'A > B' (citations).")
     reference: str | None = Field(None, description="Citation: 'title, p. N', 'title > section' or the title.")
+    source: str | None = Field(None, description="The document's source (file path, URL or upload name).")
 
 
 class PathStep(BaseModel):
@@ -35,6 +36,8 @@ class PathStep(BaseModel):
     prop_id: str
     text: str
     via: str | None = None
+    citations: list[int] = Field(default_factory=list,
+                                 description="Ranks of the returned passages that state this proposition.")
 
 
 class ReasoningPath(BaseModel):

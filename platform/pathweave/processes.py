@@ -1,6 +1,6 @@
 """Child processes Pathweave manages: the store servers (ArcadeDB, Neo4j), the model server.
 
-Shared by :mod:`pathweave.server` (the managed ArcadeDB server and the façade that picks
+Shared by :mod:`pathweave.store_server` (the managed ArcadeDB server and the façade that picks
 the managed backend), :mod:`pathweave.neo4j_server` (the managed Neo4j + GDS server) and
 :mod:`pathweave.llm.server`: where a server listens (:class:`ServerInfo`), private folders
 and generated passwords, free ports, liveness and clean termination.
@@ -163,6 +163,16 @@ def terminate(pid: int, timeout_s: float = 30.0) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def stop_recorded(pid: int | None, state_file: Path, timeout_s: float = 30.0) -> bool:
+    """Stop the managed server ``pid`` found by its status (None: none runs; :func:`terminate`)
+    and remove its ``state_file`` (``server.json``). Returns False when none was running."""
+    if pid is None:
+        return False
+    terminate(pid, timeout_s)
+    state_file.unlink(missing_ok=True)
+    return True
 
 
 def read_json(path: Path) -> dict | None:

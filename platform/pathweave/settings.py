@@ -57,7 +57,7 @@ ENV_PREFIX = "PATHWEAVE_"
 NOT_SETTINGS = frozenset({
     "PATHWEAVE_CONFIG",  # the TOML file of these settings
     "PATHWEAVE_CYPHER_DIR",  # where the named Cypher statements are (pathweave.cypher)
-    "PATHWEAVE_SERVER_PASSWORD",  # handed by pathweave.server to the store server process it starts
+    "PATHWEAVE_SERVER_PASSWORD",  # handed by pathweave.store_server to the store server process it starts
     "PATHWEAVE_API_BIND",  # docker-compose: the host address the API port is published on
     "PATHWEAVE_TOOLS_CACHE",  # tools/check-compose.sh
 })
@@ -84,7 +84,7 @@ class StoreSettings(_Section):
     """Section ``store`` (``PATHWEAVE_STORE_*``): the graph store.
 
     ``uri`` empty (default) means a managed local server under ``data_dir``
-    (:mod:`pathweave.server`) of kind ``backend``: ``arcadedb`` (default) or ``neo4j``
+    (:mod:`pathweave.store_server`) of kind ``backend``: ``arcadedb`` (default) or ``neo4j``
     (Neo4j Community 5.26 + GDS 2.13 built from Maven Central, :mod:`pathweave.neo4j_server`;
     it has the one database ``neo4j``); ``bolt://`` / ``neo4j://`` URIs point at an external
     Neo4j-compatible server with ``user`` / ``password``.
@@ -113,7 +113,7 @@ class ModelSettings(_Section):
     embed_batch_size: int = 32
     embed_precision: str = "auto"  # auto | float32 | bfloat16 (auto: bf16 on CUDA / CPUs with AVX512-BF16)
     # auto | torch | onnx: ONNX Runtime runs the embedder on CPU in float32 (exported once into
-    # <data_dir>/models; ~2x faster per query on the 2-core machine); auto = onnx where it applies
+    # <data_dir>/models; faster per query than torch: docs/benchmarks.md); auto = onnx where it applies
     embed_runtime: Literal["auto", "torch", "onnx"] = "auto"
     device: str = "auto"  # auto | cpu | cuda
     # CPU threads of the embedder, each one forward pass at a time (0 = the cores this process
@@ -188,15 +188,8 @@ class SelectionSettings(_Section):
     context_tokenizer: str = ""  # local Hugging Face tokenizer dir; empty = the embedder's
     # Weight of the final statement of each reasoning path (its last hop, where the answer
     # usually is) against a passage's coverage weight (retrieval.context.candidate_graph).
-    # 0 = coverage first: one short statement from each of the best passages. MuSiQue
-    # sample, 100 questions, default extractor, budget 200 (2-core machine): the share of
-    # contexts that contain the gold answer is 0.35 with 0, 0.38 when every statement of the
-    # top 3 paths earned it (gold passages cited 0.758 -> 0.701), 0.42 with the final
-    # statements of all 5 paths (cited 0.715; budget 400: 0.53 -> 0.57). Answer F1 of
-    # Qwen2.5-Coder-1.5B from the budget-200 context (the earlier answer prompt), top-3-paths
-    # rule -> final statements: `bench qa --limit 20` 0.205 -> 0.168, MuSiQue questions 21-60
-    # 0.209 -> 0.235; all 100 questions (final statements): 0.201 at 310 prompt tokens vs
-    # dense top-5 0.193 at 695.
+    # 0 = coverage first: one short statement from each of the best passages. What the
+    # default was chosen on: docs/benchmarks.md.
     path_weight: float = Field(1.0, ge=0.0)
 
 
@@ -211,9 +204,9 @@ class PropRAGParams(_Section):
     # reliably) and the top `stage1_paths` kept as length-1 paths.
     stage1_props: int = 200
     stage1_paths: int = 20
-    # Weak passage seeds (spec §1 step 3) on the top N passages of the passage index instead
-    # of all passages (normalized against the tenant's least similar passage, so the top N
-    # get the weights they would get among all): see `pathweave bench scale` for the recall.
+    # Weak passage seeds (spec §1 step 3): the top N passages the passage index returns for
+    # the query, instead of all passages; their cosines are min-max normalized over those N
+    # (best 1, worst 0) and the rest get no seed (retrieval.proprag.weak_passage_seeds).
     stage1_passage_seeds: int = 200
     # Stage-1 PPR: `push` (local push from the seeds on the query process's topology, cost of
     # their neighbourhood), `power` (whole-graph power iteration, tol 1e-6: the exact
@@ -223,6 +216,8 @@ class PropRAGParams(_Section):
     stage1_ppr: Literal["push", "power", "gds"] = "push"
     ppr_epsilon: float = 1e-6
     seed_entities: int = 40
+    # weak passage seed = this x the passage's min-max normalized cosine (stage 1: over the top
+    # `stage1_passage_seeds` passages; stage 2: over the passages of G_sub)
     passage_seed_weight: float = 0.05
     damping_stage1: float = 0.75
     subgraph_passages: int = 50
@@ -230,17 +225,12 @@ class PropRAGParams(_Section):
     jump_points: int = 3
     # Beam candidates re-scored by embedding their concatenated text (spec default M = 40).
     # None = auto: 40 on CUDA; `rescore_top_cpu` on CPU, where the re-scored texts are
-    # forward passes on the query path: each costs ~20 ms per 100 tokens on one core of the
-    # 2-core AVX2 machine (MuSiQue sample, default extractor, 100 questions: M = 0 ->
-    # Recall@2/5 0.465/0.692, below dense's 0.472 at R@2; M = 3 -> 0.487/0.702;
-    # M = 5 -> 0.487/0.708 at ~1.5x the re-scoring time of M = 3; M = 40 ~1 s per query).
+    # forward passes on the query path (recall and cost per M: docs/benchmarks.md).
     rescore_top: int | None = None
     rescore_top_cpu: int = 3
     # Deepest beam level whose candidates are re-scored (None: every level, as the spec).
     # With the auto M on CPU only the first expansion (depth 2), which picks the 2-step
-    # chains every deeper path extends, is re-scored: `pathweave bench musique --rescore-top 3`
-    # on the 2-core machine, default extractor: R@2/R@5 0.492/0.697 at p50 136 ms vs
-    # 0.487/0.702 at 200 ms when every level is re-scored (imported: 0.488/0.727 vs 0.497/0.735).
+    # chains every deeper path extends, is re-scored (figures: docs/benchmarks.md).
     rescore_until_depth: int | None = None
     rescore_until_depth_cpu: int = 2
     max_depth: int = 3
@@ -296,8 +286,8 @@ class WorkerSettings(_Section):
     # write transaction each (0 = auto: 64 / 256); extractor batch (0 = auto: 64 / 256). A
     # task of several groups keeps three in flight (extraction of the next, embedding of this
     # one, writes and links of the previous), so its stages overlap; a task of one group runs
-    # them one after the other (bench api, 2-core machine: 9.1 passages/s with 64-document
-    # tasks); smaller tasks report progress more finely.
+    # them one after the other (throughput: docs/benchmarks.md); smaller tasks report
+    # progress more finely.
     ingest_batch_size: int = Field(0, ge=0)
     ingest_group_size: int = Field(0, ge=0)
     extract_batch_size: int = Field(0, ge=0)
@@ -437,7 +427,7 @@ class LLMSettings(_Section):
 
 class SelectorSettings(_Section):
     """Section ``selector`` (``PATHWEAVE_SELECTOR_*``): the APR selector policy trained with
-    DPO (spec §3 "Selector policy"; APR paper §2.8), :mod:`pathweave.selector_policy`.
+    DPO (spec §3 "Selector policy"; APR paper §2.8), :mod:`pathweave.apr.policy`.
 
     - ``policy_path``: the trained policy file (``pathweave train selector --out``); None =
       no policy, ``unique`` on every channel;
@@ -459,8 +449,8 @@ class SelectorSettings(_Section):
     alpha: float = 1.0
     # accuracy first; tokens and latency decide between combinations of (nearly) equal
     # accuracy: 1,000 prompt tokens weigh as 0.1 of accuracy, 1 s of latency as 0.01 (the 27
-    # runs of one question share their retrieval, so their latencies differ mostly by noise:
-    # +-150 ms on the loaded 2-core machine, within min_margin + a few tokens)
+    # runs of one question share their retrieval, so their latencies differ mostly by noise,
+    # within min_margin + a few tokens; the noise measured: docs/benchmarks.md)
     beta_tokens: float = 0.0001  # per prompt token
     gamma: float = 0.00001  # per ms
     min_margin: float = 0.001
@@ -484,7 +474,7 @@ class PruneRAGParams(_Section):
     ``keep_root_docs``: the aggregation keeps the root's own passages (our improvement over
     the reference); ``aggregate_docs``: passages per unanswered node in the aggregation
     prompt (each passage shown once in the tree): bounds that prompt (up to 7 nodes) on CPU,
-    where a prompt token costs ~0.1 s."""
+    where prompt tokens are slow (docs/benchmarks.md)."""
 
     env_prefix: ClassVar[str] = "PRUNERAG_"
 
@@ -514,13 +504,8 @@ class AprSettings(_Section):
     were answered from to its stage-1 passage seeds, with that cosine. ``session_memory``:
     where a session's follow-up questions (the session has earlier queries) take their
     questions and answers channels from: ``session`` its own runs, ``tenant`` the tenant's
-    (as the session's first question and a query without a session do). MuSiQue, 40
-    questions' 802 paragraphs, their gold decompositions as sessions (2-core machine): the
-    tenant's earlier answers made 36 % of the new lines of the follow-ups' prompts and
-    covered no gold paragraph the rest did not; ``session`` took the follow-ups from -42 %
-    to -57 % prompt tokens vs fresh (runs the session saw kept beyond the quotas in both;
-    context recall 0.597 vs fresh 0.545 in both); `bench reuse`, all 100 questions: -64.6 %
-    at recall 0.493 vs fresh 0.468."""
+    (as the session's first question and a query without a session do). Why ``session``
+    is the default (measured): docs/benchmarks.md."""
 
     env_prefix: ClassVar[str] = "APR_"
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from neo4j import Driver, GraphDatabase
 
-from pathweave import server
+from pathweave import store_server
 from pathweave.cypher import load_all, statement
 from pathweave.backends.arcadedb import ArcadeBackend
 from pathweave.backends.base import Backend
@@ -69,7 +69,11 @@ class GraphStore:
                            on_step: Callable[[str, float], None] | None = None) -> None:
         """Run named statements ``(name, params)`` in ONE write transaction: all or nothing.
         ``on_step(name, seconds)`` after each statement (ingestion's profile; a retried
-        transaction reports its statements again)."""
+        transaction reports its statements again). ``steps`` is read once into a list: the
+        driver re-runs the transaction on a transient error, and a generator would then be
+        exhausted and commit nothing."""
+        steps = list(steps)
+
         def work(tx):
             for name, params in steps:
                 started = time.perf_counter()
@@ -174,9 +178,9 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
         return _open_neo4j(settings.store.uri, settings.store.user, settings.store.password,
                            settings.store.database, settings, tenant, dimensions)
     if settings.store.backend == "neo4j":
-        info = server.start(settings, owner=os.getpid())
+        info = store_server.start(settings, owner=os.getpid())
         return _open_neo4j(info.bolt_uri, info.user, info.password, info.database, settings, tenant, dimensions)
-    info = server.start(settings)
+    info = store_server.start(settings)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
     backend = ArcadeBackend(info.http_url, info.user, info.password, settings.store.database)
     store = GraphStore(driver, settings.store.database, backend, tenant or settings.tenant,

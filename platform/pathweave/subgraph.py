@@ -49,9 +49,10 @@ class NodeReader:
         return self._read("passage", "subgraph_passages", ids, ("title", "doc_id", "vec"))
 
     def passage_texts(self, ids: Sequence[str]) -> dict[str, tuple]:
-        """``{id: (text, page, section, cited_title)}`` of passages (the last three for
-        citations: :func:`pathweave.citations.format_citation`)."""
-        return self._read("passage_text", "subgraph_passage_texts", ids, ("text", "page", "section", "cited_title"))
+        """``{id: (text, page, section, cited_title, source)}`` of passages (the last four
+        for citations: :func:`pathweave.citations.format_citation` and the document's source)."""
+        return self._read("passage_text", "subgraph_passage_texts", ids,
+                          ("text", "page", "section", "cited_title", "source"))
 
     def propositions(self, ids: Sequence[str]) -> dict[str, tuple]:
         """``{id: (text, vec)}`` of propositions."""

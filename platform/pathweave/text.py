@@ -14,6 +14,12 @@ def normalize(text: str) -> str:
     return _NON_ALNUM.sub(" ", text.lower()).strip()
 
 
+def fact_text(subject: str, relation: str, obj: str) -> str:
+    """The text a triple (fact) is embedded as, by ingestion and by HippoRAG 2's fact
+    seeding (spec §2): ``str((s, p, o))`` lower-cased."""
+    return str((subject.lower(), relation.lower(), obj.lower()))
+
+
 def alnum_count(text: str) -> int:
     """Number of alphanumeric characters (synonymy skips entities with <= 2)."""
     return sum(ch.isalnum() for ch in text)

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import json
 
-from pathweave_ingest.jobs import doc_id_for
+from pathweave_ingest.documents import document_id
+from pathweave_ingest.loaders import SourceDocument
+
+
+def doc_id_for(tenant: str, title: str, text: str) -> str:
+    """The id the pipeline gives a posted document without an external id."""
+    return document_id(tenant, SourceDocument(source="", title=title, text=text))
 
 
 def test_submit_poll_list_query_and_record(client, new_tenant, docs, wait):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pathweave.answering import MAX_CITATIONS, answer_messages, answer_query, answer_schema, parse_answer, source_labels
+from pathweave.answering import MAX_CITATIONS, answer_messages, answer_schema, parse_answer, source_labels
 from pathweave.llm.client import LLMClient, LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
 from pathweave.settings import PruneRAGParams
@@ -97,7 +97,7 @@ def test_prunerag_rejects_low_confidence_and_persists_the_tree(retriever):
 
 
 def test_answer_cites_passages_and_is_recorded(retriever):
-    result = answer_query(retriever, QUESTION, "proprag", k=3)
+    result = retriever.query(QUESTION, "proprag", k=3, answer=True)
     answer = result.answer
     assert answer.error is None and answer.text and answer.source == "passages"
     assert answer.prompt_tokens > 50 and answer.completion_tokens > 0 and answer.latency_ms > 0
@@ -105,7 +105,7 @@ def test_answer_cites_passages_and_is_recorded(retriever):
     record = retriever.read_record(result.query_id)
     assert record["answer"]["text"] == answer.text
     assert [c["id"] for c in record["answer"]["cited"]] == answer.passage_ids
-    budgeted = answer_query(retriever, QUESTION, "proprag", k=3, token_budget=40)
+    budgeted = retriever.query(QUESTION, "proprag", k=3, token_budget=40, answer=True)
     assert budgeted.answer.source == "context" and budgeted.answer.error is None
     assert budgeted.answer.prompt_tokens < answer.prompt_tokens
     assert set(budgeted.answer.citations) <= set(source_labels(budgeted)) and source_labels(budgeted)

@@ -11,7 +11,8 @@ from neo4j.exceptions import ServiceUnavailable
 
 from pathweave_ingest import jobs
 from pathweave_ingest.loaders import SourceDocument
-from pathweave_ingest.tasks import TransientStoreError, run_batch, run_batch_with_retries
+from pathweave.errors import StoreUnavailable
+from pathweave_ingest.tasks import run_batch, run_batch_with_retries
 from pathweave_ingest.worker_runtime import Runtime
 from pathweave.settings import WorkerSettings
 
@@ -112,7 +113,7 @@ def test_transient_store_errors_are_retried_with_exponential_backoff(settings, b
     plain = Runtime(settings, ws, embedder=embedder, extractor=extractor)
     job_id, batch = _submit(plain.store(tenant), GOOD)
     runtime = FlakyRuntime(settings, ws, embedder=embedder, extractor=extractor, failures=3)
-    with pytest.raises(TransientStoreError):
+    with pytest.raises(StoreUnavailable):
         run_batch(runtime, tenant, job_id, batch)
     runtime.failures = 3
     sleeps: list[float] = []

@@ -33,64 +33,39 @@ def query_model(api: ApiSettings) -> type[QueryRequest]:
 
 
 def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
-    """Run the query (with ``answer`` or mode ``prunerag``, also the LLM's answer:
-    :func:`pathweave.answering.answer_query`) and shape the ``QueryResponse`` (citations,
-    sources, the passages stating each step, the answer and the PruneRAG tree). No LLM to
-    be had is a 503 ``llm-unavailable``."""
+    """Run the query (:meth:`pathweave.retrieval.retriever.Retriever.query`: with ``answer``
+    or mode ``prunerag``, also the LLM's answer) and shape the ``QueryResponse`` from the
+    result alone (its passages carry their citations and sources, its path steps the
+    passages stating them; only a budgeted context's lines are cited here). The core's
+    :class:`~pathweave.errors.BadRequest` is a 422 (``not-applicable`` for an option the
+    mode does not use); no LLM to be had is a 503 ``llm-unavailable``."""
+    from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
+
     retriever = guard(svc.runtime.retriever, tenant)
     started = time.perf_counter()
-    from pathweave.answering import answer_query
-    from pathweave.llm.client import LLMError
-    from pathweave.llm.server import LLMServerError
-
-    # a PruneRAG tree and APR's compact prompt have no budgeted context; sessions are APR's (see the notes)
-    budget = None if req.mode in ("prunerag", "apr") else req.token_budget
-    session_id = req.session_id if req.mode == "apr" else None
     try:
-        if req.answer or req.mode == "prunerag":
-            result = guard(answer_query, retriever, req.question, req.mode, req.k, budget, req.selection_method,
-                           req.context_style, session_id=session_id)
-        else:
-            result = guard(retriever.query, req.question, mode=req.mode, k=req.k, token_budget=budget,
-                           select=req.selection_method, style=req.context_style, session_id=session_id)
-    except ValueError as exc:
-        raise ApiProblem(422, str(exc), "validation-error") from None
-    except (LLMError, LLMServerError) as exc:  # no model at all (the extra missing, the server not starting)
-        raise ApiProblem(503, f"no LLM to answer with: {exc}", "llm-unavailable", {"Retry-After": "30"}) from None
+        result = guard(retriever.query, req)
+    except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message
+        raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
+                         else "validation-error") from None
+    except LLMUnavailable as exc:  # no model at all (the extra missing, the server not starting)
+        raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
     metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
     metrics.QUERIES.labels(req.mode).inc()
-    store = retriever.store
-    guard(cite_result, store, result)  # page / section citations ("title, p. N", "title > section")
-    marker = {hit.passage_id: hit.rank for hit in result.passages}
-    doc_ids = sorted({hit.doc_id for hit in result.passages if hit.doc_id})
-    sources = {r["doc_id"]: r["source"] for r in guard(store.run, "api_document_sources", ids=doc_ids)} \
-        if doc_ids else {}
-    prop_ids = sorted({step.prop_id for path in result.paths for step in path.steps})
-    stating: dict[str, list[int]] = {}
-    if prop_ids and marker:
-        for row in guard(store.run, "api_passages_stating", prop_ids=prop_ids, passage_ids=list(marker)):
-            stating.setdefault(row["prop_id"], []).append(marker[row["passage_id"]])
+    if result.context is not None:  # a budgeted context's lines cite the passages stating them
+        guard(cite_result, retriever.store, result)
     notes = []
-    if req.token_budget is not None and req.mode == "prunerag":
-        notes.append("token_budget does not apply to mode prunerag (its nodes answer from their top passages)")
-    elif req.token_budget is not None and req.mode == "apr":
-        notes.append("token_budget does not apply to mode apr (it sends its compact prompt)")
-    elif req.token_budget is not None and result.context is None:
+    if req.token_budget is not None and result.context is None:
         notes.append("no context selected: the tenant has no passages for this question")
-    if req.session_id is not None and req.mode != "apr":
-        notes.append("session_id applies to mode apr only: ignored")
     note = "; ".join(notes) or None
     return {
         "query_id": result.query_id, "record_id": result.query_id, "question": result.question,
         "mode": result.mode, "graph_version": result.graph_version,
         "passages": [{**hit.model_dump(), "citation": hit.rank} for hit in result.passages],
-        "paths": [{"path_id": p.path_id, "rank": p.rank, "score": p.score,
-                   "steps": [{"prop_id": s.prop_id, "text": s.text, "via": s.via,
-                              "citations": sorted(stating.get(s.prop_id, []))} for s in p.steps]}
-                  for p in result.paths],
+        "paths": [path.model_dump() for path in result.paths],
         "seeds": [s.model_dump() for s in result.seeds],
         "citations": [{"marker": hit.rank, "passage_id": hit.passage_id, "doc_id": hit.doc_id, "title": hit.title,
-                       "source": sources.get(hit.doc_id), "page": hit.page, "section": hit.section,
+                       "source": hit.source, "page": hit.page, "section": hit.section,
                        "reference": hit.reference} for hit in result.passages],
         "timings_ms": result.timings_ms,
         "context": result.context.model_dump() if result.context is not None else None, "note": note,

@@ -50,7 +50,7 @@ def router(api: ApiSettings) -> APIRouter:
              summary="A query's reasoning record", responses=errors(404, 422))
     def get_record(key: Principal, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
-        from pathweave.reasoning import read_reasoning_record
+        from pathweave.reasoning_records import read_reasoning_record
 
         guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
         store = svc.store(key.tenant)

@@ -32,6 +32,7 @@ from pathweave.apr.session import check_session_id, link_steps, query_steps, see
 from pathweave.apr.writes import TripleRef, memory_run, run_text, triple_ref
 from pathweave.backends.base import vector_search
 from pathweave.model import AprContext, AprRun
+from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 
 QuestionParser = Callable[[str], tuple[list[tuple[str, str, str]], list[str]]]
 """question -> (its triples ``(h, r, t)``, its entity names): the configured extractor."""
@@ -187,7 +188,7 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     (``{"facts": "unique", "questions": "include_all", "answers": "not_include"}``; channels
     not named: section ``apr``'s default actions; ``actions`` None with a selector policy
     configured (``selector.policy_path``): the policy's choice for this question,
-    :func:`pathweave.selector_policy.choose_actions`), and build the compact prompt.
+    :func:`pathweave.apr.policy.choose_actions`), and build the compact prompt.
 
     ``session_id``: runs the session already saw are referenced by code, not re-sent.
     Returns an :class:`AprOutcome`: ``context.prompt`` / ``context.prompt_tokens`` (tokens of
@@ -217,7 +218,7 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
 
     q = _encode_question(retriever, question)
     if actions is None and retriever.settings.selector.policy_path is not None:  # the DPO selector (spec §3)
-        from pathweave.selector_policy import choose_actions
+        from pathweave.apr.policy import choose_actions
 
         chosen = choose_actions(retriever.settings, q.vector, retriever.token_counter().count(question))
     # what the session saw, and every triple given already (in the session or above in this
@@ -330,31 +331,48 @@ def _answer_run(retriever, refs: Sequence[TripleRef], facts: list[RunRow], tripl
 
 
 
-def apr_search(retriever, question: str, k: int = 5, write_record: bool | None = None,
-               session_id: str | None = None, actions: Mapping[str, str] | None = None,
-               defer_record: bool = False):
-    """Retrieval mode ``apr`` (:meth:`pathweave.retrieval.retriever.Retriever.search`): the
-    top ``k`` passages of the retrieved fact runs (by their best run's fine score) and the
-    compact prompt as ``result.apr``; the reasoning record (``write_record``, default
-    ``settings.query.write_reasoning``) adds the query's runs and session links (written
-    before returning, so the session's next query sees them; ``defer_record``: left to the
-    caller, ``outcome.record(answer_text)``). Returns ``(result, outcome)``."""
-    import time
+class APRMode(RetrievalMode):
+    """Retrieval mode ``apr`` (spec §3): the top ``k`` passages of the retrieved fact runs (by
+    their best run's fine score) and the compact prompt as ``result.apr``. The reasoning
+    record adds the query's runs and session links (written before returning, so the
+    session's next query sees them). Its answer reads the compact prompt, and becomes the
+    query's answer run; the cited passages are those the prompt's runs stand for. A token
+    budget does not apply (the prompt is the compact one); a session does."""
 
-    from pathweave.model import QueryResult
+    name = "apr"
+    options = frozenset({"k", "session_id", "answer", "write_record"})
 
-    started = time.perf_counter()
-    record = retriever.settings.query.write_reasoning if write_record is None else write_record
-    outcome = retrieve(retriever, question, session_id, actions, write_record=record and not defer_record)
-    topology = retriever.topology()
-    ranked = list(outcome.passage_scores.items())[:k]
-    result = QueryResult(query_id=outcome.query_id, question=question.strip(), mode="apr", passages=[],
-                         graph_version=topology.version, apr=outcome.context)
-    result.passages = retriever._hits(retriever.reader(topology), [p for p, _ in ranked], [s for _, s in ranked])
-    if record and not defer_record:
-        retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
-    result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
-    return result, outcome
+    def search(self, retriever, request, record: bool) -> Retrieval:
+        import time
+
+        from pathweave.model import QueryResult
+
+        started = time.perf_counter()
+        outcome = retrieve(retriever, request.question, request.session_id, write_record=record)
+        topology = retriever.topology()
+        ranked = list(outcome.passage_scores.items())[:request.k]
+        result = QueryResult(query_id=outcome.query_id, question=request.question, mode="apr", passages=[],
+                             graph_version=topology.version, apr=outcome.context)
+        result.passages = retriever.passage_hits(retriever.reader(topology), [p for p, _ in ranked],
+                                                 [s for _, s in ranked])
+        if record:
+            retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
+        result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
+        return Retrieval(result, None, outcome.query, outcome)
+
+    def answer(self, retriever, retrieval: Retrieval, client) -> None:
+        from pathweave.answering import generate_answer
+        from pathweave.model import PassageHit
+
+        result = retrieval.result
+        prompt = PassageHit(passage_id="kb", title="knowledge base (JSON)", text=result.apr.prompt, score=1.0, rank=1)
+        answer = generate_answer(client, result.model_copy(update={"context": None, "passages": [prompt]}))
+        answer.source, answer.passage_ids = "context", list(result.apr.passage_ids) if answer.text else []
+        result.answer = answer
+
+    def write_record(self, retriever, retrieval: Retrieval) -> None:
+        retrieval.state.record(retrieval.result.answer.text or None)  # the answer run (spec §3)
+        retriever.records.submit(retrieval.result.model_copy())
 
 
 def earlier_question_passages(store, vector: np.ndarray, k: int = 10, min_cos: float = 0.8) -> list[tuple[str, float]]:

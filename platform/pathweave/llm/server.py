@@ -1,6 +1,6 @@
 """Lifecycle of the managed local model server (the default LLM endpoint).
 
-Like the store (:mod:`pathweave.server`), Pathweave starts llama.cpp through
+Like the store (:mod:`pathweave.store_server`), Pathweave starts llama.cpp through
 llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, extra
 ``pathweave[llm]``) as a detached process bound to 127.0.0.1 on a free port, serving a
 packaged Qwen2.5-Coder GGUF (:mod:`pathweave.llm.weights`) with the ChatML chat format.
@@ -31,7 +31,7 @@ import httpx
 
 from pathweave.settings import LLMSettings
 from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
-from pathweave.processes import free_port, log_tail, make_private, pid_alive, terminate
+from pathweave.processes import free_port, log_tail, make_private, pid_alive, stop_recorded
 
 
 class LLMServerError(RuntimeError):
@@ -151,8 +151,4 @@ def stop(data_dir: Path, timeout_s: float = 30.0) -> bool:
     """Stop the managed model server (SIGTERM, then SIGKILL after ``timeout_s``).
     Returns False when none was running."""
     info = status(data_dir)
-    if info is None:
-        return False
-    terminate(info.pid, timeout_s)
-    (server_dir(data_dir) / "server.json").unlink(missing_ok=True)
-    return True
+    return stop_recorded(info and info.pid, server_dir(data_dir) / "server.json", timeout_s)

@@ -3,8 +3,9 @@
 Facts (triples) embedded as ``str((s, p, o))`` lower-cased at ingestion and found through
 the store's Triple vector index; the top 5 facts seed their entities with
 ``fact_score / |passages of the entity|`` averaged over occurrences (top 5 entities kept);
-the top passages of the passage index get ``0.05 x`` min-max dense score (normalized
-against the tenant's least similar passage and fact, found by the negated query); PPR
+the top passages of the passage index get ``0.05 x`` their dense score min-max
+normalized over the passages the index returned (``weak_passage_seeds``; the facts' scores
+likewise over the facts returned); PPR
 with damping 0.5 on a graph of triple edges (+1 each way), synonymy edges (cosine >= 0.8,
 overwriting) and passage–entity edges, built from the tenant's topology. No facts ->
 dense ranking.
@@ -17,18 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from pathweave.ppr import Walk, personalized_pagerank, transition_matrix
+from pathweave.ppr import Walk, min_max, personalized_pagerank, transition_matrix
+from pathweave.retrieval.proprag import weak_passage_seeds
+from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
 from pathweave.topology import TopologyView
 
 TOP_FACTS = 5
 TOP_ENTITIES = 5
 PASSAGE_SEED = 0.05
+"""Weight of the passage seeds (times their normalized cosine) in the PPR reset (spec §2)."""
 DAMPING = 0.5
-
-
-def fact_text(subject: str, relation: str, obj: str) -> str:
-    """The text a fact is embedded as (spec §2): ``str((s, p, o))`` lower-cased."""
-    return str((subject.lower(), relation.lower(), obj.lower()))
 
 
 @dataclass
@@ -82,10 +81,7 @@ def hipporag2(view: TopologyView, graph: HippoGraph, facts: list[tuple[str, floa
     known = [(view.triple_index.get(t, -1), cos) for t, cos in facts]
     known = [(t, cos) for t, cos in known if 0 <= t < len(view.triple_ends)]
     if known:
-        cosines = np.asarray([cos for _, cos in known])
-        low = cosines.min()
-        spread = cosines.max() - low
-        fact_scores = (cosines - low) / spread if spread > 1e-12 else np.ones(len(cosines))
+        fact_scores = min_max(np.asarray([cos for _, cos in known]))
         weights: dict[int, float] = {}
         counts: dict[int, int] = {}
         for (t, _), score in list(zip(known, fact_scores))[:TOP_FACTS]:
@@ -106,3 +102,24 @@ def hipporag2(view: TopologyView, graph: HippoGraph, facts: list[tuple[str, floa
     if not known:
         return reset[n_e:]
     return personalized_pagerank(graph.walk, reset, DAMPING)[n_e:]
+
+
+class HippoRAG2Mode(RankingMode):
+    """Retrieval mode ``hipporag2`` (spec §2, baseline): fact and passage vector searches,
+    then :func:`hipporag2` on the topology (its walk built once per graph version)."""
+
+    name = "hipporag2"
+
+    def rank(self, frame: QueryFrame) -> Ranking:
+        retriever, view = frame.retriever, frame.view
+        params = retriever.settings.retrieval.for_device(retriever.embedder.device)
+        facts = retriever.nearest("Triple", frame.vector, max(TOP_FACTS, 20))
+        passages = retriever.nearest("Passage", frame.vector, params.stage1_passage_seeds)
+        seeds = weak_passage_seeds(view, passages.result(), PASSAGE_SEED)
+        frame.clock("seeds")
+        graph = view.derived("hipporag2", lambda: build_hippo_graph(view))
+        ranked = hipporag2(view, graph, facts.result(), seeds)
+        candidates = np.flatnonzero(view.alive & (ranked > 0))
+        order = candidates[np.argsort(-ranked[candidates], kind="stable")][:frame.depth]
+        frame.clock("ppr")
+        return Ranking([view.passage_ids[i] for i in order], ranked[order].tolist())

@@ -1,12 +1,19 @@
-"""The retrieval modes, defined once: :data:`RETRIEVAL_MODES` (name -> what it ranks with).
+"""The retrieval modes, defined once: :data:`RETRIEVAL_MODES` (name -> what it ranks with)
+and the class that runs each (:func:`strategy`).
 
-The retriever dispatches on these names, the command line lists them (``pathweave query
---mode``), the API's request and response models type ``mode`` with :data:`Mode` (the
-OpenAPI enum), and ``pathweave bench musique`` runs every mode of :data:`RETRIEVAL_ONLY`
-(the modes in :data:`LLM_MODES` need an LLM: ``pathweave bench qa`` measures those). A new
-mode is one entry here plus its branch in :class:`pathweave.retrieval.retriever.Retriever`.
+Every mode is one class in its own module behind the small protocol
+:class:`pathweave.retrieval.strategy.RetrievalMode` (``options`` it takes, ``search``,
+``answer``, ``write_record``). The command line lists the names (``pathweave query
+--mode``), the request model types ``mode`` with :data:`Mode` (the OpenAPI enum), and
+``pathweave bench musique`` runs every mode of :data:`RETRIEVAL_ONLY` (the modes in
+:data:`LLM_MODES` need an LLM: ``pathweave bench qa`` measures those). A new mode is one
+entry in :data:`RETRIEVAL_MODES` and one in :data:`STRATEGIES`.
 """
 
+from __future__ import annotations
+
+import importlib
+from functools import cache
 from typing import Literal
 
 RETRIEVAL_MODES: dict[str, str] = {
@@ -19,6 +26,16 @@ RETRIEVAL_MODES: dict[str, str] = {
                 "over PropRAG passages, pruned by answer confidence (spec §4; needs an LLM)",
 }
 
+STRATEGIES: dict[str, str] = {
+    "proprag": "pathweave.retrieval.proprag:PropRAGMode",
+    "dense": "pathweave.retrieval.dense:DenseMode",
+    "hipporag2": "pathweave.retrieval.hipporag:HippoRAG2Mode",
+    "apr": "pathweave.apr.retrieval:APRMode",
+    "prunerag": "pathweave.retrieval.prunerag:PruneRAGMode",
+}
+"""Mode name -> ``module:Class`` of its strategy (imported on first use: the modes' modules
+import the model, which imports :data:`Mode` from here)."""
+
 MODES: tuple[str, ...] = tuple(RETRIEVAL_MODES)
 """The mode names, in the order above (the first is the default)."""
 
@@ -29,3 +46,11 @@ RETRIEVAL_ONLY: tuple[str, ...] = tuple(m for m in MODES if m not in LLM_MODES)
 """Modes that rank with the store and the embedder alone (``pathweave bench musique``)."""
 
 Mode = Literal[MODES]  # type: ignore[valid-type]  # Literal["proprag", "dense", "hipporag2", "apr", "prunerag"]
+
+
+@cache
+def strategy(mode: str):
+    """The strategy object (:class:`~pathweave.retrieval.strategy.RetrievalMode`) of
+    ``mode``; KeyError for an unknown name (requests are checked before)."""
+    module, name = STRATEGIES[mode].split(":")
+    return getattr(importlib.import_module(module), name)()

@@ -10,16 +10,23 @@ paths -> entity seeds from the best paths -> PPR on G_sub -> final passage ranki
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from pathweave.backends import Capability
+from pathweave.model import PathStep, ReasoningPath, SeedEntity
 from pathweave.ppr import min_max, personalized_pagerank, push_pagerank, transition_matrix, Walk
 from pathweave.retrieval.beam import Path, beam_search
+from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
 from pathweave.settings import PropRAGParams
 from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.topology import TopologyView
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -83,10 +90,7 @@ def weak_passage_seeds(view: TopologyView, hits: list[tuple[str, float]],
     keep = [i for i, p in enumerate(index) if 0 <= p < view.n_passages]
     if not keep:
         return np.zeros(0, np.int64), np.zeros(0)
-    cosines = np.asarray([hits[i][1] for i in keep])
-    low = cosines.min()
-    spread = cosines.max() - low
-    values = (cosines - low) / spread if spread > 1e-12 else np.where(cosines > 0, 1.0, 0.0)
+    values = min_max(np.asarray([hits[i][1] for i in keep]))
     return np.asarray([index[i] for i in keep], dtype=np.int64), weight * values
 
 
@@ -171,3 +175,74 @@ def proprag(
         [subgraph.prop_entities[list(p.props)].indices for p in paths] or [np.zeros(0, np.int64)])))
     vias = [[None] + [graph.via(a, b) for a, b in zip(p.props, p.props[1:])] for p in paths]
     return PropRAGOutput(order=order, scores=final, paths=paths, vias=vias, seeds=combined, subgraph=subgraph)
+
+
+def in_database_ppr(store, stage1_ppr: str, view: TopologyView, ppr_timings: dict[str, float]):
+    """Stage-1 PPR in the database (Neo4j GDS) when asked (``stage1_ppr == "gds"``,
+    setting ``retrieval.stage1_ppr``) and the backend can, mapped to the view: a
+    ``run(reset, damping) -> (P,) scores | None`` for :func:`stage1`, else None. Records its
+    milliseconds in ``ppr_timings``: ``stage1_gds`` when GDS answered,
+    ``stage1_gds_fallback`` when it did not (projection of this graph version not ready
+    yet, or a GDS error, logged by the backend) and the in-process PPR ran instead."""
+    backend = store.backend
+    if stage1_ppr != "gds":
+        return None
+    if Capability.PPR not in backend.capabilities:  # asked for GDS on a backend without it
+        log.error("retrieval.stage1_ppr = gds, but the %s store has no Graph Data Science: "
+                  "stage 1 runs the local push PPR", backend.name)
+        ppr_timings["stage1_gds_fallback"] = 0.0
+        return None
+    ids = view.entity_ids[:view.n_entities] + view.passage_ids[:view.n_passages]
+
+    def run(reset: np.ndarray, damping: float) -> np.ndarray | None:
+        seeds = {ids[i]: float(reset[i]) for i in np.flatnonzero(reset > 0)}
+        started = time.perf_counter()
+        scores = backend.personalized_pagerank(store, seeds, damping, view.version)
+        key = "stage1_gds" if scores is not None else "stage1_gds_fallback"
+        ppr_timings[key] = round((time.perf_counter() - started) * 1000, 2)
+        if scores is None:
+            return None
+        return np.fromiter((scores.get(pid, 0.0) for pid in view.passage_ids[:view.n_passages]),
+                           dtype=np.float64, count=view.n_passages)
+    return run
+
+
+class PropRAGMode(RankingMode):
+    """Retrieval mode ``proprag`` (spec §1): the proposition and passage vector searches
+    (run concurrently), :func:`proprag` on the topology and G_sub, and the top paths (with
+    the entity linking each step) and stage-2 seed entities in the result. With setting
+    ``apr.proprag_question_runs``, earlier similar questions' passages join the passage
+    seeds (spec §3)."""
+
+    name = "proprag"
+
+    def rank(self, frame: QueryFrame) -> Ranking:
+        retriever, view = frame.retriever, frame.view
+        params = retriever.settings.retrieval.for_device(retriever.embedder.device)
+        props = retriever.nearest("Proposition", frame.vector, params.stage1_props)
+        passages = retriever.nearest("Passage", frame.vector, params.stage1_passage_seeds)
+        seeds = Stage1Seeds(props.result(), passages.result())
+        if retriever.settings.apr.proprag_question_runs:
+            from pathweave.apr.retrieval import earlier_question_passages
+
+            known = dict(seeds.passages)
+            for pid, cos in earlier_question_passages(retriever.store, frame.vector):
+                known[pid] = max(known.get(pid, cos), cos)
+            seeds.passages = sorted(known.items(), key=lambda item: -item[1])
+        frame.clock("seeds")
+        out = proprag(frame.vector, seeds, view, frame.reader, params, retriever.embedder.encode, frame.clock,
+                      in_database_ppr(retriever.store, params.stage1_ppr, view, frame.ppr_timings))
+        subgraph = out.subgraph
+        top = out.order[:frame.depth]
+        paths = [
+            ReasoningPath(path_id=f"{frame.query_id}:{rank}", rank=rank, score=round(path.score, 6),
+                          steps=[PathStep(prop_id=subgraph.prop_ids[p], text=subgraph.prop_texts[p], via=via)
+                                 for p, via in zip(path.props, vias)])
+            for rank, (path, vias) in enumerate(zip(out.paths, out.vias), 1)
+        ]
+        subgraph.ensure_entities(list(out.seeds))
+        seed_entities = [
+            SeedEntity(entity_id=subgraph.entity_ids[e], name=subgraph.entity_names[e], weight=round(w, 6))
+            for e, w in sorted(out.seeds.items(), key=lambda item: -item[1])
+        ]
+        return Ranking([view.passage_ids[i] for i in top], out.scores[top].tolist(), subgraph, paths, seed_entities)

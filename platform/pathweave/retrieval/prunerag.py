@@ -14,7 +14,7 @@ final call answers the root question from it; we keep the root's own passages in
 context (the reference drops them once the root decomposes).
 
 :func:`build_tree` is the pure tree logic over a ``retrieve(text, k)`` callable and a
-client; :func:`prunerag_search` runs it for a :class:`~pathweave.retrieval.retriever.Retriever`
+client; :class:`PruneRAGMode` runs it for a :class:`~pathweave.retrieval.retriever.Retriever`
 (retrieval mode ``prunerag``).
 """
 
@@ -27,6 +27,7 @@ from typing import Callable
 
 from pathweave.llm.client import LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
+from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 from pathweave.settings import PruneRAGParams
 from pathweave.model import Answer, PassageHit, PruneTree, TreeNode
 
@@ -232,27 +233,35 @@ def build_tree(question: str, client, retrieve: Retrieve, params: PruneRAGParams
     return tree, answer
 
 
-def prunerag_search(retriever, question: str, k: int, write_record: bool | None):
-    """Retrieval mode ``prunerag`` of ``retriever``: the tree with every node retrieved by
-    PropRAG; the result carries the root's top-k passages, paths and seeds, the tree and
-    the final answer; its reasoning record (with the tree) is written unless disabled.
-    Raises LLMError / LLMServerError only when no client can be had at all."""
-    started = time.perf_counter()
-    client = retriever.llm_client()
-    params = retriever.prunerag_params
-    top = max(k, params.top_k)
-    root = retriever.search(question, "proprag", top, write_record=False)
+class PruneRAGMode(RetrievalMode):
+    """Retrieval mode ``prunerag`` (spec §4): the tree with every node retrieved by PropRAG;
+    the result carries the root's top-k passages, paths and seeds, the tree and the final
+    answer (it always answers); its reasoning record (with the tree) is written when
+    asked. Needs an LLM; a token budget and a session do not apply."""
 
-    def retrieve(text: str, n: int) -> list[PassageHit]:
-        if text == question and n <= top:
-            return root.result.passages[:n]
-        return retriever.search(text, "proprag", n, write_record=False).result.passages
+    name = "prunerag"
+    options = frozenset({"k", "answer", "write_record"})
+    needs_llm = True
+    answers_itself = True
 
-    tree, answer = build_tree(question, client, retrieve, params)
-    result = root.result.model_copy(update={"mode": "prunerag", "passages": root.result.passages[:k],
-                                            "tree": tree, "answer": answer})
-    result.timings_ms = {**root.result.timings_ms, "prunerag": round((time.perf_counter() - started) * 1000, 2)}
-    result.timings_ms["total"] = result.timings_ms["prunerag"]
-    if retriever.settings.query.write_reasoning if write_record is None else write_record:
-        retriever.records.submit(result.model_copy())
-    return dataclasses.replace(root, result=result)  # the root's Retrieval (subgraph, query vector)
+    def search(self, retriever, request, record: bool) -> Retrieval:
+        started = time.perf_counter()
+        client = retriever.llm_client()
+        params = retriever.prunerag_params
+        question = request.question
+        top = max(request.k, params.top_k)
+        root = retriever.search(question, "proprag", top, write_record=False)
+
+        def retrieve(text: str, n: int) -> list[PassageHit]:
+            if text == question and n <= top:
+                return root.result.passages[:n]
+            return retriever.search(text, "proprag", n, write_record=False).result.passages
+
+        tree, answer = build_tree(question, client, retrieve, params)
+        result = root.result.model_copy(update={"mode": "prunerag", "passages": root.result.passages[:request.k],
+                                                "tree": tree, "answer": answer})
+        result.timings_ms = {**root.result.timings_ms, "prunerag": round((time.perf_counter() - started) * 1000, 2)}
+        result.timings_ms["total"] = result.timings_ms["prunerag"]
+        if record:
+            retriever.records.submit(result.model_copy())
+        return dataclasses.replace(root, result=result)  # the root's Retrieval (subgraph, query vector)

@@ -36,7 +36,7 @@ import httpx
 from pathweave import neo4j_server
 from pathweave.processes import (
     ServerError, ServerInfo, free_port, make_private, pid_alive, port_open, private_dir,
-    read_password, start_once, stop_requested, terminate, wait_ready, write_json,
+    read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
 )
 from pathweave.settings import Settings
 
@@ -111,7 +111,7 @@ def _arcadedb_start(settings: Settings) -> ServerInfo:
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
         return subprocess.Popen(
             [
-                sys.executable, "-m", "pathweave.server",
+                sys.executable, "-m", "pathweave.store_server",
                 str(directory), str(bolt_port), str(http_port), settings.store.server_heap,
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -152,15 +152,11 @@ def _arcadedb_stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     Returns False when no server was running.
     """
     info = _arcadedb_status(settings)
-    if info is None:
-        return False
-    terminate(info.pid, timeout_s)
-    (_server_dir(settings) / "server.json").unlink(missing_ok=True)
-    return True
+    return stop_recorded(info and info.pid, _server_dir(settings) / "server.json", timeout_s)
 
 
 def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
-    """Entry point of the detached server process (``python -m pathweave.server``).
+    """Entry point of the detached server process (``python -m pathweave.store_server``).
 
     The process (and the JVM inside it) runs with umask 077: every database, WAL and log
     file it creates is private to the user."""

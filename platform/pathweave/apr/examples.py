@@ -5,7 +5,7 @@ the 27 combinations of ``include_all | unique | not_include`` over the channels 
 questions and answers, and reports (accuracy, prompt tokens, latency ms); accuracy is the
 context recall of the gold passages (EM of the LLM's answer when one answers). The
 utility U and the preference pairs are computed from these at training time
-(:mod:`pathweave.selector_policy`), so other utility weights need no new measurements.
+(:mod:`pathweave.apr.policy`), so other utility weights need no new measurements.
 Source: APR paper §2.8 ("offline, for each query we evaluate several selector
 configurations y"); spec §3 "Selector policy (DPO)".
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pathweave.selector_policy import CHANNELS, COMBINATIONS, combination, feature_vector, utility
+from pathweave.apr.policy import CHANNELS, COMBINATIONS, combination, feature_vector, utility
 from pathweave.settings import SelectorSettings
 
 
@@ -54,7 +54,7 @@ class Outcome:
 class SelectorExample:
     """A measured question: its query ``embedding`` ``(d,)``, ``query_tokens``,
     ``token_budget`` (tokens, 0 = none) and one :class:`Outcome` per combination, in
-    :data:`pathweave.selector_policy.COMBINATIONS` order."""
+    :data:`pathweave.apr.policy.COMBINATIONS` order."""
 
     id: str
     question: str
@@ -169,7 +169,7 @@ def measure_examples(questions: list[SelectorQuestion], evaluator: Evaluator | N
 
 def training_arrays(examples: list[SelectorExample], settings: SelectorSettings) -> tuple[np.ndarray, np.ndarray]:
     """``(features (n, d + 2) float32, utilities (n, 27))`` of ``examples`` for
-    :func:`pathweave.selector_policy.train_policy`. Raises ValueError when there are none."""
+    :func:`pathweave.apr.policy.train_policy`. Raises ValueError when there are none."""
     if not examples:
         raise ValueError("no selector examples to train on")
     return (np.stack([e.features() for e in examples]), np.stack([e.utilities(settings) for e in examples]))

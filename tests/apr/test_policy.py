@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from pathweave.selector_examples import (
+from pathweave.apr.examples import (
     SelectorQuestion,
     context_recall,
     measure_examples,
     read_examples,
     training_arrays,
 )
-from pathweave.selector_policy import (
+from pathweave.apr.policy import (
     ACTIONS,
     CHANNELS,
     COMBINATIONS,
@@ -151,7 +151,7 @@ def test_save_load_round_trip_and_fallback(tmp_path, caplog):
              (Settings(selector={"policy_path": garbage}), None), (settings, 768)]
     for case, dim in cases:
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="pathweave.selector_policy"):
+        with caplog.at_level(logging.WARNING, logger="pathweave.apr.policy"):
             selector = load_selector(case, embedding_dim=dim)
         assert isinstance(selector, FixedSelector)
         assert selector.choose(features[0]) == FALLBACK_ACTIONS
@@ -296,7 +296,7 @@ def test_apr_mode_uses_the_configured_policy(pipeline, store, embedder, extracto
     explicit = {"facts": "not_include", "questions": "unique", "answers": "not_include"}
     dropped = apr(path, explicit).context
     assert dropped.actions == explicit and not any(run.channel == "facts" for run in dropped.runs)
-    with caplog.at_level(logging.WARNING, logger="pathweave.selector_policy"):
+    with caplog.at_level(logging.WARNING, logger="pathweave.apr.policy"):
         assert apr(tmp_path / "missing.safetensors").context.actions == FALLBACK_ACTIONS
     assert "using 'unique' on every channel" in caplog.text
 

@@ -11,7 +11,7 @@ them (APR paper §2.8 "Adaptive compression via DPO"; spec §3 "Selector policy 
   three actions; a combination y = (a_facts, a_questions, a_answers) has
   log pi(y | x) = sum of the three heads' log-probabilities;
 - utility U(x, y) = alpha x accuracy - beta_tokens x prompt tokens - gamma x latency (ms),
-  measured offline for all 27 combinations of a query (:mod:`pathweave.selector_examples`);
+  measured offline for all 27 combinations of a query (:mod:`pathweave.apr.examples`);
 - preference pairs (:func:`preference_pairs`): the paper forms (x, y+, y-) "whenever
   U(x, y+) > U(x, y-)"; by default we keep the pairs of that set whose y+ is the best
   combination of the query (best vs every strictly worse one, ties by ``min_margin``), which

@@ -1,0 +1,51 @@
+"""The errors a query (or a batch) ends with, one small hierarchy shared by the core, the CLI
+and the API, so that the same request fails the same way everywhere.
+
+- :class:`BadRequest` (a ``ValueError``): the request itself is wrong (empty question,
+  ``k`` < 1, unknown mode); the API answers 422, the CLI exits 2.
+- :class:`NotApplicable` (a :class:`BadRequest`): an option that the chosen mode does not
+  use (a token budget with mode ``apr``, a session id with mode ``dense``), never dropped
+  silently; the table of what applies is :data:`pathweave.retrieval.modes.OPTIONS`.
+- :class:`StoreUnavailable`: the store could not be reached or asked to retry (API 503
+  with ``Retry-After``; a worker retries the batch).
+- :class:`LLMUnavailable`: no LLM could be had for a mode or an answer that needs one
+  (API 503 ``llm-unavailable``).
+"""
+
+from __future__ import annotations
+
+
+class PathweaveError(Exception):
+    """Base of Pathweave's typed errors."""
+
+
+class BadRequest(PathweaveError, ValueError):
+    """The request is invalid; nothing was read or written."""
+
+
+class NotApplicable(BadRequest):
+    """An option was given that the request's mode does not use."""
+
+
+class StoreUnavailable(PathweaveError, RuntimeError):
+    """The store could not be reached or asked to retry: retry later, nothing is lost."""
+
+
+class LLMUnavailable(PathweaveError, RuntimeError):
+    """No LLM client could be had (the extra not installed, the server not starting)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Is ``exc`` worth retrying later: a connection problem, a server (re)starting, a
+    transaction conflict, or a :class:`StoreUnavailable`?"""
+    import httpx
+    from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
+
+    from pathweave.processes import ServerError
+
+    if isinstance(exc, (StoreUnavailable, ServiceUnavailable, SessionExpired, TransientError, ServerError,
+                        ConnectionError, TimeoutError, httpx.TransportError)):
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("connection refused", "connection reset", "broken pipe",
+                                   "failed to read from defunct connection", "concurrentmodification"))

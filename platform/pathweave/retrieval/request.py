@@ -1,0 +1,108 @@
+"""One query request, the same for the CLI, the API and the benchmarks:
+:class:`QueryRequest`, checked once here (:meth:`QueryRequest.check`), so that the same
+request gets the same answer or the same typed error everywhere
+(:mod:`pathweave.errors`). Which options apply to which mode is each mode's
+``options`` (:mod:`pathweave.retrieval.modes`; the table is in ``docs/architecture.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pathweave.errors import BadRequest, NotApplicable
+from pathweave.retrieval.modes import MODES, Mode, strategy
+
+SELECTION_METHODS = ("auto", "ilp", "greedy")
+CONTEXT_STYLES = ("bullets", "triples")
+
+OPTION_NAMES = ("k", "token_budget", "selection_method", "context_style", "session_id", "answer", "write_record")
+"""The request's options besides ``question`` and ``mode``, in the order of the docs' table."""
+
+
+class QueryRequest(BaseModel):
+    """A question and how to answer it. ``None`` is "not given": an option given to a mode
+    it does not apply to is a :class:`~pathweave.errors.NotApplicable` error, never dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(..., description="The question (plain text).")
+    mode: Mode = Field(MODES[0], description="Retrieval mode: " + ", ".join(MODES) + ".")
+    k: int = Field(5, description="Passages to return.")
+    token_budget: int | None = Field(None, description="Context token budget (tokens): also select the best "
+                                                       "connected evidence that fits it (spec §5).")
+    selection_method: Literal[SELECTION_METHODS] | None = Field(  # type: ignore[valid-type]
+        None, description="Context selection, with token_budget: CP-SAT ILP, greedy, or auto (the default).")
+    context_style: Literal[CONTEXT_STYLES] | None = Field(  # type: ignore[valid-type]
+        None, description="How the selected context is written, with token_budget (default bullets).")
+    session_id: str | None = Field(None, description="Mode apr: the session this question belongs to; runs the "
+                                                     "session already sent are referenced by code, not re-sent.")
+    answer: bool = Field(False, description="Also generate a short answer with the LLM from the budgeted context "
+                                            "(or the top passages), citing what it used. Mode prunerag always "
+                                            "answers (its decomposition tree is returned too).")
+    write_record: bool | None = Field(None, description="Write the reasoning record to the graph (default: "
+                                                        "the setting query.write_reasoning).")
+
+    @classmethod
+    def of(cls, question: str, **options) -> "QueryRequest":
+        """A checked request from keyword options (the Python entry,
+        :meth:`~pathweave.retrieval.retriever.Retriever.query`): a value of the wrong type
+        or an unknown option is a :class:`~pathweave.errors.BadRequest` too."""
+        from pydantic import ValidationError
+
+        if options.get("mode", MODES[0]) not in MODES:
+            raise BadRequest(f"unknown mode {options['mode']!r}; use one of {', '.join(MODES)}")
+        try:
+            request = cls(question=question, **options)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
+            raise BadRequest(problems) from None
+        return request.check()
+
+    def check(self) -> "QueryRequest":
+        """This request with its question stripped, after checking it. Raises
+        :class:`~pathweave.errors.BadRequest` (empty question, ``k`` < 1, negative budget,
+        unknown mode or method) or :class:`~pathweave.errors.NotApplicable` (an option the
+        mode does not use; selection method and style without a token budget)."""
+        question = self.question.strip()
+        if not question:
+            raise BadRequest("question is empty")
+        if self.mode not in MODES:
+            raise BadRequest(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
+        if self.k < 1:
+            raise BadRequest("k must be at least 1")
+        if self.token_budget is not None and self.token_budget < 0:
+            raise BadRequest("token budget must be >= 0")
+        if self.selection_method is not None and self.selection_method not in SELECTION_METHODS:
+            raise BadRequest(f"unknown selection method {self.selection_method!r}; use ilp, greedy or auto")
+        if self.context_style is not None and self.context_style not in CONTEXT_STYLES:
+            raise BadRequest(f"unknown context style {self.context_style!r}; use bullets or triples")
+        applies = strategy(self.mode).options
+        for name in ("token_budget", "session_id"):
+            if getattr(self, name) is not None and name not in applies:
+                raise NotApplicable(f"{name} does not apply to mode {self.mode} "
+                                    f"(it applies to mode {', '.join(modes_with(name))})")
+        for name in ("selection_method", "context_style"):
+            if getattr(self, name) is not None and self.token_budget is None:
+                raise NotApplicable(f"{name} applies with a token_budget only")
+        return self.model_copy(update={"question": question}) if question != self.question else self
+
+    def record(self, default: bool) -> bool:
+        """Write the reasoning record? ``write_record``, else ``default`` (the setting)."""
+        return default if self.write_record is None else self.write_record
+
+    @property
+    def method(self) -> str:
+        """The context selection method (``auto`` when not given)."""
+        return self.selection_method or "auto"
+
+    @property
+    def style(self) -> str:
+        """The context style (``bullets`` when not given)."""
+        return self.context_style or "bullets"
+
+
+def modes_with(option: str) -> list[str]:
+    """The modes that ``option`` (a :data:`OPTION_NAMES` name) applies to."""
+    return [mode for mode in MODES if option in strategy(mode).options]

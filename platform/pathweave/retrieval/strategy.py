@@ -1,0 +1,172 @@
+"""The protocol every retrieval mode implements (:class:`RetrievalMode`) and the shared
+frame of the modes that rank passages on the topology (:class:`RankingMode`: proprag,
+dense, hipporag2).
+
+A mode gets a checked :class:`~pathweave.retrieval.request.QueryRequest` and the
+retriever's public pieces (topology view, node reader, vector search, passage hits,
+record writer, LLM client) and returns a :class:`Retrieval`. Answering is a step any mode
+takes after retrieval (:meth:`RetrievalMode.answer`), run by
+:meth:`~pathweave.retrieval.retriever.Retriever.search`, not a second dispatcher.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pathweave.model import QueryResult, ReasoningPath, SeedEntity
+from pathweave.retrieval.context import candidate_graph, select_context
+from pathweave.retrieval.request import QueryRequest
+from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
+from pathweave.topology import TopologyView
+
+RANKING_OPTIONS = frozenset({"k", "token_budget", "selection_method", "context_style", "answer", "write_record"})
+"""What the ranking modes take (a session is APR's)."""
+
+
+@dataclass
+class Retrieval:
+    """One query's result with what it was computed on: the fetched ``subgraph`` (None for
+    a dense or HippoRAG 2 query without a token budget, and for apr), the ``(d,)`` query
+    vector, and the mode's own state for its answer and record steps (``state``: APR's
+    outcome)."""
+
+    result: QueryResult
+    subgraph: Subgraph | None
+    query: np.ndarray
+    state: Any = None
+
+
+class RetrievalMode:
+    """One retrieval mode (the protocol; spec section in each subclass).
+
+    ``options``: the request options it takes (others are
+    :class:`~pathweave.errors.NotApplicable`); ``needs_llm``: it cannot search without an
+    LLM; ``answers_itself``: its search already answers (PruneRAG's tree).
+    """
+
+    name: str = ""
+    options: frozenset[str] = RANKING_OPTIONS
+    needs_llm: bool = False
+    answers_itself: bool = False
+
+    def search(self, retriever, request: QueryRequest, record: bool) -> Retrieval:
+        """Retrieve for the checked ``request``; write the reasoning record when ``record``."""
+        raise NotImplementedError
+
+    def answer(self, retriever, retrieval: Retrieval, client) -> None:
+        """Set ``retrieval.result.answer`` from the LLM ``client`` (one call; an LLM failure
+        is an answer with ``error`` set): from the budgeted context, else the top passages."""
+        from pathweave.answering import generate_answer
+
+        retrieval.result.answer = generate_answer(client, retrieval.result)
+
+    def write_record(self, retriever, retrieval: Retrieval) -> None:
+        """Queue the reasoning record of an answered query (its ``ANSWERED`` edge too)."""
+        retriever.records.submit(retrieval.result.model_copy())
+
+
+@dataclass
+class Ranking:
+    """What a ranking mode found: passage ids best first with their scores (at least the
+    frame's ``depth`` when there are as many), and for proprag the G_sub, paths and seeds."""
+
+    ids: list[str]
+    scores: list[float]
+    subgraph: Subgraph | None = None
+    paths: list[ReasoningPath] = field(default_factory=list)
+    seeds: list[SeedEntity] = field(default_factory=list)
+
+
+@dataclass
+class QueryFrame:
+    """What a ranking mode works with: the tenant's topology ``view`` and node ``reader``,
+    the ``(d,)`` question ``vector``, the query id, how many passages to rank (``depth``),
+    a ``clock(stage)`` that records a stage's milliseconds, and ``ppr_timings`` (ms, inside
+    stage ``stage1``)."""
+
+    retriever: Any
+    request: QueryRequest
+    view: TopologyView
+    reader: NodeReader
+    vector: np.ndarray
+    query_id: str
+    depth: int
+    clock: Callable[[str], None]
+    ppr_timings: dict[str, float] = field(default_factory=dict)
+
+
+class RankingMode(RetrievalMode):
+    """The frame shared by proprag, dense and hipporag2: topology view, question embedding,
+    :meth:`rank`, the ranked passages' texts and citations, the token-budgeted context
+    (spec §5) and the record. Timings per stage (ms) in ``result.timings_ms``."""
+
+    def rank(self, frame: QueryFrame) -> Ranking:
+        """The passages ranked for ``frame`` (subclasses)."""
+        raise NotImplementedError
+
+    def search(self, retriever, request: QueryRequest, record: bool) -> Retrieval:
+        timings: dict[str, float] = {}
+        last = [time.perf_counter()]
+
+        def clock(stage: str) -> None:
+            now = time.perf_counter()
+            timings[stage] = round((now - last[0]) * 1000, 2)
+            last[0] = now
+
+        topology = retriever.topology()
+        view = topology.view()  # built here on the first query after a change
+        clock("topology")
+        reader = retriever.reader(topology)
+        vector = retriever.embedder.encode_one(request.question)
+        clock("embed")
+        budget = request.token_budget
+        depth = request.k if budget is None else max(request.k, retriever.settings.selection.context_passages)
+        frame = QueryFrame(retriever, request, view, reader, vector, uuid.uuid4().hex, depth, clock)
+        ranking = self.rank(frame)
+        result = QueryResult(query_id=frame.query_id, question=request.question, mode=self.name,
+                             graph_version=view.version, paths=ranking.paths, seeds=ranking.seeds,
+                             passages=retriever.passage_hits(reader, ranking.ids, ranking.scores))
+        clock("passages")
+        subgraph = ranking.subgraph
+        if budget is not None and result.passages:
+            if subgraph is None:
+                subgraph = build_subgraph(view, view.index_of(view.passage_index, ranking.ids, view.n_passages),
+                                          reader)
+            graph = candidate_graph(result, subgraph, vector, retriever.settings.selection.path_weight)
+            result.context = select_context(graph, budget, request.method, retriever.token_counter(), request.style,
+                                            retriever.settings.selection.select_time_limit_ms)
+            clock("select")
+        result.passages = result.passages[:request.k]
+        cite_steps(result, view)
+        if record:
+            retriever.records.submit(result.model_copy())  # written on the writer's thread, off the query path
+            clock("record")
+        result.timings_ms = timings
+        result.timings_ms["total"] = round(sum(timings.values()), 2)
+        result.timings_ms.update(frame.ppr_timings)
+        return Retrieval(result, subgraph, vector)
+
+
+
+def cite_steps(result: QueryResult, view: TopologyView) -> None:
+    """Set each path step's ``citations``: the ranks of ``result``'s passages that state its
+    proposition, from the topology's passage-proposition incidence (no store read)."""
+    if not result.paths:
+        return
+    rank_of = {view.passage_index[hit.passage_id]: hit.rank for hit in result.passages
+               if view.passage_index.get(hit.passage_id, view.states.shape[0]) < view.states.shape[0]}
+    rows = sorted(rank_of)
+    stating = view.states[rows] if rows else None
+    for path in result.paths:
+        for step in path.steps:
+            r = view.prop_index.get(step.prop_id, -1)
+            if stating is None or not 0 <= r < stating.shape[1]:
+                continue
+            column = stating[:, r]
+            step.citations = sorted(rank_of[rows[i]] for i in column.nonzero()[0])
