@@ -72,6 +72,10 @@ def test_no_server_errors(api_schema, schema_headers, method, path, mode):
     def run(case):
         upload = (case.media_type or "").startswith("multipart/")
         per_mode = path == "/v1/query"
-        case.call_and_validate(headers=dict(schema_headers), checks=UPLOAD_CHECKS if upload or per_mode else CHECKS)
+        checks = UPLOAD_CHECKS if upload or per_mode else CHECKS
+        response = case.call(headers=dict(schema_headers))
+        if response.status_code == 413:  # the body-size limit refuses before the body is parsed: a rejection
+            checks = [check for check in checks if check is not negative_data_rejection]
+        case.validate_response(response, checks=checks, headers=dict(schema_headers))
 
     run()
