@@ -46,6 +46,7 @@ def wait_for(check, seconds: float = 60.0, what: str = "the page"):
 
 def test_neo4j_browser_draws_the_reasoning_record(pipeline, store, embedder, settings, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     pipeline.ingest(DOCS)
     retriever = Retriever(store, embedder, settings.model_copy(update={"tenant": store.tenant}))
@@ -69,10 +70,24 @@ def test_neo4j_browser_draws_the_reasoning_record(pipeline, store, embedder, set
     info = store_server.status(settings)
     assert info is not None and info.backend == "neo4j"
     browser.get(f"{info.http_url}/browser/?dbms=bolt://neo4j@127.0.0.1:{info.bolt_port}&db=neo4j")
-    password = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, '[data-testid="password"]'), what="login")
-    password[0].send_keys(info.password)
-    browser.find_element(By.CSS_SELECTOR, '[data-testid="connect"]').click()
-    wait_for(lambda: not browser.find_elements(By.CSS_SELECTOR, '[data-testid="password"]'), what="the connection")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, '[data-testid="password"]'), what="login")
+
+    def log_in() -> bool:
+        """Connected yet? Else type the password again: the Browser first tries the URL's
+        connection without one and may re-draw the form (dropping what was typed) meanwhile."""
+        fields = browser.find_elements(By.CSS_SELECTOR, '[data-testid="password"]')
+        if not fields:
+            return True
+        if not fields[0].get_attribute("value"):
+            # submitted with Enter: the usage-data banner can lie over the Connect button
+            fields[0].send_keys(info.password + Keys.ENTER)
+            time.sleep(2.0)
+        return False
+
+    try:
+        wait_for(log_in, 120.0, what="the connection")
+    except AssertionError:  # say what the Browser shows
+        raise AssertionError(browser.find_element(By.TAG_NAME, "body").text[-1500:]) from None
 
     def run(command: str) -> None:
         frames = len(browser.find_elements(By.CSS_SELECTOR, '[data-testid="frame"]'))
