@@ -117,7 +117,7 @@ def store(base_store, tenant):
 
 @pytest.fixture(scope="session")
 def extractor():
-    from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+    from pathweave.extractors.spacy_extractor import SpacyExtractor
 
     return SpacyExtractor()
 

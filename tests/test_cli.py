@@ -36,3 +36,42 @@ def test_cli_errors_are_clear(base_store, tenant, tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     empty = runner.invoke(app, ["ingest", str(tmp_path / "empty.txt"), "--tenant", tenant])
     assert "empty file" in empty.output and empty.exit_code == 1
+
+
+_IMPORTS_OF_A_QUERY = """
+import json, sys
+from pathweave_cli.main import app
+try:
+    app(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+loaded = sorted({name.split(".")[0] for name in sys.modules})
+sys.stderr.write("LOADED " + json.dumps(loaded) + "\\n")
+sys.exit(code)
+"""
+
+
+def _query_in_a_new_process(*args: str) -> tuple[dict, set[str]]:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _IMPORTS_OF_A_QUERY, "query", *args, "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = json.loads(done.stderr.rsplit("LOADED ", 1)[1])
+    return json.loads(done.stdout), set(loaded)
+
+
+def test_a_query_process_loads_neither_torch_nor_ingestion(base_store, tenant):
+    """`pathweave query` embeds with ONNX Runtime (no torch, no sentence-transformers: a
+    process that only asks starts in about a second) and never passes through ingest/;
+    its passages are the ones the in-process CLI returns."""
+    assert runner.invoke(app, ["ingest", str(FIXTURES / "docs"), "--tenant", tenant]).exit_code == 0
+    question = "Which river flows through the city where Marie Curie was born?"
+    result, loaded = _query_in_a_new_process(question, "--tenant", tenant)
+    assert not loaded & {"torch", "sentence_transformers", "transformers", "pathweave_ingest"}, loaded
+    here = json.loads(runner.invoke(app, ["query", question, "--tenant", tenant, "--json"]).stdout)
+    assert [p["passage_id"] for p in result["passages"]] == [p["passage_id"] for p in here["passages"]]
+    assert result["passages"] and result["paths"]
+    _, loaded = _query_in_a_new_process(question, "--tenant", tenant, "--mode", "apr")
+    assert "pathweave_ingest" not in loaded and "spacy" in loaded  # APR parses the question (spec §3)

@@ -55,3 +55,32 @@ def test_a_failed_export_says_why_and_leaves_no_file(tmp_path):
     with pytest.raises(RuntimeError, match="ONNX export of .*not-a-model failed"):
         onnx_encoder.export(not_a_model, tmp_path / "models")
     assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_the_query_embedder_gives_torch_vectors_without_importing_torch(torch_embedder, tmp_path):
+    """OnnxEmbedder (tokenizers + ONNX Runtime) = the float32 torch vectors, long texts
+    truncated alike; a fresh process that loads it and embeds imports no torch."""
+    import json
+    import subprocess
+    import sys
+
+    from pathweave.embeddings import OnnxEmbedder
+
+    query = OnnxEmbedder(default_model_path(), tmp_path)
+    got, want = query.encode(TEXTS), torch_embedder.encode(TEXTS)
+    assert got.shape == (len(TEXTS), 384) and np.all((got * want).sum(axis=1) > 0.9999)
+    assert query.encode([]).shape == (0, 384)
+    code = ("import json, sys\nfrom pathlib import Path\nfrom pathweave.embeddings import OnnxEmbedder, default_model_path\n"
+            f"v = OnnxEmbedder(default_model_path(), Path({str(tmp_path)!r})).encode_one('Warsaw')\n"
+            "print(json.dumps([sorted({m.split('.')[0] for m in sys.modules}), v.tolist()]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    loaded, vector = json.loads(done.stdout)
+    assert not {"torch", "sentence_transformers", "transformers"} & set(loaded), done.stderr
+    assert float(np.dot(vector, torch_embedder.encode_one("Warsaw"))) > 0.9999
+    not_mean_pooled = tmp_path / "cls-model"
+    not_mean_pooled.mkdir()
+    (not_mean_pooled / "modules.json").write_text('[{"type": "x.Transformer", "path": ""}, {"type": "x.Pooling", "path": "p"}]')
+    (not_mean_pooled / "p").mkdir()
+    (not_mean_pooled / "p" / "config.json").write_text('{"pooling_mode_cls_token": true}')
+    with pytest.raises(ValueError, match="not a mean-pooled"):
+        OnnxEmbedder(not_mean_pooled, tmp_path)

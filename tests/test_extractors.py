@@ -2,8 +2,8 @@
 
 import json
 
-from pathweave_ingest.extractors.base import PassageInput, decontextualize
-from pathweave_ingest.extractors.imported import ImportedExtractor
+from pathweave.extractors.base import PassageInput, decontextualize
+from pathweave.extractors.imported import ImportedExtractor
 
 
 def test_pronoun_at_sentence_start_is_replaced_by_the_title():
@@ -13,7 +13,7 @@ def test_pronoun_at_sentence_start_is_replaced_by_the_title():
 
 
 def test_propositions_name_their_subject():
-    from pathweave_ingest.extractors.base import build_propositions
+    from pathweave.extractors.base import build_propositions
 
     props = build_propositions("Warsaw", ["The city lies on the Vistula.", "It is large and old."], ["Vistula"])
     assert props[0] == ("Warsaw: The city lies on the Vistula.", ["Vistula", "Warsaw"])
@@ -21,7 +21,7 @@ def test_propositions_name_their_subject():
 
 
 def test_a_statement_is_made_self_contained_by_its_title():
-    from pathweave_ingest.extractors.base import self_contained
+    from pathweave.extractors.base import self_contained
 
     assert self_contained("Marie Curie", "She  won the prize.") == "Marie Curie won the prize."
     assert self_contained("Warsaw", "The city lies on the Vistula.") == "Warsaw: The city lies on the Vistula."

@@ -3,11 +3,13 @@ keys refused by name, ``pathweave config show`` with secrets masked."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from pathweave.settings import Settings, UnknownSettingError, env_names
+from pathweave.settings import DeprecatedSettingName, Settings, UnknownSettingError, env_names, legacy_env_names
 
 
 @pytest.fixture()
@@ -24,18 +26,44 @@ def toml(tmp_path, monkeypatch):
 
 
 def test_the_documented_environment_names_set_the_sections(monkeypatch):
-    for name, value in {"PATHWEAVE_STORE_URI": "bolt://graph:7687", "PATHWEAVE_STORE_PASSWORD": "pw",
-                        "PATHWEAVE_TENANT": "acme", "PATHWEAVE_DEVICE": "cpu", "PATHWEAVE_CHUNK_TOKENS": "128",
-                        "PATHWEAVE_PROPRAG_STAGE1_PROPS": "300", "PATHWEAVE_CONTEXT_PASSAGES": "7",
-                        "PATHWEAVE_API_MAX_K": "9", "PATHWEAVE_BROKER_URL": "redis://h:6379/0",
-                        "PATHWEAVE_WORKER_POOL": "prefork", "PATHWEAVE_NODE_CACHE_ENTRIES": "5"}.items():
-        monkeypatch.setenv(name, value)
-    s = Settings()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new names warn about nothing
+        for name, value in {"PATHWEAVE_STORE_URI": "bolt://graph:7687", "PATHWEAVE_STORE_PASSWORD": "pw",
+                            "PATHWEAVE_TENANT": "acme", "PATHWEAVE_MODELS_DEVICE": "cpu",
+                            "PATHWEAVE_INGEST_CHUNK_TOKENS": "128", "PATHWEAVE_RETRIEVAL_STAGE1_PROPS": "300",
+                            "PATHWEAVE_SELECTION_CONTEXT_PASSAGES": "7", "PATHWEAVE_API_MAX_K": "9",
+                            "PATHWEAVE_WORKER_BROKER_URL": "redis://h:6379/0", "PATHWEAVE_WORKER_POOL": "prefork",
+                            "PATHWEAVE_QUERY_NODE_CACHE_ENTRIES": "5", "PATHWEAVE_ALIASES_ENABLED": "false"}.items():
+            monkeypatch.setenv(name, value)
+        s = Settings()
     assert (s.store.uri, s.store.password, s.tenant, s.models.device) == ("bolt://graph:7687", "pw", "acme", "cpu")
     assert (s.ingest.chunk_tokens, s.retrieval.stage1_props, s.selection.context_passages) == (128, 300, 7)
-    assert (s.api.max_k, s.worker.broker_url, s.worker.worker_pool, s.query.node_cache_entries) == \
+    assert (s.api.max_k, s.worker.broker_url, s.worker.pool, s.query.node_cache_entries) == \
         (9, "redis://h:6379/0", "prefork", 5)
+    assert s.aliases.enabled is False
     assert env_names()["PATHWEAVE_API_KEYS_FILE"] == ("api", "keys_file")
+    # one rule: every setting is PATHWEAVE_<SECTION>_<FIELD> (or a top-level value)
+    for env, path in env_names().items():
+        assert env == "PATHWEAVE_" + "_".join(path).upper(), env
+
+
+def test_the_names_before_the_section_rule_still_work_with_a_warning(monkeypatch, toml):
+    monkeypatch.setenv("PATHWEAVE_BROKER_URL", "redis://old:6379/0")
+    monkeypatch.setenv("PATHWEAVE_PROPRAG_STAGE1_PROPS", "300")
+    monkeypatch.setenv("PATHWEAVE_PATH_WEIGHT", "0.5")
+    monkeypatch.setenv("PATHWEAVE_ALIAS_ENABLED", "false")
+    with pytest.warns(DeprecatedSettingName, match="PATHWEAVE_BROKER_URL is deprecated: use PATHWEAVE_WORKER_BROKER_URL"):
+        s = Settings()
+    assert (s.worker.broker_url, s.retrieval.stage1_props, s.selection.path_weight, s.aliases.enabled) == \
+        ("redis://old:6379/0", 300, 0.5, False)
+    monkeypatch.setenv("PATHWEAVE_WORKER_BROKER_URL", "redis://new:6379/0")  # both: the new name wins
+    with pytest.warns(DeprecatedSettingName):
+        assert Settings().worker.broker_url == "redis://new:6379/0"
+    toml('[worker]\nworker_pool = "threads"\n')  # a renamed field, in the file
+    with pytest.warns(DeprecatedSettingName, match="worker_pool is deprecated: use pool"):
+        assert Settings().worker.pool == "threads"
+    assert legacy_env_names()["PATHWEAVE_DEVICE"] == "PATHWEAVE_MODELS_DEVICE"
+    assert not set(legacy_env_names()) & set(env_names())
 
 
 def test_toml_sets_the_same_sections_and_the_environment_wins(toml, monkeypatch):
@@ -69,7 +97,7 @@ def test_an_unknown_toml_key_is_an_error_naming_it(toml):
 def test_the_llm_and_prunerag_sections_are_typed(monkeypatch, toml):
     monkeypatch.setenv("PATHWEAVE_LLM_MODEL", "qwen")
     monkeypatch.setenv("PATHWEAVE_PRUNERAG_MAX_DEPTH", "2")
-    monkeypatch.setenv("PATHWEAVE_EXTRACTOR", "llm")
+    monkeypatch.setenv("PATHWEAVE_INGEST_EXTRACTOR", "llm")
     toml('[llm]\ntimeout_s = 30\n')
     settings = Settings()
     assert (settings.llm.model, settings.llm.timeout_s, settings.llm.managed) == ("qwen", 30.0, True)
@@ -89,7 +117,7 @@ def test_config_show_prints_the_effective_configuration_with_secrets_masked(monk
 
     toml('[api]\nmax_k = 11\n')
     monkeypatch.setenv("PATHWEAVE_STORE_PASSWORD", "hunter2")
-    monkeypatch.setenv("PATHWEAVE_BROKER_URL", "redis://:brokerpw@cache:6379/0")
+    monkeypatch.setenv("PATHWEAVE_WORKER_BROKER_URL", "redis://:brokerpw@cache:6379/0")
     monkeypatch.setenv("PATHWEAVE_LLM_API_KEY", "sk-secret")
     get_settings.cache_clear()
     try:

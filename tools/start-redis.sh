@@ -5,7 +5,7 @@
 #   tools/start-redis.sh            # port 6379 (or $REDIS_PORT)
 #   REDIS_PORT=6380 tools/start-redis.sh
 #
-# Prints the broker URL to use (export PATHWEAVE_BROKER_URL=...) on success.
+# Prints the broker URL to use (export PATHWEAVE_WORKER_BROKER_URL=...) on success.
 set -euo pipefail
 
 PORT="${REDIS_PORT:-6379}"

@@ -2,7 +2,7 @@
 
 ``create_app()`` builds the application from settings (``settings.api``,
 ``settings.worker``): ingestion jobs go to the Celery broker when
-``PATHWEAVE_BROKER_URL`` is set, else to an in-process bounded queue running the
+``PATHWEAVE_WORKER_BROKER_URL`` is set, else to an in-process bounded queue running the
 same task functions. Every ``/v1`` route needs an API key (``Authorization: Bearer
 pw_...``, :mod:`pathweave_api.auth`) and sees only the key's tenant. Errors are
 ``application/problem+json``. The routes live in :mod:`pathweave_api.routers`

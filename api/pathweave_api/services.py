@@ -1,6 +1,6 @@
 """What the API's routes share, one per app: the settings, the runtime (store
 connections, models, retrievers), the API keys, the rate limiters and the ingestion
-dispatcher (Celery when ``PATHWEAVE_BROKER_URL`` is set, else the in-process queue);
+dispatcher (Celery when ``PATHWEAVE_WORKER_BROKER_URL`` is set, else the in-process queue);
 :func:`services` is the FastAPI dependency that hands it to a route, :func:`guard`
 turns transient store errors into 503 problems."""
 

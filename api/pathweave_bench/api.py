@@ -229,13 +229,13 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
         worker_tenant, inproc_tenant = "bench-worker", "bench-inprocess"
         token, _ = keys.create(worker_tenant, "bench", rate_limit_per_s=0)
         headers = {"Authorization": f"Bearer {token}"}
-        env = {**os.environ, "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_BROKER_URL": redis_url,
-               "PATHWEAVE_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.keys_file),
+        env = {**os.environ, "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_WORKER_BROKER_URL": redis_url,
+               "PATHWEAVE_WORKER_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.keys_file),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
         # 1. the Celery worker(s), fed through the API
         worker_logs = [workdir / f"worker-{n}.log" for n in range(workers)]
-        threads = {} if workers == 1 else {"PATHWEAVE_EMBED_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+        threads = {} if workers == 1 else {"PATHWEAVE_MODELS_EMBED_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
         started_workers = [processes.start([sys.executable, "-m", "pathweave_ingest.worker"], {**env, **threads}, log)
                            for log in worker_logs]
         api_port = free_port()

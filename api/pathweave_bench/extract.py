@@ -31,9 +31,9 @@ from pathweave.settings import get_settings
 from pathweave_bench.common import default_data_dir, git_commit, machine_info, publish_results
 from pathweave_bench.musique import load_musique, paragraph_title_text
 from pathweave.terminal import progress_bar, stdout_console
-from pathweave_ingest.extractors.base import PassageInput
-from pathweave_ingest.extractors.llm_extractor import LLMExtractor
-from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+from pathweave.extractors.base import PassageInput
+from pathweave.extractors.llm_extractor import LLMExtractor
+from pathweave.extractors.spacy_extractor import SpacyExtractor
 
 
 def _contains(text: str, answer: str) -> bool:

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave import store_server
-from pathweave.embeddings import get_embedder
+from pathweave.embeddings import get_embedder, get_query_embedder
 from pathweave.evaluation import percentile_ms, recall_at_k
 from pathweave.retrieval.modes import RETRIEVAL_ONLY
 from pathweave.retrieval.retriever import Retriever
@@ -246,7 +246,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
 
             console.print("[dim]ILP vs greedy on synthetic candidate graphs of 50/100/200 nodes[/]")
             results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
-        embedder = get_embedder(base)
+        embedder = get_query_embedder(base)  # what queries embed with (the CLI's and the API's)
         runs = [(backend, extraction) for backend in backends for extraction in extractions or ["default", "imported"]]
         for backend, extraction in runs:
             settings = with_backend(base, backend)

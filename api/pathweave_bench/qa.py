@@ -32,7 +32,7 @@ from rich.table import Table
 
 from pathweave import store_server
 from pathweave.answering import generate_answer
-from pathweave.embeddings import get_embedder
+from pathweave.embeddings import get_query_embedder
 from pathweave.evaluation import exact_match, paired_difference, percentile_ms, token_f1
 from pathweave.llm.client import connect
 from pathweave.retrieval.retriever import Retriever
@@ -89,7 +89,7 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
             report = run_ingest(store, settings, documents, [], label="ingest MuSiQue corpus")
             info = store_server.status(settings)
             wait_for_idle_store(info.pid if info else None)
-            retriever = Retriever(store, get_embedder(settings), settings, llm=client)
+            retriever = Retriever(store, get_query_embedder(settings), settings, llm=client)
             retriever.warm_up(10)
             results["ingest_s"] = round(report.seconds, 1)
             with progress_bar() as bar:

@@ -40,7 +40,7 @@ from pathweave import store_server
 from pathweave.apr import retrieve
 from pathweave.apr.prompt import RENDERINGS
 from pathweave.apr.selection import CHANNELS
-from pathweave.embeddings import get_embedder
+from pathweave.embeddings import get_query_embedder
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
 from pathweave.store import open_store
@@ -49,7 +49,7 @@ from pathweave_bench.common import (default_data_dir, git_commit, machine_info, 
 from pathweave_bench.consolidation import consolidation_figures
 from pathweave_bench.musique import load_musique, paragraph_document_id
 from pathweave.terminal import stdout_console
-from pathweave_ingest.extractors import make_extractor, question_parser
+from pathweave.extractors import make_extractor, question_parser
 
 _PLACEHOLDER = re.compile(r"#(\d+)")
 
@@ -133,7 +133,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
             results["ingest"] = {"passages": report.passages_new, "triples": report.triples,
                                  "runs": store.counts().get("Run", 0), "seconds": round(report.seconds, 1)}
             results["ingest"]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
-            retriever = Retriever(store, get_embedder(settings), settings)
+            retriever = Retriever(store, get_query_embedder(settings), settings)
             retriever.question_parser = question_parser(make_extractor(settings))
             counter = retriever.token_counter()
             reader = retriever.reader(retriever.topology())

@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave import store_server
-from pathweave.embeddings import get_embedder
+from pathweave.embeddings import get_query_embedder
 from pathweave.evaluation import percentile_ms
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import get_settings
@@ -122,7 +122,7 @@ _COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query,
 
 def _serve_queries(conn, settings) -> None:
     """Body of the query process: one store connection, one retriever, commands from ``conn``."""
-    embedder = get_embedder(settings)
+    embedder = get_query_embedder(settings)
     with open_store(settings, tenant="scale") as store:
         retriever = Retriever(store, embedder, settings)
         console = stdout_console()

@@ -13,7 +13,7 @@ from importlib import metadata
 
 from rich.console import Console
 
-from pathweave.embeddings import get_embedder
+from pathweave.embeddings import get_query_embedder
 from pathweave.retrieval.retriever import Retriever
 from pathweave.settings import Settings
 from pathweave.store import open_store
@@ -60,7 +60,7 @@ def run_demo(settings: Settings) -> None:
         report = run_ingest(store, settings, documents, [], label="ingest READMEs")
         console.print(f"{report.passages_new} new passages, {report.propositions_new} propositions, "
                       f"{report.entities_new} entities ({report.seconds:.1f} s)")
-        retriever = Retriever(store, get_embedder(settings), settings)
+        retriever = Retriever(store, get_query_embedder(settings), settings)
         answering = _llm_ready(retriever, console)
         for question in QUESTIONS:
             if answering:

@@ -27,7 +27,6 @@ from pathweave_cli.llm import llm_app
 from pathweave_cli.train import train_app
 from pathweave_cli.render import print_result
 from pathweave.terminal import console, stdout_console
-from pathweave_ingest.console import run_ingest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -173,7 +172,9 @@ def ingest(
 ) -> None:
     """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent; a changed file
     replaces its earlier version)."""
+    from pathweave.embeddings import get_query_embedder
     from pathweave.store import open_store
+    from pathweave_ingest.console import run_ingest
     from pathweave_ingest.loaders import load_path
 
     settings = _settings(tenant)
@@ -208,6 +209,7 @@ def ingest(
                 return
             remove = [row["doc_id"] for row in plan["removed"]]
         report = run_ingest(store, settings, documents, errors, extraction, remove=remove)
+    get_query_embedder(settings)  # exports the query embedder once (ONNX): the first query is as quick as the next
     for error in report.errors:
         console.print(f"[yellow]skipped[/] {error}", soft_wrap=True)  # a long path must not split the reason
     for warning in report.warnings:
@@ -239,11 +241,9 @@ def query(
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
-    from pathweave.embeddings import get_embedder
     from pathweave.errors import BadRequest, LLMUnavailable
     from pathweave.retrieval.request import QueryRequest
-    from pathweave.retrieval.retriever import Retriever
-    from pathweave.store import open_store
+    from pathweave.runtime import QueryRuntime
 
     try:  # checked before the store opens: a bad request fails fast and changes nothing
         request = QueryRequest.of(question, mode=mode, k=k, token_budget=budget, selection_method=select,
@@ -252,19 +252,17 @@ def query(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     settings = _settings(tenant)
-    with open_store(settings) as store:
-        retriever = Retriever(store, get_embedder(settings), settings)
-        if request.mode == "apr":  # the question's triples from the configured extractor (spec §3)
-            from pathweave_ingest.extractors import make_extractor, question_parser
-
-            retriever.question_parser = question_parser(make_extractor(settings))
+    runtime = QueryRuntime(settings)  # what the API keeps per process, for one question
+    try:
+        retriever = runtime.retriever(settings.tenant)
         try:
             result = retriever.query(request)
         except (BadRequest, LLMUnavailable) as exc:  # bad input; no model to answer
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
-        retriever.flush()  # the reasoning record is in the graph before the store closes
-        cite_result(store, result)  # "title, p. N" / "title > section"
+        cite_result(retriever.store, result)  # "title, p. N" / "title > section"
+    finally:
+        runtime.close()  # the reasoning record is in the graph before the store closes
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         return

@@ -30,7 +30,7 @@ def serve(
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
     """Start the HTTP API (FastAPI on uvicorn). Ingestion goes to the broker when
-    PATHWEAVE_BROKER_URL is set, else to an in-process queue."""
+    PATHWEAVE_WORKER_BROKER_URL is set, else to an in-process queue."""
     import uvicorn
 
     from pathweave_api.protocols import http_protocol
@@ -86,7 +86,7 @@ def worker(
     hostname: Optional[str] = typer.Option(None, help="Celery node name (default celery@host)."),
     loglevel: str = typer.Option("INFO", help="Log level."),
 ) -> None:
-    """Start a Celery ingestion worker (needs PATHWEAVE_BROKER_URL, e.g. redis://127.0.0.1:6379/0)."""
+    """Start a Celery ingestion worker (needs PATHWEAVE_WORKER_BROKER_URL, e.g. redis://127.0.0.1:6379/0)."""
     for name, value in (("PATHWEAVE_WORKER_POOL", pool), ("PATHWEAVE_WORKER_CONCURRENCY", concurrency),
                         ("PATHWEAVE_WORKER_PREFETCH_MULTIPLIER", prefetch)):
         if value is not None:

@@ -126,16 +126,16 @@ def measure_with_store(settings, questions: list[SelectorQuestion], documents: l
     questions and answers hold what a session would have; the 27 measured runs of the
     question itself write nothing."""
     from pathweave.apr import retrieve
-    from pathweave.embeddings import get_embedder
+    from pathweave.embeddings import get_query_embedder
     from pathweave.retrieval.retriever import Retriever
     from pathweave.apr.examples import measure_examples
     from pathweave.store import open_store
     from pathweave_ingest.console import run_ingest
-    from pathweave_ingest.extractors import make_extractor, question_parser
+    from pathweave.extractors import make_extractor, question_parser
 
     with open_store(settings) as store:
         run_ingest(store, settings, documents, [], label="ingest MuSiQue passages")
-        embedder = get_embedder(settings)
+        embedder = get_query_embedder(settings)
         retriever = Retriever(store, embedder, settings)
         retriever.question_parser = question_parser(make_extractor(settings))
         answer = llm_answer(retriever.llm_client()) if accuracy == "em" else None

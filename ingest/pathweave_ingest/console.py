@@ -20,11 +20,11 @@ def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = 
     from pathweave_ingest.pipeline import Pipeline
 
     if extraction is not None:
-        from pathweave_ingest.extractors.imported import ImportedExtractor
+        from pathweave.extractors.imported import ImportedExtractor
 
         extractor = ImportedExtractor(extraction)
     else:
-        from pathweave_ingest.extractors import make_extractor
+        from pathweave.extractors import make_extractor
 
         extractor = make_extractor(settings)
     pipeline = Pipeline(store, get_embedder(settings), extractor, settings, keep_texts=keep_texts)

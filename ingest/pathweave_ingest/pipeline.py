@@ -34,7 +34,7 @@ from pathweave.store import GraphStore
 from pathweave.text import normalize, stable_id
 from pathweave_ingest.chunking import chunk_segments
 from pathweave_ingest.documents import DocumentChange, commit_document_change, content_hash, document_id
-from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
+from pathweave.extractors.base import PassageExtraction, PassageInput
 from pathweave_ingest.loaders import LoadError, SourceDocument
 from pathweave.text import fact_text
 from pathweave.vectors import encode_vector

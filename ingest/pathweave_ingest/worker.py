@@ -1,4 +1,4 @@
-"""The Celery ingestion worker (Redis broker and result backend, ``PATHWEAVE_BROKER_URL``).
+"""The Celery ingestion worker (Redis broker and result backend, ``PATHWEAVE_WORKER_BROKER_URL``).
 
 Start it with ``pathweave worker`` or ``python -m pathweave_ingest.worker``
 (or ``celery -A pathweave_ingest.worker:celery_app worker``). Each message is
@@ -61,9 +61,9 @@ def celery_config(ws: WorkerSettings) -> dict:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
-        "worker_prefetch_multiplier": ws.worker_prefetch_multiplier,
-        "worker_concurrency": ws.worker_concurrency,
-        "worker_max_tasks_per_child": ws.worker_max_tasks_per_child or None,
+        "worker_prefetch_multiplier": ws.prefetch_multiplier,
+        "worker_concurrency": ws.concurrency,
+        "worker_max_tasks_per_child": ws.max_tasks_per_child or None,
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
@@ -187,19 +187,19 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
 @signals.worker_ready.connect
 def _warm_main(**_: object) -> None:
     """solo/threads pools run tasks in this process: load the models before the first batch."""
-    if get_settings().worker.worker_pool in ("solo", "threads"):
-        runtime().warm()
+    if get_settings().worker.pool in ("solo", "threads"):
+        runtime().warm(queries=False)
 
 
 @signals.worker_process_init.connect
 def _warm_child(**_: object) -> None:
     """prefork children: connect and load the models after the fork."""
-    runtime().warm()
+    runtime().warm(queries=False)
 
 
 def worker_argv(ws: WorkerSettings, loglevel: str = "INFO", hostname: str | None = None) -> list[str]:
-    argv = ["worker", f"--pool={ws.worker_pool}", f"--concurrency={ws.worker_concurrency}",
-            f"--prefetch-multiplier={ws.worker_prefetch_multiplier}", f"--queues={ws.queue}",
+    argv = ["worker", f"--pool={ws.pool}", f"--concurrency={ws.concurrency}",
+            f"--prefetch-multiplier={ws.prefetch_multiplier}", f"--queues={ws.queue}",
             f"--loglevel={loglevel}", "--without-gossip", "--without-mingle"]
     if hostname:
         argv.append(f"--hostname={hostname}")
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None, loglevel: str = "INFO", hostname: str | 
     """Run a worker in this process (blocks). Exits with status 2 when no broker is set."""
     ws = get_settings().worker
     if not ws.broker_url:
-        sys.stderr.write("error: no broker configured; set PATHWEAVE_BROKER_URL (e.g. redis://127.0.0.1:6379/0)\n")
+        sys.stderr.write("error: no broker configured; set PATHWEAVE_WORKER_BROKER_URL (e.g. redis://127.0.0.1:6379/0)\n")
         raise SystemExit(2)
     logging.basicConfig(level=getattr(logging, loglevel.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

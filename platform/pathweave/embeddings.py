@@ -46,9 +46,13 @@ def resolve_precision(requested: str, device: str) -> str:
 
 
 def resolve_device(requested: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible to torch, else ``cpu``."""
+    """``auto`` -> ``cuda`` when a GPU is visible to torch, else ``cpu``. Where the machine has
+    no NVIDIA device node (``/dev/nvidia*``) the answer is ``cpu`` without importing torch
+    (~1.7 s on the 2-core machine: a query process on CPU needs no torch at all)."""
     if requested != "auto":
         return requested
+    if not any(Path("/dev").glob("nvidia[0-9]*")):
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -62,7 +66,60 @@ def cpu_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class Embedder:
+class ShardedEncoder:
+    """What both runtimes share: batched, L2-normalized sentence embeddings whose batches
+    are split by *sequences* over ``workers`` threads, each running one forward pass
+    (:meth:`_forward`) over its own share. Subclasses set ``dim``, ``batch_size``,
+    ``workers``, ``device``, ``precision``, ``runtime`` and ``name``, then call
+    :meth:`_start_pool`. ``encode(texts)`` -> ``(len(texts), dim)`` float32. Thread-safe."""
+
+    dim: int
+    batch_size: int
+    workers: int
+
+    def _start_pool(self) -> None:
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="embed") if self.workers > 1 else None
+        self._tokenizer_lock = threading.Lock()  # a fast tokenizer must not be called concurrently
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        """One forward pass over ``texts`` (one padded batch) -> ``(n, dim)`` float32."""
+        raise NotImplementedError
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` -> ``(n, dim)`` float32, rows L2-normalized (zeros for n=0).
+
+        Texts are sorted by length and cut into batches of at most ``batch_size`` (fewer
+        when that gives every worker a share), so little padding is computed.
+        """
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        size = max(1, min(self.batch_size, math.ceil(len(texts) / self.workers)))
+        batches = [[texts[i] for i in order[start:start + size]] for start in range(0, len(texts), size)]
+        if self._pool is None or len(batches) == 1:
+            parts = [self._forward(batch) for batch in batches]
+        else:
+            parts = list(self._pool.map(self._forward, batches))
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        vectors[order] = np.concatenate(parts)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        """Embed one text -> ``(dim,)`` float32, L2-normalized."""
+        return self.encode([text])[0]
+
+
+def _limit_blas() -> None:
+    """numpy/scipy's OpenBLAS on one thread, for good: their worker threads spin after each
+    call and took cores from the embedder's shards (PropRAG p50 265 -> 189 ms when limited
+    per query on the 2-core machine); limiting per query and restoring did not hold once
+    other threads had used OpenBLAS, so the process keeps one BLAS thread."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
+class Embedder(ShardedEncoder):
     """Batched, L2-normalized sentence embeddings.
 
     ``precision``: ``float32`` or ``bfloat16`` weights/activations (bf16 roughly halves
@@ -104,18 +161,11 @@ class Embedder:
         self.dim = int(dimension())
         self.workers = 1 if device.startswith("cuda") else (workers or cpu_workers())
         if not device.startswith("cuda"):
-            from threadpoolctl import threadpool_limits
-
             torch.set_num_threads(1)
-            # numpy/scipy's OpenBLAS too, for good: their worker threads spin after each call
-            # and took cores from the shards (PropRAG p50 265 -> 189 ms when limited per query
-            # on the 2-core machine); limiting per query and restoring did not hold once other
-            # threads had used OpenBLAS, so the process keeps one BLAS thread
-            threadpool_limits(limits=1, user_api="blas")
+            _limit_blas()
         self._onnx = self._onnx_encoder(runtime, path, onnx_dir)
         self.runtime = "onnx" if self._onnx is not None else "torch"
-        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="embed") if self.workers > 1 else None
-        self._tokenizer_lock = threading.Lock()  # a fast tokenizer must not be called concurrently
+        self._start_pool()
 
     def _onnx_encoder(self, runtime: str, path: Path, onnx_dir: Path | None):
         """The ONNX Runtime encoder for ``runtime`` (None: run torch). Raises ValueError for an
@@ -125,7 +175,7 @@ class Embedder:
         if runtime not in ("auto", "torch", "onnx"):
             raise ValueError(f"unknown embedder runtime {runtime!r} (auto | torch | onnx)")
         applies = (not self.device.startswith("cuda") and self.precision == "float32"
-                   and onnx_dir is not None and onnx_encoder.supports(self.model))
+                   and onnx_dir is not None and onnx_encoder.supports(path))
         if runtime == "torch" or (runtime == "auto" and not applies):
             return None
         if not applies:
@@ -151,33 +201,65 @@ class Embedder:
             vectors = self.model.forward(features)["sentence_embedding"]
         return vectors.float().cpu().numpy()
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Embed ``texts`` -> ``(n, dim)`` float32, rows L2-normalized (zeros for n=0).
-
-        Texts are sorted by length and cut into batches of at most ``batch_size`` (fewer
-        when that gives every worker a share), so little padding is computed.
-        """
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        order = np.argsort([-len(text) for text in texts], kind="stable")
-        size = max(1, min(self.batch_size, math.ceil(len(texts) / self.workers)))
-        batches = [[texts[i] for i in order[start:start + size]] for start in range(0, len(texts), size)]
-        if self._pool is None or len(batches) == 1:
-            parts = [self._forward(batch) for batch in batches]
-        else:
-            parts = list(self._pool.map(self._forward, batches))
-        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        vectors[order] = np.concatenate(parts)
-        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-    def encode_one(self, text: str) -> np.ndarray:
-        """Embed one text -> ``(dim,)`` float32, L2-normalized."""
-        return self.encode([text])[0]
-
     @property
     def tokenizer(self):
         """The model's Hugging Face tokenizer (token counts for chunking and budgets)."""
         return self.model.tokenizer
+
+
+class OnnxEmbedder(ShardedEncoder):
+    """The embedder of the query path on CPU: the model's transformer exported to ONNX
+    (:func:`pathweave.onnx_encoder.export`, once per data dir), token ids from the model's
+    ``tokenizer.json`` (the ``tokenizers`` library) and mean pooling, float32. Neither torch
+    nor sentence-transformers is imported, so a process that only queries (``pathweave
+    query``) starts in about a second instead of ~7 s (2-core machine: 1.7 s torch, 4.6 s
+    sentence-transformers). Same vectors as :class:`Embedder` in float32 (cosine >= 0.9999).
+
+    ``encode(texts)`` -> ``(len(texts), dim)`` float32, L2-normalized; sequences longer than
+    the model's ``max_seq_length`` tokens are truncated, as sentence-transformers does.
+    Raises FileNotFoundError for a missing model directory, ValueError for a model that
+    is not ``Transformer -> mean Pooling [-> Normalize]``, RuntimeError when the export fails.
+    """
+
+    def __init__(self, model_path: str | Path, onnx_dir: Path, batch_size: int = 64,
+                 workers: int | None = None) -> None:
+        import json
+
+        from tokenizers import Tokenizer
+
+        from pathweave import onnx_encoder
+
+        path = Path(model_path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"embedding model directory not found: {path}")
+        if not onnx_encoder.supports(path) or not (path / "tokenizer.json").is_file():
+            raise ValueError(f"{path} is not a mean-pooled sentence-transformers model with a tokenizer.json")
+        self.name = path.name if path != default_model_path() else "all-MiniLM-L6-v2"
+        self.device, self.precision, self.runtime = "cpu", "float32", "onnx"
+        self.batch_size = batch_size
+        self.workers = workers or cpu_workers()
+        config = json.loads((path / "sentence_bert_config.json").read_text()) \
+            if (path / "sentence_bert_config.json").is_file() else {}
+        self.max_seq_length = int(config.get("max_seq_length", 256))
+        self._lower = bool(config.get("do_lower_case", False))
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=self.max_seq_length)
+        pad = tokenizer.padding or {}
+        tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
+        self._tokenizer = tokenizer
+        self._encoder = onnx_encoder.OnnxEncoder(onnx_encoder.export(path, onnx_dir))
+        self.dim = int(self._encoder.session.get_outputs()[0].shape[-1])
+        _limit_blas()
+        self._start_pool()
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        texts = [text.strip().lower() if self._lower else text.strip() for text in texts]
+        with self._tokenizer_lock:
+            encoded = self._tokenizer.encode_batch(texts)
+        features = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+                    "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+                    "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
+        return self._encoder.pool(features)
 
 
 @lru_cache(maxsize=2)
@@ -185,6 +267,35 @@ def _cached(model_path: str, device: str, batch_size: int, precision: str, runti
             workers: int) -> Embedder:
     return Embedder(model_path, device, batch_size, precision, workers=workers or None, runtime=runtime,
                     onnx_dir=onnx_dir)
+
+
+@lru_cache(maxsize=2)
+def _cached_onnx(model_path: str, onnx_dir: Path, batch_size: int, workers: int) -> OnnxEmbedder:
+    return OnnxEmbedder(model_path, onnx_dir, batch_size, workers=workers or None)
+
+
+def get_query_embedder(settings: Settings) -> ShardedEncoder:
+    """The process-wide embedder of queries (loaded once): :class:`OnnxEmbedder` (float32,
+    no torch) on CPU where ``embed_runtime`` is ``auto`` or ``onnx``, ``embed_precision``
+    is ``auto`` or ``float32`` and the model qualifies; else :func:`get_embedder`'s.
+
+    With ``embed_precision`` ``auto`` on a CPU with bf16, ingestion embeds its large
+    batches in bfloat16 while queries, a few short texts, are embedded in float32: cosine
+    >= 0.998 between the two, and every query path (CLI, API, benchmarks) uses this one.
+    Raises RuntimeError where ``embed_runtime`` is ``onnx`` and the export fails."""
+    models = settings.models
+    path = Path(models.embedder) if models.embedder else default_model_path()
+    from pathweave import onnx_encoder
+
+    applies = (models.embed_runtime != "torch" and models.embed_precision in ("auto", "float32")
+               and resolve_device(models.device) == "cpu" and onnx_encoder.supports(path))
+    if applies:
+        try:
+            return _cached_onnx(str(path), settings.data_dir / "models", models.embed_batch_size, models.embed_threads)
+        except RuntimeError:
+            if models.embed_runtime == "onnx":
+                raise
+    return get_embedder(settings)
 
 
 def get_embedder(settings: Settings) -> Embedder:

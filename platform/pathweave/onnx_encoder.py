@@ -20,18 +20,26 @@ from pathlib import Path
 import numpy as np
 
 
-def supports(model) -> bool:
-    """Whether a ``SentenceTransformer`` is ``Transformer -> mean Pooling [-> Normalize]``
-    (what :class:`OnnxEncoder` reproduces) and onnxruntime is installed."""
+def supports(model_dir: Path) -> bool:
+    """Whether the sentence-transformers model in ``model_dir`` is ``Transformer -> mean
+    Pooling [-> Normalize]`` (what :class:`OnnxEncoder` reproduces; read from its
+    ``modules.json`` and the pooling's ``config.json``, without loading it) and onnxruntime
+    is installed."""
     import importlib.util
+    import json
 
     if importlib.util.find_spec("onnxruntime") is None:
         return False
-    modules = list(model)
-    names = [type(module).__name__ for module in modules]
-    if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"]):
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text())
+        names = [module["type"].rsplit(".", 1)[-1] for module in modules]
+        if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"]):
+            return False
+        pooling = json.loads((model_dir / modules[1]["path"] / "config.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError):
         return False
-    return getattr(modules[1], "pooling_mode", None) == "mean"
+    modes = {key for key, on in pooling.items() if key.startswith("pooling_mode_") and on is True}
+    return modes == {"pooling_mode_mean_tokens"}
 
 
 def _fingerprint(model_dir: Path) -> str:
@@ -126,9 +134,9 @@ class OnnxEncoder:
         self.inputs = [node.name for node in self.session.get_inputs()]
 
     def pool(self, features: dict) -> np.ndarray:
-        """``features``: the tokenizer's tensors (``(n, tokens)``) -> ``(n, dim)`` float32 means
-        of the token states under the attention mask."""
-        feed = {name: np.ascontiguousarray(features[name].numpy(), dtype=np.int64) for name in self.inputs}
+        """``features``: the tokenizer's ids and masks (``(n, tokens)`` arrays or CPU tensors) ->
+        ``(n, dim)`` float32 means of the token states under the attention mask."""
+        feed = {name: np.ascontiguousarray(np.asarray(features[name]), dtype=np.int64) for name in self.inputs}
         hidden = self.session.run(None, feed)[0]
         mask = feed["attention_mask"][..., None].astype(np.float32)
         return (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)

@@ -19,16 +19,21 @@ neither of them (dependencies point one way). In TOML a section is a table::
     [retrieval]
     stage1_paths = 20
 
-In the environment a field is ``PATHWEAVE_`` + its section's ``env_prefix`` + the field
-name, upper-case: ``PATHWEAVE_STORE_URI``, ``PATHWEAVE_API_MAX_K``,
-``PATHWEAVE_PROPRAG_STAGE1_PROPS``, ``PATHWEAVE_BROKER_URL`` (``worker``, no prefix),
-``PATHWEAVE_CHUNK_TOKENS`` (``ingest``, no prefix). A ``PATHWEAVE_*`` variable that names
-no setting, or a TOML key that names none, is an error naming it (:class:`UnknownSettingError`
-for the environment, pydantic's "Extra inputs are not permitted" with the key's path for
-TOML). Variables that configure something else keep their names: :data:`NOT_SETTINGS`.
+In the environment every field is ``PATHWEAVE_<SECTION>_<FIELD>``, upper-case: the
+section's name on :class:`Settings`, then the field's (``PATHWEAVE_STORE_URI``,
+``PATHWEAVE_RETRIEVAL_STAGE1_PROPS``, ``PATHWEAVE_WORKER_BROKER_URL``,
+``PATHWEAVE_INGEST_CHUNK_TOKENS``); the two top-level values are ``PATHWEAVE_DATA_DIR`` and
+``PATHWEAVE_TENANT``. The names of the release before this rule (``PATHWEAVE_BROKER_URL``,
+``PATHWEAVE_PROPRAG_STAGE1_PROPS``, ``PATHWEAVE_ALIAS_ENABLED``, ...: a section's old
+``legacy_env_prefix``) are still read, with a :class:`DeprecatedSettingName` warning naming
+the new one, for one release; where both are set the new name wins. A ``PATHWEAVE_*``
+variable that names no setting, or a TOML key that names none, is an error naming it
+(:class:`UnknownSettingError` for the environment, pydantic's "Extra inputs are not
+permitted" with the key's path for TOML). Variables that configure something else keep
+their names: :data:`NOT_SETTINGS`.
 
-Adding a section is two lines: its model (``class FooSettings(_Section)``, with
-``env_prefix``) and its field on :class:`Settings`.
+Adding a section is two lines: its model (``class FooSettings(_Section)``) and its field
+on :class:`Settings`.
 
 :func:`masked` gives the effective configuration with secrets replaced
 (``pathweave config show``).
@@ -37,14 +42,16 @@ Adding a section is two lines: its model (``class FooSettings(_Section)``, with
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -65,6 +72,21 @@ NOT_SETTINGS = frozenset({
 ``PATHWEAVE_TEST_*`` (the test suite's own)."""
 
 
+log = logging.getLogger(__name__)
+
+
+class DeprecatedSettingName(FutureWarning):
+    """A setting was given by its name of the release before ``PATHWEAVE_<SECTION>_<FIELD>``
+    (an environment variable or a renamed TOML key); it is read until the next release.
+    A FutureWarning, so it is shown to users by default."""
+
+
+def _deprecated(old: str, new: str) -> None:
+    message = f"{old} is deprecated: use {new} (the old name is read until the next release)"
+    warnings.warn(message, DeprecatedSettingName, stacklevel=3)
+    log.warning(message)
+
+
 class UnknownSettingError(ValueError):
     """A ``PATHWEAVE_*`` environment variable that names no setting."""
 
@@ -74,10 +96,26 @@ def _default_data_dir() -> Path:
 
 
 class _Section(BaseModel):
-    """A settings section: unknown keys are an error; ``env_prefix`` goes after ``PATHWEAVE_``."""
+    """A settings section: unknown keys are an error. ``legacy_env_prefix``: the section's
+    prefix after ``PATHWEAVE_`` before the ``PATHWEAVE_<SECTION>_<FIELD>`` rule (None: it was
+    already the section's name); ``renamed``: old field name -> new, accepted with a warning."""
 
     model_config = ConfigDict(extra="forbid")
-    env_prefix: ClassVar[str] = ""
+    legacy_env_prefix: ClassVar[str | None] = None
+    renamed: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_fields(cls, data: Any) -> Any:
+        if not cls.renamed or not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in cls.renamed.items():
+            if old in data:
+                _deprecated(f"setting {old}", new)
+                value = data.pop(old)
+                data.setdefault(new, value)
+        return data
 
 
 class StoreSettings(_Section):
@@ -90,7 +128,6 @@ class StoreSettings(_Section):
     Neo4j-compatible server with ``user`` / ``password``.
     """
 
-    env_prefix: ClassVar[str] = "STORE_"
 
     backend: Literal["arcadedb", "neo4j"] = "arcadedb"
     uri: str = ""
@@ -106,8 +143,10 @@ class StoreSettings(_Section):
 
 
 class ModelSettings(_Section):
-    """Section ``models`` (``PATHWEAVE_<FIELD>``): the embedder, the extractor's spaCy
+    """Section ``models`` (``PATHWEAVE_MODELS_<FIELD>``): the embedder, the extractor's spaCy
     pipeline and the device they run on."""
+
+    legacy_env_prefix: ClassVar[str | None] = ""
 
     embedder: str = ""  # local sentence-transformers dir; empty = packaged all-MiniLM-L6-v2
     embed_batch_size: int = 32
@@ -123,9 +162,11 @@ class ModelSettings(_Section):
 
 
 class IngestSettings(_Section):
-    """Section ``ingest`` (``PATHWEAVE_<FIELD>``): the extractor, loading, chunking (tokens)
-    and synonymy. ``extractor``: ``spacy`` (default, LLM-free) or ``llm`` (the endpoint of
-    section ``llm``); imported extractions are chosen per run (``--extraction``)."""
+    """Section ``ingest`` (``PATHWEAVE_INGEST_<FIELD>``): the extractor, loading, chunking
+    (tokens) and synonymy. ``extractor``: ``spacy`` (default, LLM-free) or ``llm`` (the
+    endpoint of section ``llm``); imported extractions are chosen per run (``--extraction``)."""
+
+    legacy_env_prefix: ClassVar[str | None] = ""
 
     extractor: Literal["spacy", "llm"] = "spacy"
     chunk_tokens: int = 256
@@ -141,7 +182,7 @@ class IngestSettings(_Section):
 
 
 class AliasSettings(_Section):
-    """Section ``aliases`` (``PATHWEAVE_ALIAS_<FIELD>``): two-layer alias consolidation
+    """Section ``aliases`` (``PATHWEAVE_ALIASES_<FIELD>``): two-layer alias consolidation
     (spec §3 "Entity consolidation", APR paper §2.7). Layer 1 after each ingestion batch:
     the new entities' k nearest entities (k = min(``k_max``, max(``k_min``, floor(sqrt(n))))
     for n entities of the tenant) and union-find over pairs with cosine >= ``threshold``;
@@ -151,7 +192,7 @@ class AliasSettings(_Section):
     its canonical (seed ``seed``). Entities of the types ``skip_types`` are never merged
     (dates: "February 1999" / "June 1999" 0.93+ with MiniLM, and not the same thing)."""
 
-    env_prefix: ClassVar[str] = "ALIAS_"
+    legacy_env_prefix: ClassVar[str | None] = "ALIAS_"
 
     enabled: bool = True
     threshold: float = Field(0.93, gt=0.0, le=1.0)
@@ -169,8 +210,10 @@ class AliasSettings(_Section):
 
 
 class QuerySettings(_Section):
-    """Section ``query`` (``PATHWEAVE_<FIELD>``): what query processes keep in memory, and
-    whether queries write their reasoning records to the graph."""
+    """Section ``query`` (``PATHWEAVE_QUERY_<FIELD>``): what query processes keep in memory,
+    and whether queries write their reasoning records to the graph."""
+
+    legacy_env_prefix: ClassVar[str | None] = ""
 
     # tenant topologies kept (LRU) and dropped after idle seconds; node rows (texts,
     # vectors) cached per tenant (LRU entries, ~2 KB each)
@@ -181,7 +224,10 @@ class QuerySettings(_Section):
 
 
 class SelectionSettings(_Section):
-    """Section ``selection`` (``PATHWEAVE_<FIELD>``): token-budgeted context selection (spec §5)."""
+    """Section ``selection`` (``PATHWEAVE_SELECTION_<FIELD>``): token-budgeted context
+    selection (spec §5)."""
+
+    legacy_env_prefix: ClassVar[str | None] = ""
 
     context_passages: int = 10  # candidate passages for token-budgeted selection (spec §5)
     select_time_limit_ms: float = 50.0  # CP-SAT time limit per query (ms)
@@ -194,10 +240,10 @@ class SelectionSettings(_Section):
 
 
 class PropRAGParams(_Section):
-    """Section ``retrieval`` (``PATHWEAVE_PROPRAG_*``): PropRAG defaults (spec §1). All counts
+    """Section ``retrieval`` (``PATHWEAVE_RETRIEVAL_<FIELD>``): PropRAG defaults (spec §1). All counts
     are items, damping is a probability."""
 
-    env_prefix: ClassVar[str] = "PROPRAG_"
+    legacy_env_prefix: ClassVar[str | None] = "PROPRAG_"
 
     # Stage 1 (spec §1): the nearest `stage1_props` propositions are asked of the store's
     # vector index (a deeper approximate search finds the true top `stage1_paths` more
@@ -253,14 +299,18 @@ class PropRAGParams(_Section):
 
 class WorkerSettings(_Section):
     """Section ``worker``: the ingestion workers (Celery) and the API's in-process queue.
-    Every field is ``PATHWEAVE_<NAME>`` (e.g. ``PATHWEAVE_BROKER_URL``, ``PATHWEAVE_WORKER_POOL``).
+    Every field is ``PATHWEAVE_WORKER_<FIELD>`` (e.g. ``PATHWEAVE_WORKER_BROKER_URL``,
+    ``PATHWEAVE_WORKER_POOL``).
 
     Broker: ``broker_url`` (e.g. ``redis://127.0.0.1:6379/0``); empty (the default) means no
     broker: the API runs the same task functions in-process on a bounded queue. The result
     backend defaults to the broker URL. Batch sizes left at 0 are chosen from the device:
     larger on a GPU, where the embedder and the extractor batch more passages per call."""
 
-    env_prefix: ClassVar[str] = ""
+    legacy_env_prefix: ClassVar[str | None] = ""
+    renamed: ClassVar[dict[str, str]] = {"worker_pool": "pool", "worker_concurrency": "concurrency",
+                                         "worker_prefetch_multiplier": "prefetch_multiplier",
+                                         "worker_max_tasks_per_child": "max_tasks_per_child"}
 
     broker_url: str = ""
     result_backend: str = ""  # empty: the broker URL
@@ -269,12 +319,12 @@ class WorkerSettings(_Section):
     # Celery worker process: pool solo|prefork|threads. solo = one task at a time in the
     # worker process (the models load once; torch and spaCy use the cores themselves).
     # Run more worker processes (or prefork with concurrency N) to use more cores or GPUs.
-    worker_pool: str = "solo"
-    worker_concurrency: int = Field(1, ge=1)
+    pool: str = "solo"
+    concurrency: int = Field(1, ge=1)
     # Messages a worker process reserves ahead; 1 with acks_late = a killed worker holds
     # back at most the batch it was running.
-    worker_prefetch_multiplier: int = Field(1, ge=1)
-    worker_max_tasks_per_child: int = Field(0, ge=0)  # prefork only; 0 = unlimited
+    prefetch_multiplier: int = Field(1, ge=1)
+    max_tasks_per_child: int = Field(0, ge=0)  # prefork only; 0 = unlimited
     # Seconds before an unacknowledged message (its worker died) is delivered again: a
     # killed worker's batch is picked up by another or a restarted worker within about
     # this long (+ unacked_restore_interval_s). A running batch refreshes its message
@@ -333,7 +383,6 @@ def _by_device(device: str) -> int:
 class ApiSettings(_Section):
     """Section ``api`` (``PATHWEAVE_API_*``): limits, auth and server options of the HTTP API."""
 
-    env_prefix: ClassVar[str] = "API_"
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -401,7 +450,6 @@ class LLMSettings(_Section):
       ``start_timeout_s`` (seconds).
     """
 
-    env_prefix: ClassVar[str] = "LLM_"
 
     base_url: str = ""
     model: str = "qwen2.5-coder-1.5b"
@@ -443,7 +491,6 @@ class SelectorSettings(_Section):
     - features: ``token_budget`` (tokens; 0 = none) recorded with measured examples.
     """
 
-    env_prefix: ClassVar[str] = "SELECTOR_"
 
     policy_path: Path | None = None
     alpha: float = 1.0
@@ -476,7 +523,6 @@ class PruneRAGParams(_Section):
     prompt (each passage shown once in the tree): bounds that prompt (up to 7 nodes) on CPU,
     where prompt tokens are slow (docs/benchmarks.md)."""
 
-    env_prefix: ClassVar[str] = "PRUNERAG_"
 
     top_k: int = 5
     max_depth: int = 3
@@ -507,7 +553,6 @@ class AprSettings(_Section):
     (as the session's first question and a query without a session do). Why ``session``
     is the default (measured): docs/benchmarks.md."""
 
-    env_prefix: ClassVar[str] = "APR_"
 
     run_tau: float = 0.7
     chain_bonus: float = 0.05
@@ -576,15 +621,23 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
+def _sections() -> list[tuple[str, Any]]:
+    """``(name, field annotation)`` of every top-level value and section of :class:`Settings`."""
+    return [(name, field.annotation) for name, field in Settings.model_fields.items()]
+
+
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
 def env_names() -> dict[str, tuple[str, ...]]:
     """Every setting's environment variable -> its path in :class:`Settings`
-    (``{"PATHWEAVE_STORE_URI": ("store", "uri"), "PATHWEAVE_TENANT": ("tenant",), ...}``).
-    Raises RuntimeError when two settings would share a name."""
+    (``{"PATHWEAVE_STORE_URI": ("store", "uri"), "PATHWEAVE_TENANT": ("tenant",), ...}``):
+    ``PATHWEAVE_<SECTION>_<FIELD>``. Raises RuntimeError when two settings would share a name."""
     names: dict[str, tuple[str, ...]] = {}
-    for name, field in Settings.model_fields.items():
-        section = field.annotation
-        if isinstance(section, type) and issubclass(section, BaseModel):
-            paths = {ENV_PREFIX + section.env_prefix + sub.upper(): (name, sub) for sub in section.model_fields}
+    for name, section in _sections():
+        if _is_section(section):
+            paths = {f"{ENV_PREFIX}{name.upper()}_{sub.upper()}": (name, sub) for sub in section.model_fields}
         else:
             paths = {ENV_PREFIX + name.upper(): (name,)}
         for env, path in paths.items():
@@ -594,20 +647,45 @@ def env_names() -> dict[str, tuple[str, ...]]:
     return names
 
 
+def legacy_env_names() -> dict[str, str]:
+    """The names of the release before ``PATHWEAVE_<SECTION>_<FIELD>`` that differ from the
+    new ones -> the new name (``{"PATHWEAVE_BROKER_URL": "PATHWEAVE_WORKER_BROKER_URL", ...}``);
+    read with a :class:`DeprecatedSettingName` warning for one release."""
+    current = env_names()
+    legacy: dict[str, str] = {}
+    for name, section in _sections():
+        if not _is_section(section) or section.legacy_env_prefix is None:
+            continue
+        old_fields = {old: new for old, new in section.renamed.items()}
+        old_fields.update({sub: sub for sub in section.model_fields if sub not in old_fields.values()})
+        for old, new in old_fields.items():
+            old_env = f"{ENV_PREFIX}{section.legacy_env_prefix}{old.upper()}"
+            new_env = f"{ENV_PREFIX}{name.upper()}_{new.upper()}"
+            if old_env != new_env and old_env not in current:
+                legacy[old_env] = new_env
+    return legacy
+
+
 class SectionEnvSource(PydanticBaseSettingsSource):
     """``PATHWEAVE_*`` environment variables -> the nested settings dict (see the module
     docstring for the names). Raises :class:`UnknownSettingError` naming a variable that is
-    no setting (with the closest names)."""
+    no setting (with the closest names); warns (:class:`DeprecatedSettingName`) for an old
+    name, whose value is used unless the new name is set too."""
 
     def get_field_value(self, field, field_name):  # not used: __call__ builds the whole dict
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        names = env_names()
+        names, legacy = env_names(), legacy_env_names()
         values: dict[str, Any] = {}
-        for env, value in os.environ.items():
-            if not env.startswith(ENV_PREFIX) or env in NOT_SETTINGS or env.startswith(ENV_PREFIX + "TEST_"):
-                continue
+        given = {env: value for env, value in os.environ.items() if env.startswith(ENV_PREFIX)
+                 and env not in NOT_SETTINGS and not env.startswith(ENV_PREFIX + "TEST_")}
+        for env, value in given.items():
+            if env in legacy:
+                _deprecated(env, legacy[env])
+                if legacy[env] in given:
+                    continue  # the new name wins
+                env = legacy[env]
             path = names.get(env)
             if path is None:
                 close = difflib.get_close_matches(env, names, n=3)

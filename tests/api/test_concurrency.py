@@ -19,7 +19,7 @@ from pathweave.processes import free_port, stop_process
 def server_url(api_settings, base_store, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("uvicorn") / "server.log"
-    env = {**os.environ, "PATHWEAVE_API_KEYS_FILE": str(api_settings.keys_file), "PATHWEAVE_BROKER_URL": "",
+    env = {**os.environ, "PATHWEAVE_API_KEYS_FILE": str(api_settings.keys_file), "PATHWEAVE_WORKER_BROKER_URL": "",
            "PATHWEAVE_API_ARGON2_TIME_COST": "1", "PATHWEAVE_API_ARGON2_MEMORY_KIB": "1024",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     with open(log, "wb") as out:

@@ -15,7 +15,7 @@ from pathweave.apr.scoring import answer_quota
 from pathweave.apr.session import read_query_runs, seen_runs
 from pathweave.retrieval.retriever import Retriever
 from pathweave_ingest.documents import commit_document_change, document_id
-from pathweave_ingest.extractors import question_parser
+from pathweave.extractors import question_parser
 from pathweave_ingest.loaders import SourceDocument
 
 DOCS = [

@@ -268,7 +268,7 @@ def test_apr_mode_uses_the_configured_policy(pipeline, store, embedder, extracto
     question; explicit actions win; a policy file that fails to load gives unique everywhere."""
     from pathweave.apr import retrieve
     from pathweave.retrieval.retriever import Retriever
-    from pathweave_ingest.extractors import question_parser
+    from pathweave.extractors import question_parser
     from pathweave_ingest.loaders import SourceDocument
 
     pipeline.ingest([SourceDocument("curie.txt", "Marie Curie", "Marie Curie discovered polonium. Marie Curie "

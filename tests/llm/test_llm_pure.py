@@ -13,8 +13,8 @@ from pathweave.llm.client import Completion
 from pathweave.llm.weights import MODELS, packaged_model
 from pathweave.model import BudgetedContext, ContextLine, PassageHit, QueryResult
 from pathweave_bench.qa import efr
-from pathweave_ingest.extractors.base import PassageInput, split_sentences
-from pathweave_ingest.extractors.llm_extractor import (
+from pathweave.extractors.base import PassageInput, split_sentences
+from pathweave.extractors.llm_extractor import (
     MAX_EXTRACT_TOKENS,
     LLMExtractor,
     completion_budget,

@@ -154,8 +154,8 @@ def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_se
 
 
 def test_llm_extractor_keeps_every_sentence_and_ingests_idempotently(store, embedder, settings, llm_client):
-    from pathweave_ingest.extractors.base import PassageInput
-    from pathweave_ingest.extractors.llm_extractor import LLMExtractor
+    from pathweave.extractors.base import PassageInput
+    from pathweave.extractors.llm_extractor import LLMExtractor
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.pipeline import Pipeline
 

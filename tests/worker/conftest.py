@@ -58,10 +58,10 @@ def worker_env(broker_url, queue_name, settings):
     """Environment of worker processes: the session's data dir (same store server), a
     short visibility timeout so a killed worker's batch is redelivered within seconds,
     one document per write transaction so a kill lands mid-batch."""
-    return {**os.environ, "PATHWEAVE_DATA_DIR": str(settings.data_dir), "PATHWEAVE_BROKER_URL": broker_url,
-            "PATHWEAVE_QUEUE": queue_name, "PATHWEAVE_VISIBILITY_TIMEOUT_S": "6",
-            "PATHWEAVE_UNACKED_RESTORE_INTERVAL_S": "1", "PATHWEAVE_INGEST_GROUP_SIZE": "1",
-            "PATHWEAVE_RETRY_BACKOFF_S": "0.2", "PATHWEAVE_RETRY_BACKOFF_MAX_S": "2",
+    return {**os.environ, "PATHWEAVE_DATA_DIR": str(settings.data_dir), "PATHWEAVE_WORKER_BROKER_URL": broker_url,
+            "PATHWEAVE_WORKER_QUEUE": queue_name, "PATHWEAVE_WORKER_VISIBILITY_TIMEOUT_S": "6",
+            "PATHWEAVE_WORKER_UNACKED_RESTORE_INTERVAL_S": "1", "PATHWEAVE_WORKER_INGEST_GROUP_SIZE": "1",
+            "PATHWEAVE_WORKER_RETRY_BACKOFF_S": "0.2", "PATHWEAVE_WORKER_RETRY_BACKOFF_MAX_S": "2",
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 

@@ -119,7 +119,7 @@ def test_default_redelivery_is_quick_and_long_batches_are_kept_alive(celery_api,
                      runtime=worker_runtime, keys=keys)
     many = [{"title": f"{d['title']} copy {n}", "text": d["text"].replace("Station", f"Halt {n}")}
             for n in range(5) for d in DOCS]  # one batch of 90 documents: far longer than 2 s
-    worker = start_worker(PATHWEAVE_VISIBILITY_TIMEOUT_S="2", PATHWEAVE_UNACKED_RESTORE_INTERVAL_S="1")
+    worker = start_worker(PATHWEAVE_WORKER_VISIBILITY_TIMEOUT_S="2", PATHWEAVE_WORKER_UNACKED_RESTORE_INTERVAL_S="1")
     with TestClient(app) as client:
         tenant, headers = _key(keys, "long")
         response = client.post("/v1/documents", headers=headers, json={"documents": many})
@@ -144,12 +144,12 @@ def test_two_workers_on_one_tenant_write_the_same_graph_as_one(celery_api, start
     as one worker writes (SYNONYM edges, from the approximate vector index, checked for
     presence as above)."""
     client, keys = celery_api
-    first = start_worker(PATHWEAVE_EMBED_THREADS="1")
+    first = start_worker(PATHWEAVE_MODELS_EMBED_THREADS="1")
     one_tenant, one_headers = _key(keys, "oneworker")
     response = client.post("/v1/documents", headers=one_headers, json={"documents": DOCS})
     assert _wait(client, one_headers, response.json()["job_id"])["status"] == "done"
 
-    second = start_worker(PATHWEAVE_EMBED_THREADS="1")
+    second = start_worker(PATHWEAVE_MODELS_EMBED_THREADS="1")
     tenant, headers = _key(keys, "twoworkers")
     response = client.post("/v1/documents", headers=headers, json={"documents": DOCS})
     assert response.status_code == 202 and response.json()["batches"] == 3

@@ -1,4 +1,4 @@
-"""LLM extraction front end (``--extractor llm``, ``PATHWEAVE_EXTRACTOR=llm``): per passage,
+"""LLM extraction front end (``--extractor llm``, ``PATHWEAVE_INGEST_EXTRACTOR=llm``): per passage,
 one JSON-schema-constrained chat call returns self-contained propositions (PropRAG's
 proposition prompt shape, PropRAG §3 and Appendix A.3: atomic statements, pronouns resolved,
 each with the entities it mentions, together keeping every fact of the passage) and
@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pathweave.llm.confidence import last_json_object
 from pathweave.text import normalize
-from pathweave_ingest.extractors.base import (
+from pathweave.extractors.base import (
     PassageExtraction,
     PassageInput,
     mentioned,
@@ -183,7 +183,7 @@ class LLMExtractor:
     @property
     def fallback(self):
         if self._fallback is None:
-            from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+            from pathweave.extractors.spacy_extractor import SpacyExtractor
 
             self._fallback = SpacyExtractor()
         return self._fallback

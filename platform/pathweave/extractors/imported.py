@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pathweave_ingest.extractors.base import (
+from pathweave.extractors.base import (
     PassageExtraction,
     PassageInput,
     build_propositions,

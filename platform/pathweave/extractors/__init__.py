@@ -5,7 +5,7 @@
 - :mod:`.llm_extractor`: an LLM (``--extractor llm``), JSON-schema constrained.
 """
 
-from pathweave_ingest.extractors.base import PassageExtraction, PassageInput
+from pathweave.extractors.base import PassageExtraction, PassageInput
 
 __all__ = ["PassageExtraction", "PassageInput"]
 
@@ -17,12 +17,12 @@ def make_extractor(settings, batch_size: int | None = None):
     name = settings.ingest.extractor
     if name == "llm":
         from pathweave.llm.client import connect
-        from pathweave_ingest.extractors.llm_extractor import LLMExtractor
+        from pathweave.extractors.llm_extractor import LLMExtractor
 
         return LLMExtractor(connect(settings.data_dir, settings.llm), settings.llm.concurrency)
     if name != "spacy":
         raise ValueError(f"unknown extractor {name!r}; use spacy or llm")
-    from pathweave_ingest.extractors.spacy_extractor import SpacyExtractor
+    from pathweave.extractors.spacy_extractor import SpacyExtractor
 
     return SpacyExtractor(settings.models.spacy_model, **({"batch_size": batch_size} if batch_size else {}))
 

@@ -1,0 +1,184 @@
+"""What one process keeps for queries: one store driver shared by per-tenant
+:class:`GraphStore` objects, the query embedder, the extractor that parses APR's
+questions, the LLM client, and one :class:`Retriever` per tenant with one bounded
+topology cache for all of them. Everything is loaded lazily, once.
+
+The API and the CLI query through it; ingestion's
+:class:`pathweave_ingest.worker_runtime.Runtime` extends it with the ingestion embedder
+and the pipelines, so a question never passes through ``ingest/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from pathweave.settings import Settings
+from pathweave.store import GraphStore, open_store
+
+log = logging.getLogger(__name__)
+
+
+def _prefer_gpu_for_spacy() -> bool:
+    """Let spaCy run on the GPU when cupy is installed (spaCy needs it for cuda)."""
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import spacy
+
+        return bool(spacy.prefer_gpu())
+    except Exception:  # noqa: BLE001 - CPU is always a valid fallback
+        return False
+
+
+class QueryRuntime:
+    """Process-wide query components. Thread-safe; everything lazy.
+
+    ``query_embedder``/``extractor``/``llm`` may be injected (tests); otherwise
+    :func:`pathweave.embeddings.get_query_embedder` (ONNX float32 on CPU, no torch), the
+    extractor ``settings.ingest.extractor`` names (:func:`pathweave.extractors.make_extractor`,
+    ``extract_batch`` passages per call; APR parses questions with it, spec §3) and the LLM
+    client of ``settings.llm`` (:func:`pathweave.llm.client.connect`).
+    """
+
+    def __init__(self, settings: Settings, query_embedder: Any = None, extractor: Any = None, llm: Any = None,
+                 extract_batch: int | None = None) -> None:
+        self.settings = settings
+        self._query_embedder = query_embedder
+        self._extractor = extractor
+        self._extract_batch = extract_batch
+        self._llm = llm  # the LLM client answers use (connected on first use when None)
+        self._base: GraphStore | None = None
+        self._stores: dict[str, GraphStore] = {}
+        self._retrievers: dict[str, Any] = {}
+        self._cache = None
+        self._lock = threading.RLock()
+        self._llm_lock = threading.Lock()  # a model server may take minutes to start: not under _lock
+
+    @property
+    def device(self) -> str:
+        """The models' device (``settings.models.device`` resolved: ``cpu`` or ``cuda``)."""
+        from pathweave.embeddings import resolve_device
+
+        return resolve_device(self.settings.models.device)
+
+    @property
+    def query_embedder(self):
+        """The embedder of questions and beam re-scoring (loaded on first use)."""
+        with self._lock:
+            if self._query_embedder is None:
+                from pathweave.embeddings import get_query_embedder
+
+                self._query_embedder = get_query_embedder(self.settings)
+            return self._query_embedder
+
+    @property
+    def extractor(self):
+        """The configured extractor (loaded on first use; on the GPU where spaCy can use it)."""
+        with self._lock:
+            if self._extractor is None:
+                from pathweave.extractors import make_extractor
+
+                on_gpu = (self.device.startswith("cuda") and self.settings.ingest.extractor == "spacy"
+                          and _prefer_gpu_for_spacy())
+                self._extractor = make_extractor(self.settings, batch_size=self._extract_batch)
+                log.info("extractor %s on %s", self.settings.ingest.extractor, "cuda" if on_gpu else "cpu")
+            return self._extractor
+
+    def llm_client(self):
+        """The process's LLM client (``settings.llm``, ``PATHWEAVE_LLM_*``; the managed local model server by
+        default, started on first use). Raises LLMError / LLMServerError when none can be had."""
+        with self._llm_lock:
+            if self._llm is None:
+                from pathweave.llm.client import connect
+
+                self._llm = connect(self.settings.data_dir, self.settings.llm)
+            return self._llm
+
+    def store(self, tenant: str) -> GraphStore:
+        """The store bound to ``tenant`` (connects, and starts the managed server, on first use)."""
+        with self._lock:
+            if self._base is None:
+                self._base = open_store(self.settings, dimensions=self._dimensions())
+            store = self._stores.get(tenant)
+            if store is None:
+                base = self._base
+                store = GraphStore(base.driver, base.database, base.backend, tenant, base.batch_size,
+                                   base.dimensions)
+                self._stores[tenant] = store
+            return store
+
+    def _dimensions(self) -> int:
+        """The vectors' dimension for the store's indexes (the query embedder's)."""
+        return int(getattr(self.query_embedder, "dim", 384))
+
+    def retriever(self, tenant: str):
+        """One :class:`~pathweave.retrieval.retriever.Retriever` per tenant (one bounded
+        topology cache for all of them)."""
+        from pathweave.retrieval.retriever import Retriever
+        from pathweave.topology import TopologyCache
+
+        with self._lock:
+            store = self.store(tenant)
+            retriever = self._retrievers.get(tenant)
+            if retriever is None or retriever.store is not store:
+                if self._cache is None:
+                    query = self.settings.query
+                    self._cache = TopologyCache(query.topology_max_tenants, query.topology_idle_s,
+                                                query.node_cache_entries)
+                retriever = Retriever(store, self.query_embedder, self.settings, cache=self._cache,
+                                      llm=self.llm_client)
+                retriever.question_parser = self._parse_question  # mode apr (spec §3), extractor loaded on first use
+                self._retrievers[tenant] = retriever
+            return retriever
+
+    def _parse_question(self, question: str):
+        """APR's question parser over the process's extractor (loaded on first use)."""
+        from pathweave.extractors import question_parser
+
+        return question_parser(self.extractor)(question)
+
+    def models_loaded(self, extractor: bool = True) -> bool:
+        """Are the query embedder (and, with ``extractor``, the extractor) loaded?"""
+        return self._query_embedder is not None and (self._extractor is not None or not extractor)
+
+    @property
+    def connected(self) -> GraphStore | None:
+        """The base store when connected (never connects or starts anything)."""
+        return self._base
+
+    def warm(self, extractor: bool = True) -> None:
+        """Load the models and connect now, not on the first request. ``extractor=False``:
+        only what queries in modes other than apr need."""
+        _ = self.query_embedder
+        if extractor:
+            _ = self.extractor
+        self.store(self.settings.tenant)
+
+    def _forget(self) -> None:
+        """Drop what depends on the connection (under the lock)."""
+        self._stores.clear()
+        self._retrievers.clear()
+
+    def reset(self) -> None:
+        """Drop the connection (after a store error: the managed server may have restarted
+        on other ports); the next :meth:`store` reconnects."""
+        with self._lock:
+            base, self._base = self._base, None
+            self._forget()
+        if base is not None:
+            try:
+                base.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def close(self) -> None:
+        """Write the queries' pending reasoning records, then disconnect."""
+        with self._lock:
+            retrievers = list(self._retrievers.values())
+        for retriever in retrievers:
+            retriever.flush()
+        self.reset()
