@@ -275,6 +275,13 @@ WITH id, r, e, t ORDER BY e.order
 RETURN id AS passage_id, r.run_id AS run_id, r.code AS code,
        collect([t.subject, t.relation, t.object]) AS triples;
 
+// name: apr_passage_fact_runs
+// The fact runs of the passages $ids (mode apr's facts channel from PropRAG's top passages).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id})-[:HAS_RUN]->(r:Run)
+WHERE p.tenant = $tenant
+RETURN id AS passage_id, r.run_id AS run_id;
+
 // name: apr_question_run_passages
 // PropRAG with earlier questions (setting apr.proprag_question_runs): for the question runs
 // $ids, the passages of the fact runs the queries that asked them sent or reused.

@@ -7,6 +7,23 @@ MERGE (q:Query {query_id: $query_id})
 ON CREATE SET q.tenant = $tenant, q.text = $text, q.mode = $mode, q.created_at = $created_at
 RETURN q.query_id AS query_id;
 
+// name: write_query_session
+// The session of query $query_id (a budgeted context sent in a session): the same
+// (:Session {session_key})-[:IN_SESSION]->(:Query) as APR's queries.
+MATCH (q:Query {query_id: $query_id})
+SET q.session_id = $session_id
+MERGE (s:Session {session_key: $session_key})
+ON CREATE SET s.tenant = $tenant, s.session_id = $session_id, s.created_at = $created_at
+MERGE (s)-[:IN_SESSION]->(q)
+RETURN count(q) AS n;
+
+// name: session_context_lines
+// The context lines the earlier queries of session $session_key sent or referenced, with
+// their session codes ("S3"): what a new context of the session references by code.
+MATCH (s:Session {session_key: $session_key})-[:IN_SESSION]->(q:Query)-[sel:SELECTED]->(x)
+WHERE s.tenant = $tenant AND sel.code IS NOT NULL
+RETURN DISTINCT coalesce(x.passage_id, x.prop_id) AS id, sel.code AS code;
+
 // name: write_paths
 // rows: {path_id, rank, score, text}
 UNWIND $rows AS row
@@ -26,18 +43,20 @@ SET s.via = row.via
 RETURN count(s) AS n;
 
 // name: select_passages
-// rows: {id, rank, weight}
+// rows: {id, rank, weight, code, referenced}: code = the line's session code ("S3") or
+// null; referenced = the session had it already, only the code was sent.
 UNWIND $rows AS row
 MATCH (q:Query {query_id: $query_id}), (x:Passage {passage_id: row.id})
 MERGE (q)-[s:SELECTED]->(x)
-SET s.rank = row.rank, s.weight = row.weight
+SET s.rank = row.rank, s.weight = row.weight, s.code = row.code, s.referenced = row.referenced
 RETURN count(s) AS n;
 
 // name: select_propositions
+// rows: as select_passages
 UNWIND $rows AS row
 MATCH (q:Query {query_id: $query_id}), (x:Proposition {prop_id: row.id})
 MERGE (q)-[s:SELECTED]->(x)
-SET s.rank = row.rank, s.weight = row.weight
+SET s.rank = row.rank, s.weight = row.weight, s.code = row.code, s.referenced = row.referenced
 RETURN count(s) AS n;
 
 // name: select_entities
@@ -59,5 +78,5 @@ ORDER BY rank, step;
 MATCH (q:Query {query_id: $query_id})-[s:SELECTED]->(x)
 WHERE q.tenant = $tenant
 RETURN labels(x)[0] AS label, coalesce(x.passage_id, x.prop_id, x.entity_id) AS id,
-       s.rank AS rank, s.weight AS weight
+       s.rank AS rank, s.weight AS weight, s.code AS code, coalesce(s.referenced, false) AS referenced
 ORDER BY label, rank;

@@ -239,8 +239,7 @@ class QueryRequest(CoreQueryRequest):
     k: json_int(1, 50) = Field(5, description="Passages to return.")
     token_budget: json_int(16, 100_000) | None = Field(None, description="Context token budget.")
     session_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
-                                   description="Mode apr: the session this question belongs to; runs the session "
-                                               "already sent are referenced by code, not re-sent.")
+                                   description=CoreQueryRequest.model_fields["session_id"].description)
 
     @field_validator("question")
     @classmethod

@@ -73,7 +73,7 @@ def bench_musique(
 @bench_app.command("reuse")
 def bench_reuse(
     data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
-    out: Path = typer.Option(Path("bench-results"), help="Where reuse.json goes."),
+    out: Path = typer.Option(Path("bench-results"), help="Where reuse.json and reuse.html go."),
     limit: int = typer.Option(0, help="Only the first N questions, and only their paragraphs ingested (0 = all)."),
     selector_policy: Optional[Path] = typer.Option(
         None, help="A trained DPO selector policy (pathweave train selector) for the selector rows' `dpo` row "

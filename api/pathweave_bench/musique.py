@@ -279,6 +279,13 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 for mode in RETRIEVAL_ONLY:  # the LLM modes: pathweave bench qa
                     console.print(f"[dim]querying {len(questions)} questions: {key} / {mode}[/]")
                     results["results"][key][mode] = evaluate(retriever, questions, mode, console)
+                # mode apr with the paper's facts channel (the run index's nearest runs) beside
+                # the default (the fact runs of PropRAG's top passages), on the same questions
+                console.print(f"[dim]querying {len(questions)} questions: {key} / apr, facts from the run index[/]")
+                apr_index = settings.apr.model_copy(update={"facts_source": "index"})
+                variant = Retriever(store, embedder, settings.model_copy(update={"apr": apr_index}),
+                                    cache=retriever.cache)
+                results["results"][key]["apr_index"] = evaluate(variant, questions, "apr", console)
                 if backend == "neo4j":  # stage 1 in the database: gds.pageRank on the projection
                     console.print(f"[dim]querying {len(questions)} questions: {key} / proprag, stage 1 by GDS[/]")
                     params = settings.retrieval.model_copy(update={"stage1_ppr": "gds"})

@@ -19,8 +19,14 @@ Then, on the same later questions asked fresh, ``selector`` rows: every channel
 else ``PATHWEAVE_SELECTOR_POLICY_PATH``; its row is left out when there is none), each
 with prompt tokens and context recall; and alias consolidation
 (:func:`pathweave_bench.consolidation.consolidation_figures`): ``entities_before``/``_after``
-and proprag ``recall_at_5_before``/``_after`` on the questions. Writes ``reuse.json`` to
-``--out``.
+and proprag ``recall_at_5_before``/``_after`` on the questions.
+
+Then the ``proprag`` rows (:func:`proprag_rows`): the same sessions asked in mode proprag
+with each token budget of :data:`BUDGETS`, in a session (lines already sent referenced by
+code: :mod:`pathweave.retrieval.session`) and fresh, with prompt tokens and context recall
+of the later questions, and ``matched`` (:func:`matched_recall`): the session curve read at
+fresh proprag's recall at budget 400. Writes ``reuse.json`` and ``reuse.html`` (the
+recall-vs-tokens plot, :func:`recall_tokens_svg`) to ``--out``.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.progress import track
 from rich.table import Table
 
 from pathweave import store_server
@@ -168,13 +175,141 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
             results["renderings"] = {"fresh": f["renderings_later"], "session": s["renderings_later"]}
             later = [(text, g) for _, asked, gold in sessions for text, g in list(zip(asked, gold))[1:]]
             results["selector"] = selector_rows(retriever, later, doc_of, counter, texts, selector_policy)
+            console.print(f"[dim]proprag with token budgets {', '.join(map(str, BUDGETS))}: the same sessions, "
+                          "each later question also asked fresh[/]")
+            results["proprag"] = proprag_rows(retriever, sessions)
+            results["matched"] = matched_recall(results["proprag"])
             results.update(consolidation_figures(retriever, questions, console=console))
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
         results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
     finally:
         store_server.stop(settings)
         shutil.rmtree(workdir, ignore_errors=True)
-    return publish_results(out, "reuse.json", results, print_table, console)
+    published = publish_results(out, "reuse.json", results, print_table, console)
+    (Path(out) / "reuse.html").write_text(html_report(results))
+    console.print(f"wrote {Path(out) / 'reuse.html'}")
+    return published
+
+
+BUDGETS = (50, 100, 150, 200, 300, 400)
+"""Token budgets of the proprag rows: the issue's 100 / 200 / 400 and the points between
+that the recall-vs-tokens curves are read off."""
+
+
+def _budgeted(retriever: Retriever, question: str, gold: set[str], budget: int, session_id: str | None) -> dict:
+    """One proprag query with ``budget`` (in session ``session_id``, record written; fresh:
+    nothing written): the context's tokens (what is sent now) and its context recall (gold
+    documents with evidence in the context, referenced lines included: the session has them)."""
+    from pathweave_bench.musique import context_recall
+
+    found = retriever.search(question, mode="proprag", token_budget=budget, session_id=session_id,
+                             write_record=session_id is not None)
+    context = found.result.context
+    if context is None:  # nothing retrieved
+        return {"prompt_tokens": 0, "recall": 0.0 if gold else None, "lines": 0, "referenced": 0}
+    return {"prompt_tokens": context.token_count,
+            "recall": context_recall(context.lines, found.subgraph, gold) if gold else None,
+            "lines": len(context.lines), "referenced": sum(line.referenced for line in context.lines)}
+
+
+def proprag_rows(retriever: Retriever, sessions: list[tuple[dict, list[str], list[set[str]]]]) -> dict:
+    """``{budget: {fresh, session}}`` over the later questions of ``sessions``: each question
+    of a session asked in proprag with the budget in its own session per budget (the first
+    question too, so the later ones can reference it), and each later question asked fresh.
+    Each row: mean prompt tokens, context recall, lines and lines referenced."""
+    def summary(rows: list[dict]) -> dict:
+        recalls = [r["recall"] for r in rows if r["recall"] is not None]
+        return {"prompt_tokens_later": round(float(np.mean([r["prompt_tokens"] for r in rows])), 1),
+                "context_recall_later": round(float(np.mean(recalls)), 4) if recalls else None,
+                "lines_later": round(float(np.mean([r["lines"] for r in rows])), 2),
+                "referenced_later": round(float(np.mean([r["referenced"] for r in rows])), 2),
+                "questions_later": len(rows)}
+
+    out: dict = {}
+    for budget in BUDGETS:
+        fresh, session = [], []
+        for q, asked, gold in track(sessions, description=f"proprag budget {budget}", console=stdout_console()):
+            sid = f"reuse-{q['id']}-b{budget}"
+            for i, (text, g) in enumerate(zip(asked, gold)):
+                if i:
+                    fresh.append(_budgeted(retriever, text, g, budget, None))
+                row = _budgeted(retriever, text, g, budget, sid)
+                if i:
+                    session.append(row)
+        out[str(budget)] = {"fresh": summary(fresh), "session": summary(session)}
+    return out
+
+
+def matched_recall(rows: dict, reference: int = 400) -> dict | None:
+    """The session curve read at fresh proprag's context recall at budget ``reference``: the
+    smallest budget whose session recall reaches it, and that row's prompt tokens against
+    fresh's at ``reference`` (the issue's target: at most 50 %). None without the rows."""
+    if str(reference) not in rows:
+        return None
+    target = rows[str(reference)]["fresh"]
+    for budget in sorted(rows, key=int):
+        session = rows[budget]["session"]
+        if session["context_recall_later"] is not None and session["context_recall_later"] >= target["context_recall_later"]:
+            return {"fresh_budget": reference, "fresh_recall": target["context_recall_later"],
+                    "fresh_tokens": target["prompt_tokens_later"], "session_budget": int(budget),
+                    "session_recall": session["context_recall_later"], "session_tokens": session["prompt_tokens_later"],
+                    "token_ratio": round(session["prompt_tokens_later"] / target["prompt_tokens_later"], 4)}
+    return {"fresh_budget": reference, "fresh_recall": target["context_recall_later"],
+            "fresh_tokens": target["prompt_tokens_later"], "session_budget": None}
+
+
+def recall_tokens_svg(results: dict) -> str:
+    """The recall-vs-tokens plot (SVG, matplotlib): proprag fresh and in a session over the
+    budgets, apr fresh and in a session, and how the session curve was matched to fresh
+    proprag's recall at budget 400."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5))
+    rows = results.get("proprag") or {}
+    for kind, style in (("fresh", "o--"), ("session", "o-")):
+        points = [(row[kind]["prompt_tokens_later"], row[kind]["context_recall_later"], budget)
+                  for budget, row in sorted(rows.items(), key=lambda item: int(item[0]))]
+        if points:
+            axes.plot([p[0] for p in points], [p[1] for p in points], style, label=f"proprag, {kind}")
+            for x, y, budget in points:
+                axes.annotate(budget, (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    for kind, marker in (("fresh", "s"), ("session", "D")):
+        row = results.get(kind)
+        if row and row.get("prompt_tokens_later"):
+            axes.plot([row["prompt_tokens_later"]], [row["context_recall_later"]], marker, label=f"apr, {kind}")
+    matched = results.get("matched")
+    if matched and matched.get("session_budget"):
+        axes.axhline(matched["fresh_recall"], color="grey", linewidth=0.8, linestyle=":")
+        axes.plot([matched["session_tokens"], matched["fresh_tokens"]], [matched["session_recall"],
+                  matched["fresh_recall"]], "k:", linewidth=0.8)
+        axes.annotate(f"session {matched['session_tokens']:.0f} vs fresh {matched['fresh_tokens']:.0f} tokens "
+                      f"({matched['token_ratio']:.0%})", (matched["session_tokens"], matched["fresh_recall"]),
+                      textcoords="offset points", xytext=(4, 6), fontsize=8)
+    axes.set_xlabel("prompt tokens sent (later questions of a session, mean)")
+    axes.set_ylabel("context recall of gold passages")
+    axes.legend(loc="lower right")
+    axes.grid(alpha=0.3)
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def html_report(results: dict) -> str:
+    """A self-contained HTML page: the recall-vs-tokens plot and the results."""
+    import html
+    import json
+
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Pathweave session reuse</title></head>"
+            f"<body style='font-family:sans-serif'><h1>Session reuse: recall vs prompt tokens</h1>"
+            f"<p>commit {html.escape(str(results.get('commit')))}, MuSiQue {results.get('questions')} questions, "
+            f"machine {html.escape(json.dumps(results.get('machine')))}</p>{recall_tokens_svg(results)}"
+            f"<pre>{html.escape(json.dumps(results, indent=2))}</pre></body></html>")
 
 
 def selector_rows(retriever: Retriever, later: list[tuple[str, set[str]]], doc_of, counter, texts,
@@ -211,6 +346,26 @@ def print_table(results: dict, console: Console) -> None:
     if "token_reduction_later" in results:
         console.print(f"session vs fresh: {results['token_reduction_later']:.1%} fewer prompt tokens, "
                       f"context recall {results.get('recall_delta_later', 0):+.4f}")
+    if results.get("proprag"):
+        budgets = Table(title="proprag with a token budget, later questions: fresh vs in a session")
+        for column in ("budget", "fresh tokens", "fresh recall", "session tokens", "session recall",
+                       "lines (referenced)"):
+            budgets.add_column(column)
+        for budget, row in sorted(results["proprag"].items(), key=lambda item: int(item[0])):
+            f, s = row["fresh"], row["session"]
+            budgets.add_row(budget, str(f["prompt_tokens_later"]), str(f["context_recall_later"]),
+                            str(s["prompt_tokens_later"]), str(s["context_recall_later"]),
+                            f"{s['lines_later']} ({s['referenced_later']})")
+        console.print(budgets)
+    matched = results.get("matched")
+    if matched and matched.get("session_budget"):
+        console.print(f"fresh proprag at budget {matched['fresh_budget']}: recall {matched['fresh_recall']} with "
+                      f"{matched['fresh_tokens']} tokens; a session reaches {matched['session_recall']} at budget "
+                      f"{matched['session_budget']} with {matched['session_tokens']} tokens "
+                      f"({matched['token_ratio']:.1%})")
+    elif matched:
+        console.print(f"no session budget reaches fresh proprag's recall at budget {matched['fresh_budget']} "
+                      f"({matched['fresh_recall']})")
     if results.get("entities_before") is not None:
         console.print(f"alias consolidation: {results['entities_before']} -> {results['entities_after']} entities, "
                       f"proprag R@5 {results['recall_at_5_before']:.4f} -> {results['recall_at_5_after']:.4f}")

@@ -237,7 +237,8 @@ def query(
     answer: bool = typer.Option(False, "--answer", help="Also generate a short answer with the LLM (PATHWEAVE_LLM_*), "
                                                         "citing the passages (or budgeted context) it used."),
     session_id: Optional[str] = typer.Option(None, "--session-id",
-                                             help="Mode apr: a session; runs it already sent are referenced, not re-sent."),
+                                             help="A session: evidence it was already sent is referenced by code, not "
+                                                  "re-sent (with --budget; mode apr: its runs)."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
+from rich.markup import escape
 
 from pathweave.terminal import stdout_console
 
@@ -25,8 +26,10 @@ def print_result(result) -> None:
             out.print(f"    -> {step.text}{via}")
     if result.context is not None:
         c = result.context
+        referenced = sum(line.referenced for line in c.lines)
+        session = f"; session {escape(c.session_id)}: {referenced} of {len(c.lines)} lines referenced" if c.session_id else ""
         out.print(f"  [bold]context[/] ({c.token_count}/{c.budget} tokens of {c.tokenizer}, {c.method}, "
-                  f"{'optimal' if c.optimal else f'gap {c.gap:.3f}'}, {c.solve_ms:.0f} ms):")
+                  f"{'optimal' if c.optimal else f'gap {c.gap:.3f}'}, {c.solve_ms:.0f} ms{session}):", markup=True)
         out.print("    " + c.text.replace("\n", "\n    "), markup=False)
     if getattr(result, "apr", None) is not None:
         a = result.apr

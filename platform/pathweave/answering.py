@@ -103,11 +103,13 @@ def parse_answer(completion: Completion) -> tuple[str, list[str]]:
 
 def generate_answer(client: LLMClient, result: QueryResult, use_context: bool = True) -> Answer:
     """The answer to ``result.question`` from ``result.context`` (when present and
-    ``use_context``) or ``result.passages``. One LLM call (``ANSWER_TOKENS`` tokens at
+    ``use_context``; in a session its ``expanded`` form, the referenced lines written out)
+    or ``result.passages``. One LLM call (``ANSWER_TOKENS`` tokens at
     most); tokens in/out and latency (ms) in the returned :class:`Answer`."""
     context = result.context if use_context else None
     source = "context" if context is not None else "passages"
-    sources = context.text if context is not None else passage_sources(result.passages)
+    # a context sent in a session names earlier lines by code: this one call has not seen them
+    sources = (context.expanded or context.text) if context is not None else passage_sources(result.passages)
     try:
         completion = client.chat(answer_messages(result.question, sources),
                                  schema=answer_schema(source_labels(result, use_context)), max_tokens=ANSWER_TOKENS)

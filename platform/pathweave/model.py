@@ -67,6 +67,8 @@ class ContextLine(BaseModel):
     line: str
     citation: str | None = Field(None, description="The label the line ends with ('[label]'), what an answer cites.")
     reference: str | None = Field(None, description="Citation of the line's passage: 'title, p. N' / 'title > section'.")
+    code: str | None = Field(None, description="The line's code in its session ('S3'), None outside a session.")
+    referenced: bool = Field(False, description="Sent earlier in the session: the line is its code alone.")
 
 
 class BudgetedContext(BaseModel):
@@ -74,6 +76,9 @@ class BudgetedContext(BaseModel):
 
     ``text`` has ``token_count`` tokens of ``tokenizer``; ``objective`` is the selected
     weight, ``bound`` an upper bound, ``gap`` their relative difference; ``solve_ms`` ms.
+    In a session (``session_id``) every line carries its code, lines the session was sent
+    before are the code alone (``referenced``), and the first context of the session starts
+    with the legend of the codes (APR's "send only what is new" on spec §5's context).
     """
 
     text: str
@@ -89,6 +94,10 @@ class BudgetedContext(BaseModel):
     solve_ms: float
     candidate_nodes: int
     lines: list[ContextLine]
+    session_id: str | None = Field(None, description="The session the context was sent in: lines it sent "
+                                                     "before are referenced by code, not re-sent (spec §3).")
+    expanded: str | None = Field(None, description="In a session: the context with its referenced lines written "
+                                                   "out, for a reader that has not seen the session (the answer step).")
 
 
 class Answer(BaseModel):

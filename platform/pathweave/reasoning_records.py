@@ -17,35 +17,43 @@ from datetime import datetime, timezone
 from pathweave.answer_records import answer_steps, read_answer, read_tree
 from pathweave.apr.session import read_query_runs
 from pathweave.model import QueryResult
+from pathweave.retrieval.session import session_steps
 from pathweave.store import GraphStore
 
 log = logging.getLogger(__name__)
 
 
 def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
-    """Write ``result`` in one transaction: the Query node, its paths and steps, and the
-    SELECTED edges to its ranked passages, path propositions and seed entities."""
+    """Write ``result`` in one transaction: the Query node (and its session, for a context
+    sent in one), its paths and steps, and the SELECTED edges to its ranked passages, path
+    propositions and seed entities, or to its budgeted context's lines (with their session
+    ``code`` and whether they were only ``referenced``)."""
     qid = result.query_id
     paths = [{"path_id": p.path_id, "rank": p.rank, "score": p.score,
               "text": " -> ".join(s.text for s in p.steps)} for p in result.paths]
     steps = [{"path_id": p.path_id, "prop_id": s.prop_id, "order": i, "via": s.via}
              for p in result.paths for i, s in enumerate(p.steps)]
     if result.context is not None:  # the budgeted selection is what the query selected
-        chosen = {kind: [{"id": line.id, "rank": line.rank, "weight": line.weight}
+        chosen = {kind: [{"id": line.id, "rank": line.rank, "weight": line.weight, "code": line.code,
+                          "referenced": line.referenced}
                          for line in result.context.lines if line.kind == kind]
                   for kind in ("passage", "proposition", "entity")}
         passages, entities = chosen["passage"], chosen["entity"]
         props = {row["id"]: row for row in chosen["proposition"]}
     else:
-        passages = [{"id": h.passage_id, "rank": h.rank, "weight": h.score} for h in result.passages]
+        passages = [{"id": h.passage_id, "rank": h.rank, "weight": h.score, "code": None, "referenced": False}
+                    for h in result.passages]
         props = {}
         for p in result.paths:
             for s in p.steps:
-                props.setdefault(s.prop_id, {"id": s.prop_id, "rank": len(props) + 1, "weight": p.score})
+                props.setdefault(s.prop_id, {"id": s.prop_id, "rank": len(props) + 1, "weight": p.score,
+                                             "code": None, "referenced": False})
         entities = [{"id": s.entity_id, "rank": i + 1, "weight": s.weight} for i, s in enumerate(result.seeds)]
     created = datetime.now(timezone.utc).isoformat()
     steps_to_run = [("write_query", {"query_id": qid, "text": result.question, "mode": result.mode,
                                      "created_at": created})]
+    if result.context is not None and result.context.session_id:
+        steps_to_run += session_steps(store, qid, result.context.session_id, created)
     for name, rows in (("write_paths", paths), ("write_steps", steps), ("select_passages", passages),
                        ("select_propositions", list(props.values())), ("select_entities", entities)):
         if rows:
@@ -124,6 +132,17 @@ class RecordWriter:
     def flush(self) -> None:
         """Wait until every submitted record has been written."""
         self._queue.join()
+
+    def write_now(self, result: QueryResult) -> None:
+        """Write ``result``'s record on the calling thread, after every record submitted
+        before it (a session's next query reads what this one sent). A failed write is
+        logged and counted, as on the writer's thread."""
+        self.flush()
+        try:
+            write_reasoning_record(self.store, result)
+        except Exception:  # noqa: BLE001 - the query's result stands; its session re-sends
+            self.failures += 1
+            log.exception("reasoning record %s not written", result.query_id)
 
     def _run(self) -> None:
         while True:

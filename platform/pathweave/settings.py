@@ -551,7 +551,9 @@ class AprSettings(_Section):
     where a session's follow-up questions (the session has earlier queries) take their
     questions and answers channels from: ``session`` its own runs, ``tenant`` the tenant's
     (as the session's first question and a query without a session do). Why ``session``
-    is the default (measured): docs/benchmarks.md."""
+    is the default (measured): docs/benchmarks.md. ``facts_source``: the facts channel's
+    candidates, the fact runs of PropRAG's top ``facts_passages`` passages (``proprag``) or
+    the run vector index's nearest runs (``index``)."""
 
 
     run_tau: float = 0.7
@@ -578,6 +580,12 @@ class AprSettings(_Section):
     questions_action: Literal["include_all", "unique", "not_include"] = "unique"
     answers_action: Literal["include_all", "unique", "not_include"] = "unique"
     session_memory: Literal["session", "tenant"] = "session"
+    # Where the facts channel's candidates come from: `proprag`, the fact runs of PropRAG's
+    # top `facts_passages` passages (its ranking of the question), or `index`, the nearest
+    # runs of the run vector index (the paper's coarse search over all runs). Either way the
+    # coarse-to-fine scoring ranks them. Measured: docs/benchmarks.md.
+    facts_source: Literal["proprag", "index"] = "proprag"
+    facts_passages: int = Field(10, ge=1)
     proprag_question_runs: bool = False
 
 

@@ -20,7 +20,8 @@ from pathweave_cli.main import app as cli_app
 QUESTION = "Which river flows through the city where Marie Curie was born?"
 OPTIONS = [{}, {"k": 2}, {"token_budget": 64}, {"token_budget": 64, "selection_method": "greedy",
                                                  "context_style": "triples"},
-           {"selection_method": "ilp"}, {"context_style": "triples"}, {"session_id": "parity"}, {"k": 0}]
+           {"selection_method": "ilp"}, {"context_style": "triples"}, {"session_id": "parity"},
+           {"token_budget": 64, "session_id": "parity"}, {"k": 0}]
 CLI_FLAGS = {"k": "--k", "token_budget": "--budget", "selection_method": "--select", "context_style": "--style",
              "session_id": "--session-id"}
 runner = CliRunner()

@@ -192,3 +192,21 @@ def test_proprag_can_add_the_passages_of_earlier_similar_questions(pipeline, ret
         "tenant": store.tenant, "apr": settings.apr.model_copy(update={"proprag_question_runs": True})}))
     result = on.query("Whom did Marie Curie marry?", mode="proprag", write_record=False)
     assert result.passages and {hit.passage_id for hit in result.passages} & sent
+
+
+def test_the_facts_channel_starts_from_proprags_top_passages(pipeline, retriever, store, settings):
+    """``apr.facts_source = "proprag"`` (the default): the fact runs offered are those of the
+    passages PropRAG ranks top ``facts_passages`` for the question, scored coarse-to-fine;
+    ``index``: the run index's nearest runs, as the paper."""
+    pipeline.ingest(DOCS + [EXTRA])
+    question = "Where did the husband of Marie Curie teach?"
+    top = retriever.query(question, k=1, write_record=False).passages
+    narrow = settings.apr.model_copy(update={"facts_passages": 1})
+    one = Retriever(store, retriever.embedder, settings.model_copy(update={"tenant": store.tenant, "apr": narrow}))
+    facts = [run for run in retrieve(one, question).context.runs if run.channel == "facts"]
+    assert facts and {p for run in facts for p in run.passage_ids} == {top[0].passage_id}
+    everywhere = settings.apr.model_copy(update={"facts_source": "index"})
+    paper = Retriever(store, retriever.embedder, settings.model_copy(update={"tenant": store.tenant,
+                                                                             "apr": everywhere}))
+    passages = {p for run in retrieve(paper, question).context.runs if run.channel == "facts" for p in run.passage_ids}
+    assert len(passages) > 1  # the coarse search over all runs reaches the other documents' runs

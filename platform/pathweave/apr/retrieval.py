@@ -2,8 +2,10 @@
 paper §2.4-2.6): :func:`retrieve` (retrieval mode ``apr``).
 
 Per query: the question's triples (the configured extractor; a question it finds none in is
-the one triple ``(entity, "asks", question)``) and their lines are embedded; candidates are
-the nearest runs of the store's run vector indexes (fact runs; question and answer runs),
+the one triple ``(entity, "asks", question)``) and their lines are embedded; the facts
+channel's candidates are the fact runs of PropRAG's top passages for the question (setting
+``apr.facts_source``; ``index``: the nearest runs of the run vector index, as the paper's
+coarse search), the questions and answers channels' the nearest runs of the memory index,
 ``coarse_candidates`` per index; the coarse score (entities and relations) keeps
 ``coarse_top_k`` per channel; the fine score on S = cos(query lines, run lines) ranks them;
 ``top_m`` runs are kept across facts and questions and the answer quota from answers (runs
@@ -28,7 +30,8 @@ from pathweave.apr.prompt import Payload, PromptRun, compact_prompt
 from pathweave.apr.runs import line
 from pathweave.apr.scoring import answer_quota, coarse_score, fine_score
 from pathweave.apr.selection import CHANNELS, check_actions, select
-from pathweave.apr.session import check_session_id, link_steps, query_steps, seen_runs
+from pathweave.apr.session import link_steps, query_steps, seen_runs
+from pathweave.sessions import check_session_id
 from pathweave.apr.writes import TripleRef, memory_run, run_text, triple_ref
 from pathweave.backends.base import vector_search
 from pathweave.model import AprContext, AprRun
@@ -121,16 +124,29 @@ def _encode_question(retriever, question: str) -> EncodedQuestion:
                            symbol_vecs, names)
 
 
+def fact_candidates(retriever, question: str, passages: int) -> list[str]:
+    """The facts channel's candidates from PropRAG (setting ``apr.facts_source = "proprag"``):
+    the fact runs of the top ``passages`` passages PropRAG ranks for ``question`` (nothing
+    written), in their passages' order."""
+    ranked = retriever.search(question, mode="proprag", k=passages, write_record=False).result.passages
+    order = {hit.passage_id: i for i, hit in enumerate(ranked)}
+    rows = retriever.store.run("apr_passage_fact_runs", ids=list(order))
+    rows.sort(key=lambda row: order[row["passage_id"]])
+    return list(dict.fromkeys(row["run_id"] for row in rows))
+
+
 def _rank(store, view: CodebookView, q: EncodedQuestion, settings,
-          own: Container[str] | None = None) -> dict[str, list[Ranked]]:
+          own: Container[str] | None = None, facts: Sequence[str] | None = None) -> dict[str, list[Ranked]]:
     """Per channel, the candidate runs ranked by fine score: the ``coarse_candidates``
-    nearest runs of each run index, the ``coarse_top_k`` best by coarse score, re-ranked
-    by the fine score (spec §3). ``own``: a session follow-up's runs (setting
+    nearest runs of each run index (``facts``: the facts channel's candidates given instead,
+    :func:`fact_candidates`), the ``coarse_top_k`` best by coarse score, re-ranked by the
+    fine score (spec §3). ``own``: a session follow-up's runs (setting
     ``apr.session_memory = "session"``): the questions and answers channels keep only
     those, dropped before their rows are read and scored."""
     memory = vector_search(store, "Run", q.whole, settings.coarse_candidates, prop="memory_embedding")
-    hits = vector_search(store, "Run", q.whole, settings.coarse_candidates) \
-        + [hit for hit in memory if own is None or hit[0] in own]
+    fact_hits = vector_search(store, "Run", q.whole, settings.coarse_candidates) if facts is None \
+        else [(run_id, 0.0) for run_id in facts]
+    hits = fact_hits + [hit for hit in memory if own is None or hit[0] in own]
     rows = view.runs([h[0] for h in hits])
     entity_rows = view.entities([e for r in rows.values() for e in r.entity_ids])
     relation_rows = view.relations([e for r in rows.values() for e in r.relation_ids])
@@ -224,7 +240,10 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     # what the session saw, and every triple given already (in the session or above in this
     # prompt), is referenced by run code, not re-sent; a follow-up's memory is the session's
     seen = seen_runs(store, session_id)
-    by_channel = _rank(store, view, q, settings, seen if seen and settings.session_memory == "session" else None)
+    facts = fact_candidates(retriever, question, settings.facts_passages) if settings.facts_source == "proprag" \
+        else None
+    by_channel = _rank(store, view, q, settings, seen if seen and settings.session_memory == "session" else None,
+                       facts)
     selected = _select(by_channel, chosen, settings, seen)
     given = {t for row in view.runs(list(seen)).values() for t in row.triple_ids}
     triple_rows = view.triples([t for _, r in selected for t in r.row.triple_ids])

@@ -12,24 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from pathweave.sessions import session_key
 from pathweave.store import GraphStore
-from pathweave.text import stable_id
-
-
-def session_key(tenant: str, session_id: str) -> str:
-    """The key of ``tenant``'s session ``session_id`` (a content hash: ``session:<24 hex>``)."""
-    return stable_id("session", tenant, session_id)
-
-
-def check_session_id(session_id: str | None) -> str | None:
-    """``session_id`` stripped (None stays None). Raises ValueError when it is empty or
-    longer than 200 characters."""
-    if session_id is None:
-        return None
-    session_id = session_id.strip()
-    if not session_id or len(session_id) > 200:
-        raise ValueError("session_id must be 1 to 200 characters")
-    return session_id
 
 
 def seen_runs(store: GraphStore, session_id: str | None) -> dict[str, int | None]:

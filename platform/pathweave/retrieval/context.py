@@ -62,7 +62,9 @@ import numpy as np
 
 from pathweave.model import BudgetedContext, ContextLine, QueryResult
 from pathweave.ppr import min_max
-from pathweave.selection import CandidateGraph, CandidateNode, TokenCounter, assign_costs, linearize, select
+from pathweave.retrieval.session import LEGEND, SessionLines
+from pathweave.selection import (CandidateGraph, CandidateNode, TokenCounter, assign_costs, linearize, render_line,
+                                 select)
 from pathweave.subgraph import Subgraph
 
 QUERY_NODE = "Q"
@@ -205,20 +207,42 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
 
 
 def select_context(graph: CandidateGraph, budget_tokens: int, method: str, counter: TokenCounter,
-                   style: str = "bullets", time_limit_ms: float = 50.0) -> BudgetedContext:
+                   style: str = "bullets", time_limit_ms: float = 50.0,
+                   session: SessionLines | None = None) -> BudgetedContext:
     """Select and linearize the best connected evidence within ``budget_tokens`` tokens.
+
+    ``session``: what the query's session was sent before (:mod:`pathweave.retrieval.session`):
+    those lines cost their code's tokens, new lines carry a code, and the session's first
+    context starts with the legend (its tokens come out of the budget).
 
     Raises ValueError for a negative budget or an unknown method/style.
     """
+    legend = ""
+    if session is not None:
+        graph = session.mark(graph)
+        legend = LEGEND if session.first else ""
     graph = assign_costs(graph, counter, style)
-    selection = select(graph, budget_tokens, method, time_limit_ms)
+    legend_tokens = counter.count(legend) if legend else 0
+    selection = select(graph, max(0, budget_tokens - legend_tokens) if legend else budget_tokens, method,
+                       time_limit_ms)
+    if session is not None:
+        graph = session.renumber(graph, selection)
     context = linearize(graph, selection, style, counter)
+    text = f"{legend}\n{context.text}" if legend and context.text else context.text
     kinds = {node.id: node.kind for node in graph.nodes}
+    expanded = None
+    if session is not None:
+        full = {node.id: render_line(node.model_copy(update={"sent": False}), style) for node in graph.nodes
+                if node.sent and node.id in set(selection.selected)}
+        expanded = "\n".join(full.get(item.id, item.line) for item in context.items)
     return BudgetedContext(
-        text=context.text, token_count=context.token_count, tokenizer=counter.name, budget=budget_tokens,
+        text=text, token_count=counter.count(text) if legend else context.token_count, tokenizer=counter.name,
+        budget=budget_tokens,
         method=selection.method, requested=method, objective=round(selection.objective, 6),
         bound=round(selection.bound, 6), gap=round(selection.gap, 6), optimal=selection.optimal,
         solve_ms=round(selection.solve_ms, 2), candidate_nodes=len(graph.nodes),
         lines=[ContextLine(id=item.id, kind=kinds[item.id], rank=item.rank, weight=round(item.weight, 6),
-                           line=item.line, citation=item.citation) for item in context.items],
+                           line=item.line, citation=item.citation, code=item.code, referenced=item.referenced)
+               for item in context.items],
+        session_id=session.session_id if session is not None else None, expanded=expanded,
     )

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pathweave.errors import BadRequest, NotApplicable
 from pathweave.retrieval.modes import MODES, Mode, strategy
+from pathweave.sessions import check_session_id
 
 SELECTION_METHODS = ("auto", "ilp", "greedy")
 CONTEXT_STYLES = ("bullets", "triples")
@@ -36,8 +37,11 @@ class QueryRequest(BaseModel):
         None, description="Context selection, with token_budget: CP-SAT ILP, greedy, or auto (the default).")
     context_style: Literal[CONTEXT_STYLES] | None = Field(  # type: ignore[valid-type]
         None, description="How the selected context is written, with token_budget (default bullets).")
-    session_id: str | None = Field(None, description="Mode apr: the session this question belongs to; runs the "
-                                                     "session already sent are referenced by code, not re-sent.")
+    session_id: str | None = Field(None, description="The session this question belongs to (1 to 200 characters): "
+                                                     "evidence the session was already sent is referenced by code, "
+                                                     "not re-sent. Modes proprag, dense and hipporag2: with a "
+                                                     "token_budget (the lines of the budgeted context); mode apr: its "
+                                                     "runs.")
     answer: bool = Field(False, description="Also generate a short answer with the LLM from the budgeted context "
                                             "(or the top passages), citing what it used. Mode prunerag always "
                                             "answers (its decomposition tree is returned too).")
@@ -63,8 +67,9 @@ class QueryRequest(BaseModel):
     def check(self) -> "QueryRequest":
         """This request with its question stripped, after checking it. Raises
         :class:`~pathweave.errors.BadRequest` (empty question, ``k`` < 1, negative budget,
-        unknown mode or method) or :class:`~pathweave.errors.NotApplicable` (an option the
-        mode does not use; selection method and style without a token budget)."""
+        unknown mode or method, a session id that is empty or over 200 characters) or
+        :class:`~pathweave.errors.NotApplicable` (an option the mode does not use; selection
+        method, style and, in the ranking modes, a session without a token budget)."""
         question = self.question.strip()
         if not question:
             raise BadRequest("question is empty")
@@ -86,7 +91,18 @@ class QueryRequest(BaseModel):
         for name in ("selection_method", "context_style"):
             if getattr(self, name) is not None and self.token_budget is None:
                 raise NotApplicable(f"{name} applies with a token_budget only")
-        return self.model_copy(update={"question": question}) if question != self.question else self
+        update: dict = {"question": question} if question != self.question else {}
+        if self.session_id is not None:
+            if "token_budget" in applies and self.token_budget is None:
+                raise NotApplicable(f"session_id applies with a token_budget in mode {self.mode} "
+                                    "(the lines of the budgeted context are what a session reuses)")
+            try:
+                session_id = check_session_id(self.session_id)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            if session_id != self.session_id:
+                update["session_id"] = session_id
+        return self.model_copy(update=update) if update else self
 
     def record(self, default: bool) -> bool:
         """Write the reasoning record? ``write_record``, else ``default`` (the setting)."""

@@ -21,12 +21,25 @@ import numpy as np
 
 from pathweave.model import QueryResult, ReasoningPath, SeedEntity
 from pathweave.retrieval.context import candidate_graph, select_context
+from pathweave.retrieval.session import read_session_lines
 from pathweave.retrieval.request import QueryRequest
 from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.topology import TopologyView
 
-RANKING_OPTIONS = frozenset({"k", "token_budget", "selection_method", "context_style", "answer", "write_record"})
-"""What the ranking modes take (a session is APR's)."""
+RANKING_OPTIONS = frozenset({"k", "token_budget", "selection_method", "context_style", "session_id", "answer",
+                             "write_record"})
+"""What the ranking modes take (``session_id`` with a ``token_budget``: session reuse on the
+budgeted context, :mod:`pathweave.retrieval.session`)."""
+
+
+def submit_record(retriever, result: QueryResult) -> None:
+    """Write ``result``'s reasoning record: off the query path on the retriever's writer,
+    except for a context sent in a session, written now (the session's next query reads
+    what it was sent)."""
+    if result.context is not None and result.context.session_id:
+        retriever.records.write_now(result.model_copy())
+    else:
+        retriever.records.submit(result.model_copy())
 
 
 @dataclass
@@ -67,8 +80,8 @@ class RetrievalMode:
         retrieval.result.answer = generate_answer(client, retrieval.result)
 
     def write_record(self, retriever, retrieval: Retrieval) -> None:
-        """Queue the reasoning record of an answered query (its ``ANSWERED`` edge too)."""
-        retriever.records.submit(retrieval.result.model_copy())
+        """Write the reasoning record of an answered query (its ``ANSWERED`` edge too)."""
+        submit_record(retriever, retrieval.result)
 
 
 @dataclass
@@ -139,13 +152,14 @@ class RankingMode(RetrievalMode):
                 subgraph = build_subgraph(view, view.index_of(view.passage_index, ranking.ids, view.n_passages),
                                           reader)
             graph = candidate_graph(result, subgraph, vector, retriever.settings.selection.path_weight)
+            session = read_session_lines(retriever.store, request.session_id) if request.session_id else None
             result.context = select_context(graph, budget, request.method, retriever.token_counter(), request.style,
-                                            retriever.settings.selection.select_time_limit_ms)
+                                            retriever.settings.selection.select_time_limit_ms, session)
             clock("select")
         result.passages = result.passages[:request.k]
         cite_steps(result, view)
         if record:
-            retriever.records.submit(result.model_copy())  # written on the writer's thread, off the query path
+            submit_record(retriever, result)  # off the query path, unless in a session
             clock("record")
         result.timings_ms = timings
         result.timings_ms["total"] = round(sum(timings.values()), 2)

@@ -42,6 +42,11 @@ class CandidateNode(BaseModel):
             contributes no text of its own: cost 0, never a context line
             (e.g. a passage whose evidence is its selected propositions, each
             of which cites it).
+        code: The line's code in a session (``"S3"``; APR's "send only what is
+            new" on a budgeted context): a new line is written with it, so a
+            later context of the session can name the line by its code alone.
+        sent: The line was sent earlier in the session: only its ``code`` is
+            rendered, and it costs that reference's tokens, not its text's.
 
     Raises:
         ValueError (pydantic ``ValidationError``): negative or non-finite
@@ -61,6 +66,8 @@ class CandidateNode(BaseModel):
     citation: str | None = None
     triple: tuple[str, str, str] | None = None
     rendered: bool = True
+    code: str | None = None
+    sent: bool = False
 
 
 class CandidateGraph(BaseModel):

@@ -12,6 +12,11 @@ Rendering, one line per item, joined by ``"\\n"``:
   when the node has a ``triple``, else ``"({text}) [{citation}]"``; entities
   as ``"(Entity: {name})"``.
 
+In a session (APR's "send only what is new", spec §3) a node with a ``code`` is
+written ``"- S3: {text} [{citation}]"`` (``"S3: (...) [...]"``), and a node the session
+sent before (``sent``) only as its code, ``"- S3"`` (``"(S3)"``): it costs the reference's
+tokens, not its text's.
+
 The citation is ``node.citation``, or the passage's own id for a passage
 without one; ``" [..]"`` is omitted when there is none. An entity is rendered
 only if no selected passage/proposition mentions it (case-insensitive,
@@ -54,6 +59,8 @@ class ContextItem(BaseModel):
         line: The rendered line.
         citation: The label ending the line (``" [citation]"``; :func:`line_citation`), or
             None when the line has none.
+        code: The line's session code (``"S3"``), None outside a session.
+        referenced: Sent earlier in the session: the line is the code alone.
 
     Source: graph context optimization seed, graph-context-optimization-ilp.md; spec §5.
     """
@@ -66,6 +73,8 @@ class ContextItem(BaseModel):
     weight: float
     line: str
     citation: str | None = None
+    code: str | None = None
+    referenced: bool = False
 
 
 class Context(BaseModel):
@@ -120,6 +129,13 @@ def render_line(node: CandidateNode, style: Style = "bullets") -> str:
     """
     if node.kind == "query":
         raise ValueError("the query node is not rendered into the context")
+    if node.sent and node.code:
+        if style not in ("bullets", "triples"):
+            raise ValueError(f"style must be 'bullets' or 'triples', got {style!r}")
+        return f"- {node.code}" if style == "bullets" else f"({node.code})"
+    if node.code:
+        line = render_line(node.model_copy(update={"code": None}), style)
+        return f"- {node.code}: {line[2:]}" if style == "bullets" else f"{node.code}: {line}"
     if style == "bullets":
         body = f"- Entity: {node.text}" if node.kind == "entity" else f"- {node.text}"
     elif style == "triples":
@@ -220,7 +236,8 @@ def linearize(
         node = ranked[r]
         slots[pos] = ContextItem(
             id=node.id, kind=node.kind, rank=r + 1, weight=node.weight,
-            line=render_line(node, style), citation=line_citation(node),
+            line=render_line(node, style), citation=line_citation(node), code=node.code,
+            referenced=node.sent,
         )
     items = [item for item in slots if item is not None]
     text = "\n".join(item.line for item in items)
