@@ -154,10 +154,23 @@ class Services:
             self.runtime.close()
 
     def store(self, tenant: str):
+        """The store of ``tenant``; 503 (and a reconnection, :meth:`QueryRuntime.lost`) when
+        it cannot be reached."""
         try:
             return self.runtime.store(tenant)
         except Exception as exc:
+            self.runtime.lost()
             raise unavailable(exc) from exc
+
+    def guard(self, fn, *args, **kwargs):
+        """:func:`guard`, and on a transient store error the runtime reconnects for the next
+        request (the managed store may have been restarted elsewhere)."""
+        try:
+            return guard(fn, *args, **kwargs)
+        except ApiProblem as problem:
+            if problem.kind == "store-unavailable":
+                self.runtime.lost()
+            raise
 
 
 def unavailable(exc: BaseException) -> ApiProblem:

@@ -89,6 +89,22 @@ def corpus_for(questions: list[dict], documents: list, tenant: str) -> list:
     return [d for d in documents if stable_id("doc", tenant, d.title, d.text) in wanted]
 
 
+def ask_sessions(sessions, suffix: str, measure) -> tuple[list[dict], list[dict]]:
+    """Ask every session's questions in order in session ``reuse-<id><suffix>``, each later
+    question also fresh just before: ``measure(question, gold, session_id or None)`` -> row.
+    Returns the rows of the later questions ``(fresh, session)``."""
+    fresh, session = [], []
+    for q, asked, gold in sessions:
+        sid = f"reuse-{q['id']}{suffix}"
+        for i, (text, g) in enumerate(zip(asked, gold)):
+            if i:
+                fresh.append(measure(text, g, None))
+            row = measure(text, g, sid)
+            if i:
+                session.append(row)
+    return fresh, session
+
+
 def _measure(retriever: Retriever, question: str, gold: set[str], session_id: str | None, doc_of,
              actions: dict[str, str] | None = None) -> dict:
     started = time.perf_counter()
@@ -154,17 +170,9 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
 
             sessions = [(q, session_questions(q), session_gold(q, tenant)) for q in questions]
             retrieve(retriever, sessions[0][1][0])  # warm: the embedder's first shapes, the indexes
-            fresh, session = [], []
             console.print(f"[dim]{len(sessions)} sessions (decomposition, then the composed question), "
                           "each question also asked fresh[/]")
-            for q, asked, gold in sessions:
-                sid = f"reuse-{q['id']}"
-                for i, (text, g) in enumerate(zip(asked, gold)):
-                    if i:
-                        fresh.append(_measure(retriever, text, g, None, doc_of))
-                    row = _measure(retriever, text, g, sid, doc_of)
-                    if i:
-                        session.append(row)
+            fresh, session = ask_sessions(sessions, "", lambda text, g, sid: _measure(retriever, text, g, sid, doc_of))
             results["fresh"] = _summary(fresh, counter, texts)
             results["session"] = _summary(session, counter, texts)
             f, s = results["fresh"], results["session"]
@@ -227,15 +235,9 @@ def proprag_rows(retriever: Retriever, sessions: list[tuple[dict, list[str], lis
 
     out: dict = {}
     for budget in BUDGETS:
-        fresh, session = [], []
-        for q, asked, gold in track(sessions, description=f"proprag budget {budget}", console=stdout_console()):
-            sid = f"reuse-{q['id']}-b{budget}"
-            for i, (text, g) in enumerate(zip(asked, gold)):
-                if i:
-                    fresh.append(_budgeted(retriever, text, g, budget, None))
-                row = _budgeted(retriever, text, g, budget, sid)
-                if i:
-                    session.append(row)
+        fresh, session = ask_sessions(
+            track(sessions, description=f"proprag budget {budget}", console=stdout_console()), f"-b{budget}",
+            lambda text, g, sid, budget=budget: _budgeted(retriever, text, g, budget, sid))
         out[str(budget)] = {"fresh": summary(fresh), "session": summary(session)}
     return out
 

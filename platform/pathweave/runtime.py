@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from pathweave.settings import Settings
 from pathweave.store import GraphStore, open_store
 
 log = logging.getLogger(__name__)
+
+RECONNECT_INTERVAL_S = 2.0
+"""Seconds between two reconnections after transient store errors (:meth:`QueryRuntime.lost`):
+under load every request may fail at once, one of them reconnects."""
 
 
 def _prefer_gpu_for_spacy() -> bool:
@@ -56,6 +61,7 @@ class QueryRuntime:
         self._retrievers: dict[str, Any] = {}
         self._cache = None
         self._lock = threading.RLock()
+        self._last_lost = float("-inf")
         self._llm_lock = threading.Lock()  # a model server may take minutes to start: not under _lock
 
     @property
@@ -162,6 +168,20 @@ class QueryRuntime:
         """Drop what depends on the connection (under the lock)."""
         self._stores.clear()
         self._retrievers.clear()
+
+    def lost(self) -> bool:
+        """The store failed with a transient error: drop the connection (at most once per
+        :data:`RECONNECT_INTERVAL_S`), so the next :meth:`store` connects to wherever the
+        managed server runs now (a worker or another process may have restarted it on other
+        ports; it is started again when it is down). Returns whether it reset."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last_lost < RECONNECT_INTERVAL_S:
+                return False
+            self._last_lost = now
+        self.reset()
+        log.warning("store connection dropped after a transient error; the next request reconnects")
+        return True
 
     def reset(self) -> None:
         """Drop the connection (after a store error: the managed server may have restarted

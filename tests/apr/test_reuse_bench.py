@@ -49,3 +49,25 @@ def test_a_missing_selector_policy_is_refused_before_any_work(tmp_path):
                                       "--out", str(out)])
     assert result.exit_code == 2 and "no policy file" in result.output
     assert not out.exists()
+
+
+def _row(tokens: float, recall: float) -> dict:
+    return {"prompt_tokens_later": tokens, "context_recall_later": recall, "lines_later": 3.0,
+            "referenced_later": 1.0, "questions_later": 10}
+
+
+def test_the_session_curve_is_read_at_fresh_proprags_recall_at_budget_400():
+    from pathweave_bench.reuse import html_report, matched_recall
+
+    rows = {"100": {"fresh": _row(95, 0.40), "session": _row(90, 0.55)},
+            "200": {"fresh": _row(190, 0.55), "session": _row(150, 0.72)},
+            "400": {"fresh": _row(380, 0.70), "session": _row(300, 0.80)}}
+    matched = matched_recall(rows)
+    assert (matched["session_budget"], matched["session_tokens"], matched["token_ratio"]) == (200, 150, 0.3947)
+    rows["200"]["session"] = _row(150, 0.69)  # below the target: the next budget that reaches it
+    assert matched_recall(rows)["session_budget"] == 400
+    rows["400"]["session"] = _row(300, 0.5)
+    assert matched_recall(rows)["session_budget"] is None
+    page = html_report({"commit": "c", "questions": 3, "machine": {}, "proprag": rows, "matched": matched,
+                        "fresh": _row(1200, 0.47), "session": _row(450, 0.49)})
+    assert page.count("<svg") == 1 and "proprag, session" in page and "apr, fresh" in page

@@ -23,7 +23,7 @@ from pathweave_api.models import (
     SubmitResponse,
 )
 from pathweave_api.problems import ApiProblem, errors
-from pathweave_api.services import Services, ServicesDep, guard, log
+from pathweave_api.services import Services, ServicesDep, log
 from pathweave_ingest import jobs
 from pathweave_ingest.loaders import SourceDocument
 from pathweave_ingest.tasks import QueueFull
@@ -45,14 +45,14 @@ def submit(svc: Services, tenant: str, docs: list[SourceDocument]) -> dict[str, 
                          {"Retry-After": "10"}) from None
     store = svc.store(tenant)
     job_id = jobs.new_job_id()
-    sub = guard(jobs.create_job, store, job_id, payloads, batch_size, dispatcher.mode)
+    sub = svc.guard(jobs.create_job, store, job_id, payloads, batch_size, dispatcher.mode)
     batches = jobs.batches_of(sub.to_enqueue, batch_size)
     try:
         dispatcher.submit_all(tenant, job_id, batches)
     except Exception as exc:  # noqa: BLE001
         full = isinstance(exc, QueueFull)
         reason = str(exc) if full else "the job queue (broker) is unavailable"
-        guard(jobs.mark_failed, store, [d["doc_id"] for d in sub.to_enqueue], f"not enqueued: {reason}")
+        svc.guard(jobs.mark_failed, store, [d["doc_id"] for d in sub.to_enqueue], f"not enqueued: {reason}")
         if full:
             raise too_many(reason, "queue-full", 10.0) from None
         raise ApiProblem(503, f"{reason}; retry later", "broker-unavailable", {"Retry-After": "10"}) from None
@@ -123,7 +123,7 @@ def router(api: ApiSettings) -> APIRouter:
         if unknown:
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
                                   "use status, limit, offset", "validation-error")
-        page, total = guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
+        page, total = svc.guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
         return {"documents": page, "total": total, "limit": limit, "offset": offset}
 
     @router.get("/v1/documents/{doc_id}", response_model=DocumentText, tags=["documents"],
@@ -132,7 +132,7 @@ def router(api: ApiSettings) -> APIRouter:
     def get_document(key: Principal, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
             "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
         store = svc.store(key.tenant)
-        rows = guard(store.run, "api_document_get", doc_id=doc_id)
+        rows = svc.guard(store.run, "api_document_get", doc_id=doc_id)
         if not rows:
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
         passages = sorted((r for r in rows if r["passage_id"] is not None),
@@ -152,7 +152,7 @@ def router(api: ApiSettings) -> APIRouter:
     def delete_document(key: Principal, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
             "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
         try:
-            result = guard(jobs.delete_document, svc.store(key.tenant), doc_id)
+            result = svc.guard(jobs.delete_document, svc.store(key.tenant), doc_id)
         except jobs.DocumentBusy as exc:
             raise ApiProblem(409, str(exc), "document-busy") from None
         if result is None:

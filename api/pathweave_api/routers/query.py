@@ -15,7 +15,7 @@ from pathweave_api.auth import Principal
 from pathweave_api.bodies import json_body
 from pathweave_api.models import TEXT_PATTERN, QueryRequest, QueryResponse, json_int
 from pathweave_api.problems import ApiProblem, errors
-from pathweave_api.services import Services, ServicesDep, guard
+from pathweave_api.services import Services, ServicesDep
 
 
 def query_model(api: ApiSettings) -> type[QueryRequest]:
@@ -41,10 +41,10 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     mode does not use); no LLM to be had is a 503 ``llm-unavailable``."""
     from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
 
-    retriever = guard(svc.runtime.retriever, tenant)
+    retriever = svc.guard(svc.runtime.retriever, tenant)
     started = time.perf_counter()
     try:
-        result = guard(retriever.query, req)
+        result = svc.guard(retriever.query, req)
     except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None
@@ -53,7 +53,7 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
     metrics.QUERIES.labels(req.mode).inc()
     if result.context is not None:  # a budgeted context's lines cite the passages stating them
-        guard(cite_result, retriever.store, result)
+        svc.guard(cite_result, retriever.store, result)
     notes = []
     if req.token_budget is not None and result.context is None:
         notes.append("no context selected: the tenant has no passages for this question")

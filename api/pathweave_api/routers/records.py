@@ -9,7 +9,7 @@ from pathweave.settings import ApiSettings
 from pathweave_api.auth import Principal
 from pathweave_api.models import HEX32_PATTERN, QueryList, ReasoningRecord
 from pathweave_api.problems import ApiProblem, errors
-from pathweave_api.services import ServicesDep, guard
+from pathweave_api.services import ServicesDep
 
 
 def enrich_record(store, record: dict) -> dict:
@@ -52,16 +52,16 @@ def router(api: ApiSettings) -> APIRouter:
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
         from pathweave.reasoning_records import read_reasoning_record
 
-        guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        svc.guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
         store = svc.store(key.tenant)
-        rows = guard(store.run, "api_query_get", query_id=query_id)
+        rows = svc.guard(store.run, "api_query_get", query_id=query_id)
         if not rows:
             raise ApiProblem(404, f"no reasoning record {query_id} for this tenant", "not-found")
         try:
-            record = guard(read_reasoning_record, store, query_id)
+            record = svc.guard(read_reasoning_record, store, query_id)
         except KeyError:
             record = {"query_id": query_id, "paths": [], "selected": []}
-        record = guard(enrich_record, store, record)
+        record = svc.guard(enrich_record, store, record)
         return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
 
     @router.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
@@ -72,8 +72,8 @@ def router(api: ApiSettings) -> APIRouter:
         if unknown:
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
                                   "use limit", "validation-error")
-        guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
-        rows = guard(svc.store(key.tenant).run, "api_queries_recent", limit=limit)
+        svc.guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        rows = svc.guard(svc.store(key.tenant).run, "api_queries_recent", limit=limit)
         return {"queries": rows[:limit], "limit": limit}
 
     return router

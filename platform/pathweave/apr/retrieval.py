@@ -60,8 +60,8 @@ class Ranked:
 @dataclass
 class AprOutcome:
     """What :func:`retrieve` returns: the ``context`` (prompt, runs, tokens, passages), the
-    ``query_id``, the ranked fact-run passages ``passage_scores`` (passage id -> best run
-    fine score, rank order) and the question's ``(d,)`` vector."""
+    ``query_id``, the ranked passages ``passage_scores`` (passage id -> score, best first:
+    :func:`passage_ranking`) and the question's ``(d,)`` vector."""
 
     query_id: str
     context: AprContext
@@ -124,15 +124,40 @@ def _encode_question(retriever, question: str) -> EncodedQuestion:
                            symbol_vecs, names)
 
 
-def fact_candidates(retriever, question: str, passages: int) -> list[str]:
+RRF_K = 60
+"""The constant of reciprocal rank fusion (Cormack et al. 2009's default, not tuned here)."""
+
+
+def fact_candidates(retriever, question: str, passages: int) -> tuple[list[str], list[str]]:
     """The facts channel's candidates from PropRAG (setting ``apr.facts_source = "proprag"``):
-    the fact runs of the top ``passages`` passages PropRAG ranks for ``question`` (nothing
-    written), in their passages' order."""
-    ranked = retriever.search(question, mode="proprag", k=passages, write_record=False).result.passages
-    order = {hit.passage_id: i for i, hit in enumerate(ranked)}
-    rows = retriever.store.run("apr_passage_fact_runs", ids=list(order))
+    ``(run ids, passage ids)``: the fact runs of the top ``passages`` passages PropRAG ranks
+    for ``question`` (nothing written), in their passages' order, and those passages best first."""
+    ranked = [hit.passage_id for hit in
+              retriever.search(question, mode="proprag", k=passages, write_record=False).result.passages]
+    order = {pid: i for i, pid in enumerate(ranked)}
+    rows = retriever.store.run("apr_passage_fact_runs", ids=ranked)
     rows.sort(key=lambda row: order[row["passage_id"]])
-    return list(dict.fromkeys(row["run_id"] for row in rows))
+    return list(dict.fromkeys(row["run_id"] for row in rows)), ranked
+
+
+def passage_ranking(fine_ranked: Sequence["Ranked"], proprag: Sequence[str] | None) -> dict[str, float]:
+    """Mode apr's passages, best first, with their scores: the passages of the fact runs by
+    their best run's fine score (spec §3); with the facts channel from PropRAG (``proprag``:
+    its passages best first), the reciprocal rank fusion of the two rankings
+    (``1/(RRF_K + rank)`` summed), so a passage PropRAG ranks high and whose runs score well
+    comes first, and one without fact runs keeps PropRAG's term."""
+    fine: dict[str, float] = {}
+    for r in fine_ranked:
+        for pid in r.row.passage_ids:
+            fine.setdefault(pid, r.fine)
+    if proprag is None:
+        return fine
+    fused: dict[str, float] = {}
+    for rank, pid in enumerate(fine, 1):
+        fused[pid] = 1.0 / (RRF_K + rank)
+    for rank, pid in enumerate(proprag, 1):
+        fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
+    return dict(sorted(fused.items(), key=lambda item: -item[1]))
 
 
 def _rank(store, view: CodebookView, q: EncodedQuestion, settings,
@@ -240,8 +265,8 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     # what the session saw, and every triple given already (in the session or above in this
     # prompt), is referenced by run code, not re-sent; a follow-up's memory is the session's
     seen = seen_runs(store, session_id)
-    facts = fact_candidates(retriever, question, settings.facts_passages) if settings.facts_source == "proprag" \
-        else None
+    facts, proprag = fact_candidates(retriever, question, settings.facts_passages) \
+        if settings.facts_source == "proprag" else (None, None)
     by_channel = _rank(store, view, q, settings, seen if seen and settings.session_memory == "session" else None,
                        facts)
     selected = _select(by_channel, chosen, settings, seen)
@@ -263,10 +288,7 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     counter = retriever.token_counter()
     prompt = compact_prompt(Payload(question, prompt_runs, [c for c in reused_codes if c is not None],
                                     legend=not seen), counter)
-    passage_scores: dict[str, float] = {}
-    for r in by_channel["facts"]:
-        for pid in r.row.passage_ids:
-            passage_scores.setdefault(pid, r.fine)
+    passage_scores = passage_ranking(by_channel["facts"], proprag)
     covered = list(dict.fromkeys(p for run in out_runs for p in run.passage_ids))
     docs = retriever.reader(retriever.topology()).passages(covered)
     context = AprContext(
@@ -351,8 +373,9 @@ def _answer_run(retriever, refs: Sequence[TripleRef], facts: list[RunRow], tripl
 
 
 class APRMode(RetrievalMode):
-    """Retrieval mode ``apr`` (spec §3): the top ``k`` passages of the retrieved fact runs (by
-    their best run's fine score) and the compact prompt as ``result.apr``. The reasoning
+    """Retrieval mode ``apr`` (spec §3): the top ``k`` passages of the retrieved fact runs
+    (:func:`passage_ranking`: their best run's fine score, fused with PropRAG's ranking when
+    the facts channel starts from it) and the compact prompt as ``result.apr``. The reasoning
     record adds the query's runs and session links (written before returning, so the
     session's next query sees them). Its answer reads the compact prompt, and becomes the
     query's answer run; the cited passages are those the prompt's runs stand for. A token

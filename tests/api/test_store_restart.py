@@ -1,0 +1,103 @@
+"""The API follows its managed store wherever it restarts: the store server is SIGKILLed
+under a running API and started again on other ports by another process (as a worker
+does), and the API answers 200 again within 30 s without a restart of its own; killed and
+left down, the next requests start it again. Its own data dir: the session's store is not
+touched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+
+def _start_elsewhere(settings) -> None:
+    """Start the managed store from another process (as a worker whose store call found it
+    down), which picks free ports; it runs on after that process exits."""
+    code = ("import sys; from pathweave.settings import Settings; from pathweave import store_server; "
+            "from pathlib import Path; "
+            "s = Settings(data_dir=Path(sys.argv[1])); s = s.model_copy(update={'store': s.store.model_copy("
+            "update={'backend': sys.argv[2]})}); print(store_server.start(s).bolt_uri)")
+    done = subprocess.run([sys.executable, "-c", code, str(settings.data_dir), settings.store.backend],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _kill(settings) -> int:
+    from pathweave import store_server
+
+    info = store_server.status(settings)
+    assert info is not None and info.pid
+    os.kill(info.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while store_server.status(settings) is not None:
+        assert time.monotonic() < deadline, "the killed store still reports running"
+        time.sleep(0.2)
+    return info.pid
+
+
+def _wait_done(client, headers, job_id: str) -> dict:
+    deadline = time.monotonic() + 120
+    while (job := client.get(f"/v1/jobs/{job_id}", headers=headers).json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    return job
+
+
+def _ready_again(client, headers, question: str, timeout: float = 30.0) -> list[int]:
+    statuses, deadline = [], time.monotonic() + timeout
+    while True:
+        response = client.post("/v1/query", headers=headers, json={"question": question, "k": 2})
+        statuses.append(response.status_code)
+        if response.status_code == 200:
+            return statuses
+        assert response.status_code == 503 and response.headers.get("Retry-After"), response.text
+        assert time.monotonic() < deadline, f"no 200 within {timeout} s after the restart: {statuses[-5:]}"
+        time.sleep(0.5)
+
+
+@pytest.mark.skipif(os.environ.get("PATHWEAVE_STORE_URI"), reason="an external store is not managed by Pathweave")
+def test_the_api_follows_the_store_restarted_elsewhere_and_restarts_it_when_down(
+        settings, base_store, embedder, extractor, api_settings, worker_settings, docs, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from pathweave import store_server
+    from pathweave_api.app import create_app
+    from pathweave_ingest.worker_runtime import Runtime
+
+    own = settings.model_copy(update={"data_dir": tmp_path / "data"})
+    keys = api_settings.model_copy(update={"keys_file": tmp_path / "keys.sqlite3"})
+    runtime = Runtime(own, worker_settings, embedder=embedder, extractor=extractor)
+    app = create_app(own, keys, worker_settings, runtime=runtime)
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            token, _ = app.state.services.keys.create("restart", "tests", 0)
+            headers = {"Authorization": f"Bearer {token}"}
+            submitted = client.post("/v1/documents", headers=headers, json={"documents": docs["core"]})
+            assert submitted.status_code == 202, submitted.text
+            assert _wait_done(client, headers, submitted.json()["job_id"])["status"] == "done"
+            question = "Where was Marie Curie born?"
+            before = client.post("/v1/query", headers=headers, json={"question": question, "k": 2})
+            assert before.status_code == 200
+            first = store_server.status(own)
+
+            old_pid = _kill(own)
+            _start_elsewhere(own)  # new process, new ports
+            moved = store_server.status(own)
+            assert moved is not None and moved.pid != old_pid
+            assert moved.bolt_uri != first.bolt_uri
+            statuses = _ready_again(client, headers, question)
+            after = client.post("/v1/query", headers=headers, json={"question": question, "k": 2}).json()
+            assert [p["passage_id"] for p in after["passages"]] == [p["passage_id"] for p in before.json()["passages"]]
+
+            _kill(own)  # left down: the API's next requests start it again
+            statuses += _ready_again(client, headers, question, timeout=60.0)
+            assert store_server.status(own) is not None
+    finally:
+        runtime.close()
+        store_server.stop(own)
