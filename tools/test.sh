@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite (called by `make test`, which .ci/run calls):
-# Redis for the Celery tests, the Cypher linter, the compose check, then pytest twice: on the
+# Redis for the Celery tests (stopped at the end when started here), the Cypher linter, the compose check, then pytest twice: on the
 # default store (ArcadeDB), then the store-facing tests on the managed Neo4j 5.26 + GDS 2.13
 # (built once from Maven Central by neo4j-server/pom.xml; Java 17 and Maven from Debian).
 # The explorer's browser test needs Debian's chromium + chromium-driver (installed
@@ -16,7 +16,13 @@ if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jdk-headless maven
 fi
 bash tools/vendor-ui.sh
-[ -x tools/start-redis.sh ] && bash tools/start-redis.sh
+# Redis for the Celery tests: started here unless one already runs, and then stopped when the
+# suite ends, however it ends (nothing the suite started is left running)
+REDIS_PORT="${REDIS_PORT:-6379}"
+if ! redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1; then
+  bash tools/start-redis.sh >/dev/null
+  trap 'redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true' EXIT
+fi
 [ -x tools/cypher-lint/run.sh ] && bash tools/cypher-lint/run.sh
 [ -x tools/check-compose.sh ] && bash tools/check-compose.sh
 .venv/bin/python -c "from pathweave import neo4j_server; print('managed Neo4j built in', neo4j_server.build())"

@@ -205,6 +205,10 @@ def test_the_facts_channel_starts_from_proprags_top_passages(pipeline, retriever
     one = Retriever(store, retriever.embedder, settings.model_copy(update={"tenant": store.tenant, "apr": narrow}))
     facts = [run for run in retrieve(one, question).context.runs if run.channel == "facts"]
     assert facts and {p for run in facts for p in run.passage_ids} == {top[0].passage_id}
+    # the mode's passages are the ones the facts channel started from, in PropRAG's order
+    proprag = [hit.passage_id for hit in retriever.query(question, k=3, write_record=False).passages]
+    assert [hit.passage_id for hit in retriever.query(question, mode="apr", k=3, write_record=False).passages] == \
+        proprag
     everywhere = settings.apr.model_copy(update={"facts_source": "index"})
     paper = Retriever(store, retriever.embedder, settings.model_copy(update={"tenant": store.tenant,
                                                                              "apr": everywhere}))
