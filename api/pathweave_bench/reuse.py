@@ -175,6 +175,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
             fresh, session = ask_sessions(sessions, "", lambda text, g, sid: _measure(retriever, text, g, sid, doc_of))
             results["fresh"] = _summary(fresh, counter, texts)
             results["session"] = _summary(session, counter, texts)
+            results["paired"] = paired(fresh, session)
             f, s = results["fresh"], results["session"]
             if f["prompt_tokens_later"]:
                 results["token_reduction_later"] = round(1 - s["prompt_tokens_later"] / f["prompt_tokens_later"], 4)
@@ -238,8 +239,24 @@ def proprag_rows(retriever: Retriever, sessions: list[tuple[dict, list[str], lis
         fresh, session = ask_sessions(
             track(sessions, description=f"proprag budget {budget}", console=stdout_console()), f"-b{budget}",
             lambda text, g, sid, budget=budget: _budgeted(retriever, text, g, budget, sid))
-        out[str(budget)] = {"fresh": summary(fresh), "session": summary(session)}
+        out[str(budget)] = {"fresh": summary(fresh), "session": summary(session), "paired": paired(fresh, session)}
     return out
+
+
+def paired(fresh: list[dict], session: list[dict]) -> dict:
+    """Session minus fresh on the same later questions (rows in the same order): the mean
+    difference of context recall and of prompt tokens, each with its standard error."""
+    def mean_se(values: list[float]) -> tuple[float | None, float | None]:
+        if not values:
+            return None, None
+        se = float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else None
+        return round(float(np.mean(values)), 4), (round(se, 4) if se is not None else None)
+
+    recall = [s["recall"] - f["recall"] for f, s in zip(fresh, session)
+              if f["recall"] is not None and s["recall"] is not None]
+    tokens = [s["prompt_tokens"] - f["prompt_tokens"] for f, s in zip(fresh, session)]
+    (r, r_se), (t, t_se) = mean_se(recall), mean_se(tokens)
+    return {"recall_delta": r, "recall_delta_se": r_se, "tokens_delta": t, "tokens_delta_se": t_se}
 
 
 def matched_recall(rows: dict, reference: int = 400) -> dict | None:
@@ -346,17 +363,21 @@ def print_table(results: dict, console: Console) -> None:
                       f"{row['runs_later']} ({row['runs_reused_later']})")
     console.print(table)
     if "token_reduction_later" in results:
+        se = (results.get("paired") or {}).get("recall_delta_se")
         console.print(f"session vs fresh: {results['token_reduction_later']:.1%} fewer prompt tokens, "
-                      f"context recall {results.get('recall_delta_later', 0):+.4f}")
+                      f"context recall {results.get('recall_delta_later', 0):+.4f}"
+                      + (f" (paired SE {se})" if se is not None else ""))
     if results.get("proprag"):
         budgets = Table(title="proprag with a token budget, later questions: fresh vs in a session")
         for column in ("budget", "fresh tokens", "fresh recall", "session tokens", "session recall",
-                       "lines (referenced)"):
+                       "recall, session - fresh (SE)", "lines (referenced)"):
             budgets.add_column(column)
         for budget, row in sorted(results["proprag"].items(), key=lambda item: int(item[0])):
             f, s = row["fresh"], row["session"]
+            d = row.get("paired") or {}
             budgets.add_row(budget, str(f["prompt_tokens_later"]), str(f["context_recall_later"]),
                             str(s["prompt_tokens_later"]), str(s["context_recall_later"]),
+                            f"{d.get('recall_delta')} ± {d.get('recall_delta_se')}",
                             f"{s['lines_later']} ({s['referenced_later']})")
         console.print(budgets)
     matched = results.get("matched")
