@@ -35,6 +35,24 @@ def test_start_status_stop_and_stale_pid(own_settings):
     assert not state.exists()
 
 
+@pytest.mark.arcadedb_only
+def test_a_server_whose_data_dir_is_gone_stops_itself(own_settings):
+    """A killed benchmark or test leaves its temporary data dir to be deleted: the managed
+    server notices and stops within a minute (issue 35: no orphaned servers)."""
+    import shutil
+    import time
+
+    from pathweave.processes import pid_alive
+
+    info = store_server.start(own_settings)
+    assert pid_alive(info.pid)
+    shutil.rmtree(own_settings.data_dir)
+    deadline = time.monotonic() + 60
+    while pid_alive(info.pid):
+        assert time.monotonic() < deadline, "the store server outlived its data directory by a minute"
+        time.sleep(0.5)
+
+
 def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
     monkeypatch.setattr(store_server, "port_open", lambda port: False)
     quick = own_settings.model_copy(

@@ -155,11 +155,17 @@ def _arcadedb_stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     return stop_recorded(info and info.pid, _server_dir(settings) / "server.json", timeout_s)
 
 
+DATA_DIR_CHECK_S = 5.0
+"""How often (s) the server process checks that its data directory still exists; a server
+whose data directory is gone (a killed benchmark's or test's temporary folder) stops."""
+
+
 def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
     """Entry point of the detached server process (``python -m pathweave.store_server``).
 
     The process (and the JVM inside it) runs with umask 077: every database, WAL and log
-    file it creates is private to the user."""
+    file it creates is private to the user. It stops on SIGTERM/SIGINT and when its data
+    directory is gone (checked every :data:`DATA_DIR_CHECK_S` s)."""
     os.umask(0o077)
     from arcadedb_embedded.server import ArcadeDBServer
 
@@ -178,9 +184,15 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
     server.start()
     state = Path(directory) / "server.json"
     write_json(state, {"pid": os.getpid(), "bolt_port": bolt_port, "http_port": http_port})
+    checked = time.monotonic()
     try:
         while not stopping():
             time.sleep(0.2)
+            if time.monotonic() - checked >= DATA_DIR_CHECK_S:
+                checked = time.monotonic()
+                if not Path(directory).exists():  # e.g. a killed benchmark's temporary data dir
+                    print("data directory removed: stopping the store server", flush=True)
+                    break
     finally:
         server.stop()
         state.unlink(missing_ok=True)
