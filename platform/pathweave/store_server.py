@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -70,6 +71,73 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     if settings.store.backend == "neo4j":
         return neo4j_server.stop(settings, timeout_s)
     return _arcadedb_stop(settings, timeout_s)
+
+
+def backup(settings: Settings, target: Path) -> Path:
+    """Back up the managed ArcadeDB's database ``settings.store.database`` into the zip
+    ``target`` (a file path; its folder must exist), online: ArcadeDB's own ``BACKUP
+    DATABASE`` runs while queries and writes go on (the database's consistent state at a
+    point in time). Starts the server when it does not run. Returns ``target``. Raises
+    ValueError for a target that exists or whose folder does not, and for the managed Neo4j
+    (Community has no online backup: stop it and use ``neo4j-admin database dump``);
+    :class:`ServerError` when ArcadeDB refuses."""
+    target = Path(target).expanduser().resolve()
+    if settings.store.backend != "arcadedb" or settings.store.uri:
+        raise ValueError("db backup works on the managed ArcadeDB store; for Neo4j stop the server and use "
+                         "`neo4j-admin database dump`")
+    if target.exists():
+        raise ValueError(f"{target} exists: backups never overwrite a file")
+    if not target.parent.is_dir():
+        raise ValueError(f"{target.parent} is not a folder")
+    info = start(settings)
+    name = f"pathweave-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.zip"
+    _arcadedb_command(info, settings.store.database, f"backup database file://{name}")
+    made = _server_dir(settings) / "databases" / "backups" / settings.store.database / name
+    if not made.is_file():
+        raise ServerError(f"ArcadeDB reported a backup but {made} is not there")
+    shutil.move(str(made), target)
+    return target
+
+
+def restore(settings: Settings, source: Path) -> None:
+    """Replace the managed ArcadeDB's database ``settings.store.database`` with the backup
+    ``source`` (a zip from :func:`backup`), with ArcadeDB's own ``RESTORE DATABASE``. The
+    archive is first restored under a scratch name, so a file that is no backup is refused
+    with the database unchanged. Query processes catch up by the restored graph version
+    (their topologies reload). Raises ValueError for a missing source or the managed Neo4j,
+    :class:`ServerError` when ArcadeDB refuses (the database unchanged)."""
+    source = Path(source).expanduser().resolve()
+    if settings.store.backend != "arcadedb" or settings.store.uri:
+        raise ValueError("db restore works on the managed ArcadeDB store; for Neo4j use `neo4j-admin database load`")
+    if not source.is_file():
+        raise ValueError(f"no backup file {source}")
+    info = start(settings)
+    scratch = f"{settings.store.database}_restore_check"
+    _arcadedb_server_command(info, f"drop database {scratch}", missing_ok=True)
+    try:
+        _arcadedb_server_command(info, f"restore database {scratch} file://{source}")
+    except ServerError as exc:
+        raise ServerError(f"{source} is not a backup ArcadeDB can restore; nothing changed: {exc}") from None
+    finally:
+        _arcadedb_server_command(info, f"drop database {scratch}", missing_ok=True)
+    _arcadedb_server_command(info, f"drop database {settings.store.database}", missing_ok=True)
+    _arcadedb_server_command(info, f"restore database {settings.store.database} file://{source}")
+
+
+def _arcadedb_command(info: ServerInfo, database: str, command: str) -> None:
+    """Run one SQL ``command`` on ``database`` (ArcadeDB's HTTP API); ServerError when refused."""
+    with httpx.Client(base_url=info.http_url, auth=(info.user, info.password), timeout=3600) as client:
+        response = client.post(f"/api/v1/command/{database}", json={"language": "sql", "command": command})
+    if response.status_code != 200:
+        raise ServerError(f"{command.split(' file')[0]}: {response.text[:500]}")
+
+
+def _arcadedb_server_command(info: ServerInfo, command: str, missing_ok: bool = False) -> None:
+    """Run one server ``command`` (ArcadeDB's HTTP API); ServerError when refused."""
+    with httpx.Client(base_url=info.http_url, auth=(info.user, info.password), timeout=3600) as client:
+        response = client.post("/api/v1/server", json={"command": command})
+    if response.status_code != 200 and not (missing_ok and "does not exist" in response.text):
+        raise ServerError(f"{command.split(' file')[0]}: {response.text[:500]}")
 
 
 def _arcadedb_status(settings: Settings) -> ServerInfo | None:
@@ -177,6 +245,8 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
             "http_port": http_port,
             "server_plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin",
             "bolt_port": bolt_port,
+            # `pathweave db restore` reads the backup zip from a local path (root only, loopback)
+            "server_restoreImportAllowLocalUrls": "true",
         },
         jvm_kwargs={"heap_size": heap},
     )
