@@ -35,6 +35,24 @@ def test_start_status_stop_and_stale_pid(own_settings):
     assert not state.exists()
 
 
+@pytest.mark.arcadedb_only
+def test_a_server_whose_data_dir_is_gone_stops_itself(own_settings):
+    """A killed benchmark or test leaves its temporary data dir to be deleted: the managed
+    server notices and stops within a minute (issue 35: no orphaned servers)."""
+    import shutil
+    import time
+
+    from pathweave.processes import pid_alive
+
+    info = store_server.start(own_settings)
+    assert pid_alive(info.pid)
+    shutil.rmtree(own_settings.data_dir)
+    deadline = time.monotonic() + 60
+    while pid_alive(info.pid):
+        assert time.monotonic() < deadline, "the store server outlived its data directory by a minute"
+        time.sleep(0.5)
+
+
 def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):
     monkeypatch.setattr(store_server, "port_open", lambda port: False)
     quick = own_settings.model_copy(
@@ -77,3 +95,27 @@ def test_make_private_fixes_files_of_an_older_install(tmp_path):
     store_server.make_private(tmp_path / "server")
     assert stat.S_IMODE(os.stat(old).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(old / "data.wal").st_mode) == 0o600
+
+
+@pytest.mark.arcadedb_only
+def test_the_demo_stops_the_servers_it_started_and_leaves_the_others(own_settings, monkeypatch):
+    """`pathweave demo` (its body replaced by one that only starts the store, as the real one
+    does on its first store call) stops the store server it started, even when it fails, and
+    leaves one that ran before it."""
+    from pathweave_cli import demo
+
+    def body(settings, console):
+        store_server.start(settings)
+        raise RuntimeError("the demo failed half-way")
+
+    monkeypatch.setattr(demo, "_run", body)
+    with pytest.raises(RuntimeError):
+        demo.run_demo(own_settings)
+    assert store_server.status(own_settings) is None  # started by the demo: stopped
+    info = store_server.start(own_settings)
+    try:
+        monkeypatch.setattr(demo, "_run", lambda settings, console: store_server.start(settings))
+        demo.run_demo(own_settings)
+        assert store_server.status(own_settings) == info  # ran before: runs on
+    finally:
+        store_server.stop(own_settings)

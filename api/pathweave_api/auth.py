@@ -1,6 +1,7 @@
-"""Authentication of ``/v1`` requests (FastAPI dependency :data:`Principal`): the bearer
-API key, verified against the key store (argon2id), failed attempts throttled per key id
-and client address, then the key's rate limit; 401/429 problems otherwise."""
+"""Authentication of ``/v1`` requests (FastAPI dependencies :data:`QueryKey`,
+:data:`IngestKey`; scope ``admin`` includes both): the bearer API key, verified against the key store
+(argon2id), failed attempts throttled per key id and client address, then the key's rate
+limit, then its scope; 401/429/403 problems otherwise."""
 
 from __future__ import annotations
 
@@ -56,3 +57,20 @@ def principal(request: Request, svc: ServicesDep,
     return key
 
 Principal = Annotated[ApiKey, Depends(principal)]
+
+
+def scoped(scope: str):
+    """A dependency: the request's API key (:func:`principal`) when its scope includes
+    ``scope`` (:data:`pathweave_api.keys.SCOPES`), else 403 ``insufficient-scope``."""
+    def check(key: Principal) -> ApiKey:
+        if not key.allows(scope):
+            raise ApiProblem(403, f"this API key has scope {key.scope!r}; this route needs {scope!r} "
+                                  f"(create one with `pathweave keys create --scope {scope}`)", "insufficient-scope")
+        return key
+    return check
+
+
+QueryKey = Annotated[ApiKey, Depends(scoped("query"))]
+"""A key that may query and read reasoning records (every scope)."""
+IngestKey = Annotated[ApiKey, Depends(scoped("ingest"))]
+"""A key that may also submit, replace and delete documents and read jobs."""

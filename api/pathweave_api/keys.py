@@ -1,4 +1,8 @@
-"""API keys: ``pw_<key id>_<secret>`` bearer tokens, each bound to one tenant.
+"""API keys: ``pw_<key id>_<secret>`` bearer tokens, each bound to one tenant and one
+scope (:data:`SCOPES`): ``query`` may query and read reasoning records; ``ingest`` may
+also submit, replace and delete documents and read jobs; ``admin`` may do everything
+(keys themselves are managed with ``pathweave keys``). Keys made before scopes existed
+are ``admin``.
 
 Stored in a small SQLite file (mode 0600) with the secret hashed by argon2id
 (a password KDF; ``argon2-cffi`` defaults: 64 MiB, 3 passes, or
@@ -32,6 +36,9 @@ from pathweave.settings import ApiSettings
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOKEN = re.compile(r"^pw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
 
+SCOPES = ("query", "ingest", "admin")
+"""Key scopes, each allowing what the ones before it allow."""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY,
@@ -40,7 +47,8 @@ CREATE TABLE IF NOT EXISTS api_keys (
     secret_hash TEXT NOT NULL,
     created_at TEXT NOT NULL,
     revoked_at TEXT,
-    rate_limit_per_s REAL
+    rate_limit_per_s REAL,
+    scope TEXT NOT NULL DEFAULT 'admin'
 )
 """
 
@@ -55,10 +63,15 @@ class ApiKey:
     created_at: str
     revoked_at: str | None = None
     rate_limit_per_s: float | None = None
+    scope: str = "admin"
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    def allows(self, scope: str) -> bool:
+        """Whether this key's scope includes ``scope`` (query < ingest < admin)."""
+        return SCOPES.index(self.scope) >= SCOPES.index(scope)
 
 
 def valid_tenant(tenant: str) -> bool:
@@ -91,6 +104,9 @@ class KeyStore:
             os.close(fd)
         with self._connect() as db:
             db.execute(_SCHEMA)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(api_keys)")}
+            if "scope" not in columns:  # a key file from before scopes: its keys become admin
+                db.execute("ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'admin'")
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=10)
@@ -100,25 +116,31 @@ class KeyStore:
     @staticmethod
     def _record(row: sqlite3.Row) -> ApiKey:
         return ApiKey(row["key_id"], row["tenant"], row["name"], row["created_at"], row["revoked_at"],
-                      row["rate_limit_per_s"])
+                      row["rate_limit_per_s"], row["scope"])
 
-    def create(self, tenant: str, name: str = "", rate_limit_per_s: float | None = None) -> tuple[str, ApiKey]:
-        """A new key for ``tenant``: ``(token, record)``. The token is not stored and cannot be shown again.
+    def create(self, tenant: str, name: str = "", rate_limit_per_s: float | None = None,
+               scope: str = "admin") -> tuple[str, ApiKey]:
+        """A new key for ``tenant`` with ``scope`` (:data:`SCOPES`): ``(token, record)``. The
+        token is not stored and cannot be shown again.
 
-        Raises ValueError on an invalid tenant name (letters, digits, ``_.-``, at most 64).
+        Raises ValueError on an invalid tenant name (letters, digits, ``_.-``, at most 64), a
+        negative rate limit or an unknown scope.
         """
         if not valid_tenant(tenant):
             raise ValueError("tenant must be 1-64 characters: letters, digits, '_', '.', '-' (not first)")
+        if scope not in SCOPES:
+            raise ValueError(f"unknown scope {scope!r}; use {', '.join(SCOPES)}")
         if rate_limit_per_s is not None and rate_limit_per_s < 0:
             raise ValueError("rate limit must be >= 0")
         key_id = secrets.token_hex(8)
         secret = secrets.token_urlsafe(32)
-        record = ApiKey(key_id, tenant, name[:200], datetime.now(timezone.utc).isoformat(), None, rate_limit_per_s)
+        record = ApiKey(key_id, tenant, name[:200], datetime.now(timezone.utc).isoformat(), None, rate_limit_per_s,
+                        scope)
         with self._connect() as db:
             db.execute(
-                "INSERT INTO api_keys (key_id, tenant, name, secret_hash, created_at, rate_limit_per_s) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (key_id, tenant, record.name, self._hasher.hash(secret), record.created_at, rate_limit_per_s),
+                "INSERT INTO api_keys (key_id, tenant, name, secret_hash, created_at, rate_limit_per_s, scope) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key_id, tenant, record.name, self._hasher.hash(secret), record.created_at, rate_limit_per_s, scope),
             )
         return f"pw_{key_id}_{secret}", record
 

@@ -163,12 +163,14 @@ def install(app: FastAPI) -> None:
 
 ERR = {"model": Problem}
 _AUTHERRORS = {401: {**ERR, "description": "Missing, invalid or revoked API key."},
+               403: {**ERR, "description": "The API key's scope does not include this route "
+                                           "(query < ingest < admin)."},
                 429: {**ERR, "description": "Rate limit of the API key exceeded (see Retry-After)."},
                 503: {**ERR, "description": "Store, broker or (to answer) LLM unavailable; retry later."}}
 
 
 def errors(*codes: int) -> dict[int, dict]:
-    """OpenAPI ``responses`` of an authenticated route: 401/429/503 and ``codes``, each a Problem."""
+    """OpenAPI ``responses`` of an authenticated route: 401/403/429/503 and ``codes``, each a Problem."""
     text = {400: "Malformed request (empty body, malformed JSON, not UTF-8).",
             404: "Unknown id for this tenant.", 409: "Conflict with the resource's state.",
             413: "Body or document over the size limit.", 415: "Unsupported content type.",

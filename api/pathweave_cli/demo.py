@@ -48,12 +48,42 @@ def package_documents() -> list[SourceDocument]:
 
 
 def run_demo(settings: Settings) -> None:
-    """Ingest the package READMEs (idempotent) and print answers to :data:`QUESTIONS`."""
-    from pathweave_cli.render import print_result
+    """Ingest the package READMEs (idempotent) and print answers to :data:`QUESTIONS`. The
+    store server and the model server the demo started are stopped at the end, however it
+    ends; servers that ran before it run on, and the demo says so."""
+    from pathweave import store_server
+    from pathweave.llm import server as llm_server
     from pathweave.terminal import stdout_console
-    from pathweave_ingest.console import run_ingest
 
     console = stdout_console()
+    store_before = store_server.status(settings) is not None
+    llm_before = llm_server.status(settings.data_dir) is not None
+    try:
+        _run(settings, console)
+    finally:
+        stopped, running = [], []
+        for name, before, status, stop in (
+                ("store server", store_before, lambda: store_server.status(settings),
+                 lambda: store_server.stop(settings)),
+                ("model server", llm_before, lambda: llm_server.status(settings.data_dir),
+                 lambda: llm_server.stop(settings.data_dir))):
+            if status() is None:
+                continue
+            if before:
+                running.append(name)
+            elif stop():
+                stopped.append(name)
+        if stopped:
+            console.print(f"[dim]stopped the {' and the '.join(stopped)} the demo started[/]")
+        if running:
+            console.print(f"[dim]still running, as before the demo: the {' and the '.join(running)} "
+                          "(stop: pathweave db stop / pathweave llm stop)[/]")
+
+
+def _run(settings: Settings, console) -> None:
+    from pathweave_cli.render import print_result
+    from pathweave_ingest.console import run_ingest
+
     documents = package_documents()
     console.print(f"[bold]Pathweave demo[/]: {len(documents)} package READMEs from this machine's site-packages")
     with open_store(settings) as store:

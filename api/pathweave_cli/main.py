@@ -123,6 +123,38 @@ def db_stop(backend: Optional[str] = BackendOption) -> None:
     console.print("stopped" if store_server.stop(_store_settings(backend)) else "no server was running")
 
 
+@db_app.command("backup")
+def db_backup(path: Path = typer.Argument(..., help="The backup file to write (.zip; never overwritten)."),
+              backend: Optional[str] = BackendOption) -> None:
+    """Back up the managed store's database online (ArcadeDB's BACKUP DATABASE: queries and
+    ingestion go on) into PATH."""
+    from pathweave import store_server
+    from pathweave.processes import ServerError
+
+    try:
+        written = store_server.backup(_store_settings(backend), path)
+    except (ValueError, ServerError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    console.print(f"backup written: {written} ({written.stat().st_size / 2**20:.1f} MiB)")
+
+
+@db_app.command("restore")
+def db_restore(path: Path = typer.Argument(..., help="A backup file from `pathweave db backup`."),
+               backend: Optional[str] = BackendOption) -> None:
+    """Replace the managed store's database with the backup PATH (checked first: a file
+    that is no backup changes nothing). Running API processes and workers catch up."""
+    from pathweave import store_server
+    from pathweave.processes import ServerError
+
+    try:
+        store_server.restore(_store_settings(backend), path)
+    except (ValueError, ServerError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    console.print(f"restored from {path}")
+
+
 @db_app.command("status")
 def db_status(backend: Optional[str] = BackendOption) -> None:
     """Print whether the managed store server runs (exit 1 if not)."""

@@ -108,19 +108,22 @@ def keys_create(
     name: str = typer.Option("", help="A label (who or what uses the key)."),
     rate_limit: Optional[float] = typer.Option(None, help="Requests/s for this key (0 = unlimited; "
                                                            "default PATHWEAVE_API_RATE_LIMIT_PER_S)."),
-    as_json: bool = typer.Option(False, "--json", help="Print {token, key_id, tenant} as JSON."),
+    scope: str = typer.Option("admin", help="query (query and read records) | ingest (also submit, replace, "
+                                             "delete documents) | admin (everything)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {token, key_id, tenant, scope} as JSON."),
 ) -> None:
     """Create a key and print its token (shown once: it is stored only as a hash)."""
     try:
-        token, record = _key_store().create(tenant, name, rate_limit)
+        token, record = _key_store().create(tenant, name, rate_limit, scope)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     if as_json:
         sys.stdout.write(json.dumps({"token": token, "key_id": record.key_id, "tenant": record.tenant,
-                                     "name": record.name}) + "\n")
+                                     "name": record.name, "scope": record.scope}) + "\n")
         return
-    console.print(f"key {record.key_id} for tenant {record.tenant!r} created; the token is shown only now:")
+    console.print(f"key {record.key_id} for tenant {record.tenant!r} (scope {record.scope}) created; "
+                  "the token is shown only now:")
     sys.stdout.write(token + "\n")
 
 
@@ -135,11 +138,11 @@ def keys_list(
         for key in keys:
             sys.stdout.write(json.dumps({"key_id": key.key_id, "tenant": key.tenant, "name": key.name,
                                          "created_at": key.created_at, "revoked_at": key.revoked_at,
-                                         "rate_limit_per_s": key.rate_limit_per_s}) + "\n")
+                                         "rate_limit_per_s": key.rate_limit_per_s, "scope": key.scope}) + "\n")
         return
-    table = Table("key id", "tenant", "name", "created", "revoked", "rate limit/s")
+    table = Table("key id", "tenant", "scope", "name", "created", "revoked", "rate limit/s")
     for key in keys:
-        table.add_row(key.key_id, key.tenant, key.name, key.created_at[:19], (key.revoked_at or "")[:19],
+        table.add_row(key.key_id, key.tenant, key.scope, key.name, key.created_at[:19], (key.revoked_at or "")[:19],
                       "default" if key.rate_limit_per_s is None else f"{key.rate_limit_per_s:g}")
     stdout_console().print(table)
 

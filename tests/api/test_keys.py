@@ -105,3 +105,43 @@ def test_the_pathweave_command_has_every_command():
     assert names(bench) == {"musique", "scale", "api", "select", "qa", "extract", "reuse"}
     help_text = CliRunner().invoke(app, ["bench", "--help"]).output
     assert all(name in help_text for name in ("musique", "scale", "api", "select", "qa", "extract", "reuse"))
+
+
+def test_scopes_and_a_key_file_from_before_scopes(key_store, tmp_path):
+    import sqlite3
+
+    query, record = key_store.create("acme", "tool", scope="query")
+    assert record.scope == "query" and key_store.authenticate(query).scope == "query"
+    assert [key_store.create("acme", scope=s)[1].allows("ingest") for s in ("query", "ingest", "admin")] == \
+        [False, True, True]
+    with pytest.raises(ValueError, match="unknown scope 'root'"):
+        key_store.create("acme", scope="root")
+    # a key file written before scopes: its keys become admin, new keys get their scope
+    old = tmp_path / "old-keys.sqlite3"
+    with sqlite3.connect(old) as db:
+        db.execute("CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL "
+                   "DEFAULT '', secret_hash TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, "
+                   "rate_limit_per_s REAL)")
+        db.execute("INSERT INTO api_keys VALUES ('0123456789abcdef', 'acme', 'old', 'x', '2026-01-01', NULL, NULL)")
+    migrated = KeyStore(old)
+    assert migrated.get("0123456789abcdef").scope == "admin"
+    assert migrated.create("acme", scope="ingest")[1].scope == "ingest"
+
+
+def test_keys_cli_scope(tmp_path, monkeypatch):
+    from pathweave.settings import get_settings
+
+    monkeypatch.setenv("PATHWEAVE_API_KEYS_FILE", str(tmp_path / "cli-keys.sqlite3"))
+    get_settings.cache_clear()
+    try:
+        from pathweave_cli.main import app
+
+        runner = CliRunner()
+        created = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scope", "query", "--json"])
+        assert created.exit_code == 0 and json.loads(created.stdout.strip().splitlines()[-1])["scope"] == "query"
+        listed = [json.loads(line) for line in runner.invoke(app, ["keys", "list", "--json"]).stdout.splitlines()]
+        assert [row["scope"] for row in listed] == ["query"]
+        refused = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scope", "root"])
+        assert refused.exit_code == 2 and "unknown scope" in refused.output
+    finally:
+        get_settings.cache_clear()

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
-from pathweave_api.auth import Principal, too_many
+from pathweave_api.auth import IngestKey, too_many
 from pathweave_api.bodies import json_body, media_type, read_documents, read_files, require_json
 from pathweave_api.models import (
     DOC_ID_PATTERN,
@@ -101,7 +101,7 @@ def router(api: ApiSettings) -> APIRouter:
             "multipart/form-data": {"schema": files_schema},
         }}},
     )
-    async def submit_documents(request: Request, response: Response, key: Principal,
+    async def submit_documents(request: Request, response: Response, key: IngestKey,
                                svc: ServicesDep) -> dict[str, Any]:
         docs = await read_documents(request, svc)
         result = await run_in_threadpool(submit, svc, key.tenant, docs)
@@ -113,7 +113,7 @@ def router(api: ApiSettings) -> APIRouter:
              responses=errors(422))
     def list_documents(
         request: Request,
-        key: Principal,
+        key: IngestKey,
         svc: ServicesDep,
         status: Annotated[DocStatus | None, Query(description="Only documents in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50,
@@ -129,7 +129,7 @@ def router(api: ApiSettings) -> APIRouter:
     @router.get("/v1/documents/{doc_id}", response_model=DocumentText, tags=["documents"],
              summary="A document and its passages", description="An ingested document with its passages' text "
              "in reading order (the reasoning explorer links passages to it).", responses=errors(404, 422))
-    def get_document(key: Principal, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
+    def get_document(key: IngestKey, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
             "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
         store = svc.store(key.tenant)
         rows = svc.guard(store.run, "api_document_get", doc_id=doc_id)
@@ -149,7 +149,7 @@ def router(api: ApiSettings) -> APIRouter:
                      "and triples only it states/asserts, and entities nothing else mentions (shared entities "
                      "stay; alias groups stay consistent). 409 while the document is queued or running."),
         responses=errors(404, 409, 422))
-    def delete_document(key: Principal, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
+    def delete_document(key: IngestKey, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
             "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
         try:
             result = svc.guard(jobs.delete_document, svc.store(key.tenant), doc_id)
@@ -177,7 +177,7 @@ def router(api: ApiSettings) -> APIRouter:
             "multipart/form-data": {"schema": put_file_schema},
         }}},
     )
-    async def put_document(request: Request, response: Response, key: Principal, svc: ServicesDep, external_id: Annotated[
+    async def put_document(request: Request, response: Response, key: IngestKey, svc: ServicesDep, external_id: Annotated[
             str, Path(pattern=EXTERNAL_ID_PATTERN, description="The caller's id of the document (its source).",
                       examples=["policies:travel-2024"])]) -> dict[str, Any]:
         media = media_type(request)

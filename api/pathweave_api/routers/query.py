@@ -11,7 +11,7 @@ from pydantic import Field, create_model
 from pathweave.citations import cite_result
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
-from pathweave_api.auth import Principal
+from pathweave_api.auth import QueryKey
 from pathweave_api.bodies import json_body
 from pathweave_api.models import TEXT_PATTERN, QueryRequest, QueryResponse, json_int
 from pathweave_api.problems import ApiProblem, errors
@@ -94,7 +94,7 @@ def router(body: type[QueryRequest]) -> APIRouter:
                       "budget": {"summary": "With a token budget", "value": {
                           "question": "Which river flows through the capital of Poland?", "mode": "dense", "k": 3,
                           "token_budget": 512}}}}}}})
-    async def query(request: Request, key: Principal, svc: ServicesDep):
+    async def query(request: Request, key: QueryKey, svc: ServicesDep):
         req = await json_body(request, body, '{"question": "...", "mode": "proprag", "k": 5}')
         return await run_in_threadpool(answer, svc, key.tenant, req)
 

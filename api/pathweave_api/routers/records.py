@@ -6,7 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 
 from pathweave.settings import ApiSettings
-from pathweave_api.auth import Principal
+from pathweave_api.auth import QueryKey
 from pathweave_api.models import HEX32_PATTERN, QueryList, ReasoningRecord
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import ServicesDep
@@ -48,7 +48,7 @@ def router(api: ApiSettings) -> APIRouter:
 
     @router.get("/v1/queries/{query_id}", response_model=ReasoningRecord, tags=["query"],
              summary="A query's reasoning record", responses=errors(404, 422))
-    def get_record(key: Principal, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
+    def get_record(key: QueryKey, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
         from pathweave.reasoning_records import read_reasoning_record
 
@@ -66,7 +66,7 @@ def router(api: ApiSettings) -> APIRouter:
 
     @router.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
              description="The tenant's queries (their reasoning records), newest first.", responses=errors(422))
-    def list_queries(request: Request, key: Principal, svc: ServicesDep,
+    def list_queries(request: Request, key: QueryKey, svc: ServicesDep,
                      limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50):
         unknown = sorted(set(request.query_params) - {"limit"})
         if unknown:

@@ -1,0 +1,97 @@
+"""Backup and restore of the managed ArcadeDB store (issue 35) with ArcadeDB's own
+BACKUP/RESTORE DATABASE: a backup taken while queries run restores a store that answers
+the same questions with the same top-5 passages; a query process that saw the later graph
+catches up by the restored graph version; a file that is no backup changes nothing. Its
+own data dir: the session's store is not touched."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pathweave import store_server
+from pathweave.processes import ServerError
+from pathweave.retrieval.retriever import Retriever
+from pathweave_ingest.loaders import SourceDocument, load_path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+QUESTIONS = ["Where was Marie Curie born?", "On which river stands the city where Marie Curie was born?",
+             "Which prize did Pierre Curie win?"]
+
+
+@pytest.mark.arcadedb_only
+def test_an_online_backup_restores_the_same_answers(settings, embedder, extractor, tmp_path, monkeypatch):
+    from pathweave.settings import get_settings
+    from pathweave.store import open_store
+    from pathweave_cli.main import app
+    from pathweave_ingest.pipeline import Pipeline
+
+    own = settings.model_copy(update={"data_dir": tmp_path / "data", "tenant": "backup"})
+    monkeypatch.setenv("PATHWEAVE_DATA_DIR", str(own.data_dir))  # the CLI's settings
+    get_settings.cache_clear()
+    store = open_store(own)
+    try:
+        documents, errors = load_path(FIXTURES / "docs", own.ingest.max_file_bytes)
+        Pipeline(store, embedder, extractor, own).ingest(documents, errors)
+        retriever = Retriever(store, embedder, own)
+        before = {q: [h.passage_id for h in retriever.query(q, write_record=False).passages] for q in QUESTIONS}
+        version = store.graph_version()
+
+        stop = threading.Event()
+        answered: list[int] = []
+
+        def ask() -> None:  # queries go on while the backup runs
+            while not stop.is_set():
+                answered.append(len(retriever.query(QUESTIONS[0], write_record=False).passages))
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        try:
+            result = CliRunner().invoke(app, ["db", "backup", str(tmp_path / "store.zip")])
+        finally:
+            stop.set()
+            asking.join()
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / "store.zip").stat().st_size > 0 and answered and all(answered)
+        again = CliRunner().invoke(app, ["db", "backup", str(tmp_path / "store.zip")])
+        assert again.exit_code == 2 and "never overwrite" in again.output
+
+        # the graph moves on, then the backup is restored
+        extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
+        Pipeline(store, embedder, extractor, own).ingest([extra])
+        assert store.graph_version() > version
+        assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version
+        (tmp_path / "bad.zip").write_text("not a backup")
+        with pytest.raises(ServerError, match="nothing changed"):
+            store_server.restore(own, tmp_path / "bad.zip")
+        assert store.graph_version() > version  # the bad file changed nothing
+        restored = CliRunner().invoke(app, ["db", "restore", str(tmp_path / "store.zip")])
+        assert restored.exit_code == 0, restored.output
+        assert _retry(store.graph_version) == version
+        # the query process that saw the later graph catches up (its topology reloads)
+        after = {q: [h.passage_id for h in _retry(lambda q=q: retriever.query(q, write_record=False)).passages]
+                 for q in QUESTIONS}
+        assert after == before
+        fresh = Retriever(store, embedder, own)
+        assert {q: [h.passage_id for h in fresh.query(q, write_record=False).passages] for q in QUESTIONS} == before
+    finally:
+        get_settings.cache_clear()
+        store.close()
+        store_server.stop(own)
+
+
+def _retry(call, attempts: int = 5):
+    """A client's first call after the database was replaced may meet the old one's closed
+    session (a transient error); the next one works."""
+    import time
+
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception:  # noqa: BLE001
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
