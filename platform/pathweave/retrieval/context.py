@@ -232,8 +232,9 @@ def select_context(graph: CandidateGraph, budget_tokens: int, method: str, count
     kinds = {node.id: node.kind for node in graph.nodes}
     expanded = None
     if session is not None:
+        chosen = set(selection.selected)
         full = {node.id: render_line(node.model_copy(update={"sent": False}), style) for node in graph.nodes
-                if node.sent and node.id in set(selection.selected)}
+                if node.sent and node.id in chosen}
         expanded = "\n".join(full.get(item.id, item.line) for item in context.items)
     return BudgetedContext(
         text=text, token_count=counter.count(text) if legend else context.token_count, tokenizer=counter.name,
