@@ -61,13 +61,15 @@ class Ranked:
 class AprOutcome:
     """What :func:`retrieve` returns: the ``context`` (prompt, runs, tokens, passages), the
     ``query_id``, the ranked passages ``passage_scores`` (passage id -> score, best first:
-    :func:`passage_ranking`) and the question's ``(d,)`` vector."""
+    :func:`passage_ranking`), the question's ``(d,)`` vector and, with the facts channel from
+    PropRAG, ``passages``: PropRAG's hits in that order (texts and citations read once)."""
 
     query_id: str
     context: AprContext
     passage_scores: dict[str, float] = field(default_factory=dict)
     query: np.ndarray | None = None
     _write: Callable[[str | None], None] | None = field(default=None, repr=False)
+    passages: list | None = None
 
     def record(self, answer_text: str | None = None) -> None:
         """Write this query's APR record now (see :func:`retrieve`'s ``write_record``), its
@@ -124,17 +126,17 @@ def _encode_question(retriever, question: str) -> EncodedQuestion:
                            symbol_vecs, names)
 
 
-def fact_candidates(retriever, question: str, passages: int) -> tuple[list[str], dict[str, float]]:
+def fact_candidates(retriever, question: str, passages: int) -> tuple[list[str], list]:
     """The facts channel's candidates from PropRAG (setting ``apr.facts_source = "proprag"``):
-    ``(run ids, {passage id: PropRAG score})``: the fact runs of the top ``passages`` passages
-    PropRAG ranks for ``question`` (nothing written), in their passages' order, and those
-    passages best first."""
+    ``(run ids, passage hits)``: the fact runs of the top ``passages`` passages PropRAG ranks
+    for ``question`` (nothing written), in their passages' order, and those passages best
+    first, texts and citations included (the mode returns them without reading them again)."""
     hits = retriever.search(question, mode="proprag", k=passages, write_record=False).result.passages
     ranked = {hit.passage_id: hit.score for hit in hits}
     order = {pid: i for i, pid in enumerate(ranked)}
     rows = retriever.store.run("apr_passage_fact_runs", ids=list(ranked))
     rows.sort(key=lambda row: order[row["passage_id"]])
-    return list(dict.fromkeys(row["run_id"] for row in rows)), ranked
+    return list(dict.fromkeys(row["run_id"] for row in rows)), hits
 
 
 def passage_ranking(fine_ranked: Sequence["Ranked"], proprag: dict[str, float] | None) -> dict[str, float]:
@@ -284,7 +286,8 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     counter = retriever.token_counter()
     prompt = compact_prompt(Payload(question, prompt_runs, [c for c in reused_codes if c is not None],
                                     legend=not seen), counter)
-    passage_scores = passage_ranking(by_channel["facts"], proprag)
+    passage_scores = passage_ranking(by_channel["facts"],
+                                     None if proprag is None else {hit.passage_id: hit.score for hit in proprag})
     covered = list(dict.fromkeys(p for run in out_runs for p in run.passage_ids))
     docs = retriever.reader(retriever.topology()).passages(covered)
     context = AprContext(
@@ -297,7 +300,7 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     def write(answer: str | None) -> None:
         _write(retriever, query_id, question, session_id, q, out_runs, facts, triple_rows, answer)
 
-    outcome = AprOutcome(query_id, context, passage_scores, q.vector, write)
+    outcome = AprOutcome(query_id, context, passage_scores, q.vector, write, passages=proprag)
     if write_record:
         outcome.record(answer_text)
     return outcome
@@ -391,8 +394,11 @@ class APRMode(RetrievalMode):
         ranked = list(outcome.passage_scores.items())[:request.k]
         result = QueryResult(query_id=outcome.query_id, question=request.question, mode="apr", passages=[],
                              graph_version=topology.version, apr=outcome.context)
-        result.passages = retriever.passage_hits(retriever.reader(topology), [p for p, _ in ranked],
-                                                 [s for _, s in ranked])
+        if outcome.passages is not None:  # PropRAG's hits, read by the facts channel's search
+            result.passages = outcome.passages[:request.k]
+        else:
+            result.passages = retriever.passage_hits(retriever.reader(topology), [p for p, _ in ranked],
+                                                     [s for _, s in ranked])
         if record:
             retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
         result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
