@@ -177,10 +177,11 @@ def llm_settings():
 
 @pytest.fixture(scope="session")
 def llm_server(base_store, settings, llm_settings):
-    """The running managed server (stopped before the store's teardown removes the data dir)."""
+    """The running managed server, owned by this process (stopped before the store's teardown
+    removes the data dir; a killed test run leaves none behind)."""
     from pathweave.llm import server
 
-    info = server.start(settings.data_dir, llm_settings)
+    info = server.start(settings.data_dir, llm_settings, owner=os.getpid())
     yield info
     server.stop(settings.data_dir)
 

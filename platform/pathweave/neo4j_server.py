@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 from pathweave.processes import (
-    ServerError, ServerInfo, free_port, make_private, pid_alive, port_free, port_open, private_dir,
-    read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
+    Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_free,
+    port_open, private_dir, read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
 )
 from pathweave.settings import Settings
 
@@ -146,7 +146,7 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
         return subprocess.Popen(
             [sys.executable, "-m", "pathweave.neo4j_server", str(directory), str(target),
-             settings.store.server_heap, str(bolt_port), str(http_port), str(owner or 0)],
+             settings.store.server_heap, str(bolt_port), str(http_port), str(launch_owner(directory, owner))],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory,
         )
 
@@ -159,6 +159,7 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     its supervisor. Returns False when none was running."""
     directory = server_dir(settings)
     data = read_json(directory / "server.json") or {}
+    forget_owner(directory)
     info = status(settings)
     if info is None:
         return False
@@ -249,7 +250,8 @@ def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen |
 def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: int, owner: int) -> int:
     """The supervisor (``python -m pathweave.neo4j_server``): runs the JVM with umask 077,
     writes ``server.json`` once Bolt listens, and stops the JVM on SIGTERM/SIGINT, when the
-    data directory is gone or when ``owner`` (non-zero) has died. Returns the exit code."""
+    data directory is gone or when ``owner`` (non-zero) has died, each checked every second
+    (:class:`~pathweave.processes.Lifetime`; issue 35: no orphans). Returns the exit code."""
     os.umask(0o077)
     command = [java_executable(), f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS, "-cp", _classpath(target),
                MAIN_CLASS, f"--home-dir={directory}", f"--config-dir={directory / 'conf'}"]
@@ -257,17 +259,16 @@ def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: 
     stopping = stop_requested()
     state = directory / "server.json"
     written = False
+    lifetime = Lifetime(directory, owner, directory_every_s=1.0)
     try:
         while jvm.poll() is None and not stopping():
             if not written and port_open(bolt_port):
                 write_json(state, {"pid": jvm.pid, "supervisor": os.getpid(), "bolt_port": bolt_port,
                                    "http_port": http_port, "owner": owner})
                 written = True
-            if not directory.exists():
-                print("data directory removed: stopping Neo4j", flush=True)
-                break
-            if owner and not pid_alive(owner):
-                print(f"owner process {owner} has exited: stopping Neo4j", flush=True)
+            reason = lifetime.over()
+            if reason is not None:
+                print(f"{reason}: stopping Neo4j", flush=True)
                 break
             time.sleep(1.0 if written else 0.2)
     finally:
@@ -283,6 +284,8 @@ def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: 
             data = read_json(state)
             if data is not None and data.get("pid") == jvm.pid:
                 state.unlink(missing_ok=True)
+            if stopping():  # stopped on purpose: not restarted with this lifetime
+                forget_owner(directory)
     return jvm.returncode or 0
 
 

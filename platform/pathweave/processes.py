@@ -3,7 +3,9 @@
 Shared by :mod:`pathweave.store_server` (the managed ArcadeDB server and the façade that picks
 the managed backend), :mod:`pathweave.neo4j_server` (the managed Neo4j + GDS server) and
 :mod:`pathweave.llm.server`: where a server listens (:class:`ServerInfo`), private folders
-and generated passwords, free ports, liveness and clean termination.
+and generated passwords, free ports, liveness and clean termination, the lifetime of a
+server started on demand (:class:`Lifetime`, :func:`launch_owner`; issue 35: no orphans) and
+every managed server running on this machine (:func:`managed_servers`).
 """
 
 from __future__ import annotations
@@ -167,7 +169,9 @@ def terminate(pid: int, timeout_s: float = 30.0) -> None:
 
 def stop_recorded(pid: int | None, state_file: Path, timeout_s: float = 30.0) -> bool:
     """Stop the managed server ``pid`` found by its status (None: none runs; :func:`terminate`)
-    and remove its ``state_file`` (``server.json``). Returns False when none was running."""
+    and remove its ``state_file`` (``server.json``) and its recorded owner (:func:`forget_owner`:
+    a stopped server is not restarted with its lifetime). Returns False when none was running."""
+    forget_owner(state_file.parent)
     if pid is None:
         return False
     terminate(pid, timeout_s)
@@ -230,6 +234,34 @@ def write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+OWNER_FILE = "owner.json"
+"""``<server dir>/owner.json``: ``{"owner": pid}``, the owner the last launched server got (0:
+none, it runs until stopped); kept when that server dies unstopped, for :func:`launch_owner`."""
+
+
+def launch_owner(directory: Path, owner: int | None) -> int:
+    """The owner (a pid whose exit stops the server; 0: none) of a server launched now for
+    ``directory``, recorded in :data:`OWNER_FILE`. A server that died without being stopped (a
+    crash, a SIGKILL) is replaced with its own lifetime, whoever restarts it: its recorded owner
+    when that still runs, or 0 when it had none (``pathweave db start``'s, which runs until
+    ``db stop``). Otherwise ``owner`` (None: 0). So a worker that restarts the API's crashed store
+    does not take it down when the worker is killed later."""
+    previous = read_json(directory / OWNER_FILE) or {}
+    chosen = owner or 0
+    if "owner" in previous:
+        was = int(previous["owner"])
+        if was == 0 or pid_alive(was):
+            chosen = was
+    write_json(directory / OWNER_FILE, {"owner": chosen})
+    return chosen
+
+
+def forget_owner(directory: Path) -> None:
+    """Remove the recorded owner of ``directory``'s server (it was stopped on purpose: a later
+    start decides its owner afresh)."""
+    (directory / OWNER_FILE).unlink(missing_ok=True)
+
+
 def start_once(directory: Path, running: Callable[[], ServerInfo | None],
                wait: Callable[[subprocess.Popen | None], ServerInfo],
                launch: Callable[[], subprocess.Popen]) -> ServerInfo:
@@ -259,3 +291,130 @@ def wait_ready(what: str, directory: Path, timeout_s: float, process: subprocess
     if process is not None:
         stop_process(process, 30)
     raise ServerError(f"{what} not ready after {timeout_s:.0f} s:\n{log_tail(directory)}")
+
+
+OWNER_CHECK_S = 1.0
+"""How often (s) a managed server checks that its owner process still runs."""
+
+DATA_DIR_CHECK_S = 5.0
+"""How often (s) a managed server checks that its data directory still exists; a server whose
+data directory is gone (a killed benchmark's or test's temporary folder) stops."""
+
+
+class Lifetime:
+    """When a managed server process must stop by itself (issue 35: no orphans): once its
+    ``owner`` (a pid; 0: none, it runs until stopped) has exited, checked at most every
+    ``owner_every_s`` seconds, or once its ``directory`` is gone, checked at most every
+    ``directory_every_s`` seconds. The server's own loop (or watchdog thread) calls
+    :meth:`over` often; the checks themselves run at those intervals."""
+
+    def __init__(self, directory: Path, owner: int, owner_every_s: float = OWNER_CHECK_S,
+                 directory_every_s: float = DATA_DIR_CHECK_S) -> None:
+        self.directory, self.owner = Path(directory), owner
+        self._every = (owner_every_s, directory_every_s)
+        self._checked = [time.monotonic()] * 2
+
+    def over(self) -> str | None:
+        """Why the server must stop now (``owner process N has exited``, ``data directory
+        removed``), or None while it may run on."""
+        now = time.monotonic()
+        if self.owner and now - self._checked[0] >= self._every[0]:
+            self._checked[0] = now
+            if not pid_alive(self.owner):
+                return f"owner process {self.owner} has exited"
+        if now - self._checked[1] >= self._every[1]:
+            self._checked[1] = now
+            if not self.directory.exists():
+                return "data directory removed"
+        return None
+
+
+SERVER_MODULES = {"pathweave.store_server": "arcadedb", "pathweave.neo4j_server": "neo4j",
+                  "pathweave.llm.server": "llm", "llama_cpp.server": "llm"}
+"""The ``python -m`` module of each managed server process and its kind (``llama_cpp.server``:
+a model server started before it had an owner)."""
+
+
+@dataclass(frozen=True)
+class ManagedServer:
+    """A managed server found running on this machine (:func:`managed_servers`).
+
+    ``pid``: the server process (for Neo4j the JVM; ``supervisor`` its supervisor); ``kind``:
+    ``arcadedb``, ``neo4j`` or ``llm``; ``directory``: its folder ``<data_dir>/server``,
+    ``<data_dir>/neo4j`` or ``<data_dir>/llm``; ports: from its ``server.json`` or command line
+    (None when unknown); ``owner``: the pid whose exit stops it (0: none, it runs until
+    stopped); ``rss_mib``: resident memory of its processes (MiB; Neo4j's JVM and supervisor)."""
+
+    pid: int
+    kind: str
+    directory: Path
+    owner: int
+    owner_alive: bool
+    rss_mib: float
+    bolt_port: int | None = None
+    http_port: int | None = None
+    port: int | None = None
+    supervisor: int | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        """The data directory (the parent of the server's folder)."""
+        return self.directory.parent
+
+    @property
+    def directory_exists(self) -> bool:
+        """False when the data directory was deleted (the server then stops by itself)."""
+        return self.directory.exists()
+
+
+def managed_servers() -> list[ManagedServer]:
+    """Every managed server running on this machine (any data directory, any user whose
+    processes can be read), found by the command lines of :data:`SERVER_MODULES`: ArcadeDB
+    store servers, Neo4j supervisors with their JVM, managed model servers. Ordered by kind,
+    then data directory."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            server = _managed_server(process, process.info["cmdline"] or [])
+        except (psutil.Error, OSError, ValueError, IndexError):
+            continue
+        if server is not None:
+            found.append(server)
+    return sorted(found, key=lambda s: (s.kind, str(s.directory), s.pid))
+
+
+def _managed_server(process, argv: list[str]) -> ManagedServer | None:
+    """The :class:`ManagedServer` of ``process`` when its ``argv`` is ``python -m <server module> ...``."""
+    import psutil
+
+    module = next((argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "-m"), None)
+    kind = SERVER_MODULES.get(module)
+    if kind is None:
+        return None
+    args = argv[argv.index(module) + 1:]
+    owner, processes, extra = 0, [process], {}
+    if module == "pathweave.store_server":  # DIR BOLT HTTP HEAP [OWNER]
+        directory = Path(args[0])
+        owner = int(args[4]) if len(args) > 4 else 0
+        extra = {"bolt_port": int(args[1]), "http_port": int(args[2])}
+    elif module == "pathweave.neo4j_server":  # DIR TARGET HEAP BOLT HTTP OWNER
+        directory = Path(args[0])
+        owner = int(args[5]) if len(args) > 5 else 0
+        extra = {"bolt_port": int(args[3]), "http_port": int(args[4]), "supervisor": process.pid}
+        processes += [child for child in process.children() if "java" in child.name()]
+    else:  # pathweave.llm.server OWNER DIR -- ARGS, or (older) llama_cpp.server ARGS
+        if module == "pathweave.llm.server":
+            owner, directory = int(args[0]), Path(args[1])
+        else:
+            directory = Path(args[args.index("--model") + 1]).parent.parent  # <dir>/models/X.gguf
+        extra = {"port": int(args[args.index("--port") + 1])} if "--port" in args else {}
+    rss = 0
+    for member in processes:
+        try:
+            rss += member.memory_info().rss
+        except psutil.Error:
+            pass
+    return ManagedServer(pid=processes[-1].pid, kind=kind, directory=directory, owner=owner,
+                         owner_alive=bool(owner) and pid_alive(owner), rss_mib=round(rss / 2**20, 1), **extra)

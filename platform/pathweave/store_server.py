@@ -9,7 +9,9 @@ Pathweave starts ArcadeDB (PyPI ``arcadedb-embedded``, its own bundled JRE) as
 a separate, detached process. One server per data directory. Started on demand
 (:func:`pathweave.store.open_store`) it belongs to the process that started it and stops
 when that process exits (killed too); started by ``pathweave db start`` it runs until
-``pathweave db stop``; either way it stops when its data directory is deleted.
+``pathweave db stop``; either way it stops when its data directory is deleted. A server
+that crashed is restarted, by whichever process needs it first, with the owner it had
+(:func:`pathweave.processes.launch_owner`).
 
 - ``<data_dir>/server/password``: generated root password, mode 0600;
 - ``<data_dir>/server/server.json``: ``{pid, bolt_port, http_port}`` written by
@@ -39,8 +41,8 @@ import httpx
 
 from pathweave import neo4j_server
 from pathweave.processes import (
-    ServerError, ServerInfo, free_port, make_private, pid_alive, port_open, private_dir,
-    read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
+    Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_open,
+    private_dir, read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
 )
 from pathweave.settings import Settings
 
@@ -184,7 +186,8 @@ def _arcadedb_start(settings: Settings, owner: int | None = None) -> ServerInfo:
         return subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.store_server",
-                str(directory), str(bolt_port), str(http_port), settings.store.server_heap, str(owner or 0),
+                str(directory), str(bolt_port), str(http_port), settings.store.server_heap,
+                str(launch_owner(directory, owner)),
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=directory,  # ArcadeDB writes ./log under its cwd
@@ -227,18 +230,15 @@ def _arcadedb_stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     return stop_recorded(info and info.pid, _server_dir(settings) / "server.json", timeout_s)
 
 
-DATA_DIR_CHECK_S = 5.0
-"""How often (s) the server process checks that its data directory still exists; a server
-whose data directory is gone (a killed benchmark's or test's temporary folder) stops."""
-
-
 def _serve(directory: str, bolt_port: int, http_port: int, heap: str, owner: int = 0) -> None:
     """Entry point of the detached server process (``python -m pathweave.store_server``).
 
     The process (and the JVM inside it) runs with umask 077: every database, WAL and log
     file it creates is private to the user. It stops on SIGTERM/SIGINT, when its data
-    directory is gone (checked every :data:`DATA_DIR_CHECK_S` s) and when ``owner``
-    (non-zero: the process that started it on demand) has exited (checked every second)."""
+    directory is gone (checked every :data:`~pathweave.processes.DATA_DIR_CHECK_S` s) and when
+    ``owner`` (non-zero: the process that started it on demand) has exited (checked every
+    :data:`~pathweave.processes.OWNER_CHECK_S` s): issue 35, no orphans
+    (:class:`~pathweave.processes.Lifetime`)."""
     os.umask(0o077)
     from arcadedb_embedded.server import ArcadeDBServer
 
@@ -259,24 +259,19 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str, owner: int
     server.start()
     state = Path(directory) / "server.json"
     write_json(state, {"pid": os.getpid(), "bolt_port": bolt_port, "http_port": http_port})
-    checked = owner_checked = time.monotonic()
+    lifetime = Lifetime(Path(directory), owner)
     try:
         while not stopping():
             time.sleep(0.2)
-            now = time.monotonic()
-            if owner and now - owner_checked >= 1.0:
-                owner_checked = now
-                if not pid_alive(owner):
-                    print(f"owner process {owner} has exited: stopping the store server", flush=True)
-                    break
-            if now - checked >= DATA_DIR_CHECK_S:
-                checked = now
-                if not Path(directory).exists():  # e.g. a killed benchmark's temporary data dir
-                    print("data directory removed: stopping the store server", flush=True)
-                    break
+            reason = lifetime.over()
+            if reason is not None:
+                print(f"{reason}: stopping the store server", flush=True)
+                break
     finally:
         server.stop()
         state.unlink(missing_ok=True)
+        if stopping():  # stopped on purpose (SIGTERM/SIGINT): not restarted with this lifetime
+            forget_owner(Path(directory))
 
 
 if __name__ == "__main__":

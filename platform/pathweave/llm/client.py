@@ -12,8 +12,10 @@ call means (PruneRAG: a dead leaf).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,23 +72,45 @@ class LLMClient:
 
     ``base_url``: ``http://host:port/v1``; ``schema_style``: ``json_schema`` (OpenAI's
     structured outputs) or ``json_object`` (llama-cpp-python's ``{"type": "json_object",
-    "schema": ...}``). Thread-safe.
+    "schema": ...}``). ``locate``: for the managed server, where it listens now (starting it
+    again when it died): a request that finds the endpoint unreachable asks it once and is
+    retried there, so the client follows a server restarted on another port (issue 35).
+    Thread-safe.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str = "", timeout_s: float = 300.0,
                  max_tokens: int = 256, concurrency: int = 1, temperature: float = 0.0,
-                 schema_style: str = "json_schema") -> None:
-        from openai import OpenAI
-
-        self.base_url = base_url
+                 schema_style: str = "json_schema", locate: Callable[[], str] | None = None) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.schema_style = schema_style
-        self._openai = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0)
+        self._api_key, self._timeout_s, self._locate = api_key or "not-needed", timeout_s, locate
+        self._endpoint(base_url)
         self._slots = threading.BoundedSemaphore(max(1, concurrency))
         self._lock = threading.Lock()
         self._usage = Usage()
+
+    def _endpoint(self, base_url: str) -> None:
+        from openai import OpenAI
+
+        self.base_url = base_url
+        self._openai = OpenAI(base_url=base_url, api_key=self._api_key, timeout=self._timeout_s, max_retries=0)
+
+    def _relocated(self, tried: str) -> bool:
+        """After ``tried`` was unreachable: move to where :attr:`_locate` says the managed
+        server listens now (another thread may have moved already). False without ``locate``
+        or when it fails."""
+        if self._locate is None:
+            return False
+        with self._lock:
+            if self.base_url != tried:
+                return True
+            try:
+                self._endpoint(self._locate())
+            except Exception:  # noqa: BLE001 - the original error is what the caller sees
+                return False
+            return True
 
     def usage(self) -> Usage:
         """A copy of what this client's calls have cost so far."""
@@ -120,7 +144,15 @@ class LLMClient:
         started = time.perf_counter()
         try:
             with self._slots:
-                response = self._openai.chat.completions.create(**kwargs)
+                endpoint, url = self._openai, self.base_url
+                try:
+                    response = endpoint.chat.completions.create(**kwargs)
+                except openai.APITimeoutError:
+                    raise  # the server runs, it is slow: no second try
+                except openai.APIConnectionError:
+                    if not self._relocated(url):
+                        raise
+                    response = self._openai.chat.completions.create(**kwargs)  # once, where it runs now
         except openai.APITimeoutError as exc:
             self._failed()
             raise LLMError(f"LLM request timed out at {self.base_url}: {exc}") from None
@@ -165,16 +197,20 @@ class LLMClient:
 
 def connect(data_dir: Path, llm: LLMSettings) -> LLMClient:
     """A client for ``llm.base_url``, or for the managed local server of ``data_dir``
-    (started on demand: raises :class:`~pathweave.llm.server.LLMServerError` when the
-    extra ``pathweave[llm]`` is missing or the server does not start)."""
+    (started on demand, owned by this process: it stops when this process exits, and started
+    again when a request finds it gone, issue 35;
+    raises :class:`~pathweave.llm.server.LLMServerError` when the extra ``pathweave[llm]`` is
+    missing or the server does not start)."""
     if llm.managed:
         from pathweave.llm import server
 
-        info = server.start(data_dir, llm)
-        base_url, style = info.base_url, "json_object"
+        def locate() -> str:  # where the managed server runs now, started again when it died
+            return server.start(data_dir, llm, owner=os.getpid()).base_url
+
+        base_url, style, found = locate(), "json_object", locate
     else:
-        base_url, style = llm.base_url.rstrip("/"), "json_schema"
+        base_url, style, found = llm.base_url.rstrip("/"), "json_schema", None
     if llm.response_format != "auto":
         style = llm.response_format
     return LLMClient(base_url, llm.model, llm.api_key.get_secret_value(), llm.timeout_s, llm.max_tokens,
-                     llm.concurrency, llm.temperature, style)
+                     llm.concurrency, llm.temperature, style, locate=found)

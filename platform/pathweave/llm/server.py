@@ -1,14 +1,22 @@
 """Lifecycle of the managed local model server (the default LLM endpoint).
 
 Like the store (:mod:`pathweave.store_server`), Pathweave starts llama.cpp through
-llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, extra
-``pathweave[llm]``) as a detached process bound to 127.0.0.1 on a free port, serving a
-packaged Qwen2.5-Coder GGUF (:mod:`pathweave.llm.weights`) with the ChatML chat format.
-One server per data directory:
+llama-cpp-python's OpenAI-compatible server (extra ``pathweave[llm]``) as a detached process
+bound to 127.0.0.1 on a free port, serving a packaged Qwen2.5-Coder GGUF
+(:mod:`pathweave.llm.weights`) with the ChatML chat format. One server per data directory.
+
+No orphans (issue 35): the process is ``python -m pathweave.llm.server OWNER DIR -- ARGS``,
+which starts a watchdog thread and then runs ``llama_cpp.server``'s main with ``ARGS`` in
+the same process (its pid is the server's). Started on demand (:func:`pathweave.llm.client.connect`)
+the server belongs to the process that started it and stops within seconds of its exit
+(killed too); started by ``pathweave llm start`` it runs until ``pathweave llm stop``; either
+way it stops when ``<data_dir>/llm`` is deleted. A server that crashed is restarted with the
+owner it had (:func:`pathweave.processes.launch_owner`).
 
 - ``<data_dir>/llm/models/*.gguf``: the model files assembled from their part packages;
-- ``<data_dir>/llm/server.json``: ``{pid, port, model}`` (the pid file; a pid that no
+- ``<data_dir>/llm/server.json``: ``{pid, port, model, owner}`` (the pid file; a pid that no
   longer runs is stale and gets replaced);
+- ``<data_dir>/llm/owner.json``: the owner the last launched server got;
 - ``<data_dir>/llm/server.log``: the server's log.
 
 Errors: :class:`LLMServerError` when the extra is missing (with how to install it) or the
@@ -21,8 +29,10 @@ import fcntl
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +41,9 @@ import httpx
 
 from pathweave.settings import LLMSettings
 from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
-from pathweave.processes import free_port, log_tail, make_private, pid_alive, stop_recorded
+from pathweave.processes import (
+    Lifetime, free_port, launch_owner, log_tail, make_private, pid_alive, stop_recorded,
+)
 
 
 class LLMServerError(RuntimeError):
@@ -74,7 +86,8 @@ def status(data_dir: Path) -> LLMServerInfo | None:
     except (OSError, ValueError, KeyError):
         state.unlink(missing_ok=True)
         return None
-    if not pid_alive(pid) or "llama_cpp.server" not in _cmdline(pid):
+    command = _cmdline(pid)  # a reused pid is no model server
+    if not pid_alive(pid) or ("pathweave.llm.server" not in command and "llama_cpp.server" not in command):
         state.unlink(missing_ok=True)
         return None
     return LLMServerInfo(pid=pid, port=int(data["port"]), model=str(data["model"]))
@@ -87,9 +100,11 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
+def start(data_dir: Path, llm: LLMSettings, owner: int | None = None) -> LLMServerInfo:
     """Start the managed server of ``data_dir`` for ``llm.model`` unless it runs already
     (one serving another model is stopped first). Assembles the model file on first use.
+    ``owner``: a pid whose exit stops the server (checked every second; None: it runs until
+    :func:`stop`, as ``pathweave llm start``). A server that runs already keeps its owner.
 
     Returns once ``/v1/models`` answers. Raises :class:`LLMServerError` when the extra is
     not installed, the model's parts are missing, or the server is not ready within
@@ -113,8 +128,10 @@ def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
         threads = llm.server_threads or os.cpu_count() or 1
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+        owner = launch_owner(directory, owner)
         process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", llm.model,
+            [sys.executable, "-m", "pathweave.llm.server", str(owner), str(directory), "--",
+             "--model", str(model_path), "--model_alias", llm.model,
              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(llm.context_tokens),
              "--n_threads", str(threads), "--n_threads_batch", str(threads), "--chat_format", "chatml",
              "--n_gpu_layers", str(llm.server_gpu_layers)],
@@ -126,7 +143,7 @@ def start(data_dir: Path, llm: LLMSettings) -> LLMServerInfo:
         _wait_ready(info, process, directory, llm.start_timeout_s)
         state = directory / "server.json"
         tmp = state.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pid": info.pid, "port": port, "model": llm.model}))
+        tmp.write_text(json.dumps({"pid": info.pid, "port": port, "model": llm.model, "owner": owner}))
         tmp.chmod(0o600)
         tmp.replace(state)
         return info
@@ -152,3 +169,37 @@ def stop(data_dir: Path, timeout_s: float = 30.0) -> bool:
     Returns False when none was running."""
     info = status(data_dir)
     return stop_recorded(info and info.pid, server_dir(data_dir) / "server.json", timeout_s)
+
+
+WATCHDOG_GRACE_S = 10.0
+"""Seconds a model server stopped by its watchdog gets to shut down after SIGTERM (finishing a
+request) before it exits regardless."""
+
+
+def _watchdog(lifetime: Lifetime, grace_s: float = WATCHDOG_GRACE_S) -> None:
+    """The model server's watchdog thread: once ``lifetime`` is over (owner exited, data dir
+    deleted) it sends SIGTERM to its own process (uvicorn shuts down; during model loading
+    the process just ends) and exits the process after ``grace_s`` seconds if still running."""
+    while (reason := lifetime.over()) is None:
+        time.sleep(0.2)
+    print(f"{reason}: stopping the model server", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace_s)
+    os._exit(0)
+
+
+def _serve(owner: int, directory: Path, args: list[str]) -> None:
+    """Entry point of the managed model server process (``python -m pathweave.llm.server
+    OWNER DIR -- ARGS``): a daemon watchdog thread (:func:`_watchdog`) stops the process when
+    ``owner`` (non-zero) has exited (checked every second) or ``directory`` is gone (every 5 s);
+    then ``llama_cpp.server``'s main serves with ``ARGS`` in this process."""
+    threading.Thread(target=_watchdog, args=(Lifetime(directory, owner),), name="watchdog", daemon=True).start()
+    from llama_cpp.server.__main__ import main
+
+    sys.argv = [sys.argv[0], *args]
+    main()
+
+
+if __name__ == "__main__":
+    split = sys.argv.index("--")
+    _serve(int(sys.argv[1]), Path(sys.argv[2]), sys.argv[split + 1:])
