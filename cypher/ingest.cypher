@@ -147,3 +147,18 @@ RETURN labels(n)[0] AS label, count(n) AS n;
 // Relationship counts of a tenant by type (source node's tenant).
 MATCH (a)-[r]->() WHERE a.tenant = $tenant
 RETURN type(r) AS type, count(r) AS n;
+
+// name: count_document_apr
+// The document side of the symbols APR shares with queries, for a tenant: entities a passage or
+// proposition mentions or a RELATES edge joins, relations an asserted triple uses, the triples a
+// passage asserts, the fact runs and their ordered EDGEs (APR queries add question and answer
+// runs, their memory triples, entities and relations beside them). GraphStore.document_counts
+// uses it to compare a graph that served queries with a clean replay of its documents.
+MATCH (t:Triple) WHERE t.tenant = $tenant AND EXISTS { MATCH (:Passage)-[:ASSERTS]->(t) }
+WITH count(t) AS triples, collect(DISTINCT t.relation_id) AS relation_ids
+OPTIONAL MATCH (e:Entity) WHERE e.tenant = $tenant
+  AND (EXISTS { MATCH ()-[:MENTIONS]->(e) } OR EXISTS { MATCH (e)-[:RELATES]-() })
+WITH triples, relation_ids, count(e) AS entities
+OPTIONAL MATCH (r:Run {channel: 'fact'}) WHERE r.tenant = $tenant
+OPTIONAL MATCH (r)-[x:EDGE]->()
+RETURN triples, size(relation_ids) AS relations, entities, count(DISTINCT r) AS runs, count(x) AS edges;

@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,43 +45,10 @@ from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
 from pathweave.processes import free_port, stop_process
-from pathweave_bench.common import (REPO_ROOT, default_data_dir, git_commit, machine_info, profile_table,
-                                    publish_results)
+from pathweave_bench.common import (ChildProcesses, default_data_dir, git_commit, http_ready, machine_info,
+                                    profile_table, publish_results, wait_for)
 from pathweave.terminal import stdout_console
 from pathweave_ingest.worker import broker_answers
-
-def _wait(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None,
-          interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if process is not None and process.poll() is not None:
-            tail = log.read_text(errors="replace")[-3000:] if log else ""
-            raise RuntimeError(f"{what}: process exited with {process.returncode}\n{tail}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not ready after {timeout:.0f} s")
-        time.sleep(interval)
-
-
-class _Processes:
-    """Child processes of the run, stopped in reverse order."""
-
-    def __init__(self) -> None:
-        self.items: list[subprocess.Popen] = []
-
-    def start(self, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
-        with open(log, "ab") as out:
-            process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                                       start_new_session=True)
-        self.items.append(process)
-        return process
-
-    def stop_all(self) -> None:
-        for process in reversed(self.items):
-            stop_process(process)
-
 
 BATCH_LOG = re.compile(r"batch of \d+ for (?P<tenant>\S+) \(job [^)]*\): (?P<summary>\{.*\})$")
 """The line :func:`pathweave_ingest.tasks.run_batch` logs after each batch (its summary as JSON)."""
@@ -166,18 +132,19 @@ def _compare(over_http, in_process, questions: list[str], clients: int, rounds: 
     return results[0], results[1]
 
 
-def same_graph(counts: dict[str, int], reference: dict[str, int], tolerance: float = 0.01) -> dict:
+def same_graph(counts: dict[str, int], reference: dict[str, int], tolerance: float = 0.01, slack: int = 0) -> dict:
     """Whether the graph of ``counts`` (:meth:`~pathweave.store.GraphStore.counts`: nodes by
     label, ``rel:TYPE`` relationships) is the one ``reference`` counts: every count equal,
     except SYNONYM and ALIAS_OF edges, which come from the store's approximate vector index
-    and may differ by ``tolerance`` (a share) when batches ran in another order. Jobs
+    and may differ by ``tolerance`` (a share, or ``slack`` edges) when batches ran in another order. Jobs
     (bookkeeping: one per submission) are not compared. Returns
     ``{"same": bool, "differences": {key: [count, reference]}}``."""
     approximate = {"rel:SYNONYM", "rel:ALIAS_OF"}
     keys = sorted((set(counts) | set(reference)) - {"Job"})
     differences = {key: [counts.get(key, 0), reference.get(key, 0)] for key in keys
                    if counts.get(key, 0) != reference.get(key, 0)}
-    same = all(key in approximate and abs(a - b) <= tolerance * max(a, b) for key, (a, b) in differences.items())
+    same = all(key in approximate and abs(a - b) <= max(tolerance * max(a, b), slack)
+               for key, (a, b) in differences.items())
     return {"same": same, "differences": differences}
 
 
@@ -205,7 +172,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                  for i, d in enumerate(corpus)]
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-api-"))
     settings = get_settings().model_copy(update={"data_dir": workdir})
-    processes = _Processes()
+    processes = ChildProcesses()
     queue = f"pathweave.bench.{uuid.uuid4().hex[:8]}"
     results: dict = {"machine": machine_info(), "commit": git_commit(), "documents": len(documents),
                      "questions": len(asked), "mode": mode, "workers": workers, "ingest": {}, "query": {},
@@ -222,7 +189,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             processes.start([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
                              "--dir", str(workdir)], dict(os.environ), workdir / "redis.log")
             redis_url = f"redis://127.0.0.1:{port}/0"
-        _wait(lambda: broker_answers(redis_url), 30, "redis")
+        wait_for(lambda: broker_answers(redis_url), 30, "redis")
         store_server.start(settings)  # the shared store server of this run
         api = ApiSettings(keys_file=workdir / "keys.sqlite3")
         keys = key_store_for(api, workdir)
@@ -246,15 +213,9 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
         url = f"http://127.0.0.1:{api_port}"
         console.print("[dim]starting the worker and the API server (models load once each)[/]")
         for worker, worker_log in zip(started_workers, worker_logs):
-            _wait(lambda: "ready." in worker_log.read_text(errors="replace"), 300, "worker", worker, worker_log)
+            wait_for(lambda: "ready." in worker_log.read_text(errors="replace"), 300, "worker", worker, worker_log)
 
-        def api_ready() -> bool:
-            try:
-                return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        _wait(api_ready, 300, "API server", api_server, api_log)
+        wait_for(lambda: http_ready(url), 300, "API server", api_server, api_log)
         console.print(f"[dim]ingesting {len(documents)} passages through {workers} worker(s)[/]")
         with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
             results["load_avg_1m"]["ingest_worker_start"] = round(os.getloadavg()[0], 2)
@@ -271,7 +232,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                 states = [client.get(u).json() for u in job_urls]
                 return states if all(j["status"] not in ("queued", "running") for j in states) else None
 
-            jobs_done = _wait(finished, 7200, "worker ingestion", started_workers[0], worker_logs[0], interval=2.0)
+            jobs_done = wait_for(finished, 7200, "worker ingestion", started_workers[0], worker_logs[0], interval=2.0)
             seconds = time.perf_counter() - started
         done_passages = sum(j["progress"]["passages"] for j in jobs_done)
         results["ingest"]["worker"] = {

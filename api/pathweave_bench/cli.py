@@ -1,5 +1,5 @@
-"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``extract``, ``reuse``, ``scale``, ``api`` and
-``select``.
+"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``extract``, ``reuse``, ``scale``, ``api``,
+``soak`` and ``select``.
 
 Each runs one benchmark module of this package on real data from ``../shared/bench``
 and prints its figures beside the baseline measured in the same run. The top-level
@@ -86,6 +86,34 @@ def bench_reuse(
     if selector_policy is not None and not selector_policy.is_file():
         raise typer.BadParameter(f"no policy file at {selector_policy}", param_hint="--selector-policy")
     run_reuse(data, out, limit, selector_policy)
+
+
+@bench_app.command("soak")
+def bench_soak(
+    minutes: float = typer.Option(30.0, min=1.0, help="How long the load runs (minutes)."),
+    llm: bool = typer.Option(False, "--llm", help="Also the managed LLM server: an answering client, a prunerag "
+                                                  "client and one SIGKILL of the model server."),
+    data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),
+    distractors: Optional[Path] = typer.Option(None, help="The 2WikiMultihopQA passages streamed after MuSiQue's "
+                                               "(default ../shared/bench/scale/2wikimultihopqa_corpus.json)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where soak.json and soak.html go."),
+    worker_kill_every: float = typer.Option(5.0, min=0.0, help="SIGKILL the worker every N minutes (0 = never)."),
+    think_s: float = typer.Option(0.5, min=0.0, help="Each query client's pause between requests (s)."),
+    ingest_every_s: float = typer.Option(5.0, min=0.5, help="Seconds between document submissions."),
+    ingest_batch: int = typer.Option(5, min=1, help="New documents per submission."),
+    drain_minutes: float = typer.Option(15.0, min=0.0, help="After the load: how long to wait for the accepted "
+                                                            "documents to finish."),
+    keep: Optional[Path] = typer.Option(None, help="Keep the run's data dir in this new folder."),
+) -> None:
+    """The service (API, Celery worker, Redis, managed store) under mixed load with faults:
+    status codes, latency and RSS over time, documents' outcomes, a clean-replay graph check
+    (issue 35)."""
+    from pathweave_bench.soak import run_soak
+
+    if keep is not None and keep.exists():
+        raise typer.BadParameter(f"{keep} exists", param_hint="--keep")
+    run_soak(data, distractors, out, minutes, llm, worker_kill_every, think_s, ingest_every_s, ingest_batch,
+             drain_minutes, keep)
 
 
 @bench_app.command("qa")

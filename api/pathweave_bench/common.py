@@ -13,6 +13,8 @@ from pathlib import Path
 
 import psutil
 
+from pathweave.processes import stop_process
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -158,3 +160,50 @@ def profile_table(rows: dict[str, dict], title: str = "Ingestion: busy seconds p
         if any(key in r for r in rows.values()):
             table.add_row(name, *(str(r.get(key, "–")) for r in rows.values()))
     return table
+
+
+def wait_for(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None,
+          interval: float = 0.2):
+    """Poll ``predicate()`` every ``interval`` s until it gives a true value, which is returned.
+    Raises RuntimeError (with the tail of ``log``) when ``process`` exits first, TimeoutError
+    after ``timeout`` s; ``what`` names the awaited thing in both."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log else ""
+            raise RuntimeError(f"{what}: process exited with {process.returncode}\n{tail}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not ready after {timeout:.0f} s")
+        time.sleep(interval)
+
+
+class ChildProcesses:
+    """A benchmark's child processes (servers, workers), each in its own session with its
+    output appended to a log, stopped in reverse order by :meth:`stop_all`."""
+
+    def __init__(self) -> None:
+        self.items: list[subprocess.Popen] = []
+
+    def start(self, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                       start_new_session=True)
+        self.items.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in reversed(self.items):
+            stop_process(process)
+
+
+def http_ready(url: str) -> bool:
+    """Does the API server at ``url`` answer ``/readyz`` with 200 (within 5 s)?"""
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -145,6 +145,26 @@ class GraphStore:
         out.update({f"rel:{row['type']}": int(row["n"]) for row in self.run("count_relationships")})
         return out
 
+    DOCUMENT_GRAPH = ("Document", "Passage", "Proposition", "rel:PART_OF", "rel:NEXT",
+                      "rel:STATES", "rel:MENTIONS", "rel:ASSERTS", "rel:RELATES", "rel:SYNONYM", "rel:ALIAS_OF",
+                      "rel:HAS_RUN")
+    """The :meth:`counts` keys that only ingestion writes (queries write records, sessions,
+    answers and APR's memory runs; jobs and document states are bookkeeping)."""
+
+    def document_counts(self) -> dict[str, int]:
+        """The counts of the tenant's document graph, what its documents alone determine:
+        :data:`DOCUMENT_GRAPH` of :meth:`counts` plus ``Entity`` (mentioned, or joined by RELATES),
+        ``Relation`` (of an asserted triple), ``Triple`` (asserted by a passage), ``Run`` (fact
+        runs) and ``rel:EDGE`` (theirs). Two stores that ingested the same documents have
+        equal document counts however many queries each answered (SYNONYM and ALIAS_OF come
+        from the approximate vector index: nearly equal)."""
+        counts = self.counts()
+        out = {key: counts.get(key, 0) for key in self.DOCUMENT_GRAPH}
+        row = self.run("count_document_apr")[0]
+        out.update({"Entity": int(row["entities"]), "Relation": int(row["relations"]), "Triple": int(row["triples"]),
+                    "Run": int(row["runs"]), "rel:EDGE": int(row["edges"])})
+        return out
+
     def ensure_schema(self, dimensions: int) -> None:
         """Create constraints and vector indexes idempotently."""
         for name in sorted(load_all()):

@@ -214,3 +214,23 @@ def test_the_facts_channel_starts_from_proprags_top_passages(pipeline, retriever
                                                                              "apr": everywhere}))
     passages = {p for run in retrieve(paper, question).context.runs if run.channel == "facts" for p in run.passage_ids}
     assert len(passages) > 1  # the coarse search over all runs reaches the other documents' runs
+
+
+def test_document_counts_leave_out_what_queries_write(pipeline, retriever, store):
+    """GraphStore.document_counts (bench soak's graph check): APR queries in a session add
+    question/answer runs, memory triples, records and sessions; the document graph's counts stay
+    those ingestion gave, and a document's deletion changes them."""
+    pipeline.ingest(DOCS)
+    documents, everything = store.document_counts(), store.counts()
+    assert documents["Triple"] >= 4 and documents["Run"] >= 1 and documents["rel:EDGE"] >= documents["Run"]
+    for key in ("Passage", "Entity", "Relation", "Triple", "Run", "rel:EDGE"):  # before any query: all of it
+        assert documents[key] == everything[key], key
+    retriever.query("Whom did Marie Curie marry?", mode="apr", session_id="s-1", write_record=True)
+    retriever.query("What did the man who married Marie Curie teach?", mode="apr", session_id="s-1",
+                    write_record=True)
+    after = store.counts()
+    assert after["Run"] > everything["Run"] and after.get("Query", 0) >= 2  # the queries wrote memory
+    assert store.document_counts() == documents
+    commit_document_change(store, [document_id(store.tenant, DOCS[1])])
+    left = store.document_counts()
+    assert left["Document"] == documents["Document"] - 1 and left["Triple"] < documents["Triple"]
