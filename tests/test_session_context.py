@@ -102,3 +102,31 @@ def test_a_session_needs_a_budget_in_the_ranking_modes(retriever):
     with pytest.raises(NotApplicable, match="session_id applies with a token_budget in mode proprag"):
         retriever.query(QUESTIONS[0], session_id="s")
     assert SessionLines("s").first and SessionLines("s", {"p": "S4"}).next_number == 5
+
+
+def test_evidence_sent_for_an_earlier_question_stays_a_candidate_of_a_later_one(retriever):
+    """APR's answer memory on the budgeted context: the lines that answered the session's earlier
+    question are candidates of the next question's selection even where its own ranking left
+    them out (here: 2 candidate passages of the 8 in G_sub), linked to Q and costing only their
+    codes; without a session nothing is added."""
+    from pathweave.retrieval.context import QUERY_NODE, candidate_graph
+
+    narrow = retriever.settings.model_copy(update={"selection": retriever.settings.selection.model_copy(
+        update={"context_passages": 2})})
+    retriever = Retriever(retriever.store, retriever.embedder, narrow)
+    first = retriever.query(QUESTIONS[0], k=1, token_budget=100, session_id="s-memory").context
+    sent = read_session_lines(retriever.store, "s-memory")
+    later = retriever.search(QUESTIONS[2], k=1, token_budget=100, write_record=False)
+    plain = candidate_graph(later.result, later.subgraph, later.query)
+    remembered = candidate_graph(later.result, later.subgraph, later.query, earlier=sent.codes)
+    added = {n.id for n in remembered.nodes} - {n.id for n in plain.nodes}
+    in_subgraph = set(later.subgraph.prop_ids) | set(later.subgraph.passage_ids)
+    assert added and added <= set(sent.codes) & in_subgraph
+    assert all((QUERY_NODE, node) in {tuple(e) for e in remembered.edges} for node in added)
+    counter = retriever.token_counter()
+    costs = {n.id: n.cost for n in assign_costs(sent.mark(remembered), counter).nodes}
+    assert all(costs[node] == counter.count(f"- {sent.codes[node]}") for node in added)
+    # in the session the later question references them, whatever its own ranking holds
+    context = retriever.query(QUESTIONS[2], k=1, token_budget=100, session_id="s-memory").context
+    assert {line.id for line in context.lines if line.referenced} & added
+    assert first.lines and context.token_count <= 100

@@ -27,8 +27,10 @@ passages, read on demand). With proposition paths (PropRAG):
   entity already names it, so its name would only repeat tokens (the spec's
   "entities ~ their name" cost applies where entities are rendered: the
   generic :mod:`pathweave.selection` API);
+- in a session, the lines it was sent for its earlier questions that G_sub holds
+  (:func:`add_earlier_lines`: APR's answer memory; they cost their code's tokens);
 - edges: Passage-STATES-Proposition, Proposition-MENTIONS-Entity,
-  consecutive path steps, Q-seed entity, Q-statement of a seed passage.
+  consecutive path steps, Q-seed entity, Q-statement of a seed passage, Q-earlier line.
 
 Without paths (dense, hipporag2 modes) the candidate passages are rendered
 in full and linked to Q.
@@ -57,6 +59,8 @@ within the 50 ms limit (solve p50 11-16 ms, p95 14-27 ms).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -121,9 +125,10 @@ def lead_statement(passage_text: str, statements: dict[int, str], title: str | N
 
 
 def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray | None = None,
-                    path_weight: float = 0.0) -> CandidateGraph:
+                    path_weight: float = 0.0, earlier: Iterable[str] = ()) -> CandidateGraph:
     """The candidate graph of ``result`` (see the module doc): its ranked passages, the
-    propositions they state and those on its paths, and the seeds.
+    propositions they state and those on its paths, and the seeds; plus the session's
+    ``earlier`` lines (:func:`add_earlier_lines`).
 
     ``query``: the L2-normalized ``(d,)`` query vector for the propositions' cosine
     weights (None: path scores only). ``path_weight``: the final statement of a path also
@@ -148,6 +153,7 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
                                    rendered=not with_paths))
     if not with_paths:
         edges.update((QUERY_NODE, subgraph.passage_ids[i]) for i in passages)
+        add_earlier_lines(nodes, edges, subgraph, earlier, query, set(passages), with_paths)
         return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
 
     prop_w: dict[int, float] = {}
@@ -203,7 +209,52 @@ def candidate_graph(result: QueryResult, subgraph: Subgraph, query: np.ndarray |
         nodes.append(CandidateNode(id=subgraph.entity_ids[e], kind="entity", text=subgraph.entity_names[e],
                                    weight=seed_w.get(e, 0.0), cost=0, rendered=False))
     edges.update((QUERY_NODE, subgraph.entity_ids[e]) for e in seed_w)
+    add_earlier_lines(nodes, edges, subgraph, earlier, query, candidate_passages, with_paths)
     return CandidateGraph(query_id=QUERY_NODE, nodes=nodes, edges=sorted(edges))
+
+
+def add_earlier_lines(nodes: list[CandidateNode], edges: set[tuple[str, str]], subgraph: Subgraph,
+                      earlier: Iterable[str], query: np.ndarray | None, candidate_passages: set[int],
+                      with_paths: bool) -> int:
+    """Add to ``nodes``/``edges`` the lines the query's session was sent before (``earlier``:
+    passage and proposition ids) that this query's G_sub holds but its candidates do not:
+    APR's answer memory (spec §3, the evidence that answered the session's earlier questions)
+    as candidates of the budgeted context. A session references such a line by its code for a
+    few tokens (:mod:`pathweave.retrieval.session`), so the evidence of earlier hops stays in
+    reach of a later question that PropRAG's ranking no longer puts in its top passages.
+    Each is linked to Q (and a proposition to its candidate passages, whose coverage it then
+    earns) and weighted as a candidate of its kind by its cosine to ``query``: a proposition
+    ``PROPOSITION_SCALE * max(0, cos)``, a passage (modes without paths) ``0.1 + 0.9 * max(0, cos)``.
+    Returns how many were added; lines outside G_sub are not (nothing is read)."""
+    present = {node.id for node in nodes}
+    wanted = [i for i in earlier if i not in present]
+    if not wanted:
+        return 0
+    added = 0
+    r_index = {rid: i for i, rid in enumerate(subgraph.prop_ids)}
+    p_index = {pid: i for i, pid in enumerate(subgraph.passage_ids)}
+    for line_id in wanted:
+        if with_paths and line_id in r_index:
+            r = r_index[line_id]
+            cos = float(subgraph.prop_emb[r] @ query) if query is not None else 0.0
+            stated_by = subgraph.prop_passages[r].indices
+            citation = subgraph.passage_titles[stated_by[0]] if len(stated_by) else None
+            nodes.append(CandidateNode(id=line_id, kind="proposition",
+                                       text=_without_title(subgraph.prop_texts[r], citation),
+                                       weight=PROPOSITION_SCALE * max(0.0, cos), cost=0, citation=citation or None))
+            edges.update((subgraph.passage_ids[p], line_id) for p in stated_by if int(p) in candidate_passages)
+        elif not with_paths and line_id in p_index:
+            i = p_index[line_id]
+            subgraph.ensure_texts([i])
+            cos = float(subgraph.passage_emb[i] @ query) if query is not None else 0.0
+            nodes.append(CandidateNode(id=line_id, kind="passage", text=subgraph.passage_texts[i],
+                                       weight=0.1 + 0.9 * max(0.0, cos), cost=0,
+                                       citation=subgraph.passage_titles[i] or None))
+        else:
+            continue
+        edges.add((QUERY_NODE, line_id))
+        added += 1
+    return added
 
 
 def select_context(graph: CandidateGraph, budget_tokens: int, method: str, counter: TokenCounter,

@@ -151,8 +151,9 @@ class RankingMode(RetrievalMode):
             if subgraph is None:
                 subgraph = build_subgraph(view, view.index_of(view.passage_index, ranking.ids, view.n_passages),
                                           reader)
-            graph = candidate_graph(result, subgraph, vector, retriever.settings.selection.path_weight)
             session = read_session_lines(retriever.store, request.session_id) if request.session_id else None
+            graph = candidate_graph(result, subgraph, vector, retriever.settings.selection.path_weight,
+                                    earlier=session.codes if session is not None else ())
             result.context = select_context(graph, budget, request.method, retriever.token_counter(), request.style,
                                             retriever.settings.selection.select_time_limit_ms, session)
             clock("select")
