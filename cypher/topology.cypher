@@ -107,6 +107,16 @@ CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
 RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, node.run_id) AS id,
        node.tenant AS tenant, score;
 
+// name: vector_search_versioned
+// Both backends. vector_search plus the tenant's graph version (Meta node $meta_id; null
+// before the first ingestion) in the same statement: a ranking query's searches tell its
+// topology the version to be at, so the query reads the version in no round trip of its own
+// (issue 33). One indexed lookup of the Meta node per row (k rows).
+CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, node.run_id) AS id,
+       node.tenant AS tenant, score, m.version AS version;
+
 // name: vector_knn
 // Both backends. For each row {id, vector}: the $k nearest nodes of index $index with
 // normalized score >= $min_score, any tenant (the caller filters and widens $k where the

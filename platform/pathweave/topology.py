@@ -347,13 +347,16 @@ class Topology:
         self.set_aliases([], store.run("topology_aliases"))
         self.version = version
 
-    def refresh(self, store: GraphStore) -> bool:
+    def refresh(self, store: GraphStore, version: int | None = None) -> bool:
         """Bring the topology to the store's graph version: apply the change records after
         :attr:`version`, or :meth:`load` when it is new or further behind than the kept
-        records. Returns whether anything was read."""
+        records. ``version``: the store's version as the query's vector searches read it
+        (None: read it now); one older than this topology's (another query refreshed meanwhile,
+        or a restored store) is asked again. Returns whether anything was read."""
         with self._lock:
             self.last_used = time.monotonic()
-            version = store.graph_version()
+            if version is None or version < self.version:
+                version = store.graph_version()
             if version == self.version:
                 return False
             started = time.perf_counter()
@@ -527,8 +530,9 @@ class TopologyCache:
         self._topologies: OrderedDict[str, Topology] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, store: GraphStore) -> Topology:
-        """The tenant's topology, refreshed to the store's graph version."""
+    def get(self, store: GraphStore, version: int | None = None) -> Topology:
+        """The tenant's topology, refreshed to the store's graph version (``version``: as the
+        caller read it, :meth:`Topology.refresh`)."""
         now = time.monotonic()
         with self._lock:
             for tenant in [t for t, topo in self._topologies.items() if now - topo.last_used > self.idle_s]:
@@ -539,7 +543,7 @@ class TopologyCache:
             self._topologies.move_to_end(store.tenant)
             while len(self._topologies) > self.max_tenants:
                 self._topologies.popitem(last=False)
-        topology.refresh(store)
+        topology.refresh(store, version)
         return topology
 
     def __len__(self) -> int:

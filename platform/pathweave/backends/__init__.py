@@ -2,6 +2,7 @@
 the managed ArcadeDB server (default) and Neo4j + Graph Data Science (optional extra
 ``pathweave[neo4j]`` for the GDS client)."""
 
-from pathweave.backends.base import VECTOR_INDEXES, Backend, Capability, vector_knn, vector_search
+from pathweave.backends.base import (VECTOR_INDEXES, Backend, Capability, vector_knn, vector_search,
+                                    versioned_vector_search)
 
-__all__ = ["VECTOR_INDEXES", "Backend", "Capability", "vector_knn", "vector_search"]
+__all__ = ["VECTOR_INDEXES", "Backend", "Capability", "vector_knn", "vector_search", "versioned_vector_search"]

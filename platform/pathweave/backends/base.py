@@ -117,16 +117,34 @@ def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
     time, at most ``max_k``) while :func:`ask_wider` says so: a small tenant gets its ``k``
     results however large the others are.
     """
+    return _nearest(store, "vector_search", label, vector, k, max_k, prop)[0]
+
+
+def versioned_vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
+                            max_k: int = 100_000) -> tuple[list[tuple[str, float]], int | None]:
+    """:func:`vector_search` on ``label.embedding`` plus the tenant's graph version, read by
+    the same statement (``vector_search_versioned``): ``(hits, version)``; version None when
+    the index gave no rows or the tenant has no version yet (ask
+    :meth:`~pathweave.store.GraphStore.graph_version`)."""
+    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding",
+                          meta_id=store.meta_id)
+    return hits, next((int(row["version"]) for row in rows if row["version"] is not None), None)
+
+
+def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, k: int, max_k: int, prop: str,
+             **params) -> tuple[list[tuple[str, float]], list[dict]]:
+    """The widening search of :func:`vector_search` with ``statement``: the tenant's ``k``
+    best ``(id, cosine)`` and the rows of the last round."""
     if k <= 0:
-        return []
+        return [], []
     index = store.backend.vector_index_name(label, prop)
     asked, last = k, -1
     while True:
-        rows = store.run("vector_search", index=index, k=asked, vector=np.asarray(vector, dtype=float).tolist())
+        rows = store.run(statement, index=index, k=asked, vector=np.asarray(vector, dtype=float).tolist(), **params)
         mine = [(row["id"], cosine_of(row["score"])) for row in rows if row["tenant"] == store.tenant]
         if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
-            return mine[:k]
+            return mine[:k], rows
         asked, last = min(max_k, asked * 4), len(rows)
 
 

@@ -3,7 +3,6 @@ store's Passage vector index (cosine)."""
 
 from __future__ import annotations
 
-from pathweave.backends import vector_search
 from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
 
 
@@ -13,7 +12,9 @@ class DenseMode(RankingMode):
 
     name = "dense"
 
+    def searches(self, retriever, depth: int) -> dict[str, tuple[str, int]]:
+        return {"passages": ("Passage", depth)}
+
     def rank(self, frame: QueryFrame) -> Ranking:
-        hits = vector_search(frame.retriever.store, "Passage", frame.vector, frame.depth)
-        frame.clock("dense")
+        hits = frame.found["passages"]
         return Ranking([h[0] for h in hits], [h[1] for h in hits])

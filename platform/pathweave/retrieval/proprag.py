@@ -216,12 +216,14 @@ class PropRAGMode(RankingMode):
 
     name = "proprag"
 
+    def searches(self, retriever, depth: int) -> dict[str, tuple[str, int]]:
+        params = retriever.settings.retrieval.for_device(retriever.embedder.device)
+        return {"props": ("Proposition", params.stage1_props), "passages": ("Passage", params.stage1_passage_seeds)}
+
     def rank(self, frame: QueryFrame) -> Ranking:
         retriever, view = frame.retriever, frame.view
         params = retriever.settings.retrieval.for_device(retriever.embedder.device)
-        props = retriever.nearest("Proposition", frame.vector, params.stage1_props)
-        passages = retriever.nearest("Passage", frame.vector, params.stage1_passage_seeds)
-        seeds = Stage1Seeds(props.result(), passages.result())
+        seeds = Stage1Seeds(frame.found["props"], frame.found["passages"])
         if retriever.settings.apr.proprag_question_runs:
             from pathweave.apr.retrieval import earlier_question_passages
 

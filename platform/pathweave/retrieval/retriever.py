@@ -13,11 +13,11 @@ returned passages.
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from pathweave.backends import vector_search
+from pathweave.backends import versioned_vector_search
 from pathweave.citations import format_citation
 from pathweave.embeddings import Embedder
 from pathweave.errors import LLMUnavailable
@@ -88,9 +88,10 @@ class Retriever:
         """Token counter for budgets: ``settings.selection.context_tokenizer`` or the embedder's tokenizer."""
         return TokenCounter(self.settings.selection.context_tokenizer or None)
 
-    def topology(self) -> Topology:
-        """The tenant's topology at the store's current graph version."""
-        return self.cache.get(self.store)
+    def topology(self, version: int | None = None) -> Topology:
+        """The tenant's topology at the store's current graph version (``version``: as this
+        query's vector searches read it, :meth:`nearest`; None: read it)."""
+        return self.cache.get(self.store, version)
 
     def reader(self, topology: Topology) -> NodeReader:
         """Reads this tenant's node rows through the topology's bounded node cache."""
@@ -146,10 +147,17 @@ class Retriever:
         return retrieval
 
     # ---- the public pieces the modes use ----------------------------------------------
-    def nearest(self, label: str, vector: np.ndarray, k: int) -> Future:
-        """A future of the ``k`` nodes labelled ``label`` nearest ``vector`` (``[(id,
-        cosine)]`` best first), searched on the shared pool so a query's searches overlap."""
-        return _SEARCHES.submit(vector_search, self.store, label, vector, k)
+    def nearest(self, searches: dict[str, tuple[str, int]], vector: np.ndarray
+                ) -> tuple[dict[str, list[tuple[str, float]]], int | None]:
+        """Run ``searches`` (``{name: (label, k)}``) for ``vector`` concurrently on the shared
+        pool: ``{name: [(id, cosine)] best first}`` and the tenant's graph version their
+        statement read (:func:`~pathweave.backends.versioned_vector_search`; None when none
+        read one), so the query's topology needs no round trip of its own for it."""
+        futures = {name: _SEARCHES.submit(versioned_vector_search, self.store, label, vector, k)
+                   for name, (label, k) in searches.items()}
+        found = {name: future.result() for name, future in futures.items()}
+        versions = [version for _, version in found.values() if version is not None]
+        return {name: hits for name, (hits, _) in found.items()}, (max(versions) if versions else None)
 
     def passage_hits(self, reader: NodeReader, ids: list[str], scores: list[float]) -> list[PassageHit]:
         """The ranked passages ``ids`` (best first, with their ``scores``) with their texts

@@ -100,8 +100,9 @@ class Ranking:
 class QueryFrame:
     """What a ranking mode works with: the tenant's topology ``view`` and node ``reader``,
     the ``(d,)`` question ``vector``, the query id, how many passages to rank (``depth``),
-    a ``clock(stage)`` that records a stage's milliseconds, and ``ppr_timings`` (ms, inside
-    stage ``stage1``)."""
+    a ``clock(stage)`` that records a stage's milliseconds, ``ppr_timings`` (ms, inside
+    stage ``stage1``) and the hits of the mode's vector searches (``found``:
+    :meth:`RankingMode.searches`)."""
 
     retriever: Any
     request: QueryRequest
@@ -112,6 +113,7 @@ class QueryFrame:
     depth: int
     clock: Callable[[str], None]
     ppr_timings: dict[str, float] = field(default_factory=dict)
+    found: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
 
 class RankingMode(RetrievalMode):
@@ -123,6 +125,12 @@ class RankingMode(RetrievalMode):
         """The passages ranked for ``frame`` (subclasses)."""
         raise NotImplementedError
 
+    def searches(self, retriever, depth: int) -> dict[str, tuple[str, int]]:
+        """The vector searches :meth:`rank` starts from, ``{name: (label, k)}``: run
+        concurrently before the topology is refreshed (their statement reads the graph
+        version too); their hits are ``frame.found[name]``."""
+        return {}
+
     def search(self, retriever, request: QueryRequest, record: bool) -> Retrieval:
         timings: dict[str, float] = {}
         last = [time.perf_counter()]
@@ -132,15 +140,17 @@ class RankingMode(RetrievalMode):
             timings[stage] = round((now - last[0]) * 1000, 2)
             last[0] = now
 
-        topology = retriever.topology()
-        view = topology.view()  # built here on the first query after a change
-        clock("topology")
-        reader = retriever.reader(topology)
         vector = retriever.embedder.encode_one(request.question)
         clock("embed")
         budget = request.token_budget
         depth = request.k if budget is None else max(request.k, retriever.settings.selection.context_passages)
-        frame = QueryFrame(retriever, request, view, reader, vector, uuid.uuid4().hex, depth, clock)
+        found, version = retriever.nearest(self.searches(retriever, depth), vector)
+        clock("search")
+        topology = retriever.topology(version)  # at least the version the searches saw
+        view = topology.view()  # built here on the first query after a change
+        clock("topology")
+        reader = retriever.reader(topology)
+        frame = QueryFrame(retriever, request, view, reader, vector, uuid.uuid4().hex, depth, clock, found=found)
         ranking = self.rank(frame)
         result = QueryResult(query_id=frame.query_id, question=request.question, mode=self.name,
                              graph_version=view.version, paths=ranking.paths, seeds=ranking.seeds,
