@@ -37,9 +37,10 @@ class LLMUnavailable(PathweaveError, RuntimeError):
 
 def is_transient(exc: BaseException) -> bool:
     """Is ``exc`` worth retrying later: a connection problem, a server (re)starting, a
-    transaction conflict, or a :class:`StoreUnavailable`?"""
+    transaction conflict, a driver closed under a request because the connection was dropped
+    to reconnect (:meth:`pathweave.runtime.QueryRuntime.lost`), or a :class:`StoreUnavailable`?"""
     import httpx
-    from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
+    from neo4j.exceptions import DriverError, ServiceUnavailable, SessionExpired, TransientError
 
     from pathweave.processes import ServerError
 
@@ -47,5 +48,7 @@ def is_transient(exc: BaseException) -> bool:
                         ConnectionError, TimeoutError, httpx.TransportError)):
         return True
     text = str(exc).lower()
-    return any(s in text for s in ("connection refused", "connection reset", "broken pipe",
-                                   "failed to read from defunct connection", "concurrentmodification"))
+    if isinstance(exc, DriverError) and "closed" in text:
+        return True
+    return any(s in text for s in ("connection refused", "connection reset", "broken pipe", "defunct connection",
+                                   "concurrentmodification"))

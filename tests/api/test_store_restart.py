@@ -102,3 +102,16 @@ def test_the_api_follows_the_store_restarted_elsewhere_and_restarts_it_when_down
     finally:
         runtime.close()
         store_server.stop(own)
+
+
+def test_a_request_caught_by_the_reconnect_is_transient():
+    """bench soak found it: a query in flight when another request dropped the connection
+    (QueryRuntime.lost) fails on the closed driver; that is a 503 with Retry-After, not a 500."""
+    from neo4j.exceptions import DriverError, ServiceUnavailable
+
+    from pathweave.errors import is_transient
+
+    assert is_transient(DriverError("Driver closed"))
+    assert is_transient(ServiceUnavailable("Failed to write to defunct connection IPv4Address(('127.0.0.1', 1))"))
+    assert not is_transient(DriverError("Invalid access mode"))
+    assert not is_transient(ValueError("bad question"))
