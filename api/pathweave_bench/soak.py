@@ -582,7 +582,7 @@ def replay_and_compare(settings, operations: list[dict], directory: Path, keys_f
                     pending.append(response.json()["job_id"])
                 posts.clear()
                 wait_for(lambda: jobs_settled(client, pending), 3600, "replay jobs", api, directory / "api.log",
-                         interval=1.0)
+                         interval=0.3)
                 pending.clear()
 
             for op in operations:
