@@ -101,6 +101,7 @@ def test_a_crashed_server_is_relaunched_with_the_owner_it_had(tmp_path):
     first = _sleeper()
     try:
         assert launch_owner(tmp_path, first.pid) == first.pid  # nothing recorded: the starter owns it
+        assert (tmp_path / "owner.json").stat().st_mode & 0o077 == 0  # private, like every state file
         assert launch_owner(tmp_path, os.getpid()) == first.pid  # crashed, its owner runs: kept
         first.kill()
         first.wait(10)

@@ -228,9 +228,12 @@ def stop_requested() -> Callable[[], bool]:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
+    """Write ``data`` to ``path`` atomically (a reader never sees half a file), private to the
+    user (0600, whatever the writer's umask)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(json.dumps(data))
     tmp.replace(path)
 
 
