@@ -163,11 +163,8 @@ class Service:
         self.logs = {"api": workdir / "api.log", "worker": workdir / "worker.log", "redis": workdir / "redis.log",
                      "store": workdir / "server" / "server.log", "llm": workdir / "llm" / "server.log"}
         self.keys_file = workdir / "keys.sqlite3"
-        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("PATHWEAVE_")},
-                    "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_API_KEYS_FILE": str(self.keys_file),
-                    "PATHWEAVE_WORKER_BROKER_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-                    "PATHWEAVE_WORKER_QUEUE": "pathweave.soak", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                    "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "passive"}
+        self.env = service_env(workdir, self.keys_file, f"redis://127.0.0.1:{self.redis_port}/0",
+                               PATHWEAVE_WORKER_QUEUE="pathweave.soak")
         self.redis = self.api = self.worker = None
 
     def start_redis(self):
@@ -192,8 +189,7 @@ class Service:
 
     def start_api(self):
         self.api = self.processes.start(
-            [sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory", "--host", "127.0.0.1",
-             "--port", str(self.api_port), "--log-level", "warning"], self.env, self.logs["api"])
+            api_command(self.api_port), self.env, self.logs["api"])
         wait_for(lambda: http_ready(self.url), 300, "API server", self.api, self.logs["api"])
 
     def pids(self) -> dict[str, int | None]:
@@ -222,6 +218,21 @@ class Service:
             return {"skipped": f"no {fault} server runs"}
         os.kill(pid, signal.SIGKILL)  # store | llm: whoever needs it next starts it again
         return {"killed": pid}
+
+
+def service_env(data_dir: Path, keys_file: Path, broker_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a service process of the run: this one's without its ``PATHWEAVE_*``
+    settings, then the run's data dir, key file and broker (empty: none), offline models."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("PATHWEAVE_")},
+            "PATHWEAVE_DATA_DIR": str(data_dir), "PATHWEAVE_API_KEYS_FILE": str(keys_file),
+            "PATHWEAVE_WORKER_BROKER_URL": broker_url, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "passive", **extra}
+
+
+def api_command(port: int) -> list[str]:
+    """The API server of a service (uvicorn on 127.0.0.1:``port``)."""
+    return [sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory", "--host", "127.0.0.1",
+            "--port", str(port), "--log-level", "warning"]
 
 
 def rss_mib(pid: int | None) -> float | None:
@@ -556,10 +567,7 @@ def replay_and_compare(settings, operations: list[dict], directory: Path, keys_f
     processes = ChildProcesses()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PATHWEAVE_")},
-           "PATHWEAVE_DATA_DIR": str(directory), "PATHWEAVE_API_KEYS_FILE": str(keys_file),
-           "PATHWEAVE_WORKER_BROKER_URL": "", "HF_HUB_OFFLINE": "1",
-           "OMP_WAIT_POLICY": "passive", "TOKENIZERS_PARALLELISM": "false"}
+    env = service_env(directory, keys_file, "")  # no broker: the API's in-process queue
     from pathweave_api.keys import key_store_for
     from pathweave.settings import ApiSettings
 
@@ -568,8 +576,7 @@ def replay_and_compare(settings, operations: list[dict], directory: Path, keys_f
     started = time.monotonic()
     try:
         store_server.start(replay, owner=os.getpid())
-        api = processes.start([sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory", "--host",
-                               "127.0.0.1", "--port", str(port), "--log-level", "warning"], env, directory / "api.log")
+        api = processes.start(api_command(port), env, directory / "api.log")
         wait_for(lambda: http_ready(url), 300, "replay API", api, directory / "api.log")
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600) as client:
             pending: list[str] = []

@@ -114,8 +114,9 @@ def test_a_proprag_query_through_the_api_reads_the_store_a_bounded_number_of_tim
     assert all(c["source"] == sources[c["doc_id"]] and c["source"] for c in body["citations"])
     # two vector searches (propositions, passages); each may widen under the index that the
     # test session's tenants share until it has this tenant's k (a search more each time)
-    assert "graph_version" not in calls and calls.count("vector_search_versioned") >= 2, calls
+    assert "graph_version" not in calls and calls.count("vector_search_versioned") >= 1, calls  # the first reads it
+    assert calls.count("vector_search_versioned") + calls.count("vector_search") >= 2, calls
     assert calls.count("subgraph_passage_texts") <= 1 and calls.count("transaction") == 1, calls
     assert calls.count("subgraph_passages") <= 1 and calls.count("subgraph_propositions") <= 1, calls
-    assert not set(calls) - {"vector_search_versioned", "subgraph_passages", "subgraph_propositions",
+    assert not set(calls) - {"vector_search_versioned", "vector_search", "subgraph_passages", "subgraph_propositions",
                              "subgraph_entities", "subgraph_passage_texts", "transaction"}, calls

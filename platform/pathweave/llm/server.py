@@ -42,7 +42,7 @@ import httpx
 from pathweave.settings import LLMSettings
 from pathweave.llm.weights import INSTALL_HINT, ModelUnavailable, assemble
 from pathweave.processes import (
-    Lifetime, free_port, launch_owner, log_tail, make_private, pid_alive, stop_recorded,
+    Lifetime, free_port, launch_owner, log_tail, make_private, pid_alive, stop_recorded, write_json,
 )
 
 
@@ -141,11 +141,7 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None) -> LLMServ
         log.close()
         info = LLMServerInfo(pid=process.pid, port=port, model=llm.model)
         _wait_ready(info, process, directory, llm.start_timeout_s)
-        state = directory / "server.json"
-        tmp = state.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pid": info.pid, "port": port, "model": llm.model, "owner": owner}))
-        tmp.chmod(0o600)
-        tmp.replace(state)
+        write_json(directory / "server.json", {"pid": info.pid, "port": port, "model": llm.model, "owner": owner})
         return info
 
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from pathweave.backends import versioned_vector_search
+from pathweave.backends import vector_search, versioned_vector_search
 from pathweave.citations import format_citation
 from pathweave.embeddings import Embedder
 from pathweave.errors import LLMUnavailable
@@ -35,6 +35,11 @@ from pathweave.topology import Topology, TopologyCache
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
 """Runs a query's vector searches concurrently (shared by every retriever of the process)."""
+
+
+def _unversioned(store, label: str, vector: np.ndarray, k: int) -> tuple[list[tuple[str, float]], None]:
+    """:func:`~pathweave.backends.vector_search` shaped as ``(hits, version)`` with no version."""
+    return vector_search(store, label, vector, k), None
 
 
 class Retriever:
@@ -150,11 +155,12 @@ class Retriever:
     def nearest(self, searches: dict[str, tuple[str, int]], vector: np.ndarray
                 ) -> tuple[dict[str, list[tuple[str, float]]], int | None]:
         """Run ``searches`` (``{name: (label, k)}``) for ``vector`` concurrently on the shared
-        pool: ``{name: [(id, cosine)] best first}`` and the tenant's graph version their
-        statement read (:func:`~pathweave.backends.versioned_vector_search`; None when none
-        read one), so the query's topology needs no round trip of its own for it."""
-        futures = {name: _SEARCHES.submit(versioned_vector_search, self.store, label, vector, k)
-                   for name, (label, k) in searches.items()}
+        pool: ``{name: [(id, cosine)] best first}`` and the tenant's graph version the first
+        search's statement read (:func:`~pathweave.backends.versioned_vector_search`; None when
+        it read none), so the query's topology needs no round trip of its own for it."""
+        futures = {name: _SEARCHES.submit(versioned_vector_search if n == 0 else _unversioned, self.store, label,
+                                          vector, k)
+                   for n, (name, (label, k)) in enumerate(searches.items())}
         found = {name: future.result() for name, future in futures.items()}
         versions = [version for _, version in found.values() if version is not None]
         return {name: hits for name, (hits, _) in found.items()}, (max(versions) if versions else None)
