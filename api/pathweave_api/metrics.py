@@ -24,6 +24,10 @@ BATCHES_ENQUEUED = Counter("pathweave_batches_enqueued_total", "Ingestion batche
 AUTH_FAILURES = Counter("pathweave_auth_failures_total", "Requests refused for a missing or invalid API key.")
 RATE_LIMITED = Counter("pathweave_rate_limited_total", "Requests refused by the per-key rate limit.")
 QUEUE_DEPTH = Gauge("pathweave_ingest_queue_depth", "Ingestion batches waiting (in-process queue or broker).")
+NODE_CACHE_ROWS = Gauge("pathweave_node_cache_rows", "Node rows (texts, vectors) the query caches hold.")
+NODE_CACHE_BYTES = Gauge("pathweave_node_cache_bytes", "Approximate bytes of those rows.")
+TOPOLOGY_PASSAGES = Gauge("pathweave_topology_passages", "Passage ids the tenants' topologies hold.")
+TOPOLOGY_ENTITIES = Gauge("pathweave_topology_entities", "Entity ids the tenants' topologies hold.")
 READY = Gauge("pathweave_ready", "1 when the store answers and the models are loaded.")
 
 
@@ -54,5 +58,12 @@ class MetricsMiddleware:
             HTTP_SECONDS.labels(scope["method"], template).observe(time.perf_counter() - started)
 
 
-def render() -> tuple[bytes, str]:
+def render(cache_stats: dict[str, int] | None = None) -> tuple[bytes, str]:
+    """The Prometheus text, with the query caches' gauges set from ``cache_stats``
+    (:meth:`pathweave.runtime.QueryRuntime.cache_stats`)."""
+    if cache_stats is not None:
+        NODE_CACHE_ROWS.set(cache_stats["node_cache_rows"])
+        NODE_CACHE_BYTES.set(cache_stats["node_cache_bytes"])
+        TOPOLOGY_PASSAGES.set(cache_stats["passages"])
+        TOPOLOGY_ENTITIES.set(cache_stats["entities"])
     return generate_latest(), CONTENT_TYPE_LATEST

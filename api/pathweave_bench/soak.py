@@ -401,9 +401,28 @@ def query_client(url: str, token: str, kind: str, questions: list[str], number: 
             stop.wait(think_s)
 
 
+CACHE_GAUGES = {"pathweave_node_cache_bytes": "api_cache_mib", "pathweave_topology_passages": "api_passages"}
+
+
+def api_caches(url: str) -> dict[str, float]:
+    """The API's query caches from its ``/metrics``: ``api_cache_mib`` (node rows, MiB) and
+    ``api_passages`` (in its topology); {} when it does not answer."""
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in CACHE_GAUGES:
+            out[CACHE_GAUGES[name]] = float(value) / (2 ** 20 if name.endswith("bytes") else 1)
+    return out
+
+
 def sampler(service: Service, journal: Journal, stop: threading.Event) -> None:
     """Every 5 s the logs' sizes (to date tracebacks), every :data:`RSS_EVERY_S` the RSS
-    (MiB) of the API, worker, store and model server."""
+    (MiB) of the API, worker, store and model server, and the API's query caches
+    (:func:`api_caches`)."""
     last = -RSS_EVERY_S
     while True:
         now = journal.now()
@@ -412,7 +431,8 @@ def sampler(service: Service, journal: Journal, stop: threading.Event) -> None:
         if now - last >= RSS_EVERY_S:
             last = now
             pids = service.pids()
-            journal.rss.append({"t": now, **{name: rss_mib(pids[name]) for name in ("api", "worker", "store", "llm")}})
+            journal.rss.append({"t": now, **{name: rss_mib(pids[name]) for name in ("api", "worker", "store", "llm")},
+                                **api_caches(service.url)})
         if stop.wait(5.0):
             return
 
@@ -508,6 +528,12 @@ def rss_growth(samples: list[dict], faults: list[dict], from_s: float = 600.0) -
     if len(api) >= 2:
         out["api"] = {"from_mib": api[0]["api"], "to_mib": api[-1]["api"],
                       "growth_pct": round(100 * (api[-1]["api"] / api[0]["api"] - 1), 1)}
+        if "api_cache_mib" in api[0] and "api_cache_mib" in api[-1]:
+            # the bounded node cache (query.node_cache_entries) fills as queries touch new nodes
+            first, last = api[0]["api"] - api[0]["api_cache_mib"], api[-1]["api"] - api[-1]["api_cache_mib"]
+            out["api"].update(cache_from_mib=round(api[0]["api_cache_mib"], 1),
+                              cache_to_mib=round(api[-1]["api_cache_mib"], 1),
+                              net_of_cache_growth_pct=round(100 * (last / first - 1), 1))
     restarts = [0.0] + [f["t"] for f in faults if f["fault"] == "worker"]
     lives = []
     for begin, end in zip(restarts, restarts[1:] + [float("inf")]):
@@ -698,6 +724,9 @@ def print_table(results: dict, console: Console) -> None:
     for name, growth in results.get("rss_growth", {}).items():
         table.add_row(f"RSS {name}, minute 10 -> end", f"{growth.get('from_mib')} -> {growth.get('to_mib')} MiB "
                                                        f"({growth.get('growth_pct', '–')} %)")
+        if "cache_from_mib" in growth:
+            table.add_row(f"  {name} node cache; RSS net of it", f"{growth['cache_from_mib']} -> "
+                          f"{growth['cache_to_mib']} MiB; {growth['net_of_cache_growth_pct']} %")
     traces = results.get("tracebacks", {})
     table.add_row("tracebacks: total / after a fault / unexplained",
                   f"{traces.get('total')} / {traces.get('after_a_fault')} / {traces.get('unexplained')}")

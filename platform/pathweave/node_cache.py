@@ -9,14 +9,24 @@ vector is ~2 KB: 50,000 rows ~ 100 MB).
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
+def row_bytes(key: tuple[str, str], row: Any) -> int:
+    """Approximate bytes a cached row holds: its key, the tuple and each field
+    (``sys.getsizeof``, so a 2,048-character vector string counts ~2.1 KB)."""
+    fields = row if isinstance(row, tuple) else (row,)
+    return sys.getsizeof(key) + sys.getsizeof(key[1]) + sys.getsizeof(row) + sum(sys.getsizeof(f) for f in fields)
+
+
 class NodeCache:
-    """``(kind, id) -> row`` with least-recently-used eviction beyond ``max_entries``."""
+    """``(kind, id) -> row`` with least-recently-used eviction beyond ``max_entries``;
+    :attr:`bytes` is the rows' approximate size (:func:`row_bytes`), exported by the API as
+    ``pathweave_node_cache_bytes``."""
 
     def __init__(self, max_entries: int = 50_000) -> None:
         self.max_entries = max_entries
@@ -24,6 +34,7 @@ class NodeCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.bytes = 0
 
     def get_many(self, kind: str, ids: Sequence[str],
                  fetch: Callable[[list[str]], Iterable[tuple[str, Any]]]) -> dict[str, Any]:
@@ -44,9 +55,14 @@ class NodeCache:
             out.update(fetched)
             with self._lock:
                 for node_id, row in fetched.items():
-                    self._rows[(kind, node_id)] = row
+                    key = (kind, node_id)
+                    old = self._rows.get(key)
+                    if old is not None:
+                        self.bytes -= row_bytes(key, old)
+                    self._rows[key] = row
+                    self.bytes += row_bytes(key, row)
                 while len(self._rows) > self.max_entries:
-                    self._rows.popitem(last=False)
+                    self.bytes -= row_bytes(*self._rows.popitem(last=False))
         return out
 
     def evict(self, ids: Iterable[str]) -> None:
@@ -56,7 +72,7 @@ class NodeCache:
             return
         with self._lock:
             for key in [key for key in self._rows if key[1] in gone]:
-                del self._rows[key]
+                self.bytes -= row_bytes(key, self._rows.pop(key))
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -121,6 +121,15 @@ class QueryRuntime:
         """The vectors' dimension for the store's indexes (the query embedder's)."""
         return int(getattr(self.query_embedder, "dim", 384))
 
+    def cache_stats(self) -> dict[str, int]:
+        """What the process's query caches hold (:meth:`pathweave.topology.TopologyCache.stats`;
+        zeros before the first query)."""
+        with self._lock:
+            cache = self._cache
+        if cache is None:
+            return {"tenants": 0, "node_cache_rows": 0, "node_cache_bytes": 0, "passages": 0, "entities": 0}
+        return cache.stats()
+
     def retriever(self, tenant: str):
         """One :class:`~pathweave.retrieval.retriever.Retriever` per tenant (one bounded
         topology cache for all of them)."""

@@ -546,5 +546,16 @@ class TopologyCache:
         topology.refresh(store, version)
         return topology
 
+    def stats(self) -> dict[str, int]:
+        """What the process holds for its tenants: ``tenants``, ``node_cache_rows``,
+        ``node_cache_bytes`` (approximate, :func:`pathweave.node_cache.row_bytes`) and the
+        topologies' ``passages`` and ``entities`` (ids interned so far)."""
+        with self._lock:
+            topologies = list(self._topologies.values())
+        return {"tenants": len(topologies), "node_cache_rows": sum(len(t.nodes) for t in topologies),
+                "node_cache_bytes": sum(t.nodes.bytes for t in topologies),
+                "passages": sum(len(t.passage_ids) for t in topologies),
+                "entities": sum(len(t.entity_ids) for t in topologies)}
+
     def __len__(self) -> int:
         return len(self._topologies)

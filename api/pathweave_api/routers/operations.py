@@ -51,5 +51,5 @@ def prometheus_metrics(svc: ServicesDep):
     depth = svc.dispatcher.depth()
     if depth is not None:
         metrics.QUEUE_DEPTH.set(depth)
-    content, media_type = metrics.render()
+    content, media_type = metrics.render(svc.runtime.cache_stats())
     return Response(content, media_type=media_type)
