@@ -9,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from pathweave.model import Answer, AprContext, BudgetedContext, PassageHit, PruneTree, ReasoningPath, SeedEntity
 from pathweave.retrieval.modes import Mode
 from pathweave.retrieval.request import QueryRequest as CoreQueryRequest
-from pathweave_ingest.loaders import INVISIBLE_CLASS, has_visible_text
+from pathweave.text import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
 HEX32_PATTERN = r"^[0-9a-f]{32}$"

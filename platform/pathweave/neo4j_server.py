@@ -150,8 +150,9 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory,
         )
 
-    return start_once(directory, lambda: status(settings),
-                      lambda process: _wait_ready(settings, directory, process), launch)
+    info = status(settings)
+    return info if info is not None else start_once(directory, lambda process: _wait_ready(settings, directory,
+                                                                                           process), launch)
 
 
 def stop(settings: Settings, timeout_s: float = 30.0) -> bool:

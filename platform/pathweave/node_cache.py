@@ -12,14 +12,14 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 
 def row_bytes(key: tuple[str, str], row: Any) -> int:
     """Approximate bytes a cached row holds: its key, the tuple and each field
     (``sys.getsizeof``, so a 2,048-character vector string counts ~2.1 KB)."""
-    fields = row if isinstance(row, tuple) else (row,)
+    fields = row if isinstance(row, tuple) else tuple(vars(row).values()) if hasattr(row, "__dict__") else (row,)
     return sys.getsizeof(key) + sys.getsizeof(key[1]) + sys.getsizeof(row) + sum(sys.getsizeof(f) for f in fields)
 
 
@@ -36,10 +36,9 @@ class NodeCache:
         self.misses = 0
         self.bytes = 0
 
-    def get_many(self, kind: str, ids: Sequence[str],
-                 fetch: Callable[[list[str]], Iterable[tuple[str, Any]]]) -> dict[str, Any]:
-        """Rows of ``ids``: cached ones, and the others from ``fetch(missing ids) -> (id, row)``
-        pairs (ids the store does not return are absent from the answer)."""
+    def lookup(self, kind: str, ids: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+        """The cached rows of ``ids`` (``{id: row}``, marked recently used) and the ids not
+        cached (each once, in order): the caller reads those and :meth:`put` s them."""
         out: dict[str, Any] = {}
         with self._lock:
             for node_id in ids:
@@ -50,20 +49,21 @@ class NodeCache:
             missing = [i for i in dict.fromkeys(ids) if i not in out]
             self.hits += len(out)
             self.misses += len(missing)
-        if missing:
-            fetched = dict(fetch(missing))
-            out.update(fetched)
-            with self._lock:
-                for node_id, row in fetched.items():
-                    key = (kind, node_id)
-                    old = self._rows.get(key)
-                    if old is not None:
-                        self.bytes -= row_bytes(key, old)
-                    self._rows[key] = row
-                    self.bytes += row_bytes(key, row)
-                while len(self._rows) > self.max_entries:
-                    self.bytes -= row_bytes(*self._rows.popitem(last=False))
-        return out
+        return out, missing
+
+    def put(self, kind: str, rows: dict[str, Any]) -> None:
+        """Cache ``rows`` (``{id: row}``, read from the store), evicting the least recently
+        used beyond ``max_entries``."""
+        with self._lock:
+            for node_id, row in rows.items():
+                key = (kind, node_id)
+                old = self._rows.get(key)
+                if old is not None:
+                    self.bytes -= row_bytes(key, old)
+                self._rows[key] = row
+                self.bytes += row_bytes(key, row)
+            while len(self._rows) > self.max_entries:
+                self.bytes -= row_bytes(*self._rows.popitem(last=False))
 
     def evict(self, ids: Iterable[str]) -> None:
         """Forget every kind of row of ``ids`` (nodes a change removed)."""

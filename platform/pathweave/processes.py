@@ -265,15 +265,11 @@ def forget_owner(directory: Path) -> None:
     (directory / OWNER_FILE).unlink(missing_ok=True)
 
 
-def start_once(directory: Path, running: Callable[[], ServerInfo | None],
-               wait: Callable[[subprocess.Popen | None], ServerInfo],
+def start_once(directory: Path, wait: Callable[[subprocess.Popen | None], ServerInfo],
                launch: Callable[[], subprocess.Popen]) -> ServerInfo:
-    """The start protocol of every managed store server of ``directory``: the server
-    ``running()`` reports, else ``wait(launch())`` under the start lock, else (another
-    process holds the lock and is starting it) ``wait(None)``."""
-    info = running()
-    if info is not None:
-        return info
+    """The start protocol of every managed store server of ``directory``, once the caller
+    found none running: ``wait(launch())`` under the start lock, else (another process holds
+    the lock and is starting it) ``wait(None)``."""
     with starting(directory) as mine:
         return wait(launch() if mine else None)
 

@@ -199,7 +199,8 @@ def _arcadedb_start(settings: Settings, owner: int | None = None) -> ServerInfo:
         _ensure_database(info, settings.store.database)
         return info
 
-    return start_once(directory, lambda: _arcadedb_status(settings), wait, launch)
+    info = _arcadedb_status(settings)
+    return info if info is not None else start_once(directory, wait, launch)
 
 
 def _wait_ready(settings: Settings, directory: Path, process: subprocess.Popen | None) -> ServerInfo:

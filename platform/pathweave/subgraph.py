@@ -36,13 +36,16 @@ class NodeReader:
     dim: int = 384
 
     def _read(self, kind: str, statement: str, ids: Sequence[str], fields: tuple[str, ...]) -> dict[str, tuple]:
-        def fetch(missing: list[str]):
-            rows = []
-            for start in range(0, len(missing), 1000):
-                rows += self.store.run(statement, ids=missing[start:start + 1000])
-            return ((row["id"], tuple(row[f] for f in fields)) for row in rows)
-
-        return self.cache.get_many(kind, list(ids), fetch)
+        """``{id: (fields...)}``: the cached rows, the others read by ``statement`` (1,000 ids
+        per round trip) and cached."""
+        found, missing = self.cache.lookup(kind, ids)
+        fetched: dict[str, tuple] = {}
+        for start in range(0, len(missing), 1000):
+            for row in self.store.run(statement, ids=missing[start:start + 1000]):
+                fetched[row["id"]] = tuple(row[f] for f in fields)
+        self.cache.put(kind, fetched)
+        found.update(fetched)
+        return found
 
     def passages(self, ids: Sequence[str]) -> dict[str, tuple]:
         """``{id: (title, doc_id, vec)}`` of passages."""

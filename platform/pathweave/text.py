@@ -7,6 +7,20 @@ import re
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
+# A visible character: not whitespace, not a control character, not an invisible format
+# character (soft hyphen, zero-width space/joiners, bidi marks, word joiner, BOM, ...).
+# The same class is the API schema's ``pattern`` for texts, so schema and check agree.
+INVISIBLE_CLASS = ("\\s\\x00-\\x1f\\x7f-\\x9f\\xad\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u180e\\u200b-\\u200f"
+                   "\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb")
+_VISIBLE = re.compile(f"[^{INVISIBLE_CLASS}]")
+
+
+def has_visible_text(text: str) -> bool:
+    """True when ``text`` holds at least one visible character (see ``INVISIBLE_CLASS``):
+    a text of only whitespace or zero-width characters would be stored as an empty passage,
+    or asked as an empty question."""
+    return _VISIBLE.search(text) is not None
+
 
 def normalize(text: str) -> str:
     """Entity normalization for matching: lower-case, non-alphanumerics to space,

@@ -160,12 +160,12 @@ class TopologyView:
     def n_passages(self) -> int:
         return self.states.shape[0]
 
-    def derived(self, key: Any, build) -> Any:
-        """``build()``'s result, computed once per view (e.g. the HippoRAG 2 graph)."""
+    def keep(self, key: Any, value: Any) -> Any:
+        """Keep ``value`` under ``key`` for this view's later queries (e.g. the HippoRAG 2
+        graph, built from the view by the first query that needs it: ``extras.get(key)``
+        first) and return what is kept: the value of a concurrent query that kept one first."""
         with self._lock:
-            if key not in self.extras:
-                self.extras[key] = build()
-            return self.extras[key]
+            return self.extras.setdefault(key, value)
 
     def index_of(self, index: dict[str, int], ids, limit: int) -> np.ndarray:
         """Indices of ``ids`` known to this view (``< limit``), in order; unknown ids dropped."""

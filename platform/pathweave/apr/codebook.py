@@ -95,12 +95,16 @@ class CodebookView:
         self.dim = dim
 
     def _rows(self, kind: str, statement: str, ids: Sequence[str], build) -> dict:
-        def fetch(missing: list[str]):
-            for start in range(0, len(missing), 1000):
-                for row in self.store.run(statement, ids=missing[start:start + 1000]):
-                    yield row["id"], build(row)
-
-        return self.cache.get_many(kind, list(dict.fromkeys(ids)), fetch)
+        """``{id: build(row)}``: the cached rows, the others read by ``statement`` (1,000 ids
+        per round trip) and cached."""
+        found, missing = self.cache.lookup(kind, ids)
+        fetched = {}
+        for start in range(0, len(missing), 1000):
+            for row in self.store.run(statement, ids=missing[start:start + 1000]):
+                fetched[row["id"]] = build(row)
+        self.cache.put(kind, fetched)
+        found.update(fetched)
+        return found
 
     def _vec(self, text: str | None) -> np.ndarray:
         return decode_vectors([text], self.dim)[0]

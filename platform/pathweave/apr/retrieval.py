@@ -35,6 +35,8 @@ from pathweave.sessions import check_session_id
 from pathweave.apr.writes import TripleRef, memory_run, run_text, triple_ref
 from pathweave.backends.base import vector_search
 from pathweave.model import AprContext, AprRun
+from pathweave.retrieval.modes import strategy
+from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 
 QuestionParser = Callable[[str], tuple[list[tuple[str, str, str]], list[str]]]
@@ -106,16 +108,16 @@ class EncodedQuestion:
     names: dict[str, str]
 
 
-def _encode_question(retriever, question: str) -> EncodedQuestion:
-    """The question's triples (the retriever's ``question_parser``) and one ``encode`` call
+def _encode_question(resources, question: str) -> EncodedQuestion:
+    """The question's triples (the resources's ``question_parser``) and one ``encode`` call
     for their lines, the run text, the question and the symbols' names."""
-    dim = retriever.store.dimensions
-    triples = question_triples(question, getattr(retriever, "question_parser", None))
-    refs = list(dict.fromkeys(r for r in (triple_ref(retriever.store.tenant, *t) for t in triples) if r is not None))
+    dim = resources.store.dimensions
+    triples = question_triples(question, getattr(resources, "question_parser", None))
+    refs = list(dict.fromkeys(r for r in (triple_ref(resources.store.tenant, *t) for t in triples) if r is not None))
     entities = {r.subject_id: r.words[0] for r in refs} | {r.object_id: r.words[2] for r in refs}
     relations = {r.relation_id: r.words[1] for r in refs}
     names = entities | relations
-    vectors = retriever.embedder.encode([line(r.words) for r in refs] + [run_text([r.words for r in refs]), question]
+    vectors = resources.embedder.encode([line(r.words) for r in refs] + [run_text([r.words for r in refs]), question]
                                         + list(names.values()))
     n = len(refs)
     symbol_vecs = dict(zip(names, vectors[n + 2:]))
@@ -126,15 +128,16 @@ def _encode_question(retriever, question: str) -> EncodedQuestion:
                            symbol_vecs, names)
 
 
-def fact_candidates(retriever, question: str, passages: int) -> tuple[list[str], list]:
+def fact_candidates(resources, question: str, passages: int) -> tuple[list[str], list]:
     """The facts channel's candidates from PropRAG (setting ``apr.facts_source = "proprag"``):
     ``(run ids, passage hits)``: the fact runs of the top ``passages`` passages PropRAG ranks
     for ``question`` (nothing written), in their passages' order, and those passages best
     first, texts and citations included (the mode returns them without reading them again)."""
-    hits = retriever.search(question, mode="proprag", k=passages, write_record=False).result.passages
+    request = QueryRequest.of(question, mode="proprag", k=passages)
+    hits = strategy("proprag").search(resources, request, False).result.passages
     ranked = {hit.passage_id: hit.score for hit in hits}
     order = {pid: i for i, pid in enumerate(ranked)}
-    rows = retriever.store.run("apr_passage_fact_runs", ids=list(ranked))
+    rows = resources.store.run("apr_passage_fact_runs", ids=list(ranked))
     rows.sort(key=lambda row: order[row["passage_id"]])
     return list(dict.fromkeys(row["run_id"] for row in rows)), hits
 
@@ -219,10 +222,10 @@ def _fine(view: CodebookView, ranked: list[Ranked], query_lines: np.ndarray, who
         r.fine = fine_score(query_lines @ lines.T, float(whole @ r.row.vec), params)
 
 
-def retrieve(retriever, question: str, session_id: str | None = None, actions: Mapping[str, str] | None = None,
+def retrieve(resources, question: str, session_id: str | None = None, actions: Mapping[str, str] | None = None,
              write_record: bool = False, answer_text: str | None = None,
              query_id: str | None = None) -> AprOutcome:
-    """APR for one ``question`` of ``retriever``'s tenant (spec §3): retrieve runs from the
+    """APR for one ``question`` of ``resources``'s tenant (spec §3): retrieve runs from the
     facts, earlier questions and earlier answers, select per channel with ``actions``
     (``{"facts": "unique", "questions": "include_all", "answers": "not_include"}``; channels
     not named: section ``apr``'s default actions; ``actions`` None with a selector policy
@@ -248,22 +251,22 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     if not question:
         raise ValueError("question is empty")
     session_id = check_session_id(session_id)
-    settings = retriever.settings.apr
+    settings = resources.settings.apr
     chosen = check_actions({"facts": settings.facts_action, "questions": settings.questions_action,
                             "answers": settings.answers_action, **(actions or {})})
-    store = retriever.store
-    view = CodebookView(store, retriever.topology().nodes, store.dimensions)
+    store = resources.store
+    view = CodebookView(store, resources.topology().nodes, store.dimensions)
     query_id = query_id or uuid.uuid4().hex
 
-    q = _encode_question(retriever, question)
-    if actions is None and retriever.settings.selector.policy_path is not None:  # the DPO selector (spec §3)
+    q = _encode_question(resources, question)
+    if actions is None and resources.settings.selector.policy_path is not None:  # the DPO selector (spec §3)
         from pathweave.apr.policy import choose_actions
 
-        chosen = choose_actions(retriever.settings, q.vector, retriever.token_counter().count(question))
+        chosen = choose_actions(resources.settings, q.vector, resources.token_counter().count(question))
     # what the session saw, and every triple given already (in the session or above in this
     # prompt), is referenced by run code, not re-sent; a follow-up's memory is the session's
     seen = seen_runs(store, session_id)
-    facts, proprag = fact_candidates(retriever, question, settings.facts_passages) \
+    facts, proprag = fact_candidates(resources, question, settings.facts_passages) \
         if settings.facts_source == "proprag" else (None, None)
     by_channel = _rank(store, view, q, settings, seen if seen and settings.session_memory == "session" else None,
                        facts)
@@ -283,13 +286,13 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
                                          [triple_rows[t].words for t in new]))
         out_runs.append(AprRun(run_id=r.row.run_id, code=r.row.code, channel=channel, score=round(r.fine, 6),
                                reused=reused, lines=[line(w) for w in words], passage_ids=list(r.row.passage_ids)))
-    counter = retriever.token_counter()
+    counter = resources.token_counter()
     prompt = compact_prompt(Payload(question, prompt_runs, [c for c in reused_codes if c is not None],
                                     legend=not seen), counter)
     passage_scores = passage_ranking(by_channel["facts"],
                                      None if proprag is None else {hit.passage_id: hit.score for hit in proprag})
     covered = list(dict.fromkeys(p for run in out_runs for p in run.passage_ids))
-    docs = retriever.reader(retriever.topology()).passages(covered)
+    docs = resources.reader(resources.topology()).passages(covered)
     context = AprContext(
         session_id=session_id, rendering=prompt.rendering, prompt=prompt.text, prompt_tokens=prompt.tokens,
         token_counts=prompt.token_counts, tokenizer=counter.name, actions=chosen,
@@ -298,7 +301,7 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     facts = [r.row for channel, r in selected if channel == "facts"]
 
     def write(answer: str | None) -> None:
-        _write(retriever, query_id, question, session_id, q, out_runs, facts, triple_rows, answer)
+        _write(resources, query_id, question, session_id, q, out_runs, facts, triple_rows, answer)
 
     outcome = AprOutcome(query_id, context, passage_scores, q.vector, write, passages=proprag)
     if write_record:
@@ -306,14 +309,14 @@ def retrieve(retriever, question: str, session_id: str | None = None, actions: M
     return outcome
 
 
-def _write(retriever, query_id: str, question: str, session_id: str | None, q: "EncodedQuestion",
+def _write(resources, query_id: str, question: str, session_id: str | None, q: "EncodedQuestion",
            runs: list[AprRun], facts: list[RunRow], triple_rows: dict, answer_text: str | None) -> None:
     """One transaction: the query node and session link, the question run (ASKED), the SENT
     and REUSED links, and the answer run (AS_RUN) — with their codes."""
-    store, tenant, refs = retriever.store, retriever.store.tenant, q.refs
+    store, tenant, refs = resources.store, resources.store.tenant, q.refs
     asked = memory_run(tenant, "question", refs, q.lines, q.whole, q.symbol_vecs, q.names)
     steps = query_steps(store, query_id, question, session_id) + asked.steps
-    answer = _answer_run(retriever, refs, facts, triple_rows, answer_text)
+    answer = _answer_run(resources, refs, facts, triple_rows, answer_text)
     runs_written = [asked.run_id] + ([answer.run_id] if answer else [])
     steps += link_steps(query_id, [asked.run_id],
                         [{"run_id": r.run_id, "rank": i, "channel": r.channel} for i, r in enumerate(runs) if not r.reused],
@@ -337,15 +340,15 @@ def _answer_symbols(answer, kind: str = "entity") -> list[str]:
     return [row[key[1]] for name, params in answer.steps if name == key[0] for row in params["rows"]]
 
 
-def _answer_run(retriever, refs: Sequence[TripleRef], facts: list[RunRow], triple_rows: dict,
+def _answer_run(resources, refs: Sequence[TripleRef], facts: list[RunRow], triple_rows: dict,
                 answer_text: str | None):
     """The answer run: the LLM answer's triples (``answer_text``; one ``(entity, "answer",
     text)`` triple when the extractor finds none), else the selected evidence — the first
     :data:`EVIDENCE_LINES` triples of the selected fact runs, in rank order."""
-    tenant, embedder = retriever.store.tenant, retriever.embedder
+    tenant, embedder = resources.store.tenant, resources.embedder
     passages = list(dict.fromkeys(p for r in facts for p in r.passage_ids))
     if answer_text:
-        parse = getattr(retriever, "question_parser", None)
+        parse = getattr(resources, "question_parser", None)
         found = parse(answer_text)[0] if parse is not None else []
         head = refs[0].words[0] if refs else "question"
         words = [t for t in found if all(p.strip() for p in t)] or [(head, "answer", answer_text)]
@@ -383,28 +386,28 @@ class APRMode(RetrievalMode):
     name = "apr"
     options = frozenset({"k", "session_id", "answer", "write_record"})
 
-    def search(self, retriever, request, record: bool) -> Retrieval:
+    def search(self, resources, request, record: bool) -> Retrieval:
         import time
 
         from pathweave.model import QueryResult
 
         started = time.perf_counter()
-        outcome = retrieve(retriever, request.question, request.session_id, write_record=record)
-        topology = retriever.topology()
+        outcome = retrieve(resources, request.question, request.session_id, write_record=record)
+        topology = resources.topology()
         ranked = list(outcome.passage_scores.items())[:request.k]
         result = QueryResult(query_id=outcome.query_id, question=request.question, mode="apr", passages=[],
                              graph_version=topology.version, apr=outcome.context)
         if outcome.passages is not None:  # PropRAG's hits, read by the facts channel's search
             result.passages = outcome.passages[:request.k]
         else:
-            result.passages = retriever.passage_hits(retriever.reader(topology), [p for p, _ in ranked],
+            result.passages = resources.passage_hits(resources.reader(topology), [p for p, _ in ranked],
                                                      [s for _, s in ranked])
         if record:
-            retriever.records.submit(result.model_copy())  # SELECTED passages, like every mode
+            resources.records.submit(result.model_copy())  # SELECTED passages, like every mode
         result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
         return Retrieval(result, None, outcome.query, outcome)
 
-    def answer(self, retriever, retrieval: Retrieval, client) -> None:
+    def answer(self, resources, retrieval: Retrieval, client) -> None:
         from pathweave.answering import generate_answer
         from pathweave.model import PassageHit
 
@@ -414,9 +417,9 @@ class APRMode(RetrievalMode):
         answer.source, answer.passage_ids = "context", list(result.apr.passage_ids) if answer.text else []
         result.answer = answer
 
-    def write_record(self, retriever, retrieval: Retrieval) -> None:
+    def write_record(self, resources, retrieval: Retrieval) -> None:
         retrieval.state.record(retrieval.result.answer.text or None)  # the answer run (spec §3)
-        retriever.records.submit(retrieval.result.model_copy())
+        resources.records.submit(retrieval.result.model_copy())
 
 
 def earlier_question_passages(store, vector: np.ndarray, k: int = 10, min_cos: float = 0.8) -> list[tuple[str, float]]:

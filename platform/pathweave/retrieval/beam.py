@@ -32,6 +32,15 @@ def _entity_reach(subgraph: Subgraph, synonym_step_min: float) -> sp.csr_matrix:
     return (sp.identity(subgraph.n_entities, format="csr") + synonyms).tocsr()
 
 
+def _linked(mentions: sp.csr_matrix, entity_reach: sp.csr_matrix) -> sp.csr_matrix:
+    """``(R, R)``: propositions sharing an exact or synonymous entity (sorted rows), so a
+    step's neighbours are one row slice instead of two sparse row selections; ``mentions``
+    ``(R, E)``, ``entity_reach`` ``(E, E)`` (:func:`_entity_reach`)."""
+    linked = (mentions @ entity_reach @ mentions.T).tocsr()
+    linked.sort_indices()
+    return linked
+
+
 class PropositionGraph:
     """Neighbourhoods between allowed propositions: sharing an exact entity or a
     synonymous one (SYNONYM score >= ``synonym_step_min``)."""
@@ -39,18 +48,12 @@ class PropositionGraph:
     def __init__(self, subgraph: Subgraph, allowed: np.ndarray, synonym_step_min: float) -> None:
         self.subgraph = subgraph
         self.allowed = allowed  # (R,) bool
-        # whole-graph matrices, built once per subgraph and threshold
-        self.entity_reach = subgraph.derived(("entity_reach", synonym_step_min),
-                                             lambda: _entity_reach(subgraph, synonym_step_min))  # (E, E)
-        self.linked = subgraph.derived(("linked", synonym_step_min), self._linked)  # (R, R)
-
-    def _linked(self) -> sp.csr_matrix:
-        """``(R, R)``: propositions sharing an exact or synonymous entity (sorted rows), so a
-        step's neighbours are one row slice instead of two sparse row selections."""
-        mentions = self.subgraph.prop_entities
-        linked = (mentions @ self.entity_reach @ mentions.T).tocsr()
-        linked.sort_indices()
-        return linked
+        # whole-graph matrices, built once per subgraph and threshold (kept in its extras)
+        key = ("neighbourhoods", synonym_step_min)
+        if key not in subgraph.extras:
+            reach = _entity_reach(subgraph, synonym_step_min)
+            subgraph.extras[key] = (reach, _linked(subgraph.prop_entities, reach))
+        self.entity_reach, self.linked = subgraph.extras[key]  # (E, E), (R, R)
 
     def entities(self, prop: int) -> np.ndarray:
         pe = self.subgraph.prop_entities

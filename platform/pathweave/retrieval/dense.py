@@ -12,7 +12,7 @@ class DenseMode(RankingMode):
 
     name = "dense"
 
-    def searches(self, retriever, depth: int) -> dict[str, tuple[str, int]]:
+    def searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
         return {"passages": ("Passage", depth)}
 
     def rank(self, frame: QueryFrame) -> Ranking:

@@ -110,15 +110,15 @@ class HippoRAG2Mode(RankingMode):
 
     name = "hipporag2"
 
-    def searches(self, retriever, depth: int) -> dict[str, tuple[str, int]]:
-        params = retriever.settings.retrieval.for_device(retriever.embedder.device)
+    def searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        params = resources.settings.retrieval.for_device(resources.embedder.device)
         return {"facts": ("Triple", max(TOP_FACTS, 20)), "passages": ("Passage", params.stage1_passage_seeds)}
 
     def rank(self, frame: QueryFrame) -> Ranking:
         view = frame.view
         seeds = weak_passage_seeds(view, frame.found["passages"], PASSAGE_SEED)
         frame.clock("seeds")
-        graph = view.derived("hipporag2", lambda: build_hippo_graph(view))
+        graph = view.extras.get("hipporag2") or view.keep("hipporag2", build_hippo_graph(view))
         ranked = hipporag2(view, graph, frame.found["facts"], seeds)
         candidates = np.flatnonzero(view.alive & (ranked > 0))
         order = candidates[np.argsort(-ranked[candidates], kind="stable")][:frame.depth]

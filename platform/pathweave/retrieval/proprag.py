@@ -126,7 +126,7 @@ def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: PropRAGParams,
     if scores is not None:
         return scores
     if params.stage1_ppr == "power":
-        walk = view.derived("walk", lambda: Walk.of(transition_matrix(view.adjacency)))
+        walk = view.extras.get("walk") or view.keep("walk", Walk.of(transition_matrix(view.adjacency)))
         return personalized_pagerank(walk, reset, params.damping_stage1)[n_e:]
     return push_pagerank(view.adjacency, view.degree, reset, params.damping_stage1, params.ppr_epsilon)[n_e:]
 
@@ -216,24 +216,24 @@ class PropRAGMode(RankingMode):
 
     name = "proprag"
 
-    def searches(self, retriever, depth: int) -> dict[str, tuple[str, int]]:
-        params = retriever.settings.retrieval.for_device(retriever.embedder.device)
+    def searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        params = resources.settings.retrieval.for_device(resources.embedder.device)
         return {"props": ("Proposition", params.stage1_props), "passages": ("Passage", params.stage1_passage_seeds)}
 
     def rank(self, frame: QueryFrame) -> Ranking:
-        retriever, view = frame.retriever, frame.view
-        params = retriever.settings.retrieval.for_device(retriever.embedder.device)
+        resources, view = frame.resources, frame.view
+        params = resources.settings.retrieval.for_device(resources.embedder.device)
         seeds = Stage1Seeds(frame.found["props"], frame.found["passages"])
-        if retriever.settings.apr.proprag_question_runs:
+        if resources.settings.apr.proprag_question_runs:
             from pathweave.apr.retrieval import earlier_question_passages
 
             known = dict(seeds.passages)
-            for pid, cos in earlier_question_passages(retriever.store, frame.vector):
+            for pid, cos in earlier_question_passages(resources.store, frame.vector):
                 known[pid] = max(known.get(pid, cos), cos)
             seeds.passages = sorted(known.items(), key=lambda item: -item[1])
         frame.clock("seeds")
-        out = proprag(frame.vector, seeds, view, frame.reader, params, retriever.embedder.encode, frame.clock,
-                      in_database_ppr(retriever.store, params.stage1_ppr, view, frame.ppr_timings))
+        out = proprag(frame.vector, seeds, view, frame.reader, params, resources.embedder.encode, frame.clock,
+                      in_database_ppr(resources.store, params.stage1_ppr, view, frame.ppr_timings))
         subgraph = out.subgraph
         top = out.order[:frame.depth]
         paths = [

@@ -14,8 +14,8 @@ final call answers the root question from it; we keep the root's own passages in
 context (the reference drops them once the root decomposes).
 
 :func:`build_tree` is the pure tree logic over a ``retrieve(text, k)`` callable and a
-client; :class:`PruneRAGMode` runs it for a :class:`~pathweave.retrieval.retriever.Retriever`
-(retrieval mode ``prunerag``).
+client; :class:`PruneRAGMode` runs it on the query resources, every node retrieved by mode
+proprag's strategy (retrieval mode ``prunerag``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from typing import Callable
 
 from pathweave.llm.client import LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
+from pathweave.retrieval.modes import strategy
+from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 from pathweave.settings import PruneRAGParams
 from pathweave.model import Answer, PassageHit, PruneTree, TreeNode
@@ -244,18 +246,19 @@ class PruneRAGMode(RetrievalMode):
     needs_llm = True
     answers_itself = True
 
-    def search(self, retriever, request, record: bool) -> Retrieval:
+    def search(self, resources, request, record: bool) -> Retrieval:
         started = time.perf_counter()
-        client = retriever.llm_client()
-        params = retriever.prunerag_params
+        client = resources.llm_client()
+        params = resources.prunerag_params
         question = request.question
         top = max(request.k, params.top_k)
-        root = retriever.search(question, "proprag", top, write_record=False)
+        proprag = strategy("proprag")
+        root = proprag.search(resources, QueryRequest.of(question, mode="proprag", k=top), False)
 
         def retrieve(text: str, n: int) -> list[PassageHit]:
             if text == question and n <= top:
                 return root.result.passages[:n]
-            return retriever.search(text, "proprag", n, write_record=False).result.passages
+            return proprag.search(resources, QueryRequest.of(text, mode="proprag", k=n), False).result.passages
 
         tree, answer = build_tree(question, client, retrieve, params)
         result = root.result.model_copy(update={"mode": "prunerag", "passages": root.result.passages[:request.k],
@@ -263,5 +266,5 @@ class PruneRAGMode(RetrievalMode):
         result.timings_ms = {**root.result.timings_ms, "prunerag": round((time.perf_counter() - started) * 1000, 2)}
         result.timings_ms["total"] = result.timings_ms["prunerag"]
         if record:
-            retriever.records.submit(result.model_copy())
+            resources.records.submit(result.model_copy())
         return dataclasses.replace(root, result=result)  # the root's Retrieval (subgraph, query vector)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pathweave.errors import BadRequest, NotApplicable
 from pathweave.retrieval.modes import MODES, Mode, strategy
 from pathweave.sessions import check_session_id
+from pathweave.text import has_visible_text
 
 SELECTION_METHODS = ("auto", "ilp", "greedy")
 CONTEXT_STYLES = ("bullets", "triples")
@@ -66,13 +67,13 @@ class QueryRequest(BaseModel):
 
     def check(self) -> "QueryRequest":
         """This request with its question stripped, after checking it. Raises
-        :class:`~pathweave.errors.BadRequest` (empty question, ``k`` < 1, negative budget,
+        :class:`~pathweave.errors.BadRequest` (a question without a visible character, ``k`` < 1, negative budget,
         unknown mode or method, a session id that is empty or over 200 characters) or
         :class:`~pathweave.errors.NotApplicable` (an option the mode does not use; selection
         method, style and, in the ranking modes, a session without a token budget)."""
         question = self.question.strip()
-        if not question:
-            raise BadRequest("question is empty")
+        if not has_visible_text(question):
+            raise BadRequest("question is empty (only whitespace or invisible characters)")
         if self.mode not in MODES:
             raise BadRequest(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
         if self.k < 1:

@@ -2,20 +2,19 @@
 frame of the modes that rank passages on the topology (:class:`RankingMode`: proprag,
 dense, hipporag2).
 
-A mode gets a checked :class:`~pathweave.retrieval.request.QueryRequest` and the
-retriever's public pieces (topology view, node reader, vector search, passage hits,
-record writer, LLM client) and returns a :class:`Retrieval`. Answering is a step any mode
+A mode gets a checked :class:`~pathweave.retrieval.request.QueryRequest` and the query
+resources (:class:`~pathweave.retrieval.resources.QueryResources`: topology view, node
+reader, vector search, passage hits, record writer, LLM client) and returns a :class:`Retrieval`. Answering is a step any mode
 takes after retrieval (:meth:`RetrievalMode.answer`), run by
 :meth:`~pathweave.retrieval.retriever.Retriever.search`, not a second dispatcher.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,23 +22,17 @@ from pathweave.model import QueryResult, ReasoningPath, SeedEntity
 from pathweave.retrieval.context import candidate_graph, select_context
 from pathweave.retrieval.session import read_session_lines
 from pathweave.retrieval.request import QueryRequest
+from pathweave.retrieval.stopwatch import Stopwatch
 from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.topology import TopologyView
+
+if TYPE_CHECKING:
+    from pathweave.retrieval.resources import QueryResources
 
 RANKING_OPTIONS = frozenset({"k", "token_budget", "selection_method", "context_style", "session_id", "answer",
                              "write_record"})
 """What the ranking modes take (``session_id`` with a ``token_budget``: session reuse on the
 budgeted context, :mod:`pathweave.retrieval.session`)."""
-
-
-def submit_record(retriever, result: QueryResult) -> None:
-    """Write ``result``'s reasoning record: off the query path on the retriever's writer,
-    except for a context sent in a session, written now (the session's next query reads
-    what it was sent)."""
-    if result.context is not None and result.context.session_id:
-        retriever.records.write_now(result.model_copy())
-    else:
-        retriever.records.submit(result.model_copy())
 
 
 @dataclass
@@ -68,20 +61,20 @@ class RetrievalMode:
     needs_llm: bool = False
     answers_itself: bool = False
 
-    def search(self, retriever, request: QueryRequest, record: bool) -> Retrieval:
+    def search(self, resources: QueryResources, request: QueryRequest, record: bool) -> Retrieval:
         """Retrieve for the checked ``request``; write the reasoning record when ``record``."""
         raise NotImplementedError
 
-    def answer(self, retriever, retrieval: Retrieval, client) -> None:
+    def answer(self, resources: QueryResources, retrieval: Retrieval, client) -> None:
         """Set ``retrieval.result.answer`` from the LLM ``client`` (one call; an LLM failure
         is an answer with ``error`` set): from the budgeted context, else the top passages."""
         from pathweave.answering import generate_answer
 
         retrieval.result.answer = generate_answer(client, retrieval.result)
 
-    def write_record(self, retriever, retrieval: Retrieval) -> None:
+    def write_record(self, resources: QueryResources, retrieval: Retrieval) -> None:
         """Write the reasoning record of an answered query (its ``ANSWERED`` edge too)."""
-        submit_record(retriever, retrieval.result)
+        resources.submit_record(retrieval.result)
 
 
 @dataclass
@@ -104,7 +97,7 @@ class QueryFrame:
     stage ``stage1``) and the hits of the mode's vector searches (``found``:
     :meth:`RankingMode.searches`)."""
 
-    retriever: Any
+    resources: QueryResources
     request: QueryRequest
     view: TopologyView
     reader: NodeReader
@@ -125,55 +118,48 @@ class RankingMode(RetrievalMode):
         """The passages ranked for ``frame`` (subclasses)."""
         raise NotImplementedError
 
-    def searches(self, retriever, depth: int) -> dict[str, tuple[str, int]]:
+    def searches(self, resources: QueryResources, depth: int) -> dict[str, tuple[str, int]]:
         """The vector searches :meth:`rank` starts from, ``{name: (label, k)}``: run
         concurrently before the topology is refreshed (their statement reads the graph
         version too); their hits are ``frame.found[name]``."""
         return {}
 
-    def search(self, retriever, request: QueryRequest, record: bool) -> Retrieval:
-        timings: dict[str, float] = {}
-        last = [time.perf_counter()]
-
-        def clock(stage: str) -> None:
-            now = time.perf_counter()
-            timings[stage] = round((now - last[0]) * 1000, 2)
-            last[0] = now
-
-        vector = retriever.embedder.encode_one(request.question)
+    def search(self, resources: QueryResources, request: QueryRequest, record: bool) -> Retrieval:
+        clock = Stopwatch()
+        vector = resources.embedder.encode_one(request.question)
         clock("embed")
         budget = request.token_budget
-        depth = request.k if budget is None else max(request.k, retriever.settings.selection.context_passages)
-        found, version = retriever.nearest(self.searches(retriever, depth), vector)
+        depth = request.k if budget is None else max(request.k, resources.settings.selection.context_passages)
+        found, version = resources.nearest(self.searches(resources, depth), vector)
         clock("search")
-        topology = retriever.topology(version)  # at least the version the searches saw
+        topology = resources.topology(version)  # at least the version the searches saw
         view = topology.view()  # built here on the first query after a change
         clock("topology")
-        reader = retriever.reader(topology)
-        frame = QueryFrame(retriever, request, view, reader, vector, uuid.uuid4().hex, depth, clock, found=found)
+        reader = resources.reader(topology)
+        frame = QueryFrame(resources, request, view, reader, vector, uuid.uuid4().hex, depth, clock, found=found)
         ranking = self.rank(frame)
         result = QueryResult(query_id=frame.query_id, question=request.question, mode=self.name,
                              graph_version=view.version, paths=ranking.paths, seeds=ranking.seeds,
-                             passages=retriever.passage_hits(reader, ranking.ids, ranking.scores))
+                             passages=resources.passage_hits(reader, ranking.ids, ranking.scores))
         clock("passages")
         subgraph = ranking.subgraph
         if budget is not None and result.passages:
             if subgraph is None:
                 subgraph = build_subgraph(view, view.index_of(view.passage_index, ranking.ids, view.n_passages),
                                           reader)
-            session = read_session_lines(retriever.store, request.session_id) if request.session_id else None
-            graph = candidate_graph(result, subgraph, vector, retriever.settings.selection.path_weight,
+            session = read_session_lines(resources.store, request.session_id) if request.session_id else None
+            graph = candidate_graph(result, subgraph, vector, resources.settings.selection.path_weight,
                                     earlier=session.codes if session is not None else ())
-            result.context = select_context(graph, budget, request.method, retriever.token_counter(), request.style,
-                                            retriever.settings.selection.select_time_limit_ms, session)
+            result.context = select_context(graph, budget, request.method, resources.token_counter(), request.style,
+                                            resources.settings.selection.select_time_limit_ms, session)
             clock("select")
         result.passages = result.passages[:request.k]
         cite_steps(result, view)
         if record:
-            submit_record(retriever, result)  # off the query path, unless in a session
+            resources.submit_record(result)  # off the query path, unless in a session
             clock("record")
-        result.timings_ms = timings
-        result.timings_ms["total"] = round(sum(timings.values()), 2)
+        result.timings_ms = clock.timings
+        result.timings_ms["total"] = round(sum(clock.timings.values()), 2)
         result.timings_ms.update(frame.ppr_timings)
         return Retrieval(result, subgraph, vector)
 

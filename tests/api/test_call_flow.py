@@ -1,0 +1,110 @@
+"""How a question travels (issue 33): followed through its calls from the CLI's ``query`` and
+the API's ``POST /v1/query``, a proprag question returns to no file it has left more than
+once, and never passes through ``ingest/``.
+
+"Returns to a file it has left": a call into a file of Pathweave that is already on the call
+stack below another of Pathweave's files (A -> B -> A: a mode reaching back into its
+dispatcher). Calls into libraries are transparent; their callbacks into Pathweave count.
+Traced with ``sys.setprofile`` on the calling thread and every thread started meanwhile (the
+API's route runs on a worker thread of a fresh app; the process's vector-search pool, started
+earlier, is not followed), on the real store and models."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pathweave.retrieval.modes import RETRIEVAL_ONLY
+
+from pathweave_cli.main import app as cli_app
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = tuple(str(ROOT / part) + "/" for part in ("platform", "api", "ingest"))
+QUESTION = "Which river flows through the city where Marie Curie was born?"
+
+
+class CallFlow:
+    """Per thread, the stack of Pathweave's files on the call stack; ``returns[file]`` counts
+    the calls into ``file`` while it was already on the stack below another file, ``files``
+    every file a call entered."""
+
+    def __init__(self) -> None:
+        self.stacks: dict[int, list[str | None]] = {}
+        self.returns: dict[str, set[str]] = {}
+        self.files: set[str] = set()
+        self.active = True  # counting (the stacks are kept either way)
+
+    def __call__(self, frame, event: str, arg) -> None:
+        if event not in ("call", "return"):
+            return
+        stack = self.stacks.setdefault(threading.get_ident(), [])
+        if event == "return":
+            if stack:
+                stack.pop()
+            return
+        name = frame.f_code.co_filename
+        own = name.startswith(SOURCES) and "/tests/" not in name
+        if own and self.active:
+            ours = [f for f in stack if f is not None]
+            if ours and ours[-1] != name and name in ours:
+                self.returns.setdefault(name, set()).add(f"{frame.f_code.co_qualname} <- {Path(ours[-1]).name}")
+            self.files.add(name)
+        stack.append(name if own else None)
+
+    def __enter__(self) -> CallFlow:
+        threading.setprofile(self)
+        sys.setprofile(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+    def report(self) -> str:
+        return "; ".join(f"{Path(f).relative_to(ROOT)}: {sorted(names)}" for f, names in self.returns.items())
+
+
+def _check(flow: CallFlow) -> None:
+    assert flow.files, "nothing traced"
+    assert not [f for f in flow.files if f.startswith(str(ROOT / "ingest") + "/")], sorted(flow.files)
+    assert all(len(names) <= 1 for names in flow.returns.values()), flow.report()
+
+
+def test_a_question_from_the_cli_returns_to_no_file_more_than_once(client, new_tenant, ingest, docs):
+    tenant, headers = new_tenant("flow-cli")
+    assert ingest(headers, docs["core"])["status"] == "done"
+    runner = CliRunner()
+    for mode in RETRIEVAL_ONLY:
+        args = ["query", QUESTION, "--tenant", tenant, "--json", "--mode", mode]
+        assert runner.invoke(cli_app, args).exit_code == 0  # warm: the topology view and its derived graphs
+        with CallFlow() as flow:
+            result = runner.invoke(cli_app, args + (["--budget", "200"] if mode != "apr" else []))
+        assert result.exit_code == 0, result.output
+        assert any(f.endswith("/pathweave_cli/main.py") for f in flow.files)
+        _check(flow)
+
+
+def test_a_question_through_the_api_returns_to_no_file_more_than_once(
+        new_tenant, ingest, docs, settings, api_settings, worker_settings, runtime):
+    from fastapi.testclient import TestClient
+
+    from pathweave_api.app import create_app
+
+    tenant, headers = new_tenant("flow-api")
+    assert ingest(headers, docs["core"])["status"] == "done"
+    body = {"question": QUESTION, "mode": "proprag", "token_budget": 200}
+    with CallFlow() as flow:
+        flow.active = False
+        # a fresh app under the profiler: its worker threads start traced; counted: the request
+        with TestClient(create_app(settings, api_settings, worker_settings, runtime=runtime)) as fresh:
+            flow.active = True
+            response = fresh.post("/v1/query", headers=headers, json=body)
+            flow.active = False
+    assert response.status_code == 200, response.text
+    assert any(f.endswith("/routers/query.py") for f in flow.files)
+    assert any(f.endswith("/retrieval/proprag.py") for f in flow.files)
+    assert any(f.endswith("/retrieval/strategy.py") for f in flow.files)
+    _check(flow)
