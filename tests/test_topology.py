@@ -242,3 +242,19 @@ def test_each_view_derived_from_the_last_equals_a_view_built_at_once():
             assert {topology.entity_ids[e]: topology.entity_ids[c] for e, c in enumerate(topology.view().canonical)
                     if e != c} == {a: c for a, c in aliases.items() if a in topology.entity_index}
     assert topology.view().adjacency.nnz > 0
+
+
+def test_node_cache_counts_its_bytes_and_evicts_the_least_recently_used():
+    from pathweave.node_cache import NodeCache, row_bytes
+
+    cache = NodeCache(max_entries=2)
+    rows = {i: (f"text {i}", "v" * 2048) for i in "abc"}
+    assert cache.lookup("passage", ["a", "b", "a"]) == ({}, ["a", "b"])
+    cache.put("passage", {i: rows[i] for i in "ab"})
+    assert cache.lookup("passage", ["a"]) == ({"a": rows["a"]}, [])  # a is now the most recent
+    cache.put("passage", {"c": rows["c"]})  # evicts b
+    assert len(cache) == 2 and cache.lookup("passage", ["b"]) == ({}, ["b"])
+    expected = sum(row_bytes(("passage", i), rows[i]) for i in "ac")
+    assert cache.bytes == expected and expected > 2 * 2048
+    cache.evict(["a", "c"])
+    assert len(cache) == 0 and cache.bytes == 0

@@ -200,3 +200,20 @@ def test_openapi_is_complete(client):
     for name in ("QueryRequest", "QueryResponse", "SubmitResponse", "JobResponse", "ReasoningRecord", "DeleteResponse",
                  "DocumentsRequest", "DocumentPut", "QueryList", "DocumentText"):
         assert schemas[name].get("examples"), name
+
+
+def test_metrics_report_the_query_caches(client, new_tenant, ingest, docs):
+    """``/metrics`` exports what the query caches hold (node rows, their approximate bytes,
+    the topologies' passages), so an operator can tell a bounded cache filling from a leak."""
+    _, headers = new_tenant("cache-metrics")
+    assert ingest(headers, docs["core"])["status"] == "done"
+    assert client.post("/v1/query", headers=headers, json={"question": "Where was Marie Curie born?"}).status_code == 200
+    gauges = {}
+    for line in client.get("/metrics").text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith(("pathweave_node_cache_", "pathweave_topology_")):
+            gauges[name] = float(value)
+    assert gauges["pathweave_node_cache_rows"] >= 1
+    assert gauges["pathweave_node_cache_bytes"] >= 2000 * gauges["pathweave_node_cache_rows"] / 4  # vectors ~2 KB
+    assert gauges["pathweave_topology_passages"] >= len(docs["core"])
+    assert gauges["pathweave_topology_entities"] >= 1

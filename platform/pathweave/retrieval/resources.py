@@ -44,8 +44,10 @@ class QueryResources:
         self._llm = llm  # an LLMClient, a function returning one, or None: connected on first use
         self.embedder = embedder
         self.settings = settings
-        self.cache = cache or TopologyCache(settings.query.topology_max_tenants, settings.query.topology_idle_s,
-                                           settings.query.node_cache_entries)
+        if cache is None:  # not ``cache or``: an empty cache is falsy (it has a length)
+            cache = TopologyCache(settings.query.topology_max_tenants, settings.query.topology_idle_s,
+                                  settings.query.node_cache_entries)
+        self.cache = cache
         self.records = RecordWriter(store)
         # question -> (triples, entity names): the configured extractor, set by the layer that
         # owns it (CLI, API, benchmarks); None = APR's fallback (one "asks" triple per question)
