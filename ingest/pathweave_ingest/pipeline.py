@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from pathweave.embeddings import Embedder
+from pathweave.embeddings import Embedder, get_query_embedder
 from pathweave.settings import Settings
 from pathweave.store import GraphStore
 from pathweave.text import normalize, stable_id
@@ -122,13 +122,20 @@ class Pipeline:
     ``extractor`` has ``extract(list[PassageInput]) -> list[PassageExtraction]``. Each
     ingestion's :class:`IngestReport` carries its per-stage profile
     (:class:`~pathweave_ingest.profile.IngestProfile`); ``keep_texts`` keeps the texts sent
-    to the embedder in it (benchmarks: the embed-only floor).
+    to the embedder in it (benchmarks: the embed-only floor). ``line_embedder``: what embeds
+    APR's triple lines and fact-run texts (spec §3; default the query embedder,
+    :func:`~pathweave.embeddings.get_query_embedder`): float32 ONNX on CPU gives a text the
+    same vector whatever batch it is in, so run segmentation (cuts at cosine ``apr.run_tau``)
+    does not depend on how documents were batched, and the lines match the query side's.
     """
 
     def __init__(self, store: GraphStore, embedder: Embedder, extractor, settings: Settings,
-                 group_size: int = 128, keep_texts: bool = False) -> None:
+                 group_size: int = 128, keep_texts: bool = False, line_embedder=None) -> None:
         self.store = store
         self.embedder = embedder
+        # APR's triple lines and fact-run texts: the query embedder (float32), so that a
+        # passage's runs do not depend on the batch it came in (None: loaded on first use)
+        self.line_embedder = line_embedder
         self.extractor = extractor
         self.settings = settings
         self.group_size = group_size
@@ -152,6 +159,9 @@ class Pipeline:
                               profile=IngestProfile(keep_texts=self.keep_texts))
         self._profile = report.profile
         self._encode = report.profile.encoder(self.embedder.encode)
+        if self.line_embedder is None:
+            self.line_embedder = get_query_embedder(self.settings)
+        self._encode_lines = report.profile.encoder(self.line_embedder.encode)
         report.warnings = [LoadError(d.source, w) for d in documents for w in d.warnings]
         unique = list({self._doc_id(d): d for d in documents}.items())
         stored = {row["id"]: row["content_hash"] for row in self.store.run(
@@ -428,6 +438,8 @@ class Pipeline:
         apr = self.settings.apr
         fresh = {pid: refs for pid, refs in batch.triples.items() if pid in batch.new.get("passage", set())}
         began, embedding = time.perf_counter(), self._profile.seconds["embed"]  # only this thread embeds
-        batch.rows.update(fact_run_rows(self.tenant, fresh, self._encode, apr.run_tau, apr.chain_bonus))
+        # segmentation cuts at cosine tau between consecutive lines: with the ingestion
+        # embedder (bf16 on a bf16 CPU) a pair at 0.7000 in one batch was 0.6993 in another
+        batch.rows.update(fact_run_rows(self.tenant, fresh, self._encode_lines, apr.run_tau, apr.chain_bonus))
         self._profile.add("apr_runs", time.perf_counter() - began - (self._profile.seconds["embed"] - embedding))
         return new_entities

@@ -52,7 +52,8 @@ class Runtime(QueryRuntime):
             kept = self._pipelines.get(thread)
             if kept is None or kept[0] != tenant:
                 kept = (tenant, Pipeline(self.store(tenant), self.embedder, self.extractor, self.settings,
-                                         group_size=self.worker_settings.group_size(self.device)))
+                                         group_size=self.worker_settings.group_size(self.device),
+                                         line_embedder=self.query_embedder))
                 self._pipelines[thread] = kept
             return kept[1]
 
@@ -62,8 +63,7 @@ class Runtime(QueryRuntime):
         return super().models_loaded(extractor) and (self._embedder is not None or not extractor)
 
     def _dimensions(self) -> int:
-        """The vectors' dimension: an embedder already loaded, else the ingestion embedder's
-        (a worker never loads the query embedder)."""
+        """The vectors' dimension: an embedder already loaded, else the ingestion embedder's."""
         loaded = self._query_embedder if self._query_embedder is not None else self._embedder
         return int(getattr(loaded if loaded is not None else self.embedder, "dim", 384))
 
