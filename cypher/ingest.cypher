@@ -10,13 +10,18 @@ MATCH (n:Passage) WHERE n.passage_id IN $ids RETURN n.passage_id AS id;
 MATCH (n:Proposition) WHERE n.prop_id IN $ids RETURN n.prop_id AS id;
 
 // name: existing_entity_ids
-MATCH (n:Entity) WHERE n.entity_id IN $ids RETURN n.entity_id AS id;
+// An entity only APR's questions or answers named (no MENTIONS, no RELATES) counts as new:
+// a document that mentions it gives it synonymy and alias links as if it came first.
+MATCH (n:Entity) WHERE n.entity_id IN $ids
+  AND (EXISTS { MATCH ()-[:MENTIONS]->(n) } OR EXISTS { MATCH (n)-[:RELATES]-() })
+RETURN n.entity_id AS id;
 
 // name: existing_relation_ids
 MATCH (n:Relation) WHERE n.relation_id IN $ids RETURN n.relation_id AS id;
 
 // name: existing_triple_ids
-MATCH (n:Triple) WHERE n.triple_id IN $ids RETURN n.triple_id AS id;
+// A triple without its fact embedding (a memory triple an APR query wrote first) counts as new.
+MATCH (n:Triple) WHERE n.triple_id IN $ids AND n.embedding IS NOT NULL RETURN n.triple_id AS id;
 
 // name: existing_document_hashes
 // Which of $ids are stored, with the content hash of the stored version (a source whose
@@ -104,13 +109,14 @@ RETURN count(r) AS n;
 // A triple node (provenance) asserted by a passage, plus the RELATES edge between
 // its entities. rows: {triple_id, tenant, passage_id, subject_id, object_id,
 // subject, relation, object, relation_id, embedding (the fact text's, indexed for the
-// HippoRAG 2 baseline's fact retrieval; null when the triple exists already)}
+// HippoRAG 2 baseline's fact retrieval; null when the triple exists already: a memory triple
+// an APR query wrote first has none and gets it here)}
 UNWIND $rows AS row
 MERGE (t:Triple {triple_id: row.triple_id})
 ON CREATE SET t.tenant = row.tenant, t.subject = row.subject, t.relation = row.relation,
               t.object = row.object, t.relation_id = row.relation_id,
-              t.subject_id = row.subject_id, t.object_id = row.object_id,
-              t.embedding = row.embedding
+              t.subject_id = row.subject_id, t.object_id = row.object_id
+SET t.embedding = coalesce(t.embedding, row.embedding)
 WITH t, row
 MATCH (p:Passage {passage_id: row.passage_id})
 MERGE (p)-[:ASSERTS]->(t)

@@ -234,3 +234,29 @@ def test_document_counts_leave_out_what_queries_write(pipeline, retriever, store
     commit_document_change(store, [document_id(store.tenant, DOCS[1])])
     left = store.document_counts()
     assert left["Document"] == documents["Document"] - 1 and left["Triple"] < documents["Triple"]
+
+
+def test_a_document_asserting_what_a_question_named_first_gets_the_same_graph(pipeline, retriever, store, embedder,
+                                                                                extractor, settings):
+    """An APR question writes its triples and entities as memory before any document asserts
+    them; a document that later does gives the triple its fact embedding (HippoRAG 2's fact
+    index) and the entity its synonymy links, as in a store that never saw the question."""
+    import uuid
+
+    from pathweave.store import GraphStore
+    from pathweave_ingest.pipeline import Pipeline
+
+    retriever.query("Marie Curie married Pierre Curie.", mode="apr", write_record=True)
+    memory = {row["id"] for row in store.run("existing_triple_ids", ids=[r["id"] for r in store.run(
+        "apr_tenant_codes") if r["label"] == "Triple"])}
+    asked = store.counts()["Triple"]
+    assert asked >= 1 and not memory  # memory triples: no fact embedding yet
+    pipeline.ingest(DOCS)
+    other = GraphStore(store.driver, store.database, store.backend, f"t{uuid.uuid4().hex[:10]}",
+                       store.batch_size, store.dimensions)
+    Pipeline(other, embedder, extractor, settings.model_copy(update={"tenant": other.tenant})).ingest(DOCS)
+    asserted = [row["id"] for row in store.run("apr_tenant_codes") if row["label"] == "Triple"]
+    with_fact = {row["id"] for row in store.run("existing_triple_ids", ids=asserted)}
+    assert store.document_counts() == other.document_counts()
+    assert len(with_fact) == other.document_counts()["Triple"]  # every asserted triple is in the fact index
+    assert store.counts()["Triple"] < asked + other.counts()["Triple"]  # the question's triple was asserted
