@@ -95,3 +95,43 @@ def _retry(call, attempts: int = 5):
             if attempt == attempts - 1:
                 raise
             time.sleep(1.0)
+
+
+@pytest.mark.neo4j_only
+def test_a_neo4j_dump_restores_the_same_answers(settings, embedder, extractor, tmp_path):
+    """``db backup`` / ``db restore`` on the managed Neo4j: ``neo4j-admin database dump`` and
+    ``load`` with the server stopped meanwhile (Community has no online backup) and started
+    again where its clients point; the restored store answers as before and a query process
+    that saw the later graph catches up; a file that is no dump changes nothing."""
+    from pathweave.store import open_store
+    from pathweave_ingest.pipeline import Pipeline
+
+    own = settings.model_copy(update={"data_dir": tmp_path / "data", "tenant": "backup"})
+    assert own.store.backend == "neo4j"
+    store = open_store(own)
+    try:
+        documents, errors = load_path(FIXTURES / "docs", own.ingest.max_file_bytes)
+        Pipeline(store, embedder, extractor, own).ingest(documents, errors)
+        retriever = Retriever(store, embedder, own)
+        before = {q: [h.passage_id for h in retriever.query(q, write_record=False).passages] for q in QUESTIONS}
+        version = store.graph_version()
+        dump = store_server.backup(own, tmp_path / "store.dump")
+        assert dump.stat().st_size > 0 and store_server.status(own) is not None  # running again
+        with pytest.raises(ValueError, match="never overwrite"):
+            store_server.backup(own, dump)
+        extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
+        _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([extra]))
+        assert store.graph_version() > version
+        assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version
+        (tmp_path / "bad.dump").write_text("not a dump")
+        with pytest.raises(ServerError, match="nothing changed"):
+            store_server.restore(own, tmp_path / "bad.dump")
+        assert _retry(store.graph_version) > version  # the bad file changed nothing
+        store_server.restore(own, dump)
+        assert _retry(store.graph_version) == version
+        after = {q: [h.passage_id for h in _retry(lambda q=q: retriever.query(q, write_record=False)).passages]
+                 for q in QUESTIONS}
+        assert after == before
+    finally:
+        store.close()
+        store_server.stop(own)

@@ -124,10 +124,12 @@ def db_stop(backend: Optional[str] = BackendOption) -> None:
 
 
 @db_app.command("backup")
-def db_backup(path: Path = typer.Argument(..., help="The backup file to write (.zip; never overwritten)."),
+def db_backup(path: Path = typer.Argument(..., help="The backup file to write (never overwritten): ArcadeDB's zip "
+                                                     "or Neo4j's dump."),
               backend: Optional[str] = BackendOption) -> None:
-    """Back up the managed store's database online (ArcadeDB's BACKUP DATABASE: queries and
-    ingestion go on) into PATH."""
+    """Back up the managed store's database into PATH: ArcadeDB online (BACKUP DATABASE:
+    queries and ingestion go on); Neo4j with neo4j-admin database dump, the server stopped
+    meanwhile (Community has no online backup: queries get 503 with Retry-After)."""
     from pathweave import store_server
     from pathweave.processes import ServerError
 

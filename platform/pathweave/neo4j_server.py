@@ -34,11 +34,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from pathweave.processes import (
-    Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_free,
+    OWNER_FILE, Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_free,
     port_open, private_dir, read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
 )
 from pathweave.settings import Settings
@@ -170,6 +172,70 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
         terminate(supervisor, 10)
     (directory / "server.json").unlink(missing_ok=True)
     return True
+
+
+RESTORE_CHECK = "restore-check"
+"""The scratch database a restore loads first, so a file that is no dump changes nothing."""
+
+
+def backup(settings: Settings, target: Path) -> Path:
+    """Dump the managed Neo4j's database into the file ``target`` with ``neo4j-admin database
+    dump`` (the store's own format; its folder must exist, the file must not). Neo4j
+    Community has no online backup: a running server is stopped for the dump and started
+    again with the owner it had, so queries meanwhile get 503 with Retry-After and every
+    client follows it back (:func:`_offline`). Returns ``target``. Raises
+    :class:`ServerError` when the dump fails."""
+    directory = server_dir(settings)
+    with _offline(settings) as admin, tempfile.TemporaryDirectory(dir=directory) as scratch:
+        admin("database", "dump", DATABASE, f"--to-path={scratch}")
+        shutil.move(str(Path(scratch) / f"{DATABASE}.dump"), target)
+    return target
+
+
+def restore(settings: Settings, source: Path) -> None:
+    """Replace the managed Neo4j's database with the dump ``source`` (:func:`backup`) with
+    ``neo4j-admin database load``, the server stopped meanwhile (:func:`_offline`). The dump
+    is first loaded as a scratch database, so a file that is no dump is refused with the
+    database unchanged. Query processes catch up by the restored graph version. Raises
+    :class:`ServerError` when Neo4j refuses (the database unchanged)."""
+    directory = server_dir(settings)
+    with _offline(settings) as admin, tempfile.TemporaryDirectory(dir=directory) as scratch:
+        for name in (RESTORE_CHECK, DATABASE):
+            os.symlink(source, Path(scratch) / f"{name}.dump")
+        try:
+            admin("database", "load", RESTORE_CHECK, f"--from-path={scratch}", "--overwrite-destination=true")
+        except ServerError as exc:
+            raise ServerError(f"{source} is not a dump Neo4j can load; nothing changed: {exc}") from None
+        finally:
+            for kind in ("databases", "transactions"):
+                shutil.rmtree(directory / "data" / kind / RESTORE_CHECK, ignore_errors=True)
+        admin("database", "load", DATABASE, f"--from-path={scratch}", "--overwrite-destination=true")
+
+
+@contextmanager
+def _offline(settings: Settings):
+    """The managed Neo4j stopped for ``neo4j-admin`` (yields ``admin(*args)``, which runs it on
+    this data dir and raises :class:`ServerError` with its output when it fails), then
+    started again if it ran, with the owner it had (0: until ``db stop``)."""
+    directory = server_dir(settings)
+    target = build()
+    running = status(settings) is not None
+    owner = int((read_json(directory / OWNER_FILE) or {}).get("owner", 0))
+    if running:
+        stop(settings)
+    _write_conf(directory, target, *_ports(directory, settings), settings.store.server_pagecache)
+
+    def admin(*args: str) -> None:
+        done = subprocess.run([java_executable(), "-cp", _classpath(target), ADMIN_CLASS, *args], capture_output=True,
+                              text=True, env=_env(directory), stdin=subprocess.DEVNULL, cwd=directory)
+        if done.returncode != 0:
+            raise ServerError(f"neo4j-admin {' '.join(args[:2])} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+
+    try:
+        yield admin
+    finally:
+        if running:
+            start(settings, owner=owner or None)
 
 
 def _ports(directory: Path, settings: Settings) -> tuple[int, int]:

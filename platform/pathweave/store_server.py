@@ -80,21 +80,23 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
 
 
 def backup(settings: Settings, target: Path) -> Path:
-    """Back up the managed ArcadeDB's database ``settings.store.database`` into the zip
-    ``target`` (a file path; its folder must exist), online: ArcadeDB's own ``BACKUP
-    DATABASE`` runs while queries and writes go on (the database's consistent state at a
-    point in time). Starts the server when it does not run. Returns ``target``. Raises
-    ValueError for a target that exists or whose folder does not, and for the managed Neo4j
-    (Community has no online backup: stop it and use ``neo4j-admin database dump``);
-    :class:`ServerError` when ArcadeDB refuses."""
+    """Back up the managed store's database into the file ``target`` (its folder must exist).
+    ArcadeDB: a zip, online: ArcadeDB's own ``BACKUP DATABASE`` runs while queries and writes
+    go on (the database's consistent state at a point in time); starts the server when it
+    does not run. Neo4j: ``neo4j-admin database dump`` with the server stopped meanwhile
+    (:func:`pathweave.neo4j_server.backup`: Community has no online backup). Returns
+    ``target``. Raises ValueError for a target that exists or whose folder does not, and for
+    an external store (``store.uri``); :class:`ServerError` when the store refuses."""
     target = Path(target).expanduser().resolve()
-    if settings.store.backend != "arcadedb" or settings.store.uri:
-        raise ValueError("db backup works on the managed ArcadeDB store; for Neo4j stop the server and use "
-                         "`neo4j-admin database dump`")
+    if settings.store.uri:
+        raise ValueError("db backup works on the managed store; for an external Neo4j use its own "
+                         "`neo4j-admin database dump` (or online backup on Enterprise)")
     if target.exists():
         raise ValueError(f"{target} exists: backups never overwrite a file")
     if not target.parent.is_dir():
         raise ValueError(f"{target.parent} is not a folder")
+    if settings.store.backend == "neo4j":
+        return neo4j_server.backup(settings, target)
     info = start(settings)
     name = f"pathweave-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.zip"
     _arcadedb_command(info, settings.store.database, f"backup database file://{name}")
@@ -106,17 +108,22 @@ def backup(settings: Settings, target: Path) -> Path:
 
 
 def restore(settings: Settings, source: Path) -> None:
-    """Replace the managed ArcadeDB's database ``settings.store.database`` with the backup
-    ``source`` (a zip from :func:`backup`), with ArcadeDB's own ``RESTORE DATABASE``. The
-    archive is first restored under a scratch name, so a file that is no backup is refused
-    with the database unchanged. Query processes catch up by the restored graph version
-    (their topologies reload). Raises ValueError for a missing source or the managed Neo4j,
-    :class:`ServerError` when ArcadeDB refuses (the database unchanged)."""
+    """Replace the managed store's database with the backup ``source`` (from :func:`backup`):
+    ArcadeDB's own ``RESTORE DATABASE``, or ``neo4j-admin database load``
+    (:func:`pathweave.neo4j_server.restore`). The backup is first restored under a scratch
+    name, so a file that is no backup is refused with the database unchanged. Query processes
+    catch up by the restored graph version (their topologies reload). Raises ValueError for
+    a missing source or an external store, :class:`ServerError` when the store refuses (the
+    database unchanged)."""
     source = Path(source).expanduser().resolve()
-    if settings.store.backend != "arcadedb" or settings.store.uri:
-        raise ValueError("db restore works on the managed ArcadeDB store; for Neo4j use `neo4j-admin database load`")
+    if settings.store.uri:
+        raise ValueError("db restore works on the managed store; for an external Neo4j use its own "
+                         "`neo4j-admin database load`")
     if not source.is_file():
         raise ValueError(f"no backup file {source}")
+    if settings.store.backend == "neo4j":
+        neo4j_server.restore(settings, source)
+        return
     info = start(settings)
     scratch = f"{settings.store.database}_restore_check"
     _arcadedb_server_command(info, f"drop database {scratch}", missing_ok=True)
