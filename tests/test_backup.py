@@ -34,11 +34,7 @@ def test_an_online_backup_restores_the_same_answers(settings, embedder, extracto
     get_settings.cache_clear()
     store = open_store(own)
     try:
-        documents, errors = load_path(FIXTURES / "docs", own.ingest.max_file_bytes)
-        Pipeline(store, embedder, extractor, own).ingest(documents, errors)
-        retriever = Retriever(store, embedder, own)
-        before = {q: [h.passage_id for h in retriever.query(q, write_record=False).passages] for q in QUESTIONS}
-        version = store.graph_version()
+        retriever, before, version = _ingest_and_ask(store, embedder, extractor, own)
 
         stop = threading.Event()
         answered: list[int] = []
@@ -72,15 +68,28 @@ def test_an_online_backup_restores_the_same_answers(settings, embedder, extracto
         assert restored.exit_code == 0, restored.output
         assert _retry(store.graph_version) == version
         # the query process that saw the later graph catches up (its topology reloads)
-        after = {q: [h.passage_id for h in _retry(lambda q=q: retriever.query(q, write_record=False)).passages]
-                 for q in QUESTIONS}
-        assert after == before
-        fresh = Retriever(store, embedder, own)
-        assert {q: [h.passage_id for h in fresh.query(q, write_record=False).passages] for q in QUESTIONS} == before
+        assert _answers(retriever) == before
+        assert _answers(Retriever(store, embedder, own)) == before
     finally:
         get_settings.cache_clear()
         store.close()
         store_server.stop(own)
+
+
+def _ingest_and_ask(store, embedder, extractor, own):
+    """Ingest the fixture documents; the retriever, the top passages of each question and the
+    graph version."""
+    from pathweave_ingest.pipeline import Pipeline
+
+    documents, errors = load_path(FIXTURES / "docs", own.ingest.max_file_bytes)
+    Pipeline(store, embedder, extractor, own).ingest(documents, errors)
+    retriever = Retriever(store, embedder, own)
+    return retriever, _answers(retriever), store.graph_version()
+
+
+def _answers(retriever) -> dict[str, list[str]]:
+    return {q: [h.passage_id for h in _retry(lambda q=q: retriever.query(q, write_record=False)).passages]
+            for q in QUESTIONS}
 
 
 def _retry(call, attempts: int = 5):
@@ -110,11 +119,7 @@ def test_a_neo4j_dump_restores_the_same_answers(settings, embedder, extractor, t
     assert own.store.backend == "neo4j"
     store = open_store(own)
     try:
-        documents, errors = load_path(FIXTURES / "docs", own.ingest.max_file_bytes)
-        Pipeline(store, embedder, extractor, own).ingest(documents, errors)
-        retriever = Retriever(store, embedder, own)
-        before = {q: [h.passage_id for h in retriever.query(q, write_record=False).passages] for q in QUESTIONS}
-        version = store.graph_version()
+        retriever, before, version = _ingest_and_ask(store, embedder, extractor, own)
         dump = store_server.backup(own, tmp_path / "store.dump")
         assert dump.stat().st_size > 0 and store_server.status(own) is not None  # running again
         with pytest.raises(ValueError, match="never overwrite"):
@@ -129,9 +134,7 @@ def test_a_neo4j_dump_restores_the_same_answers(settings, embedder, extractor, t
         assert _retry(store.graph_version) > version  # the bad file changed nothing
         store_server.restore(own, dump)
         assert _retry(store.graph_version) == version
-        after = {q: [h.passage_id for h in _retry(lambda q=q: retriever.query(q, write_record=False)).passages]
-                 for q in QUESTIONS}
-        assert after == before
+        assert _answers(retriever) == before
     finally:
         store.close()
         store_server.stop(own)
