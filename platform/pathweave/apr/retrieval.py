@@ -109,7 +109,7 @@ class EncodedQuestion:
 
 
 def _encode_question(resources, question: str) -> EncodedQuestion:
-    """The question's triples (the resources's ``question_parser``) and one ``encode`` call
+    """The question's triples (the resources' ``question_parser``) and one ``encode`` call
     for their lines, the run text, the question and the symbols' names."""
     dim = resources.store.dimensions
     triples = question_triples(question, getattr(resources, "question_parser", None))
@@ -225,7 +225,7 @@ def _fine(view: CodebookView, ranked: list[Ranked], query_lines: np.ndarray, who
 def retrieve(resources, question: str, session_id: str | None = None, actions: Mapping[str, str] | None = None,
              write_record: bool = False, answer_text: str | None = None,
              query_id: str | None = None) -> AprOutcome:
-    """APR for one ``question`` of ``resources``'s tenant (spec §3): retrieve runs from the
+    """APR for one ``question`` of the tenant of ``resources`` (spec §3): retrieve runs from the
     facts, earlier questions and earlier answers, select per channel with ``actions``
     (``{"facts": "unique", "questions": "include_all", "answers": "not_include"}``; channels
     not named: section ``apr``'s default actions; ``actions`` None with a selector policy
