@@ -411,12 +411,10 @@ def api_caches(url: str) -> dict[str, float]:
         text = httpx.get(f"{url}/metrics", timeout=10).text
     except httpx.HTTPError:
         return {}
-    out = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in CACHE_GAUGES:
-            out[CACHE_GAUGES[name]] = float(value) / (2 ** 20 if name.endswith("bytes") else 1)
-    return out
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {CACHE_GAUGES[family.name]: family.samples[0].value / (2 ** 20 if family.name.endswith("bytes") else 1)
+            for family in text_string_to_metric_families(text) if family.name in CACHE_GAUGES and family.samples}
 
 
 def sampler(service: Service, journal: Journal, stop: threading.Event) -> None:

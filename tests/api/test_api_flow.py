@@ -208,11 +208,10 @@ def test_metrics_report_the_query_caches(client, new_tenant, ingest, docs):
     _, headers = new_tenant("cache-metrics")
     assert ingest(headers, docs["core"])["status"] == "done"
     assert client.post("/v1/query", headers=headers, json={"question": "Where was Marie Curie born?"}).status_code == 200
-    gauges = {}
-    for line in client.get("/metrics").text.splitlines():
-        name, _, value = line.partition(" ")
-        if name.startswith(("pathweave_node_cache_", "pathweave_topology_")):
-            gauges[name] = float(value)
+    from prometheus_client.parser import text_string_to_metric_families
+
+    gauges = {family.name: family.samples[0].value for family in text_string_to_metric_families(
+        client.get("/metrics").text) if family.name.startswith(("pathweave_node_cache_", "pathweave_topology_"))}
     assert gauges["pathweave_node_cache_rows"] >= 1
     assert gauges["pathweave_node_cache_bytes"] >= 2000 * gauges["pathweave_node_cache_rows"] / 4  # vectors ~2 KB
     assert gauges["pathweave_topology_passages"] >= len(docs["core"])
