@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 	bash tools/vendor-ui.sh
+	bash tools/fetch-models.sh $(PY)
 
 demo: install
 	$(VENV)/bin/pathweave demo

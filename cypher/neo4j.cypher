@@ -54,6 +54,18 @@ FOR (n:Run) ON (n.memory_embedding)
 OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine',
                        `vector.quantization.enabled`: false}};
 
+// name: neo4j_fulltext_index_passage
+// Lucene full-text index over a passage's title and text (issue 41: lexical hits beside the
+// vector hits; names, codes and rare terms that small embedders miss).
+// Manual: Cypher Manual 5, Indexes > Full-text indexes (CREATE FULLTEXT INDEX).
+CREATE FULLTEXT INDEX passage_fulltext IF NOT EXISTS FOR (n:Passage) ON EACH [n.title, n.text];
+
+// name: neo4j_fulltext_index_proposition
+CREATE FULLTEXT INDEX proposition_fulltext IF NOT EXISTS FOR (n:Proposition) ON EACH [n.text];
+
+// name: neo4j_fulltext_index_entity
+CREATE FULLTEXT INDEX entity_fulltext IF NOT EXISTS FOR (n:Entity) ON EACH [n.name];
+
 // name: neo4j_await_indexes
 // Blocks until every index is online (at most $timeout_s seconds), after creating them.
 CALL db.awaitIndexes($timeout_s);

@@ -117,6 +117,16 @@ OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, node.run_id) AS id,
        node.tenant AS tenant, score, m.version AS version;
 
+// name: fulltext_search
+// Both backends (issue 41). The $k best nodes of full-text index $index for the Lucene query
+// $query (pathweave.retrieval.lexical.lucene_query: the question's terms, each quoted and
+// escaped), with their tenant: as vector_search, the caller keeps its tenant's rows and asks
+// again with a larger $k when other tenants took the places. score: the index's relevance
+// (BM25), comparable only within one search.
+// Manual: Cypher Manual 5, Full-text indexes > db.index.fulltext.queryNodes.
+CALL db.index.fulltext.queryNodes($index, $query, {limit: $k}) YIELD node, score
+RETURN coalesce(node.passage_id, node.prop_id, node.entity_id) AS id, node.tenant AS tenant, score;
+
 // name: vector_knn
 // Both backends. For each row {id, vector}: the $k nearest nodes of index $index with
 // normalized score >= $min_score, any tenant (the caller filters and widens $k where the

@@ -11,10 +11,7 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver
 fi
-if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jdk-headless maven
-fi
+bash tools/need-maven.sh
 bash tools/vendor-ui.sh
 # Redis for the Celery tests: started here unless one already runs, and then stopped when the
 # suite ends, however it ends (nothing the suite started is left running)

@@ -61,13 +61,39 @@ def bench_musique(
     rescore_top: str = typer.Option("", help="Comma list of PropRAG re-scoring depths M (e.g. 0,2,40): also run "
                                              "proprag with each (rows proprag_m<M>), the recall/latency trade-off."),
     backend: str = BACKEND_OPTION,
+    embedder: str = typer.Option("", help="Comma list of catalog embedders (e.g. minilm,bge-small): each one's rows "
+                                          "side by side, with the paired per-question difference to the first "
+                                          "(default: the configured embedder)."),
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
+    from pathweave.embedding_models import UnknownEmbedder, get
     from pathweave_bench.musique import run_musique
 
     budgets = [int(b) for b in _comma_list(budget)]
     rescore = [int(m) for m in _comma_list(rescore_top)]
-    run_musique(data, out, questions, _comma_list(extractions), budgets, rescore, _backends(backend))
+    embedders = _comma_list(embedder)
+    try:
+        for name in embedders:
+            get(name)
+    except UnknownEmbedder as error:
+        raise typer.BadParameter(str(error), param_hint="--embedder") from None
+    run_musique(data, out, questions, _comma_list(extractions), budgets, rescore, _backends(backend), embedders or None)
+
+
+@bench_app.command("calibrate")
+def bench_calibrate(
+    corpus: Optional[Path] = typer.Option(None, help="JSON list of {title, text} without questions (default "
+                                          "../shared/bench/scale/2wikimultihopqa_corpus.json)."),
+    out: Path = typer.Option(Path("bench-results"), help="Where calibration.json goes."),
+    embedder: str = typer.Option("bge-small,bge-small-int8,e5-small", help="Comma list of catalog embedders."),
+    passages: int = typer.Option(2000, min=50, help="The first N passages of the corpus."),
+) -> None:
+    """Each embedder's cosine thresholds matched to MiniLM's share of pairs (issue 41)."""
+    from pathweave_bench.calibrate import run_calibrate
+    from pathweave_bench.common import default_data_dir
+
+    corpus = corpus or default_data_dir().parent / "scale" / "2wikimultihopqa_corpus.json"
+    run_calibrate(corpus, out, _comma_list(embedder), passages)
 
 
 @bench_app.command("reuse")

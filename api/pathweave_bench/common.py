@@ -134,7 +134,7 @@ def ingestion_profile(report, embedder=None) -> dict:
     if embedder is not None and report.profile.calls:
         calls = report.profile.calls
         floor = embed_only_seconds(embedder.encode, calls)
-        profile.update(tokens_embedded=tokens_of(embedder.tokenizer, calls, embedder.model.max_seq_length),
+        profile.update(tokens_embedded=tokens_of(embedder.tokenizer, calls, embedder.max_seq_length),
                        embed_only_s=round(floor, 1),
                        embed_only_passages_per_s=round(report.passages_new / floor, 2) if floor else None,
                        embed_only_ratio=round(floor / report.seconds, 3) if report.seconds else None)

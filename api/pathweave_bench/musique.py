@@ -81,6 +81,7 @@ def evaluate(retriever: Retriever, questions: list[dict], mode: str, console: Co
         r5.append(recall_at_k(docs, gold, 5))
     retriever.flush()  # the reasoning records, written meanwhile in the background
     return {"recall_at_2": round(sum(r2) / len(r2), 4), "recall_at_5": round(sum(r5) / len(r5), 4),
+            "per_question": {"recall_at_2": [round(x, 4) for x in r2], "recall_at_5": [round(x, 4) for x in r5]},
             "p50_ms": round(percentile_ms(latencies, 50), 1), "p95_ms": round(percentile_ms(latencies, 95), 1),
             "stage_p50_ms": {k: round(percentile_ms(v, 50), 1) for k, v in stages.items()},
             "stage_p95_ms": {k: round(percentile_ms(v, 95), 1) for k, v in stages.items()}}
@@ -221,14 +222,43 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
         for n, r in rows.items()}}
 
 
+def paired_differences(results: dict, reference: str) -> dict:
+    """For every row keyed ``<extraction>@<embedder>[@backend]`` whose embedder is not
+    ``reference``: the per-question paired difference to the same extraction, mode and backend
+    with ``reference`` (mean and standard error of R@2 and R@5; the 100 questions are one
+    sample, so the SE of the paired mean is what tells a gain from noise)."""
+    out: dict = {}
+    for key, modes in results.items():
+        parts = key.split("@")
+        if len(parts) < 2 or parts[1] == reference:
+            continue
+        base = results.get("@".join([parts[0], reference, *parts[2:]]))
+        if base is None:
+            continue
+        for mode, row in modes.items():
+            if mode not in base or "per_question" not in row:
+                continue
+            entry = {}
+            for metric in ("recall_at_2", "recall_at_5"):
+                diff = np.asarray(row["per_question"][metric]) - np.asarray(base[mode]["per_question"][metric])
+                se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+                entry[metric] = {"mean": round(float(diff.mean()), 4), "se": round(se, 4)}
+            out.setdefault(key, {})[mode] = entry
+    return out
+
+
 def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[str] | None = None,
                 budgets: list[int] | None = None, rescore_tops: list[int] | None = None,
-                backends: list[str] | None = None) -> dict:
+                backends: list[str] | None = None, embedders: list[str] | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict. ``rescore_tops``: extra
     proprag runs with these re-scoring depths M (rows ``proprag_m<M>``). ``backends``: the
     managed stores to run on, one after the other on the same corpus (``arcadedb``,
     ``neo4j``; default ArcadeDB alone); with Neo4j the rows are keyed ``<extraction>@<backend>``,
-    and Neo4j adds the row ``proprag_gds`` (stage 1 by ``gds.pageRank``, ``stage1_ppr = gds``)."""
+    and Neo4j adds the row ``proprag_gds`` (stage 1 by ``gds.pageRank``, ``stage1_ppr = gds``).
+    ``embedders``: catalog embedders compared side by side (each with its calibrated
+    thresholds, its own tenants); with more than one the rows are keyed
+    ``<extraction>@<embedder>[@<backend>]`` and ``paired`` holds each embedder's per-question
+    differences to the first one's."""
     from pathweave_ingest.console import run_ingest
 
     console = stdout_console()
@@ -246,15 +276,19 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
 
             console.print("[dim]ILP vs greedy on synthetic candidate graphs of 50/100/200 nodes[/]")
             results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
-        embedder = get_query_embedder(base)  # what queries embed with (the CLI's and the API's)
-        runs = [(backend, extraction) for backend in backends for extraction in extractions or ["default", "imported"]]
-        for backend, extraction in runs:
-            settings = with_backend(base, backend)
+        names = embedders or [base.models.embedder]
+        results["embedders"] = names
+        runs = [(backend, name, extraction) for backend in backends for name in names
+                for extraction in extractions or ["default", "imported"]]
+        for backend, name, extraction in runs:
+            settings = with_backend(base.with_embedder(name), backend)
+            embedder = get_query_embedder(settings)  # what queries embed with (the CLI's and the API's)
             if started and started[-1].store.backend != backend:
                 store_server.stop(started[-1])  # one store server at a time: the next backend gets the cores
             started.append(settings)
-            key = extraction if backends == ["arcadedb"] else f"{extraction}@{backend}"
-            tenant = f"bench-{extraction}"
+            key = "@".join([extraction] + ([name] if len(names) > 1 else []) + ([] if backends == ["arcadedb"]
+                                                                              else [backend]))
+            tenant = f"bench-{extraction}-{name}"
             file = data / EXTRACTION_FILE if extraction == "imported" else None
             with open_store(settings, tenant=tenant) as store:
                 report = run_ingest(store, settings.model_copy(update={"tenant": tenant}), documents, [], file,
@@ -279,6 +313,13 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 for mode in RETRIEVAL_ONLY:  # the LLM modes: pathweave bench qa
                     console.print(f"[dim]querying {len(questions)} questions: {key} / {mode}[/]")
                     results["results"][key][mode] = evaluate(retriever, questions, mode, console)
+                # the vector hits alone beside the default's fusion with full-text hits (issue 41)
+                alone = settings.retrieval.model_copy(update={"lexical": "off"})
+                variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": alone}),
+                                    cache=retriever.cache)
+                for mode in ("proprag", "dense"):
+                    console.print(f"[dim]querying {len(questions)} questions: {key} / {mode}, vector hits alone[/]")
+                    results["results"][key][f"{mode}_vector_only"] = evaluate(variant, questions, mode, console)
                 # mode apr with the paper's facts channel (the run index's nearest runs) beside
                 # the default (the fact runs of PropRAG's top passages), on the same questions
                 console.print(f"[dim]querying {len(questions)} questions: {key} / apr, facts from the run index[/]")
@@ -305,6 +346,8 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     results.setdefault("selection_sizes", {})[key] = evaluate_selection_sizes(
                         retriever, questions[:30])
         results["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        if len(names) > 1:
+            results["paired"] = paired_differences(results["results"], names[0])
     finally:
         for settings in started:
             store_server.stop(settings)
@@ -334,6 +377,15 @@ def print_table(results: dict, console: Console) -> None:
     profiles = {key: ingest["profile"] for key, ingest in results["ingest"].items() if "profile" in ingest}
     if profiles:
         console.print(profile_table(profiles))
+    if results.get("paired"):
+        paired = Table(title=f"Paired per-question difference to {results['embedders'][0]} (mean ± SE)")
+        for column in ("row", "mode", "ΔR@2", "ΔR@5"):
+            paired.add_column(column)
+        for key, modes in results["paired"].items():
+            for mode, entry in modes.items():
+                paired.add_row(key, mode, *(f"{entry[m]['mean']:+.3f} ± {entry[m]['se']:.3f}"
+                                            for m in ("recall_at_2", "recall_at_5")))
+        console.print(paired)
 
 
 def print_context_table(results: dict, console: Console) -> None:

@@ -24,6 +24,7 @@ from pathweave_bench.cli import bench_app
 from pathweave_cli import service
 from pathweave_cli.aliases import aliases_app
 from pathweave_cli.llm import llm_app
+from pathweave_cli.models import models_app, reembed
 from pathweave_cli.train import train_app
 from pathweave_cli.render import print_result
 from pathweave.terminal import console, stdout_console
@@ -236,6 +237,7 @@ def ingest(
 ) -> None:
     """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent; a changed file
     replaces its earlier version)."""
+    from pathweave.embedder_record import EmbedderMismatch
     from pathweave.embeddings import get_query_embedder
     from pathweave.store import open_store
     from pathweave_ingest.console import run_ingest
@@ -272,7 +274,11 @@ def ingest(
                           f"{len(plan['removed'])} to remove, {len(plan['unchanged'])} unchanged; nothing written")
                 return
             remove = [row["doc_id"] for row in plan["removed"]]
-        report = run_ingest(store, settings, documents, errors, extraction, remove=remove)
+        try:
+            report = run_ingest(store, settings, documents, errors, extraction, remove=remove)
+        except EmbedderMismatch as exc:  # nothing was written
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2)
     get_query_embedder(settings)  # exports the query embedder once (ONNX): the first query is as quick as the next
     for error in report.errors:
         console.print(f"[yellow]skipped[/] {error}", soft_wrap=True)  # a long path must not split the reason
@@ -306,6 +312,7 @@ def query(
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
+    from pathweave.embedder_record import EmbedderMismatch
     from pathweave.errors import BadRequest, LLMUnavailable
     from pathweave.retrieval.request import QueryRequest
     from pathweave.runtime import QueryRuntime
@@ -322,7 +329,7 @@ def query(
         retriever = runtime.retriever(settings.tenant)
         try:
             result = retriever.query(request)
-        except (BadRequest, LLMUnavailable) as exc:  # bad input; no model to answer
+        except (BadRequest, LLMUnavailable, EmbedderMismatch) as exc:  # bad input; no model; another embedder
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
         cite_result(retriever.store, result)  # "title, p. N" / "title > section"
@@ -350,6 +357,8 @@ app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
 app.add_typer(aliases_app, name="aliases")
 app.add_typer(train_app, name="train")
+app.add_typer(models_app, name="models")
+app.command("reembed")(reembed)
 
 if __name__ == "__main__":
     app()

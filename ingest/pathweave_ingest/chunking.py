@@ -12,9 +12,10 @@ from functools import lru_cache
 
 @lru_cache(maxsize=4)
 def _untruncated(tokenizer):
-    """A copy of the fast tokenizer's backend with truncation and padding off (the
-    packaged MiniLM tokenizer.json truncates to 128 tokens)."""
-    backend = copy.deepcopy(tokenizer.backend_tokenizer)
+    """A copy of the tokenizer (a ``tokenizers.Tokenizer``, or a Hugging Face fast
+    tokenizer's backend) with truncation and padding off (the packaged MiniLM
+    tokenizer.json truncates to 128 tokens)."""
+    backend = copy.deepcopy(getattr(tokenizer, "backend_tokenizer", tokenizer))
     backend.no_truncation()
     backend.no_padding()
     return backend

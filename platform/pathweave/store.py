@@ -166,11 +166,12 @@ class GraphStore:
         return out
 
     def ensure_schema(self, dimensions: int) -> None:
-        """Create constraints and vector indexes idempotently."""
+        """Create constraints, vector and full-text indexes idempotently."""
         for name in sorted(load_all()):
             if name.startswith(_SCHEMA_PREFIX):
                 self.run(name)
         self.backend.create_vector_indexes(dimensions)
+        self.backend.create_fulltext_indexes()
 
     def close(self) -> None:
         """Release the backend's resources (e.g. the GDS client) and the driver."""

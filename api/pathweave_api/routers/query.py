@@ -39,6 +39,7 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     passages stating them; only a budgeted context's lines are cited here). The core's
     :class:`~pathweave.errors.BadRequest` is a 422 (``not-applicable`` for an option the
     mode does not use); no LLM to be had is a 503 ``llm-unavailable``."""
+    from pathweave.embedder_record import EmbedderMismatch
     from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
 
     retriever = svc.guard(svc.runtime.retriever, tenant)
@@ -48,6 +49,8 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None
+    except EmbedderMismatch as exc:  # the tenant's vectors are of another embedder
+        raise ApiProblem(409, str(exc), "embedder-mismatch") from None
     except LLMUnavailable as exc:  # no model at all (the extra missing, the server not starting)
         raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
     metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)

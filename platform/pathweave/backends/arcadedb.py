@@ -1,7 +1,8 @@
 """The default backend: the managed ArcadeDB server, spoken to over Bolt.
 
 Vector indexes are created in ArcadeDB SQL over its HTTP port (``LSM_VECTOR``, cosine,
-named ``Label[property]``) and queried with ``db.index.vector.queryNodes`` like Neo4j's.
+named ``Label[property]``) and queried with ``db.index.vector.queryNodes`` like Neo4j's; so
+are the full-text indexes (``FULL_TEXT``, Lucene; ``db.index.fulltext.queryNodes``).
 ArcadeDB has no graph-algorithm library: PropRAG's PPR runs on the query process's
 topology (:mod:`pathweave.topology`) and synonymy asks the vector index
 (:func:`pathweave.backends.base.vector_knn`).
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import httpx
 
-from pathweave.backends.base import VECTOR_INDEXES, Capability, GraphStore
+from pathweave.backends.base import FULLTEXT_INDEXES, VECTOR_INDEXES, Capability, GraphStore
 
 #: ArcadeDB SQL DDL for one vector index; identifiers come from VECTOR_INDEXES only
 #: (DDL identifiers cannot be parameters), the dimension is an int.
@@ -21,6 +22,15 @@ _ARCADE_VECTOR_DDL = (
     "CREATE PROPERTY {label}.{prop} IF NOT EXISTS ARRAY_OF_FLOATS",
     "CREATE INDEX IF NOT EXISTS ON {label} ({prop}) LSM_VECTOR "
     "METADATA {{dimensions: {dimensions}, similarity: 'COSINE'}}",
+)
+
+
+#: ArcadeDB SQL DDL for one full-text index (Lucene, issue 41); identifiers come from
+#: FULLTEXT_INDEXES only. Its name is ``Label[p1,p2]``; queried with db.index.fulltext.queryNodes.
+_ARCADE_FULLTEXT_DDL = (
+    "CREATE VERTEX TYPE {label} IF NOT EXISTS",
+    "CREATE PROPERTY {label}.{prop} IF NOT EXISTS STRING",
+    "CREATE INDEX IF NOT EXISTS ON {label} ({props}) FULL_TEXT",
 )
 
 
@@ -55,6 +65,18 @@ class ArcadeBackend:
     def vector_index_name(self, label: str, prop: str = "embedding") -> str:
         """Index name for ``db.index.vector.queryNodes`` (``Label[prop]``)."""
         return f"{label}[{prop}]"
+
+    def create_fulltext_indexes(self) -> None:
+        """Create the full-text indexes idempotently (ArcadeDB SQL, ``FULL_TEXT``, Lucene)."""
+        for label, props in FULLTEXT_INDEXES.items():
+            self._sql(_ARCADE_FULLTEXT_DDL[0].format(label=label))
+            for prop in props:
+                self._sql(_ARCADE_FULLTEXT_DDL[1].format(label=label, prop=prop))
+            self._sql(_ARCADE_FULLTEXT_DDL[2].format(label=label, props=", ".join(props)))
+
+    def fulltext_index_name(self, label: str) -> str:
+        """Index name for ``db.index.fulltext.queryNodes`` (``Label[p1,p2]``)."""
+        return f"{label}[{','.join(FULLTEXT_INDEXES[label])}]"
 
     def personalized_pagerank(self, store: GraphStore, seeds, damping: float, version: int):
         """Not a capability of this backend."""

@@ -52,6 +52,15 @@ VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Full-text (Lucene) indexes: label -> the string properties indexed together (issue 41:
+#: lexical hits beside the vector hits).
+FULLTEXT_INDEXES: dict[str, tuple[str, ...]] = {
+    "Passage": ("title", "text"),
+    "Proposition": ("text",),
+    "Entity": ("name",),
+}
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A graph store reached over Bolt. ``name``: ``arcadedb`` | ``neo4j``."""
@@ -64,6 +73,12 @@ class Backend(Protocol):
 
     def vector_index_name(self, label: str, prop: str = "embedding") -> str:
         """The index name ``db.index.vector.queryNodes`` takes for ``label.prop``."""
+
+    def create_fulltext_indexes(self) -> None:
+        """Create the full-text indexes of :data:`FULLTEXT_INDEXES` idempotently."""
+
+    def fulltext_index_name(self, label: str) -> str:
+        """The index name ``db.index.fulltext.queryNodes`` takes for ``label``."""
 
     def personalized_pagerank(self, store: GraphStore, seeds: Mapping[str, float], damping: float,
                               version: int) -> dict[str, float] | None:
@@ -135,13 +150,32 @@ def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, 
              **params) -> tuple[list[tuple[str, float]], list[dict]]:
     """The widening search of :func:`vector_search` with ``statement``: the tenant's ``k``
     best ``(id, cosine)`` and the rows of the last round."""
+    index = store.backend.vector_index_name(label, prop)
+    return _widening(store, statement, k, max_k, cosine_of, index=index,
+                     vector=np.asarray(vector, dtype=float).tolist(), **params)
+
+
+def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: int = 100_000) -> list[tuple[str, float]]:
+    """The tenant's ``k`` best ``label`` nodes of the full-text index for the Lucene ``query``
+    (:func:`pathweave.retrieval.lexical.lucene_query`): ``[(id, relevance)]``, best first
+    (statement ``fulltext_search``; widened like :func:`vector_search`, the index being shared
+    by every tenant). Empty for an empty query."""
+    if not query:
+        return []
+    return _widening(store, "fulltext_search", k, max_k, float, index=store.backend.fulltext_index_name(label),
+                     query=query)[0]
+
+
+def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, **params
+              ) -> tuple[list[tuple[str, float]], list[dict]]:
+    """Ask ``statement`` for ``k`` places, x4 while :func:`ask_wider` says so: the tenant's
+    ``k`` best ``(id, score(row score))`` and the rows of the last round."""
     if k <= 0:
         return [], []
-    index = store.backend.vector_index_name(label, prop)
     asked, last = k, -1
     while True:
-        rows = store.run(statement, index=index, k=asked, vector=np.asarray(vector, dtype=float).tolist(), **params)
-        mine = [(row["id"], cosine_of(row["score"])) for row in rows if row["tenant"] == store.tenant]
+        rows = store.run(statement, k=asked, **params)
+        mine = [(row["id"], score(row["score"])) for row in rows if row["tenant"] == store.tenant]
         if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
             return mine[:k], rows

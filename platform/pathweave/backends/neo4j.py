@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pathweave.backends import gds as gds_ops
-from pathweave.backends.base import VECTOR_INDEXES, Capability
+from pathweave.backends.base import FULLTEXT_INDEXES, VECTOR_INDEXES, Capability
 from pathweave.cypher import statement
 
 if TYPE_CHECKING:
@@ -80,6 +80,17 @@ class Neo4jBackend:
         for label, prop in VECTOR_INDEXES:
             self._run(_NEO4J_VECTOR_STATEMENTS[(label, prop)], dimensions=int(dimensions))
         self._run("neo4j_await_indexes", timeout_s=300)
+
+    def create_fulltext_indexes(self) -> None:
+        """Create the Lucene full-text indexes idempotently (``CREATE FULLTEXT INDEX … IF NOT
+        EXISTS``, ``cypher/neo4j.cypher``) and wait until they are online."""
+        for label in FULLTEXT_INDEXES:
+            self._run(f"neo4j_fulltext_index_{label.lower()}")
+        self._run("neo4j_await_indexes", timeout_s=300)
+
+    def fulltext_index_name(self, label: str) -> str:
+        """Index name for ``db.index.fulltext.queryNodes`` (``label_fulltext``)."""
+        return f"{label.lower()}_fulltext"
 
     def vector_index_name(self, label: str, prop: str = "embedding") -> str:
         """Index name for ``db.index.vector.queryNodes`` (``label_prop``, e.g. ``passage_embedding``)."""

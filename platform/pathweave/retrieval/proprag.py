@@ -21,6 +21,7 @@ from pathweave.backends import Capability
 from pathweave.model import PathStep, ReasoningPath, SeedEntity
 from pathweave.ppr import min_max, personalized_pagerank, push_pagerank, transition_matrix, Walk
 from pathweave.retrieval.beam import Path, beam_search
+from pathweave.retrieval.lexical import rrf
 from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
 from pathweave.settings import PropRAGParams
 from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
@@ -31,12 +32,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Stage1Seeds:
-    """What the vector indexes returned for one query: ``props`` / ``passages`` as
-    ``[(id, cosine)]`` best first (the top ``stage1_props`` propositions and the top
-    ``stage1_passage_seeds`` passages)."""
+    """What the indexes returned for one query: ``props`` / ``passages`` as ``[(id, score)]``
+    best first (the top ``stage1_props`` propositions and the top ``stage1_passage_seeds``
+    passages: cosines, or reciprocal-rank-fused scores with lexical hits), and ``entities``
+    whose names the full-text index matched to the question's terms."""
 
     props: list[tuple[str, float]]
     passages: list[tuple[str, float]]
+    entities: list[tuple[str, float]] = field(default_factory=list)  # named in the question (lexical hits)
 
 
 @dataclass
@@ -116,6 +119,8 @@ def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: PropRAGParams,
         positive = np.flatnonzero(entity_score > 0)
         chosen = positive[np.argsort(-entity_score[positive], kind="stable")][: params.seed_entities]
         reset[chosen] = 1.0
+    named = [view.entity_index.get(eid, -1) for eid, _ in query_seeds.entities[: params.lexical_entities]]
+    reset[[e for e in named if 0 <= e < n_e]] = 1.0  # entities the question names join the seeds
     passages, weights = weak_passage_seeds(view, query_seeds.passages, params.passage_seed_weight)
     reset[n_e + passages] = weights
     if reset.sum() <= 0:
@@ -220,10 +225,18 @@ class PropRAGMode(RankingMode):
         params = resources.settings.retrieval.for_device(resources.embedder.device)
         return {"props": ("Proposition", params.stage1_props), "passages": ("Passage", params.stage1_passage_seeds)}
 
+    def lexical_searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        params = resources.settings.retrieval
+        return {"passages_text": ("Passage", params.stage1_passage_seeds),
+                **({"entities_text": ("Entity", params.lexical_entities)} if params.lexical_entities else {})}
+
     def rank(self, frame: QueryFrame) -> Ranking:
         resources, view = frame.resources, frame.view
         params = resources.settings.retrieval.for_device(resources.embedder.device)
-        seeds = Stage1Seeds(frame.found["props"], frame.found["passages"])
+        passages = frame.found["passages"]
+        if "passages_text" in frame.found:
+            passages = rrf([passages, frame.found["passages_text"]])[:params.stage1_passage_seeds]
+        seeds = Stage1Seeds(frame.found["props"], passages, frame.found.get("entities_text", []))
         if resources.settings.apr.proprag_question_runs:
             from pathweave.apr.retrieval import earlier_question_passages
 

@@ -12,12 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from pathweave.backends import vector_search, versioned_vector_search
+from pathweave import embedder_record
+from pathweave.backends import fulltext_search, vector_search, versioned_vector_search
 from pathweave.citations import format_citation
 from pathweave.embeddings import Embedder
 from pathweave.errors import LLMUnavailable
 from pathweave.model import PassageHit, QueryResult
 from pathweave.reasoning_records import RecordWriter
+from pathweave.retrieval.lexical import lucene_query
 from pathweave.selection import TokenCounter
 from pathweave.settings import PruneRAGParams, Settings
 from pathweave.store import GraphStore
@@ -32,6 +34,11 @@ _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-sear
 def _unversioned(store, label: str, vector: np.ndarray, k: int) -> tuple[list[tuple[str, float]], None]:
     """:func:`~pathweave.backends.vector_search` shaped as ``(hits, version)`` with no version."""
     return vector_search(store, label, vector, k), None
+
+
+def _lexical(store, label: str, query: str, k: int) -> tuple[list[tuple[str, float]], None]:
+    """:func:`~pathweave.backends.fulltext_search` shaped as ``(hits, version)`` with no version."""
+    return fulltext_search(store, label, query, k), None
 
 
 class QueryResources:
@@ -49,6 +56,7 @@ class QueryResources:
                                   settings.query.node_cache_entries)
         self.cache = cache
         self.records = RecordWriter(store)
+        self._embedder_checked: int | None = None  # the graph version whose embedder record was checked
         # question -> (triples, entity names): the configured extractor, set by the layer that
         # owns it (CLI, API, benchmarks); None = APR's fallback (one "asks" triple per question)
         self.question_parser = None
@@ -86,18 +94,28 @@ class QueryResources:
         """Reads this tenant's node rows through the topology's bounded node cache."""
         return NodeReader(self.store, topology.nodes, self.store.dimensions)
 
-    def nearest(self, searches: dict[str, tuple[str, int]], vector: np.ndarray
+    def nearest(self, searches: dict[str, tuple[str, int]], vector: np.ndarray,
+                lexical: dict[str, tuple[str, int]] | None = None, question: str = ""
                 ) -> tuple[dict[str, list[tuple[str, float]]], int | None]:
         """Run ``searches`` (``{name: (label, k)}``) for ``vector`` concurrently on the shared
         pool: ``{name: [(id, cosine)] best first}`` and the tenant's graph version the first
         search's statement read (:func:`~pathweave.backends.versioned_vector_search`; None when
-        it read none), so the query's topology needs no round trip of its own for it."""
+        it read none), so the query's topology needs no round trip of its own for it.
+        ``lexical`` (``{name: (label, k)}``): full-text searches for ``question``'s terms on the
+        same pool (:mod:`pathweave.retrieval.lexical`), ``[(id, relevance)]`` under their names."""
         futures = {name: _SEARCHES.submit(versioned_vector_search if n == 0 else _unversioned, self.store, label,
                                           vector, k)
                    for n, (name, (label, k)) in enumerate(searches.items())}
+        query = lucene_query(question) if lexical else ""
+        futures.update({name: _SEARCHES.submit(_lexical, self.store, label, query, k)
+                        for name, (label, k) in (lexical or {}).items()})
         found = {name: future.result() for name, future in futures.items()}
         versions = [version for _, version in found.values() if version is not None]
-        return {name: hits for name, (hits, _) in found.items()}, (max(versions) if versions else None)
+        version = max(versions) if versions else None
+        if version is None or version != self._embedder_checked:
+            embedder_record.check(self.store, self.embedder)  # once per graph version (reembed bumps it)
+            self._embedder_checked = version
+        return {name: hits for name, (hits, _) in found.items()}, version
 
     def passage_hits(self, reader: NodeReader, ids: list[str], scores: list[float]) -> list[PassageHit]:
         """The ranked passages ``ids`` (best first, with their ``scores``) with their texts

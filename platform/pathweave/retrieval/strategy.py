@@ -61,6 +61,12 @@ class RetrievalMode:
     needs_llm: bool = False
     answers_itself: bool = False
 
+    def lexical_searches(self, resources: QueryResources, depth: int) -> dict[str, tuple[str, int]]:
+        """The full-text searches :meth:`rank` fuses with its vector hits, ``{name: (label, k)}``
+        (asked with the question's terms beside the vector searches, setting
+        ``retrieval.lexical``); their hits are ``frame.found[name]``."""
+        return {}
+
     def search(self, resources: QueryResources, request: QueryRequest, record: bool) -> Retrieval:
         """Retrieve for the checked ``request``; write the reasoning record when ``record``."""
         raise NotImplementedError
@@ -126,11 +132,12 @@ class RankingMode(RetrievalMode):
 
     def search(self, resources: QueryResources, request: QueryRequest, record: bool) -> Retrieval:
         clock = Stopwatch()
-        vector = resources.embedder.encode_one(request.question)
+        vector = resources.embedder.encode_query(request.question)
         clock("embed")
         budget = request.token_budget
         depth = request.k if budget is None else max(request.k, resources.settings.selection.context_passages)
-        found, version = resources.nearest(self.searches(resources, depth), vector)
+        lexical = self.lexical_searches(resources, depth) if resources.settings.retrieval.lexical != "off" else {}
+        found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question)
         clock("search")
         topology = resources.topology(version)  # at least the version the searches saw
         view = topology.view()  # built here on the first query after a change

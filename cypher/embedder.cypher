@@ -1,0 +1,33 @@
+// The embedder a tenant's vectors came from (issue 41), kept on the tenant's Meta node:
+// name (a catalog embedder or a model directory's name), dimension and identity (artifact
+// and version). Ingestion records it on a tenant's first write and every ingestion and
+// query checks it (pathweave.embedder_record); `pathweave reembed` switches it, with
+// `reembed_to` set while the tenant's vectors are being rewritten.
+
+// name: embedder_record
+// The tenant's recorded embedder and re-embedding state (no row before the first ingestion).
+MATCH (m:Meta {meta_id: $meta_id})
+RETURN m.embedder AS name, m.embedder_dim AS dim, m.embedder_identity AS identity,
+       m.reembed_to AS reembed_to, m.reembed_cursor AS reembed_cursor;
+
+// name: tenant_any_passage
+// One passage id of the tenant, if it has any (a tenant written before embedders were
+// recorded holds MiniLM vectors).
+MATCH (p:Passage) WHERE p.tenant = $tenant
+RETURN p.passage_id AS id LIMIT 1;
+
+// name: record_embedder
+// Records the tenant's embedder $embedder ($dim, $identity) and ends a re-embedding.
+MERGE (m:Meta {meta_id: $meta_id})
+ON CREATE SET m.tenant = $tenant, m.version = 0
+SET m.embedder = $embedder, m.embedder_dim = $dim, m.embedder_identity = $identity,
+    m.reembed_to = null, m.reembed_cursor = null
+RETURN m.embedder AS name;
+
+// name: begin_reembed
+// Marks the tenant as being re-embedded to $target (queries and ingestion wait for it) and
+// keeps $cursor, the label and last node id done, so an interrupted run resumes there.
+MERGE (m:Meta {meta_id: $meta_id})
+ON CREATE SET m.tenant = $tenant, m.version = 0
+SET m.reembed_to = $target, m.reembed_cursor = $cursor
+RETURN m.reembed_to AS target;
