@@ -31,3 +31,22 @@ MERGE (m:Meta {meta_id: $meta_id})
 ON CREATE SET m.tenant = $tenant, m.version = 0
 SET m.reembed_to = $target, m.reembed_cursor = $cursor
 RETURN m.reembed_to AS target;
+
+// name: claim_embedder
+// A first ingestion records its embedder unless another one got there first (one write
+// transaction on the Meta node, so two first ingestions cannot both record theirs): returns
+// the tenant's embedder and re-embedding state after it.
+MERGE (m:Meta {meta_id: $meta_id})
+ON CREATE SET m.tenant = $tenant, m.version = 0
+SET m.embedder_dim = CASE WHEN m.embedder IS NULL THEN $dim ELSE m.embedder_dim END,
+    m.embedder_identity = CASE WHEN m.embedder IS NULL THEN $identity ELSE m.embedder_identity END,
+    m.embedder = coalesce(m.embedder, $embedder)
+RETURN m.embedder AS name, m.embedder_dim AS dim, m.embedder_identity AS identity, m.reembed_to AS reembed_to;
+
+// name: embedder_guard
+// Inside each ingestion group's write transaction: the tenant is still on $embedder and not
+// being re-embedded (an ingestion that started before `pathweave reembed` must not write
+// vectors of the old embedder behind its cursor). No row: the group is refused.
+MATCH (m:Meta {meta_id: $meta_id})
+WHERE m.embedder = $embedder AND m.reembed_to IS NULL
+RETURN m.embedder AS name;

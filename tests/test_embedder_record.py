@@ -101,3 +101,34 @@ def test_a_tenant_from_before_records_reads_as_minilm(minilm_tenant, extractor):
         embedder_record.check(store, get_embedder(bge))
     embedder_record.claim(store, get_embedder(minilm))  # the next MiniLM ingestion records it
     assert embedder_record.read(store).recorded
+
+
+def test_two_first_ingestions_with_different_embedders_record_one(store, settings):
+    """On a fresh tenant two processes claim at once: one embedder is recorded, the other refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    embedders = [get_embedder(settings.with_embedder(name)) for name in ("minilm", "bge-small") * 3]
+
+    def attempt(embedder):
+        try:
+            embedder_record.claim(store, embedder)
+            return embedder.name
+        except EmbedderMismatch:
+            return None
+
+    with ThreadPoolExecutor(6) as pool:
+        winners = set(pool.map(attempt, embedders)) - {None}
+    assert len(winners) == 1 and embedder_record.read(store).name in winners
+
+
+def test_a_group_written_after_a_reembed_began_is_refused(minilm_tenant, extractor, monkeypatch):
+    """An ingestion that passed its claim before `pathweave reembed` began writes nothing of the
+    old embedder: its group's transaction checks the record first."""
+    store, minilm, bge = minilm_tenant
+    before = store.document_counts()
+    store.run("begin_reembed", meta_id=store.meta_id, target="bge-small", cursor=None)
+    monkeypatch.setattr(embedder_record, "claim", lambda *_: None)  # the claim happened before the reembed
+    report = Pipeline(store, get_embedder(minilm), extractor, minilm).ingest(
+        [SourceDocument("late.txt", "Late", "Kraków lies on the Vistula and was the capital of Poland.")])
+    assert report.documents_new == 0
+    assert store.document_counts() == before

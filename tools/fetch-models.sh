@@ -15,4 +15,4 @@ d = get_settings().models.models_path
 sys.exit(0 if all(m.installed(d) for m in CATALOG.values()) else 1)"; then
   bash tools/need-maven.sh
 fi
-"$PY" -m pathweave.embedding_models "$@"
+"$(dirname "$PY")/pathweave" models fetch "$@"

@@ -312,7 +312,7 @@ def query(
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.citations import cite_result
-    from pathweave.embedder_record import EmbedderMismatch
+    from pathweave.embedder_record import EmbedderMismatch, ReembedInProgress
     from pathweave.errors import BadRequest, LLMUnavailable
     from pathweave.retrieval.request import QueryRequest
     from pathweave.runtime import QueryRuntime
@@ -329,7 +329,8 @@ def query(
         retriever = runtime.retriever(settings.tenant)
         try:
             result = retriever.query(request)
-        except (BadRequest, LLMUnavailable, EmbedderMismatch) as exc:  # bad input; no model; another embedder
+        except (BadRequest, LLMUnavailable, EmbedderMismatch, ReembedInProgress) as exc:  # bad input; no model;
+            # another embedder's tenant, or one being re-embedded
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
         cite_result(retriever.store, result)  # "title, p. N" / "title > section"

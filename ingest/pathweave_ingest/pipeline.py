@@ -272,10 +272,16 @@ class Pipeline:
     def _write_batch(self, batch: _Batch) -> None:
         """The group's write transaction, each statement's seconds in the profile (``write``,
         or ``apr_codes`` for the codebook's and APR's statements)."""
-        def timed(name: str, seconds: float) -> None:
-            self._profile.add("apr_codes" if name.startswith("apr_") else "write", seconds)
+        steps = self._steps(batch)
 
-        self.store.run_in_transaction(self._steps(batch), on_step=timed)
+        def work(run) -> None:
+            embedder_record.guard(run, self.store, self.embedder)  # still this embedder's tenant, not re-embedding
+            for name, params in steps:
+                started = time.perf_counter()
+                run(name, **params)
+                self._profile.add("apr_codes" if name.startswith("apr_") else "write", time.perf_counter() - started)
+
+        self.store.execute_write(work)
 
     def _steps(self, batch: _Batch) -> list[tuple[str, dict]]:
         """The group's write transaction: the UNWIND batches in :data:`_WRITE_ORDER`, then the

@@ -97,7 +97,7 @@ def tokens_of(tokenizer, calls: Sequence[list[str]], max_length: int = 256) -> i
     total = 0
     for texts in calls:
         if hasattr(tokenizer, "encode_batch"):  # tokenizers.Tokenizer (catalog embedders truncate themselves)
-            total += sum(min(len(e.ids), max_length) for e in tokenizer.encode_batch(texts))
+            total += sum(min(sum(e.attention_mask), max_length) for e in tokenizer.encode_batch(texts))  # not padding
             continue
         encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
         total += sum(len(ids) for ids in encoded)

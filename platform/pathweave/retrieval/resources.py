@@ -112,10 +112,17 @@ class QueryResources:
         found = {name: future.result() for name, future in futures.items()}
         versions = [version for _, version in found.values() if version is not None]
         version = max(versions) if versions else None
-        if version is None or version != self._embedder_checked:
-            embedder_record.check(self.store, self.embedder)  # once per graph version (reembed bumps it)
-            self._embedder_checked = version
+        self.check_embedder(version)
         return {name: hits for name, (hits, _) in found.items()}, version
+
+    def check_embedder(self, version: int | None) -> None:
+        """The tenant's vectors must be this process's embedder's (:func:`pathweave.embedder_record.check`),
+        asked once per graph ``version`` (a re-embedding bumps it at its start and its end).
+        Raises :class:`~pathweave.embedder_record.EmbedderMismatch`,
+        :class:`~pathweave.embedder_record.ReembedInProgress`."""
+        if version is None or version != self._embedder_checked:
+            embedder_record.check(self.store, self.embedder)
+            self._embedder_checked = version
 
     def passage_hits(self, reader: NodeReader, ids: list[str], scores: list[float]) -> list[PassageHit]:
         """The ranked passages ``ids`` (best first, with their ``scores``) with their texts
