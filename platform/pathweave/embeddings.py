@@ -136,6 +136,28 @@ def _limit_blas() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+def _tokenizer_file(path: Path, max_length: int):
+    """A ``tokenizers.Tokenizer`` from ``tokenizer.json`` at ``path``, truncating to
+    ``max_length`` tokens and padding each batch to its longest text."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.enable_truncation(max_length=max_length)
+    pad = tokenizer.padding or {}
+    tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
+    return tokenizer
+
+
+def _features(tokenizer, lock: threading.Lock, texts: list[str]) -> dict[str, np.ndarray]:
+    """The ONNX inputs of ``texts``: ``input_ids``, ``attention_mask``, ``token_type_ids``,
+    each ``(n, tokens)`` int64 (the fast tokenizer is called under ``lock``)."""
+    with lock:
+        encoded = tokenizer.encode_batch(texts)
+    return {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
+
+
 class Embedder(ShardedEncoder):
     """Batched, L2-normalized sentence embeddings.
 
@@ -247,8 +269,6 @@ class OnnxEmbedder(ShardedEncoder):
                  workers: int | None = None) -> None:
         import json
 
-        from tokenizers import Tokenizer
-
         from pathweave import onnx_encoder
 
         path = Path(model_path)
@@ -264,11 +284,7 @@ class OnnxEmbedder(ShardedEncoder):
             if (path / "sentence_bert_config.json").is_file() else {}
         self.max_seq_length = int(config.get("max_seq_length", 256))
         self._lower = bool(config.get("do_lower_case", False))
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-        tokenizer.enable_truncation(max_length=self.max_seq_length)
-        pad = tokenizer.padding or {}
-        tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
-        self._tokenizer = tokenizer
+        self._tokenizer = _tokenizer_file(path / "tokenizer.json", self.max_seq_length)
         self._encoder = onnx_encoder.OnnxEncoder(onnx_encoder.export(path, onnx_dir))
         self.dim = int(self._encoder.session.get_outputs()[0].shape[-1])
         _limit_blas()
@@ -276,12 +292,7 @@ class OnnxEmbedder(ShardedEncoder):
 
     def _forward(self, texts: list[str]) -> np.ndarray:
         texts = [text.strip().lower() if self._lower else text.strip() for text in texts]
-        with self._tokenizer_lock:
-            encoded = self._tokenizer.encode_batch(texts)
-        features = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-                    "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-                    "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
-        return self._encoder.pool(features)
+        return self._encoder.pool(_features(self._tokenizer, self._tokenizer_lock, texts))
 
 
 class CatalogEmbedder(ShardedEncoder):
@@ -301,8 +312,6 @@ class CatalogEmbedder(ShardedEncoder):
 
     def __init__(self, model, models_dir: Path, batch_size: int = 32, workers: int | None = None,
                  device: str = "cpu") -> None:
-        from tokenizers import Tokenizer
-
         from pathweave import onnx_encoder
         from pathweave.embedding_models import ModelNotInstalled
 
@@ -325,11 +334,7 @@ class CatalogEmbedder(ShardedEncoder):
         self._encoder = onnx_encoder.OnnxEncoder(model.onnx_path(models_dir), model.pooling, providers)
         self.device = "cuda" if self._encoder.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.workers = 1 if self.device == "cuda" else (workers or cpu_workers())
-        tokenizer = Tokenizer.from_file(str(model.tokenizer_path(models_dir)))
-        tokenizer.enable_truncation(max_length=model.max_tokens)
-        pad = tokenizer.padding or {}
-        tokenizer.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
-        self._tokenizer = tokenizer
+        self._tokenizer = _tokenizer_file(model.tokenizer_path(models_dir), model.max_tokens)
         _limit_blas()
         self._start_pool()
 
@@ -343,12 +348,7 @@ class CatalogEmbedder(ShardedEncoder):
         return self._tokenizer
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        with self._tokenizer_lock:
-            encoded = self._tokenizer.encode_batch(texts)
-        features = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-                    "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-                    "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
-        return self._encoder.pool(features)
+        return self._encoder.pool(_features(self._tokenizer, self._tokenizer_lock, texts))
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Embed stored texts (the passage prefix) -> ``(n, dim)`` float32, L2-normalized."""
