@@ -87,17 +87,17 @@ def test_the_query_embedder_gives_torch_vectors_without_importing_torch(torch_em
 
 
 def test_a_line_gets_the_same_vector_in_any_batch(settings, store, extractor):
-    """APR's triple lines and run texts are embedded by the query embedder (float32 ONNX on
-    CPU): a text's vector does not depend on the batch it is in, so fact-run segmentation
+    """APR's triple lines and run texts are embedded by the query embedder (the catalog
+    embedder, float32 ONNX, the same object as ingestion's): a text's vector does not depend on the batch it is in, so fact-run segmentation
     (cuts at cosine 0.7 between lines) is the same however documents were batched. The
     ingestion embedder in bf16 moved one such cosine from 0.7000 to 0.6993 between batches."""
-    from pathweave.embeddings import OnnxEmbedder, get_query_embedder
+    from pathweave.embeddings import CatalogEmbedder, get_embedder, get_query_embedder
     from pathweave_ingest.pipeline import Pipeline
 
     lines = ["John H. Taylor (Mormon) ordain in 1896", "John H. Taylor (Mormon) receive Aaronic priesthood",
              "Taylor baptize into LDS Church"]
     embedder = get_query_embedder(settings)
-    assert isinstance(embedder, OnnxEmbedder)  # on CPU
+    assert isinstance(embedder, CatalogEmbedder) and embedder is get_embedder(settings)  # one for both
     alone = np.stack([embedder.encode([line])[0] for line in lines])
     among = embedder.encode(["a much longer text that makes the batch pad every line " * 6] + lines[::-1])[1:][::-1]
     assert np.array_equal(alone, among)

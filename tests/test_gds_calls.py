@@ -477,7 +477,9 @@ def test_open_store_neo4j_branch(monkeypatch, tmp_path):
     assert texts[len(constraints):] == [statement(f"neo4j_vector_index_{label}") for label in
                                         ("passage", "proposition", "entity", "relation", "triple", "run",
                                          "run_memory")] + [
-                                           statement("neo4j_await_indexes")]
+                                           statement("neo4j_await_indexes")] + [
+                                           statement(f"neo4j_fulltext_index_{label}") for label in
+                                           ("passage", "proposition", "entity")] + [statement("neo4j_await_indexes")]
     assert {database for database, _, _ in driver.runs} == {"neo4j"}
     assert not (tmp_path / "server").exists()  # no managed server for an external store
 

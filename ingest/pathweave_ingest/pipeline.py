@@ -156,7 +156,6 @@ class Pipeline:
         :func:`~pathweave_ingest.documents.commit_document_change`). ``remove``: ids of
         documents to delete in the same change (folder sync: files that are gone)."""
         started = time.perf_counter()
-        embedder_record.claim(self.store, self.embedder)  # the tenant's vectors are of one embedder
         report = IngestReport(documents=len(documents), errors=list(errors or []),
                               profile=IngestProfile(keep_texts=self.keep_texts))
         self._profile = report.profile
@@ -176,6 +175,8 @@ class Pipeline:
                 todo.append((doc_id, doc))
                 replace.append(doc_id)
         gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
+        if todo:  # vectors will be written: the tenant's are of one embedder (refused before any write)
+            embedder_record.claim(self.store, self.embedder)
         report.documents_unchanged = len(unique) - len(todo)
 
         writing = 0.0
