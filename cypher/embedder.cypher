@@ -1,4 +1,4 @@
-// The embedder a tenant's vectors came from (issue 41), kept on the tenant's Meta node:
+// The embedder a tenant's vectors came from, kept on the tenant's Meta node:
 // name (a catalog embedder or a model directory's name), dimension and identity (artifact
 // and version). Ingestion records it on a tenant's first write and every ingestion and
 // query checks it (pathweave.embedder_record); `pathweave reembed` switches it, with

@@ -55,7 +55,7 @@ OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_func
                        `vector.quantization.enabled`: false}};
 
 // name: neo4j_fulltext_index_passage
-// Lucene full-text index over a passage's title and text (issue 41: lexical hits beside the
+// Lucene full-text index over a passage's title and text (lexical hits beside the
 // vector hits; names, codes and rare terms that small embedders miss).
 // Manual: Cypher Manual 5, Indexes > Full-text indexes (CREATE FULLTEXT INDEX).
 CREATE FULLTEXT INDEX passage_fulltext IF NOT EXISTS FOR (n:Passage) ON EACH [n.title, n.text];

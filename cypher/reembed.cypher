@@ -1,4 +1,4 @@
-// `pathweave reembed` (issue 41): a tenant's vectors rewritten with another embedder, page by
+// `pathweave reembed`: a tenant's vectors rewritten with another embedder, page by
 // page in id order (resumable from the last id done, kept on Meta by begin_reembed). Each
 // page statement returns the texts the node was embedded from at ingestion; each write
 // statement sets its vector properties: `embedding` (the vector index's) and `vec` (base64

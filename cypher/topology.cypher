@@ -118,7 +118,7 @@ RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, n
        node.tenant AS tenant, score, m.version AS version;
 
 // name: fulltext_search
-// Both backends (issue 41). The $k best nodes of full-text index $index for the Lucene query
+// Both backends. The $k best nodes of full-text index $index for the Lucene query
 // $query (pathweave.retrieval.lexical.lucene_query: the question's terms, each quoted and
 // escaped), with their tenant: as vector_search, the caller keeps its tenant's rows and asks
 // again with a larger $k when other tenants took the places. score: the index's relevance

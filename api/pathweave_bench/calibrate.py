@@ -1,5 +1,5 @@
 """``pathweave bench calibrate``: each catalog embedder's cosine thresholds, derived from a
-corpus without questions (issue 41).
+corpus without questions.
 
 The spec's thresholds (synonymy 0.8, aliases 0.93, APR's tau 0.7, ...) were set on
 all-MiniLM-L6-v2's cosine scale. Another model spreads the same pairs over another range

@@ -88,7 +88,7 @@ def bench_calibrate(
     embedder: str = typer.Option("bge-small,bge-small-int8,e5-small", help="Comma list of catalog embedders."),
     passages: int = typer.Option(2000, min=50, help="The first N passages of the corpus."),
 ) -> None:
-    """Each embedder's cosine thresholds matched to MiniLM's share of pairs (issue 41)."""
+    """Each embedder's cosine thresholds matched to MiniLM's share of pairs."""
     from pathweave_bench.calibrate import run_calibrate
     from pathweave_bench.common import default_data_dir
 

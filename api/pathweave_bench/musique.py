@@ -313,7 +313,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 for mode in RETRIEVAL_ONLY:  # the LLM modes: pathweave bench qa
                     console.print(f"[dim]querying {len(questions)} questions: {key} / {mode}[/]")
                     results["results"][key][mode] = evaluate(retriever, questions, mode, console)
-                # the vector hits alone beside the default's fusion with full-text hits (issue 41)
+                # the vector hits alone beside the default's fusion with full-text hits
                 alone = settings.retrieval.model_copy(update={"lexical": "off"})
                 variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": alone}),
                                     cache=retriever.cache)

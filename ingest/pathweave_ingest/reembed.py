@@ -1,4 +1,4 @@
-"""``pathweave reembed`` (issue 41): switch a tenant's vectors to another embedder in place.
+"""``pathweave reembed``: switch a tenant's vectors to another embedder in place.
 
 Every vector the tenant holds is re-embedded from the texts it was made of at ingestion
 (passages as "title\\ntext", propositions, entity and relation names, triples' fact texts

@@ -1,4 +1,4 @@
-"""An index knows its embedder (issue 41): the tenant's store records the embedder its
+"""An index knows its embedder: the tenant's store records the embedder its
 vectors came from (name, dimension, identity: :mod:`cypher/embedder.cypher`, on the tenant's
 Meta node), and a process with another embedder is refused before it writes or searches.
 

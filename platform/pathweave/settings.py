@@ -300,7 +300,7 @@ class PropRAGParams(_Section):
     seeds_per_side: int = 5
     synonym_step_min: float = 0.75
     damping_stage2: float = 0.45
-    # Lexical hits beside the vector hits (issue 41, pathweave.retrieval.lexical): `rrf` asks
+    # Lexical hits beside the vector hits, pathweave.retrieval.lexical: `rrf` asks
     # the store's full-text indexes with the question's terms and fuses them with the vector
     # ranking by reciprocal rank fusion (dense: the passages; proprag: stage 1's weak passage
     # seeds, and the `lexical_entities` best entity names join the seed entities); `off`: vector

@@ -245,7 +245,7 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str, owner: int
     file it creates is private to the user. It stops on SIGTERM/SIGINT, when its data
     directory is gone (checked every :data:`~pathweave.processes.DATA_DIR_CHECK_S` s) and when
     ``owner`` (non-zero: the process that started it on demand) has exited (checked every
-    :data:`~pathweave.processes.OWNER_CHECK_S` s): issue 35, no orphans
+    :data:`~pathweave.processes.OWNER_CHECK_S` s): no orphans
     (:class:`~pathweave.processes.Lifetime`)."""
     os.umask(0o077)
     from arcadedb_embedded.server import ArcadeDBServer

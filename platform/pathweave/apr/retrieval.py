@@ -148,10 +148,8 @@ def passage_ranking(fine_ranked: Sequence["Ranked"], proprag: dict[str, float] |
     passages the facts channel starts from, in PropRAG's order, while the coarse-to-fine
     score picks and orders the runs the prompt carries. Otherwise (the run index's facts
     channel, the paper's) the passages of the fact runs by their best run's fine score
-    (spec §3). Measured on the MuSiQue sample (100 questions, default extraction, 2-core
-    CPU): R@5 0.271 with the index's facts channel, 0.355 with PropRAG's runs ranked by fine
-    score, 0.513 with the reciprocal rank fusion (k = 60) of PropRAG's and the fine score's
-    rankings, against dense 0.617 and PropRAG 0.692 (docs/benchmarks.md)."""
+    (spec §3). PropRAG's order is the default because it ranked best on MuSiQue (figures:
+    docs/benchmarks.md)."""
     if proprag is not None:
         return dict(proprag)
     fine: dict[str, float] = {}
@@ -251,7 +249,8 @@ def retrieve(resources, question: str, session_id: str | None = None, actions: M
     if not question:
         raise ValueError("question is empty")
     session_id = check_session_id(session_id)
-    resources.check_embedder(resources.store.graph_version())  # its run searches bypass the modes' check
+    if resources.settings.apr.facts_source == "index":  # else PropRAG's search checks the embedder first
+        resources.check_embedder(resources.store.graph_version())
     settings = resources.settings.apr
     chosen = check_actions({"facts": settings.facts_action, "questions": settings.questions_action,
                             "answers": settings.answers_action, **(actions or {})})

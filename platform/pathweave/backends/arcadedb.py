@@ -25,7 +25,7 @@ _ARCADE_VECTOR_DDL = (
 )
 
 
-#: ArcadeDB SQL DDL for one full-text index (Lucene, issue 41); identifiers come from
+#: ArcadeDB SQL DDL for one full-text index (Lucene); identifiers come from
 #: FULLTEXT_INDEXES only. Its name is ``Label[p1,p2]``; queried with db.index.fulltext.queryNodes.
 _ARCADE_FULLTEXT_DDL = (
     "CREATE VERTEX TYPE {label} IF NOT EXISTS",

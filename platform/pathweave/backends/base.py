@@ -52,8 +52,8 @@ VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
 )
 
 
-#: Full-text (Lucene) indexes: label -> the string properties indexed together (issue 41:
-#: lexical hits beside the vector hits).
+#: Full-text (Lucene) indexes: label -> the string properties indexed together (lexical
+#: hits beside the vector hits).
 FULLTEXT_INDEXES: dict[str, tuple[str, ...]] = {
     "Passage": ("title", "text"),
     "Proposition": ("text",),

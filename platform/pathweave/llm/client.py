@@ -74,7 +74,7 @@ class LLMClient:
     structured outputs) or ``json_object`` (llama-cpp-python's ``{"type": "json_object",
     "schema": ...}``). ``locate``: for the managed server, where it listens now (starting it
     again when it died): a request that finds the endpoint unreachable asks it once and is
-    retried there, so the client follows a server restarted on another port (issue 35).
+    retried there, so the client follows a server restarted on another port.
     Thread-safe.
     """
 
@@ -198,7 +198,7 @@ class LLMClient:
 def connect(data_dir: Path, llm: LLMSettings) -> LLMClient:
     """A client for ``llm.base_url``, or for the managed local server of ``data_dir``
     (started on demand, owned by this process: it stops when this process exits, and started
-    again when a request finds it gone, issue 35;
+    again when a request finds it gone;
     raises :class:`~pathweave.llm.server.LLMServerError` when the extra ``pathweave[llm]`` is
     missing or the server does not start)."""
     if llm.managed:

@@ -5,7 +5,7 @@ llama-cpp-python's OpenAI-compatible server (extra ``pathweave[llm]``) as a deta
 bound to 127.0.0.1 on a free port, serving a packaged Qwen2.5-Coder GGUF
 (:mod:`pathweave.llm.weights`) with the ChatML chat format. One server per data directory.
 
-No orphans (issue 35): the process is ``python -m pathweave.llm.server OWNER DIR -- ARGS``,
+No orphans: the process is ``python -m pathweave.llm.server OWNER DIR -- ARGS``,
 which starts a watchdog thread and then runs ``llama_cpp.server``'s main with ``ARGS`` in
 the same process (its pid is the server's). Started on demand (:func:`pathweave.llm.client.connect`)
 the server belongs to the process that started it and stops within seconds of its exit

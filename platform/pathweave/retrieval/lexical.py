@@ -1,4 +1,4 @@
-"""Lexical hits beside the vector hits (issue 41): the question's terms asked of the store's
+"""Lexical hits beside the vector hits: the question's terms asked of the store's
 full-text (Lucene) indexes, fused with the vector ranking by reciprocal rank fusion.
 
 Small embedders miss names, codes and rare terms (a product code, a contract number, a
