@@ -21,17 +21,21 @@ RETURN e.entity_id AS id, e.name AS name, e.norm_name AS norm_name, e.type AS ty
        coalesce(e.alias_split, false) AS split, c.entity_id AS canonical;
 
 // name: alias_members
-// The aliases of the canonical entities $ids: one row per ALIAS_OF edge.
+// The aliases of the canonical entities $ids: one row per ALIAS_OF edge. Anchored on the
+// canonical first (its id is indexed), so the store walks its edges instead of every Entity.
 UNWIND $ids AS id
-MATCH (a:Entity)-[r:ALIAS_OF]->(c:Entity {entity_id: id})
+MATCH (c:Entity {entity_id: id})
 WHERE c.tenant = $tenant
+MATCH (a:Entity)-[r:ALIAS_OF]->(c)
 RETURN c.entity_id AS canonical, a.entity_id AS alias, r.score AS score, r.method AS method;
 
 // name: alias_clear
 // Removes the ALIAS_OF edges leaving the entities $ids (before their group is rewritten,
 // or when a person splits them off). Returns the number removed.
-MATCH (a:Entity)-[r:ALIAS_OF]->(:Entity)
-WHERE a.entity_id IN $ids AND a.tenant = $tenant
+UNWIND $ids AS id
+MATCH (a:Entity {entity_id: id})
+WHERE a.tenant = $tenant
+MATCH (a)-[r:ALIAS_OF]->(:Entity)
 DELETE r
 RETURN count(*) AS n;
 

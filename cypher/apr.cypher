@@ -286,7 +286,8 @@ RETURN id AS passage_id, r.run_id AS run_id;
 // PropRAG with earlier questions (setting apr.proprag_question_runs): for the question runs
 // $ids, the passages of the fact runs the queries that asked them sent or reused.
 UNWIND $ids AS id
-MATCH (q:Query)-[:ASKED]->(r:Run {run_id: id})
+MATCH (r:Run {run_id: id})
 WHERE r.tenant = $tenant
+MATCH (q:Query)-[:ASKED]->(r)
 MATCH (q)-[:SENT|REUSED]->(f:Run)<-[:HAS_RUN]-(p:Passage)
 RETURN id, collect(DISTINCT p.passage_id) AS passage_ids;

@@ -263,8 +263,9 @@ RETURN id AS passage_id, p.page AS page, p.section AS section, coalesce(d.title,
 // name: proposition_citing_passages
 // Passages stating each proposition of $prop_ids (a context statement cites one of them).
 UNWIND $prop_ids AS pid
-MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
-WHERE p.tenant = $tenant
+MATCH (r:Proposition {prop_id: pid})
+WHERE r.tenant = $tenant
+MATCH (p:Passage)-[:STATES]->(r)
 RETURN pid AS prop_id, p.passage_id AS passage_id ORDER BY p.passage_id;
 
 // name: api_document_get
@@ -285,8 +286,9 @@ LIMIT $limit;
 // name: api_propositions_stated
 // The passages stating each proposition of $prop_ids (the explorer draws them).
 UNWIND $prop_ids AS pid
-MATCH (p:Passage)-[:STATES]->(r:Proposition {prop_id: pid})
-WHERE p.tenant = $tenant
+MATCH (r:Proposition {prop_id: pid})
+WHERE r.tenant = $tenant
+MATCH (p:Passage)-[:STATES]->(r)
 RETURN pid AS prop_id, p.passage_id AS passage_id;
 
 // name: api_passages_get
