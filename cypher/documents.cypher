@@ -1,11 +1,12 @@
 // Documents, ingestion jobs and per-document status (workers and the API).
 //
-// (:Job {job_id, tenant, created_at, doc_ids, total, batches, queue}) is one
-// POST /v1/documents submission; (:DocumentStatus {doc_id, tenant, status,
-// attempts, error, job_id, title, source, queued_at, started_at, finished_at,
-// seconds, passages, propositions, entities, triples}) is the latest state of
-// one document: queued | running | done | failed. Status nodes are kept apart
-// from (:Document) because the pipeline treats an existing Document as
+// (:Job {job_id, tenant, created_at, doc_ids, versions, total, batches, queue}) is one
+// POST/PUT /v1/documents submission; (:DocumentStatus {doc_id, tenant, version, status,
+// applied_version, attempts, error, job_id, worker, lease_until, title, source, queued_at,
+// started_at, finished_at, seconds, passages, propositions, entities, triples}) is the head
+// of one document: its newest accepted version and that version's state, queued | running |
+// done | failed | deleted (the transitions: pathweave_ingest.lifecycle). Status nodes are
+// kept apart from (:Document) because the pipeline treats an existing Document as
 // ingested. Every statement filters by $tenant.
 
 // name: constraint_job
@@ -19,46 +20,64 @@ CREATE CONSTRAINT document_status_id IF NOT EXISTS FOR (n:DocumentStatus) REQUIR
 RETURN 1 AS ok;
 
 // name: job_create
-// One submission. $doc_ids: every document of the request (also those already ingested).
+// One submission. $doc_ids: every document of the request (also those already ingested);
+// $versions: the version of each that this job stands for (same order).
 MERGE (j:Job {job_id: $job_id})
-ON CREATE SET j.tenant = $tenant, j.created_at = $created_at, j.doc_ids = $doc_ids,
+ON CREATE SET j.tenant = $tenant, j.created_at = $created_at, j.doc_ids = $doc_ids, j.versions = $versions,
               j.total = $total, j.batches = $batches, j.queue = $queue
 RETURN j.job_id AS job_id;
 
 // name: job_get
 MATCH (j:Job {job_id: $job_id}) WHERE j.tenant = $tenant
-RETURN j.job_id AS job_id, j.created_at AS created_at, j.doc_ids AS doc_ids, j.total AS total,
-       j.batches AS batches, j.queue AS queue;
+RETURN j.job_id AS job_id, j.created_at AS created_at, j.doc_ids AS doc_ids, j.versions AS versions,
+       j.total AS total, j.batches AS batches, j.queue AS queue;
 
 // name: document_states
 // Which of $ids exist as ingested documents (with the stored version's content_hash, so
-// a changed version of a source is told apart) and their status node, if any.
+// a changed version of a source is told apart) and their status node, if any: the newest
+// accepted version, its state, attempts, lease (ms since the epoch) and the version the
+// graph shows (applied_version).
 UNWIND $ids AS id
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 OPTIONAL MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, s.status AS status,
-       s.attempts AS attempts;
+       s.attempts AS attempts, s.version AS version, s.applied_version AS applied_version,
+       s.lease_until AS lease_until, s.worker AS worker;
 
-// name: doc_status_queue
-// (Re)queue documents of a job. rows: {doc_id, title, source, queued_at}. A document still
-// queued keeps its attempts (the caller never re-queues a running one); any other starts at 0.
+// name: doc_lock
+// First statement of a transaction that accepts writes (pathweave_ingest.lifecycle): the
+// status node of each of $ids, created at version 0 when the document has none, is
+// written, so this transaction holds its lock until it commits and concurrent accepts of
+// one document are serialized. Returns the head as this transaction sees it.
+UNWIND $ids AS id
+MERGE (s:DocumentStatus {doc_id: id})
+ON CREATE SET s.tenant = $tenant, s.version = 0
+SET s.locked_by = $owner
+WITH s, id
+OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
+RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, s.status AS status,
+       s.attempts AS attempts, coalesce(s.version, 0) AS version, s.applied_version AS applied_version;
+
+// name: doc_accept
+// A new version of each document (status node locked by doc_lock in this transaction):
+// version + 1, queued under $job_id, attempts and lease cleared. rows: {doc_id, title,
+// source, queued_at}. Returns each document's new version.
 UNWIND $rows AS row
-MERGE (s:DocumentStatus {doc_id: row.doc_id})
-ON CREATE SET s.tenant = $tenant
-WITH s, row, CASE WHEN s.status = 'queued' THEN coalesce(s.attempts, 0) ELSE 0 END AS attempts
-SET s.status = 'queued', s.job_id = $job_id, s.title = row.title, s.source = row.source,
-    s.queued_at = row.queued_at, s.attempts = attempts, s.error = null, s.started_at = null,
-    s.finished_at = null, s.seconds = null
-RETURN count(s) AS n;
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.version = coalesce(s.version, 0) + 1, s.status = 'queued', s.job_id = $job_id, s.title = row.title,
+    s.source = row.source, s.queued_at = row.queued_at, s.attempts = 0, s.error = null,
+    s.started_at = null, s.finished_at = null, s.seconds = null, s.lease_until = null, s.worker = null
+RETURN s.doc_id AS doc_id, s.version AS version;
 
 // name: doc_status_already_done
-// Documents of a job that are already ingested (e.g. by the CLI): status done, counts kept.
+// Documents of a job whose stored version is this content and that no version is pending
+// for: a status node the lock just created (a document the CLI ingested) reads done.
 // rows: {doc_id, title, source, queued_at}
 UNWIND $rows AS row
-MERGE (s:DocumentStatus {doc_id: row.doc_id})
-ON CREATE SET s.tenant = $tenant, s.status = 'done', s.job_id = $job_id, s.title = row.title,
-              s.source = row.source, s.queued_at = row.queued_at, s.finished_at = row.queued_at,
-              s.attempts = 0, s.seconds = 0.0
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant AND s.status IS NULL
+SET s.status = 'done', s.job_id = $job_id, s.title = row.title, s.source = row.source,
+    s.queued_at = row.queued_at, s.finished_at = row.queued_at, s.attempts = 0, s.seconds = 0.0,
+    s.applied_version = s.version
 RETURN count(s) AS n;
 
 // name: doc_status_get
@@ -68,39 +87,79 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
        s.job_id AS job_id, s.title AS title, s.source AS source, s.queued_at AS queued_at,
        s.started_at AS started_at, s.finished_at AS finished_at, s.seconds AS seconds,
        s.passages AS passages, s.propositions AS propositions, s.entities AS entities,
-       s.triples AS triples;
+       s.triples AS triples, s.version AS version, s.applied_version AS applied_version;
 
-// name: doc_status_running
-// A worker starts documents. rows: {doc_id, started_at, worker, count}: count is 1 for a new
-// attempt, 0 when the same attempt resumes after a transient store error.
+// name: doc_claim
+// A worker takes documents (compare-and-set): only the newest accepted version ($rows'
+// version), only when it is queued, or running under an expired lease (its worker died)
+// or under this very task chain (resumed after a transient store error). rows: {doc_id,
+// version, count, resumed}: count 1 for a new attempt, 0 for a resumed one. $now and
+// $lease_until: ms since the epoch. Returns the documents taken.
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
-SET s.status = 'running', s.attempts = coalesce(s.attempts, 0) + row.count, s.started_at = row.started_at,
-    s.worker = row.worker
-RETURN count(s) AS n;
+MATCH (s:DocumentStatus {doc_id: row.doc_id})
+WHERE s.tenant = $tenant AND s.version = row.version
+  AND (s.status = 'queued' OR (s.status = 'running' AND (row.resumed OR coalesce(s.lease_until, 0) < $now)))
+SET s.status = 'running', s.attempts = coalesce(s.attempts, 0) + row.count, s.started_at = $started_at,
+    s.worker = $worker, s.lease_until = $lease_until
+RETURN s.doc_id AS doc_id;
+
+// name: doc_lease_renew
+// The worker running documents extends their lease. rows: {doc_id, version}; $lease_until
+// in ms since the epoch. Returns the documents whose lease it still holds.
+UNWIND $rows AS row
+MATCH (s:DocumentStatus {doc_id: row.doc_id})
+WHERE s.tenant = $tenant AND s.version = row.version AND s.status = 'running' AND s.worker = $worker
+SET s.lease_until = $lease_until
+RETURN s.doc_id AS doc_id;
+
+// name: doc_version_fence
+// First statement of the transaction that makes a version visible (the atomic swap): each
+// document's newest accepted version must still be the one written (rows: {doc_id,
+// version}); the write locks the status node until the swap commits, so no newer version
+// can be accepted in between. Returns the documents whose version holds.
+UNWIND $rows AS row
+MATCH (s:DocumentStatus {doc_id: row.doc_id})
+WHERE s.tenant = $tenant AND s.version = row.version
+SET s.applied_version = row.version
+RETURN s.doc_id AS doc_id;
 
 // name: doc_status_done
-// rows: {doc_id, finished_at, seconds, passages, propositions, entities, triples}
+// The version finished (only if it is still the newest). rows: {doc_id, version,
+// finished_at, seconds, passages, propositions, entities, triples}. Returns those set.
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant AND s.version = row.version
 SET s.status = 'done', s.error = null, s.finished_at = row.finished_at, s.seconds = row.seconds,
     s.passages = row.passages, s.propositions = row.propositions, s.entities = row.entities,
-    s.triples = row.triples
-RETURN count(s) AS n;
+    s.triples = row.triples, s.applied_version = row.version, s.lease_until = null
+RETURN s.doc_id AS doc_id;
 
 // name: doc_status_retry
-// A failed attempt that will be retried: back to queued with the last error. rows: {doc_id, error}
+// A failed attempt that will be retried: back to queued with the last error (only if the
+// version is still the newest). rows: {doc_id, version, attempts, error}
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
-SET s.status = 'queued', s.error = row.error
-RETURN count(s) AS n;
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant AND s.version = row.version
+SET s.status = 'queued', s.error = row.error, s.attempts = row.attempts, s.lease_until = null
+RETURN s.doc_id AS doc_id;
 
 // name: doc_status_failed
-// The poison-document path: given up, with the error. rows: {doc_id, error, finished_at}
+// Given up on a version, with the error (only if it is still the newest and not finished).
+// rows: {doc_id, version, error, finished_at}
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
-SET s.status = 'failed', s.error = row.error, s.finished_at = row.finished_at
-RETURN count(s) AS n;
+MATCH (s:DocumentStatus {doc_id: row.doc_id})
+WHERE s.tenant = $tenant AND s.version = row.version AND s.status IN ['queued', 'running']
+SET s.status = 'failed', s.error = row.error, s.finished_at = row.finished_at, s.lease_until = null
+RETURN s.doc_id AS doc_id;
+
+// name: doc_mark_deleted
+// A DELETE (or a folder sync's removal) accepted as a new version of each of $ids, whose
+// status nodes doc_lock holds in this transaction: the tombstone keeps the version counter,
+// so an older version still queued can never come back. $finished_at: ISO time.
+UNWIND $ids AS id
+MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
+WITH s, coalesce(s.version, 0) + 1 AS version
+SET s.version = version, s.status = 'deleted', s.applied_version = version, s.finished_at = $finished_at,
+    s.error = null, s.lease_until = null, s.worker = null
+RETURN s.doc_id AS doc_id, version;
 
 // name: document_counts
 // What the graph holds for each of $ids: passages, propositions, triples, entities mentioned.
@@ -125,12 +184,13 @@ MATCH (d:Document) WHERE d.tenant = $tenant AND d.identity = 'source' AND d.sour
 RETURN d.doc_id AS doc_id, d.source AS source, d.title AS title, d.content_hash AS content_hash;
 
 // name: doc_status_list
-MATCH (s:DocumentStatus) WHERE s.tenant = $tenant
+// Every status node of the tenant but the tombstones of deleted documents.
+MATCH (s:DocumentStatus) WHERE s.tenant = $tenant AND coalesce(s.status, '') <> 'deleted'
 RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error AS error,
        s.job_id AS job_id, s.title AS title, s.source AS source, s.queued_at AS queued_at,
        s.started_at AS started_at, s.finished_at AS finished_at, s.seconds AS seconds,
        s.passages AS passages, s.propositions AS propositions, s.entities AS entities,
-       s.triples AS triples;
+       s.triples AS triples, s.version AS version;
 
 // name: document_entity_embeddings
 // Entities mentioned by the passages of $ids (synonymy repair after a crashed attempt).
@@ -146,13 +206,32 @@ MATCH (d:Document {doc_id: id})<-[:PART_OF]-(p:Passage)
 WHERE d.tenant = $tenant
 RETURN DISTINCT p.passage_id AS id;
 
-// --- Document deletion (one transaction, see pathweave_ingest.jobs.delete_document) ---
+// --- Removing a version from the graph (inside the transaction that replaces or deletes it,
+// pathweave_ingest.documents) ---
 
-// name: delete_doc_passages
-// Passages that belong to $doc_id only (a passage shared with another document stays).
-MATCH (d:Document {doc_id: $doc_id})<-[:PART_OF]-(p:Passage)
-WHERE d.tenant = $tenant
-  AND NOT EXISTS { MATCH (p)-[:PART_OF]->(o:Document) WHERE o.doc_id <> $doc_id }
+// name: document_unlink_next
+// The reading-order edges between passages of $doc_id (before its version is replaced or
+// removed; a new version writes its own).
+MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
+MATCH (d)<-[:PART_OF]-(p:Passage)-[n:NEXT]->(q:Passage)-[:PART_OF]->(d)
+DELETE n
+RETURN count(*) AS n;
+
+// name: document_detach_passages
+// Cuts the passages of $doc_id off it (its version is replaced or removed); returns their
+// ids: those no document holds afterwards are removed (passages_without_document).
+MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
+MATCH (d)<-[r:PART_OF]-(p:Passage)
+WITH r, p.passage_id AS id
+DELETE r
+RETURN DISTINCT id;
+
+// name: passages_without_document
+// Of the passages $ids, those no document holds (a passage another document or the new
+// version of the same document shares stays).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id}) WHERE p.tenant = $tenant
+  AND NOT EXISTS { MATCH (p)-[:PART_OF]->(:Document) }
 RETURN DISTINCT p.passage_id AS id;
 
 // name: delete_doc_propositions
@@ -228,11 +307,6 @@ RETURN id;
 // name: delete_document_node
 MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
 DETACH DELETE d
-RETURN count(*) AS n;
-
-// name: delete_document_status
-MATCH (s:DocumentStatus {doc_id: $doc_id}) WHERE s.tenant = $tenant
-DETACH DELETE s
 RETURN count(*) AS n;
 
 // name: delete_orphan_relations

@@ -33,10 +33,12 @@ RETURN n.doc_id AS id, n.content_hash AS content_hash;
 // rows: {doc_id, tenant, source, title, content_hash, identity, ingested_at}; identity is
 // 'source' (doc_id hashes tenant + source: a changed source replaces its old version) or
 // 'content' (doc_id hashes tenant + title + text).
+// A new version of a stored source keeps its Document node (the atomic swap replaces what
+// hangs off it in the same transaction), so its properties are set either way.
 UNWIND $rows AS row
 MERGE (d:Document {doc_id: row.doc_id})
-ON CREATE SET d.tenant = row.tenant, d.source = row.source, d.title = row.title,
-              d.content_hash = row.content_hash, d.identity = row.identity, d.ingested_at = row.ingested_at
+ON CREATE SET d.tenant = row.tenant, d.identity = row.identity
+SET d.source = row.source, d.title = row.title, d.content_hash = row.content_hash, d.ingested_at = row.ingested_at
 RETURN count(d) AS n;
 
 // name: upsert_passages
@@ -45,10 +47,9 @@ RETURN count(d) AS n;
 // embedding as base64 float32, what queries read (`embedding` feeds the vector index).
 UNWIND $rows AS row
 MERGE (p:Passage {passage_id: row.passage_id})
-ON CREATE SET p.tenant = row.tenant, p.title = row.title, p.text = row.text,
-              p.position = row.position, p.token_count = row.token_count,
-              p.page = row.page, p.section = row.section,
+ON CREATE SET p.tenant = row.tenant, p.title = row.title, p.text = row.text, p.token_count = row.token_count,
               p.embedding = row.embedding, p.vec = row.vec
+SET p.position = row.position, p.page = row.page, p.section = row.section
 WITH p, row
 MATCH (d:Document {doc_id: row.doc_id})
 MERGE (p)-[:PART_OF]->(d)

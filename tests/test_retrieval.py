@@ -73,7 +73,7 @@ def test_a_new_document_is_found_by_the_very_next_query(retriever, pipeline, set
     pipeline.ingest(documents, errors)
     result = retriever.query("Which town is famous for wooden Goral architecture?", k=3, write_record=False)
     after = retriever.topology().view()
-    assert after.version == before.version + 1
+    assert after.version > before.version  # the write and its links, each recorded
     assert int(after.alive.sum()) == int(before.alive.sum()) + 1
     assert result.passages[0].title == "new" and "Goral" in result.passages[0].text
     assert retriever.topology().view() is after  # kept while the version stays

@@ -111,6 +111,9 @@ class SubmittedDocument(BaseModel):
     title: str
     source: str
     status: DocStatus
+    version: int | None = Field(None, description="The version this write was accepted as (each accepted "
+                                "write of a document takes the next one; the newest wins). None when the "
+                                "content is stored already.")
 
 
 class JobLinks(BaseModel):
@@ -122,9 +125,9 @@ class SubmitResponse(BaseModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "job_id": "8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60", "status": "queued", "total": 1, "enqueued": 1,
-        "already_ingested": 0, "in_flight": 0, "batches": 1, "queue": "inprocess",
+        "already_ingested": 0, "batches": 1, "queue": "inprocess",
         "documents": [{"doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "title": "Marie Curie",
-                       "source": "wiki/marie-curie.md", "status": "queued"}],
+                       "source": "wiki/marie-curie.md", "status": "queued", "version": 1}],
         "links": {"job": "/v1/jobs/8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"}}]})
 
     job_id: str
@@ -132,8 +135,6 @@ class SubmitResponse(BaseModel):
     total: int
     enqueued: int
     already_ingested: int
-    in_flight: int = Field(0, description="Documents another job is ingesting right now: not enqueued again "
-                                          "(state and attempts kept); this job waits for them.")
     batches: int
     queue: Literal["celery", "inprocess"]
     documents: list[SubmittedDocument]
@@ -144,7 +145,11 @@ class DocumentState(BaseModel):
     """A document's ingestion state, counts (when done) and timings (ISO 8601, seconds)."""
 
     doc_id: str
-    status: DocStatus | Literal["deleted"]
+    status: DocStatus | Literal["deleted", "superseded"] = Field(description=(
+        "`superseded`: a newer write of this document was accepted after this job's version, which then "
+        "is not (or no longer) the visible one (`superseded_by`)."))
+    version: int | None = Field(None, description="The document's version this row is about.")
+    superseded_by: int | None = Field(None, description="The newer version that replaced this job's.")
     title: str | None = None
     source: str | None = None
     job_id: str | None = None
@@ -173,6 +178,7 @@ class JobCounts(BaseModel):
     done: int
     failed: int
     deleted: int
+    superseded: int = 0
 
 
 class JobResponse(BaseModel):
@@ -180,7 +186,7 @@ class JobResponse(BaseModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "job_id": "8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60", "status": "running", "created_at": "2025-01-01T12:00:00+00:00",
-        "total": 2, "counts": {"queued": 0, "running": 1, "done": 1, "failed": 0, "deleted": 0},
+        "total": 2, "counts": {"queued": 0, "running": 1, "done": 1, "failed": 0, "deleted": 0, "superseded": 0},
         "progress": {"documents_finished": 1, "fraction": 0.5, "passages": 3}, "finished_at": None,
         "documents": [{"doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "status": "done", "title": "Marie Curie",
                        "attempts": 1, "passages": 3, "propositions": 7, "entities": 9, "triples": 4,
@@ -216,11 +222,13 @@ class DeleteResponse(BaseModel):
     """What the deletion removed (shared passages, propositions, triples and entities stay)."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{
-        "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c",
+        "doc_id": "doc:3f1c2a9d8e7b6c5a4f3e2d1c", "version": 3,
         "removed": {"passages": 3, "propositions": 6, "triples": 4, "entities": 2, "alias_groups_repaired": 0,
                     "relations": 1}}]})
 
     doc_id: str
+    version: int = Field(description="The version the deletion was accepted as: a write of this document "
+                                     "accepted earlier and still queued or running is superseded by it.")
     removed: RemovedCounts
 
 

@@ -1,4 +1,4 @@
-"""Document identity and the one path by which documents leave the graph.
+"""Document identity and the one path by which a version leaves the graph.
 
 Identity (spec §0): a document with a ``key`` (a file's absolute path, a URL or the
 caller's external id) is identified by tenant + key, with the ``content_hash`` of
@@ -6,20 +6,19 @@ its title and segments beside it: ingesting the same source again with the same
 hash changes nothing, with another hash replaces the stored version. A document
 without a key keeps content identity (tenant + title + text), as before.
 
-Removal: :func:`commit_document_change` is the ONLY function that removes
-documents (``DELETE /v1/documents/{id}``, a changed source's replacement, folder
-sync) and the only place the ingestion bumps the graph version. It removes the
-documents in one write transaction, runs the optional ``write`` step (the
-pipeline writing new versions), then bumps the version exactly once and returns
-a :class:`DocumentChange` with the passage ids added and the passage and entity
-ids removed (the change record for incremental in-process topologies).
+Removal: :func:`detach_document` and :func:`remove_passages` run inside the caller's write
+transaction: the pipeline's atomic swap (cut the old version's passages off, write the new
+version, remove what only the old one held, record the change: one transaction, so a query
+sees the old version or the new one and never neither) and :func:`remove_documents` (a
+DELETE, a folder sync's removal). :func:`record_change` writes the graph-change record in the
+same transaction (the query processes' topologies apply it, :mod:`pathweave.topology`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,10 +48,9 @@ def document_id(tenant: str, doc: SourceDocument) -> str:
 @dataclass
 class DocumentChange:
     """What one change did: documents removed (``removed_doc_ids``), the ids of the
-    passages and entities that left the graph, the passages the write step added, the
-    entities whose alias edge changed, the removed counts by kind (and the alias groups
-    that lost members) and the graph version after the single bump (None when
-    nothing changed and the version was not bumped)."""
+    passages and entities that left the graph, the passages written, the entities whose
+    alias edge changed, the removed counts by kind (and the alias groups that lost members)
+    and the graph version after its last bump (None when nothing changed)."""
 
     removed_doc_ids: list[str] = field(default_factory=list)
     removed_passage_ids: list[str] = field(default_factory=list)
@@ -63,19 +61,45 @@ class DocumentChange:
         ("passages", "propositions", "triples", "entities", "alias_groups_repaired", "relations"), 0))
     version: int | None = None
 
+    def merge(self, other: "DocumentChange") -> None:
+        """Add ``other`` (a later transaction of the same ingestion) to this one."""
+        for name in ("removed_doc_ids", "removed_passage_ids", "removed_entity_ids", "added_passage_ids",
+                     "alias_entity_ids"):
+            getattr(self, name).extend(getattr(other, name))
+        for key, value in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + value
+        self.version = other.version if other.version is not None else self.version
 
-def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_status: Collection[str],
-                change: DocumentChange, dimensions: int) -> None:
-    """Remove one document inside the caller's transaction (``run(name, **params)``); the
-    alias groups that lose entities get the medoid of their remaining members
-    (:func:`pathweave_ingest.aliases.repair_after_removal`, ``dimensions``-d vectors)."""
-    passage_ids = [r["id"] for r in run("delete_doc_passages", doc_id=doc_id)]
-    prop_ids = [r["id"] for r in run("delete_doc_propositions", passage_ids=passage_ids)] if passage_ids else []
-    triples = run("delete_doc_triples", passage_ids=passage_ids) if passage_ids else []
+
+Run = Callable[..., list[dict[str, Any]]]
+"""A runner of named statements inside one write transaction: ``run(name, **params) -> rows``."""
+
+
+def detach_document(run: Run, doc_id: str) -> list[str]:
+    """Cut the passages of ``doc_id`` off it (its PART_OF and in-document NEXT edges) inside
+    the caller's transaction; returns their ids for :func:`remove_passages` (after the new
+    version, if any, is written, so what both versions hold stays)."""
+    run("document_unlink_next", doc_id=doc_id)
+    return [r["id"] for r in run("document_detach_passages", doc_id=doc_id)]
+
+
+def remove_passages(run: Run, passage_ids: Collection[str], change: DocumentChange, dimensions: int) -> None:
+    """Remove, inside the caller's transaction, the passages of ``passage_ids`` that no
+    document holds any more, the propositions and triples only they state/assert (with their
+    RELATES edges), the entities nothing else mentions or relates (an alias group that loses
+    members gets the medoid of the rest, :func:`pathweave_ingest.aliases.repair_after_removal`,
+    ``dimensions``-d vectors), relations no triple uses any more and the APR fact runs no
+    other passage has; adds the removed ids and counts to ``change``."""
+    passage_ids = [r["id"] for r in run("passages_without_document", ids=sorted(set(passage_ids)))] \
+        if passage_ids else []
+    if not passage_ids:
+        return
+    prop_ids = [r["id"] for r in run("delete_doc_propositions", passage_ids=passage_ids)]
+    triples = run("delete_doc_triples", passage_ids=passage_ids)
     triple_ids = [t["id"] for t in triples]
     source_ids = passage_ids + prop_ids
     candidates = {r["id"] for r in run("delete_doc_candidate_entities", passage_ids=passage_ids,
-                                       prop_ids=prop_ids)} if source_ids else set()
+                                       prop_ids=prop_ids)}
     candidates.update(t[k] for t in triples for k in ("subject_id", "object_id") if t[k])
     orphans = [r["id"] for r in run("delete_doc_orphan_entities", entity_ids=sorted(candidates),
                                     source_ids=source_ids, triple_ids=triple_ids)] if candidates else []
@@ -84,17 +108,12 @@ def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_stat
         run("delete_doc_relates", rows=[{"triple_id": t["id"], "subject_id": t["subject_id"]} for t in triples])
     removed_triples = [r["id"] for r in run("delete_triples_by_id", ids=triple_ids)] if triple_ids else []
     removed_props = [r["id"] for r in run("delete_propositions_by_id", ids=prop_ids)] if prop_ids else []
-    if passage_ids:  # APR fact runs only these passages have (spec §3)
-        run("apr_delete_passage_runs", passage_ids=passage_ids)
-    removed_passages = [r["id"] for r in run("delete_passages_by_id", ids=passage_ids)] if passage_ids else []
+    run("apr_delete_passage_runs", passage_ids=passage_ids)  # APR fact runs only these passages have (spec §3)
+    removed_passages = [r["id"] for r in run("delete_passages_by_id", ids=passage_ids)]
     removed_entities = [r["id"] for r in run("delete_entities_by_id", ids=orphans)] if orphans else []
     change.alias_entity_ids.extend(repair_after_removal(run, groups, removed_entities, dimensions))
     relation_ids = sorted({t["relation_id"] for t in triples if t["relation_id"]})
     relations = run("delete_orphan_relations", relation_ids=relation_ids) if relation_ids else []
-    run("delete_document_node", doc_id=doc_id)
-    if doc_id not in keep_status:
-        run("delete_document_status", doc_id=doc_id)
-    change.removed_doc_ids.append(doc_id)
     change.removed_passage_ids.extend(removed_passages)
     change.removed_entity_ids.extend(removed_entities)
     for key, value in (("passages", len(removed_passages)), ("propositions", len(removed_props)),
@@ -104,51 +123,30 @@ def _remove_one(run: Callable[..., list[dict[str, Any]]], doc_id: str, keep_stat
         change.counts[key] += value
 
 
-def commit_document_change(store: GraphStore, remove: Iterable[str] = (),
-                           write: Callable[[], tuple[list[str], list[str], list[str]] | None] | None = None,
-                           keep_status: Collection[str] = ()) -> DocumentChange:
-    """Remove the documents ``remove`` (ids of the store's tenant; unknown ids are
-    skipped), then run ``write`` (returns the ids of the passages it wrote, of the
-    entities whose synonyms it wrote and of those whose alias edge it changed, when it
-    changed the graph; None when it wrote nothing), then bump the tenant's graph version ONCE if anything was removed or
-    written, recording the change (:meth:`~pathweave.store.GraphStore.record_change`:
-    passages added, passages and entities removed) for the query processes' topologies.
+def remove_documents(run: Run, doc_ids: Iterable[str], change: DocumentChange, dimensions: int) -> None:
+    """Remove the documents ``doc_ids`` (unknown ids are skipped) and what only they hold
+    (:func:`remove_passages`), their Document nodes included, inside the caller's transaction.
+    Their status (a tombstone with the version counter) is the caller's
+    (:mod:`pathweave_ingest.lifecycle`)."""
+    doc_ids = list(dict.fromkeys(doc_ids))
+    present = {r["id"] for r in run("existing_document_hashes", ids=doc_ids)} if doc_ids else set()
+    passages: list[str] = []
+    for doc_id in doc_ids:
+        if doc_id in present:
+            passages += detach_document(run, doc_id)
+            run("delete_document_node", doc_id=doc_id)
+            change.removed_doc_ids.append(doc_id)
+    remove_passages(run, passages, change, dimensions)
 
-    Removal of a document: its passages (unless another document shares them), the
-    propositions and triples only they state/assert (with their RELATES edges), the
-    entities nothing else mentions or relates (an alias group that loses its canonical gets
-    the medoid of the remaining members; one left alone leaves the group), relations no triple
-    uses any more, the APR fact runs no other passage has, the document node
-    and, unless its id is in ``keep_status`` (a replacement in flight), its status node. All
-    removals run in ONE write transaction (all or nothing); ``write`` runs after it
-    commits (its own transactions). An exception from ``write`` propagates after the
-    version has been bumped for what was removed.
 
-    Returns the :class:`DocumentChange` (removed ids, added passage ids, counts, version).
-    """
-    change = DocumentChange()
-    doc_ids = list(dict.fromkeys(remove))
-    if doc_ids:
-        def work(run):
-            change.__init__()  # a retried transaction starts over
-            present = {r["id"] for r in run("existing_document_hashes", ids=doc_ids)}
-            for doc_id in doc_ids:
-                if doc_id in present:
-                    _remove_one(run, doc_id, keep_status, change, store.dimensions)
-                elif doc_id not in keep_status:
-                    run("delete_document_status", doc_id=doc_id)
-
-        store.execute_write(work)
-    written = None
-    try:
-        if write is not None:
-            written = write()
-            change.added_passage_ids = list(written[0]) if written else []
-    finally:
-        if change.removed_doc_ids or written is not None:
-            change.alias_entity_ids += list(written[2]) if written else []
-            change.version = store.record_change(
-                added=change.added_passage_ids, removed=change.removed_passage_ids,
-                removed_entities=change.removed_entity_ids, entities=list(written[1]) if written else [],
-                aliases=sorted(set(change.alias_entity_ids)))
-    return change
+def record_change(run: Run, store: GraphStore, change: DocumentChange, entities: Sequence[str] = ()) -> int:
+    """Bump the tenant's graph version inside the caller's transaction and record ``change``
+    (passages added and removed, entities removed, ``entities`` whose SYNONYM edges were
+    written, alias edges changed) for the query processes' topologies; sets and returns
+    ``change.version``. The caller tells the backend after the commit
+    (``store.backend.graph_changed(store)``)."""
+    change.version = store.record_change_in(
+        run, added=change.added_passage_ids, removed=change.removed_passage_ids,
+        removed_entities=change.removed_entity_ids, entities=list(entities),
+        aliases=sorted(set(change.alias_entity_ids)))
+    return change.version

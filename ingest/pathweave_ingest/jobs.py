@@ -1,29 +1,27 @@
-"""Ingestion jobs, per-document status, document listing and deletion (in the graph).
+"""Ingestion jobs, document listing and deletion (in the graph).
 
-A job is one submission of documents (``(:Job)``); each document has one
-``(:DocumentStatus)`` node with its latest state ``queued | running | done |
-failed``, attempts, error, counts and timings (statements in
-``cypher/documents.cypher``). Document ids are the pipeline's content hashes
-(:func:`pathweave_ingest.documents.document_id`), so the API knows them before anything runs.
+A job is one submission of documents (``(:Job)``) with the version of each that it stands
+for; each document's head (``(:DocumentStatus)``) and its transitions are
+:mod:`pathweave_ingest.lifecycle`'s (statements in ``cypher/documents.cypher``). Document
+ids are the pipeline's content hashes (:func:`pathweave_ingest.documents.document_id`), so
+the API knows them before anything runs.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from typing import Any
 
 from pathweave.store import GraphStore
-from pathweave_ingest.documents import commit_document_change, content_hash, document_id
+from pathweave_ingest import lifecycle
+from pathweave_ingest.documents import content_hash, document_id
+from pathweave_ingest.lifecycle import now_iso
 from pathweave_ingest.loaders import Segment, SourceDocument
 
-STATUSES = ("queued", "running", "done", "failed")
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+__all__ = ["Submission", "batches_of", "create_job", "delete_document", "job_status", "list_documents",
+           "mark_failed", "new_job_id", "now_iso", "payloads", "to_source"]
 
 
 def new_job_id() -> str:
@@ -54,75 +52,48 @@ def to_source(payload: dict[str, Any]) -> SourceDocument:
     return SourceDocument(payload["source"], payload["title"], payload["text"], segments, payload.get("key"))
 
 
-def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
-    """Does the store hold this payload's version (``state``: a ``document_states`` row)?
-    A source whose stored content hash differs is ingested but not current."""
-    if not state or not state.get("ingested"):
-        return False
-    return not payload.get("key") or state.get("content_hash") == payload.get("content_hash")
-
-
 @dataclass
 class Submission:
-    """A created job: what must be enqueued, what was ingested already, and what another
-    job is ingesting right now (``in_flight``: left as it is; this job waits for it)."""
+    """A created job: the payloads (with their new ``version``) to enqueue, and the ids
+    whose stored content this job's already is (nothing to do)."""
 
     job_id: str
-    to_enqueue: list[dict[str, str]]
+    to_enqueue: list[dict[str, Any]]
     already_done: list[str]
-    in_flight: list[str] = field(default_factory=list)
 
 
 def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch_size: int,
                queue: str) -> Submission:
-    """Write the job and the documents' status (queued, or done when this version is
-    ingested already) in one transaction. Nothing is enqueued here.
-
-    A document another job is running keeps its status, job and attempts (so a document
-    that kills its workers still runs out of attempts): it is not enqueued again, and
-    this job reads ``running`` until that run finishes. A document still queued is
-    queued again under this job with its attempts kept; a failed one starts over."""
-    ids = [d["doc_id"] for d in docs]
-    states = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
+    """Accept the documents (:func:`pathweave_ingest.lifecycle.accept_in`: a new version
+    each, queued, unless this content is stored with nothing pending) and write the job, in
+    ONE transaction. Nothing is enqueued here. A document another job is running gets a
+    newer version all the same: the running one is superseded when it tries to swap."""
     queued_at = now_iso()
-    enqueue, done, in_flight = [], [], []
-    for doc in docs:
-        state = states.get(doc["doc_id"]) or {}
-        if is_current(state, doc) and state.get("status") in (None, "done"):
-            done.append(doc)
-        elif state.get("status") == "running":
-            in_flight.append(doc["doc_id"])
-        else:
-            enqueue.append(doc)
-    batches = (len(enqueue) + batch_size - 1) // batch_size if enqueue else 0
-    rows = lambda items: [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],  # noqa: E731
-                           "queued_at": queued_at} for d in items]
-    steps: list[tuple[str, dict[str, Any]]] = [
-        ("job_create", {"job_id": job_id, "created_at": queued_at, "doc_ids": ids, "total": len(ids),
-                        "batches": batches, "queue": queue}),
-    ]
-    if enqueue:
-        steps.append(("doc_status_queue", {"rows": rows(enqueue), "job_id": job_id}))
-    if done:
-        steps.append(("doc_status_already_done", {"rows": rows(done), "job_id": job_id}))
-    store.run_in_transaction(steps)
-    return Submission(job_id, enqueue, [d["doc_id"] for d in done], in_flight)
+
+    def work(run):
+        enqueue, done = lifecycle.accept_in(run, job_id, docs, queued_at)
+        versions = {d["doc_id"]: d["version"] for d in enqueue + done}
+        run("job_create", job_id=job_id, created_at=queued_at, doc_ids=[d["doc_id"] for d in docs],
+            versions=[versions[d["doc_id"]] for d in docs], total=len(docs),
+            batches=(len(enqueue) + batch_size - 1) // batch_size if enqueue else 0, queue=queue)
+        return enqueue, done
+
+    enqueue, done = store.execute_write(work)
+    return Submission(job_id, enqueue, [d["doc_id"] for d in done])
 
 
 def batches_of(docs: list[dict[str, str]], size: int) -> list[list[dict[str, str]]]:
     return [docs[i:i + size] for i in range(0, len(docs), max(1, size))]
 
 
-def mark_failed(store: GraphStore, doc_ids: list[str], error: str) -> None:
-    """Give up on documents (e.g. the broker refused the batch)."""
-    if doc_ids:
-        store.run("doc_status_failed", rows=[{"doc_id": d, "error": error, "finished_at": now_iso()}
-                                             for d in doc_ids])
+def mark_failed(store: GraphStore, docs: list[dict[str, Any]], error: str) -> None:
+    """Give up on the versions of ``docs`` (e.g. the broker refused the batch)."""
+    lifecycle.fail(store, docs, error)
 
 
 def _document_view(row: dict[str, Any]) -> dict[str, Any]:
-    keys = ("doc_id", "status", "title", "source", "job_id", "attempts", "error", "queued_at", "started_at",
-            "finished_at", "seconds", "passages", "propositions", "entities", "triples")
+    keys = ("doc_id", "status", "version", "title", "source", "job_id", "attempts", "error", "queued_at",
+            "started_at", "finished_at", "seconds", "passages", "propositions", "entities", "triples")
     return {key: row.get(key) for key in keys}
 
 
@@ -133,14 +104,20 @@ def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
         return None
     job = rows[0]
     doc_ids = list(job["doc_ids"] or [])
+    versions = list(job.get("versions") or [None] * len(doc_ids))
     statuses = {row["doc_id"]: row for row in store.run("doc_status_get", ids=doc_ids)}
     documents = []
-    for doc_id in doc_ids:
+    for doc_id, version in zip(doc_ids, versions):
         row = statuses.get(doc_id)
-        documents.append(_document_view(row) if row else {**_document_view({"doc_id": doc_id}), "status": "deleted"})
+        status, newer = lifecycle.job_view_status(row, version)
+        view = {**_document_view(row or {"doc_id": doc_id}), "status": status, "version": version}
+        if newer is not None:  # the head's state and counts are the newer version's, not this job's
+            view = {**_document_view({"doc_id": doc_id, "title": view["title"], "source": view["source"]}),
+                    "status": status, "version": version, "superseded_by": newer}
+        documents.append(view)
     counts = Counter(d["status"] for d in documents)
     total = len(documents)
-    finished = counts["done"] + counts["failed"] + counts["deleted"]
+    finished = counts["done"] + counts["failed"] + counts["deleted"] + counts["superseded"]
     if total and finished == total:
         state = "failed" if counts["failed"] == total else ("done_with_errors" if counts["failed"] else "done")
     elif counts["running"] or finished:
@@ -149,7 +126,7 @@ def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
         state = "queued" if total else "done"
     return {
         "job_id": job["job_id"], "status": state, "created_at": job["created_at"], "total": total,
-        "counts": {status: counts[status] for status in (*STATUSES, "deleted")},
+        "counts": {status: counts[status] for status in lifecycle.STATUSES},
         "progress": {
             "documents_finished": finished,
             "fraction": round(finished / total, 4) if total else 1.0,
@@ -184,26 +161,11 @@ def list_documents(store: GraphStore, status: str | None = None, limit: int = 50
     return page, len(items)
 
 
-class DocumentBusy(RuntimeError):
-    """The document is queued or running: it cannot be deleted now."""
-
-
 def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
-    """Delete a document: its passages (unless shared with another document), the
-    propositions and triples only they state/assert (with their RELATES edges), the
-    entities nothing else mentions or relates (alias groups that lose one get the medoid
-    of their remaining members), relations no triple uses any more, the
-    document and its status. One write transaction; the graph version is bumped once
-    (both through :func:`pathweave_ingest.documents.commit_document_change`).
-
-    Returns the removed counts, None when the tenant has no such document.
-    Raises :class:`DocumentBusy` while the document is queued or running.
-    """
-    state = store.run("document_states", ids=[doc_id])[0]
-    if not state["ingested"] and state["status"] is None:
+    """Delete a document (:func:`pathweave_ingest.lifecycle.delete`: a new version that is a
+    tombstone, the graph removed in the same transaction; a version queued or running is
+    superseded). Returns ``{doc_id, version, removed}``, None when the tenant never had it."""
+    try:
+        return lifecycle.delete(store, doc_id)
+    except lifecycle.NoSuchDocument:
         return None
-    if state["status"] in ("queued", "running"):
-        raise DocumentBusy(f"document {doc_id} is {state['status']}; delete it once its job has finished")
-    change = commit_document_change(store, [doc_id])
-    removed = dict(change.counts)
-    return {"doc_id": doc_id, "removed": removed}

@@ -4,12 +4,15 @@ Used by the CLI (and the workers): ids are content hashes, writes MERGE on
 them, and only texts not yet stored are embedded, so ingesting the same input
 twice leaves the graph unchanged. A document with a source key (a file path, a
 URL, an external id) is identified by it: when its content hash differs from the
-stored version's, the old version is removed and the new one written, with one
-graph-version bump for the whole ingestion (:mod:`pathweave_ingest.documents`).
-Passages keep the PDF ``page`` or heading-path ``section`` of their segment.
-The removal commits before the new version is written (the version is bumped
-after both): if writing the new version fails, the source is absent until it
-is ingested again (the workers retry it). Three groups of documents are in flight at
+stored version's, the new version replaces the old one in its group's write transaction
+(the atomic swap: the old version's passages are cut off, the new version written, what
+only the old one held removed and the graph change recorded, all or nothing;
+:mod:`pathweave_ingest.documents`), so queries see the old version or the new one and
+never neither, and a new version that fails leaves the old one in place. Given the
+versions a worker claimed (:mod:`pathweave_ingest.lifecycle`), each group's transaction
+first fences on them: a document whose newer version was accepted meanwhile is not
+written (``IngestReport.superseded``). Passages keep the PDF ``page`` or heading-path
+``section`` of their segment. Three groups of documents are in flight at
 once: while one group is embedded, the next is chunked and extracted (spaCy) on
 an extraction thread and the previous one is written in one transaction by a
 writer thread, which then links that group's new entities (synonymy edges, alias
@@ -24,6 +27,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from datetime import datetime, timezone
 
 import numpy as np
@@ -34,7 +38,9 @@ from pathweave.settings import Settings
 from pathweave.store import GraphStore
 from pathweave.text import normalize, stable_id
 from pathweave_ingest.chunking import chunk_segments
-from pathweave_ingest.documents import DocumentChange, commit_document_change, content_hash, document_id
+from pathweave_ingest import lifecycle
+from pathweave_ingest.documents import (DocumentChange, content_hash, detach_document, document_id, record_change,
+                                        remove_passages)
 from pathweave.extractors.base import PassageExtraction, PassageInput
 from pathweave_ingest.loaders import LoadError, SourceDocument
 from pathweave.text import fact_text
@@ -43,6 +49,9 @@ from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.linking import link_entities
 from pathweave.apr.codebook import code_steps
 from pathweave.apr.writes import TripleRef, fact_run_rows, triple_ref
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -64,10 +73,11 @@ class IngestReport:
     alias_changes: int = 0  # entities whose ALIAS_OF edge changed (alias consolidation, spec §3)
     errors: list[LoadError] = field(default_factory=list)
     seconds: float = 0.0
-    passage_ids: list[str] = field(default_factory=list, repr=False)  # written (new or not), for the change record
+    written: list[str] = field(default_factory=list, repr=False)  # ids of the documents written
     counted: dict[str, set[str]] = field(default_factory=dict, repr=False)  # label -> ids counted as new
     warnings: list[LoadError] = field(default_factory=list)  # ingested, with a remark (e.g. scanned pages)
-    change: DocumentChange | None = field(default=None, repr=False)  # removed/added ids, version after the bump
+    change: DocumentChange = field(default_factory=DocumentChange, repr=False)  # removed/added ids, last version
+    superseded: list[str] = field(default_factory=list)  # ids not written: a newer version was accepted
 
     @property
     def documents_added(self) -> int:
@@ -147,14 +157,18 @@ class Pipeline:
 
     def ingest(self, documents: list[SourceDocument], errors: list[LoadError] | None = None,
                on_progress: Callable[[int, int], None] | None = None,
-               remove: list[str] | None = None) -> IngestReport:
+               remove: list[str] | None = None, versions: dict[str, int] | None = None) -> IngestReport:
         """Ingest ``documents``; ``on_progress(documents_done, passages_done)`` after each group.
 
         A document already stored in this version is skipped; a source stored with another
-        content hash is replaced (old version removed first, then the new one written; the
-        graph version is bumped once at the end, see
-        :func:`~pathweave_ingest.documents.commit_document_change`). ``remove``: ids of
-        documents to delete in the same change (folder sync: files that are gone)."""
+        content hash is replaced by its group's transaction (the atomic swap). ``remove``:
+        ids of documents to delete (folder sync: files that are gone), in one transaction
+        of their own that tombstones them (:func:`pathweave_ingest.lifecycle.remove_in`).
+        ``versions``: ``{doc_id: version}`` a worker claimed; each group's transaction
+        fences on them (:func:`pathweave_ingest.lifecycle.fence`) and a document whose newer
+        version was accepted meanwhile lands in ``report.superseded``, unwritten. Every
+        transaction records its graph change; the new entities' synonymy and alias links
+        are recorded once more at the end."""
         started = time.perf_counter()
         report = IngestReport(documents=len(documents), errors=list(errors or []),
                               profile=IngestProfile(keep_texts=self.keep_texts))
@@ -167,39 +181,48 @@ class Pipeline:
         unique = list({self._doc_id(d): d for d in documents}.items())
         stored = {row["id"]: row["content_hash"] for row in self.store.run(
             "existing_document_hashes", ids=[doc_id for doc_id, _ in unique])}
-        todo, replace = [], []
+        todo, replace = [], set()
         for doc_id, doc in unique:
             if doc_id not in stored:
                 todo.append((doc_id, doc))
             elif doc.key and stored[doc_id] != content_hash(doc):
                 todo.append((doc_id, doc))
-                replace.append(doc_id)
+                replace.add(doc_id)
         gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
         if todo:  # vectors will be written: the tenant's are of one embedder (refused before any write)
             embedder_record.claim(self.store, self.embedder)
         report.documents_unchanged = len(unique) - len(todo)
-
-        writing = 0.0
-
-        def write() -> tuple[list[str], list[str], list[str]] | None:
-            nonlocal writing
-            began = time.perf_counter()
-            entities, aliases = self._write_documents(todo, len(unique) - len(todo), report, on_progress)
-            writing = time.perf_counter() - began
-            if report.documents_new or report.synonym_edges or aliases:
-                return list(dict.fromkeys(report.passage_ids)), entities, aliases
-            return None
-
-        began = time.perf_counter()
-        change = commit_document_change(self.store, replace + gone, write, keep_status=set(replace))
-        report.profile.add("change", time.perf_counter() - began - writing)  # removals and the change record
-        report.change = change
-        report.documents_replaced = len(set(change.removed_doc_ids) & set(replace))
-        report.documents_removed = len(set(change.removed_doc_ids) - set(replace))
+        if gone:
+            with report.profile.stage("change"):
+                report.change.merge(self._remove(gone))
+        entities, aliases = self._write_documents(todo, replace, versions or {}, len(unique) - len(todo), report,
+                                                  on_progress)
+        if entities or aliases:  # the links written after the groups' transactions
+            with report.profile.stage("change"):
+                linked = DocumentChange(alias_entity_ids=aliases)
+                self.store.execute_write(lambda run: record_change(run, self.store, linked, entities))
+                self.store.backend.graph_changed(self.store)
+                report.change.merge(linked)
+        report.documents_replaced = len(set(report.written) & replace)
+        report.documents_removed = len(report.change.removed_doc_ids)
         report.seconds = time.perf_counter() - started
         return report
 
-    def _write_documents(self, todo: list[tuple[str, SourceDocument]], done: int, report: IngestReport,
+    def _remove(self, doc_ids: list[str]) -> DocumentChange:
+        """The folder sync's removals: one transaction (tombstones, graph, change record)."""
+        def work(run) -> DocumentChange:
+            change = DocumentChange()
+            lifecycle.remove_in(run, self.store, doc_ids, change)
+            if change.removed_doc_ids:
+                record_change(run, self.store, change)
+            return change
+
+        change = self.store.execute_write(work)
+        self.store.backend.graph_changed(self.store)
+        return change
+
+    def _write_documents(self, todo: list[tuple[str, SourceDocument]], replace: set[str], versions: dict[str, int],
+                         done: int, report: IngestReport,
                          on_progress: Callable[[int, int], None] | None) -> tuple[list[str], list[str]]:
         """Chunk, extract, embed and write ``todo`` (groups in flight); after each group's write,
         on the writer thread, the synonymy edges and alias groups of its new entities
@@ -228,31 +251,36 @@ class Pipeline:
                     prepared = None
                 if pending is not None:
                     done += self._settle(pending, report, new_entities, aliases, failed, on_progress, done)
-                pending = writer.submit(self._write, group, prepared, report)
+                pending = writer.submit(self._write, group, prepared, replace, versions, report)
             if pending is not None:
                 self._settle(pending, report, new_entities, aliases, failed, on_progress, done)
         for group in failed:  # retry one by one so a bad document does not sink its group
             for doc_id, doc in group:
+                if doc_id in report.superseded:
+                    continue
                 try:
                     batch, embedded = self._prepare([(doc_id, doc)])
-                    self._write_batch(batch)
+                    report.change.merge(self._write_batch(batch, [(doc_id, doc)], replace, versions))
+                except lifecycle.Superseded:
+                    report.superseded.append(doc_id)
+                    continue
                 except Exception as exc:  # noqa: BLE001
                     report.errors.append(LoadError(doc.source, f"not ingested: {exc}"))
                     continue
-                self._count(report, batch, embedded, new_entities, 1)
+                self._count(report, batch, embedded, new_entities, [(doc_id, doc)])
                 aliases += self._link(embedded, report)
         report.alias_changes = len(set(aliases))
         return list(new_entities), list(dict.fromkeys(aliases))
 
-    def _write(self, group, prepared, report: IngestReport):
-        """Writer thread: one transaction for the group, then (if it committed) the synonymy
-        and alias links of its new entities (:meth:`_link`, whose errors propagate). Returns
-        (group, prepared, write error or None, changed alias ids)."""
+    def _write(self, group, prepared, replace: set[str], versions: dict[str, int], report: IngestReport):
+        """Writer thread: one transaction for the group (:meth:`_write_batch`), then (if it
+        committed) the synonymy and alias links of its new entities (:meth:`_link`, whose
+        errors propagate). Returns (group, prepared, write error or None, changed alias ids)."""
         if prepared is None:
             return group, None, RuntimeError("preparation failed"), []
         batch, embedded = prepared
         try:
-            self._write_batch(batch)
+            report.change.merge(self._write_batch(batch, group, replace, versions))
         except Exception as exc:  # noqa: BLE001
             return group, prepared, exc, []
         return group, prepared, None, self._link(embedded, report)
@@ -270,19 +298,40 @@ class Pipeline:
         report.synonymy = ", ".join(sorted(set(filter(None, report.synonymy.split(", "))) | {links.method}))
         return links.alias_changes
 
-    def _write_batch(self, batch: _Batch) -> None:
-        """The group's write transaction, each statement's seconds in the profile (``write``,
-        or ``apr_codes`` for the codebook's and APR's statements)."""
+    def _write_batch(self, batch: _Batch, group: list[tuple[str, SourceDocument]], replace: set[str],
+                     versions: dict[str, int]) -> DocumentChange:
+        """The group's write transaction, the atomic swap of its replaced documents: the
+        fence on the claimed ``versions`` (raises :class:`~pathweave_ingest.lifecycle.Superseded`,
+        nothing written), the old versions' passages cut off, the rows written, what only the
+        old versions held removed, the graph change recorded. Each statement's seconds go to
+        the profile (``write``, ``apr_codes`` for the codebook's and APR's statements, ``change``
+        for the fence, the removal and the record). Returns the group's change."""
         steps = self._steps(batch)
+        fenced = {doc_id: int(versions[doc_id]) for doc_id, _ in group if doc_id in versions}
+        replaced = [doc_id for doc_id, _ in group if doc_id in replace]
+        added = list(dict.fromkeys(row["passage_id"] for row in batch.rows.get("upsert_passages", [])))
 
-        def work(run) -> None:
+        def timed(stage: str, call: Callable[[], T]) -> T:
+            started = time.perf_counter()
+            try:
+                return call()
+            finally:
+                self._profile.add(stage, time.perf_counter() - started)
+
+        def work(run) -> DocumentChange:
+            change = DocumentChange(added_passage_ids=list(added))
             embedder_record.guard(run, self.store, self.embedder)  # still this embedder's tenant, not re-embedding
+            old = timed("change", lambda: (lifecycle.fence(run, fenced),
+                                           [p for doc_id in replaced for p in detach_document(run, doc_id)])[1])
             for name, params in steps:
-                started = time.perf_counter()
-                run(name, **params)
-                self._profile.add("apr_codes" if name.startswith("apr_") else "write", time.perf_counter() - started)
+                timed("apr_codes" if name.startswith("apr_") else "write", lambda: run(name, **params))
+            timed("change", lambda: (remove_passages(run, old, change, self.store.dimensions),
+                                     record_change(run, self.store, change)))
+            return change
 
-        self.store.execute_write(work)
+        change = self.store.execute_write(work)
+        self.store.backend.graph_changed(self.store)
+        return change
 
     def _steps(self, batch: _Batch) -> list[tuple[str, dict]]:
         """The group's write transaction: the UNWIND batches in :data:`_WRITE_ORDER`, then the
@@ -297,12 +346,15 @@ class Pipeline:
             "run": [r["run_id"] for r in batch.rows.get("apr_upsert_fact_runs", [])]})
 
     def _settle(self, pending: Future, report, new_entities, aliases, failed, on_progress, done) -> int:
-        """Account a finished group write (and its links); returns its document count."""
+        """Account a finished group write (and its links); returns its document count. A group
+        whose fence failed is retried without its superseded documents."""
         group, prepared, error, changed = pending.result()
+        if isinstance(error, lifecycle.Superseded):
+            report.superseded.extend(sorted(error.doc_ids))
         if error is not None:
             failed.append(group)
         else:
-            self._count(report, prepared[0], prepared[1], new_entities, len(group))
+            self._count(report, prepared[0], prepared[1], new_entities, group)
             aliases += changed
         if on_progress:
             on_progress(done + len(group), report.passages_new)
@@ -312,8 +364,10 @@ class Pipeline:
         return document_id(self.tenant, doc)
 
     @staticmethod
-    def _count(report: IngestReport, batch: _Batch, embedded: dict, new_entities: dict, docs: int) -> None:
-        report.documents_new += docs
+    def _count(report: IngestReport, batch: _Batch, embedded: dict, new_entities: dict,
+               group: list[tuple[str, SourceDocument]]) -> None:
+        report.documents_new += len(group)
+        report.written.extend(doc_id for doc_id, _ in group)
         # a node shared by two groups in flight at once is new to both (neither saw the
         # other's write): count it once
         for label, attribute in (("passage", "passages_new"), ("proposition", "propositions_new"),
@@ -322,7 +376,6 @@ class Pipeline:
             report.counted[label] |= ids
             setattr(report, attribute, getattr(report, attribute) + len(ids))
         report.triples += len(batch.rows.get("upsert_triples", []))
-        report.passage_ids.extend(row["passage_id"] for row in batch.rows.get("upsert_passages", []))
         new_entities.update(embedded)
 
     def _prepare(self, group: list[tuple[str, SourceDocument]]) -> tuple[_Batch, dict]:

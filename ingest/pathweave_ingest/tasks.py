@@ -44,7 +44,8 @@ from typing import Any
 
 from pathweave.errors import StoreUnavailable, is_transient
 from pathweave.store import GraphStore
-from pathweave_ingest.jobs import is_current, mark_failed, now_iso, to_source
+from pathweave_ingest import lifecycle
+from pathweave_ingest.jobs import now_iso, to_source
 from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.worker_runtime import Runtime
 
@@ -74,6 +75,7 @@ class BatchOutcome:
 
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)  # a newer version was accepted: not written
     failed: list[str] = field(default_factory=list)
     retry: list[dict[str, str]] = field(default_factory=list)
     passages: int = 0
@@ -84,7 +86,8 @@ class BatchOutcome:
     def summary(self) -> dict[str, Any]:
         """What the batch did, as logged (JSON) after it: counts, seconds and the busy seconds
         per ingestion stage (``stages_s``, :mod:`pathweave_ingest.profile`)."""
-        return {"done": len(self.done), "skipped": len(self.skipped), "failed": len(self.failed),
+        return {"done": len(self.done), "skipped": len(self.skipped), "superseded": len(self.superseded),
+                "failed": len(self.failed),
                 "retry": len(self.retry), "passages": self.passages, "seconds": round(self.seconds, 3),
                 "repaired": len(self.repaired), **self.profile.as_dict()}
 
@@ -128,62 +131,77 @@ def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[s
     return outcome
 
 
-def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[str, str]],
+def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[str, Any]],
          resumed: set[str], outcome: BatchOutcome) -> None:
     ws = runtime.worker_settings
     ids = [d["doc_id"] for d in documents]
     states = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
-    todo: list[dict[str, str]] = []
-    gave_up: list[str] = []
+    todo: list[dict[str, Any]] = []
+    gave_up: list[dict[str, Any]] = []
     crashed = False
+    now = lifecycle.now_ms()
     for doc in documents:
         state = states.get(doc["doc_id"]) or {}
+        head = int(state.get("version") or 0)
+        doc.setdefault("version", head)  # a batch queued before versions existed: the head's
         status, attempts = state.get("status"), int(state.get("attempts") or 0)
-        if status is None or status == "failed" or (status == "done" and is_current(state, doc)):
-            outcome.skipped.append(doc["doc_id"])  # deleted, given up, or done by an earlier delivery
+        if head != int(doc["version"]) or status == "deleted":
+            outcome.superseded.append(doc["doc_id"])  # a newer version was accepted (or a DELETE)
+            continue
+        if status is None or status == "failed" or (status == "done" and lifecycle.is_current(state, doc)):
+            outcome.skipped.append(doc["doc_id"])  # given up, or done by an earlier delivery
             continue
         if status == "running" and doc["doc_id"] not in resumed:
-            crashed = True  # an earlier attempt stopped mid-way (worker killed or crashed)
+            if int(state.get("lease_until") or 0) >= now:
+                outcome.skipped.append(doc["doc_id"])  # a live worker holds it (a duplicate delivery)
+                continue
+            crashed = True  # an earlier attempt stopped mid-way and its lease ran out (worker killed)
             if attempts >= ws.max_doc_attempts:
-                gave_up.append(doc["doc_id"])
+                gave_up.append(doc)
                 continue
         todo.append(doc)
     if gave_up:
-        mark_failed(store, gave_up, f"gave up after {ws.max_doc_attempts} attempts: the worker stopped "
-                                    "while processing this document (crash, kill or out of memory)")
-        outcome.failed.extend(gave_up)
-    pre_ingested = [d["doc_id"] for d in todo if is_current(states.get(d["doc_id"]), d)]
+        outcome.failed.extend(lifecycle.fail(store, gave_up, f"gave up after {ws.max_doc_attempts} attempts: the "
+                                             "worker stopped while processing this document (crash, kill or "
+                                             "out of memory)"))
+    taken = lifecycle.claim(store, todo, resumed, WORKER_NAME, ws.lease_s)
+    outcome.skipped.extend(d["doc_id"] for d in todo if d["doc_id"] not in taken)  # another delivery took it
+    todo = [d for d in todo if d["doc_id"] in taken]
+    pre_ingested = [d["doc_id"] for d in todo if lifecycle.is_current(states.get(d["doc_id"]), d)]
     if pre_ingested:  # written by an attempt that died before its synonymy step: the graph first,
         repair_links(store, runtime.settings, pre_ingested)  # so no document reads done before it is
         outcome.repaired = pre_ingested
     groups = [[doc] for doc in todo] if crashed else ([todo] if todo else [])
     for group in groups:  # after a crash, one by one: a poison document only costs itself attempts
-        _ingest(runtime, store, tenant, group, states, resumed, outcome)
+        with lifecycle.Lease(store, group, WORKER_NAME, ws.lease_s):
+            _ingest(runtime, store, tenant, group, states, resumed, outcome)
 
 
-def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[str, str]],
+def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[str, Any]],
             states: dict[str, dict], resumed: set[str], outcome: BatchOutcome) -> None:
     ws = runtime.worker_settings
     ids = [d["doc_id"] for d in docs]
-    store.run("doc_status_running", rows=[
-        {"doc_id": i, "started_at": now_iso(), "worker": WORKER_NAME, "count": 0 if i in resumed else 1}
-        for i in ids])
     started = time.perf_counter()
     errors: dict[str, str] = {}
     batch_error = ""
+    superseded: set[str] = set()
     try:
-        report = runtime.pipeline(tenant).ingest([to_source(d) for d in docs])
+        report = runtime.pipeline(tenant).ingest([to_source(d) for d in docs],
+                                                 versions={d["doc_id"]: int(d["version"]) for d in docs})
         outcome.profile.merge(report.profile)
         errors = {e.source: e.reason for e in report.errors}
+        superseded = set(report.superseded)
     except Exception as exc:  # noqa: BLE001 - classified below
         if is_transient(exc) or not store_ok(store):
             raise _transient(runtime, exc) from exc
         log.exception("pipeline failed on a batch of %d", len(docs))
         batch_error = f"{type(exc).__name__}: {exc}"
     seconds = round(time.perf_counter() - started, 3)
+    outcome.superseded.extend(sorted(superseded))
+    docs = [d for d in docs if d["doc_id"] not in superseded]
     after = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
-    done = [d for d in docs if is_current(after.get(d["doc_id"]), d)]  # this version is stored
-    failed = [d for d in docs if not is_current(after.get(d["doc_id"]), d)]
+    done = [d for d in docs if lifecycle.is_current(after.get(d["doc_id"]), d)]  # this version is stored
+    failed = [d for d in docs if not lifecycle.is_current(after.get(d["doc_id"]), d)]
     if failed and not store_ok(store):
         raise _transient(runtime, RuntimeError("store stopped answering during the batch"))
     if done and batch_error:  # the pipeline stopped after writing them: its synonymy step may be missing,
@@ -194,28 +212,31 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
         rows = []
         for d in done:
             c = counts.get(d["doc_id"], {})
-            rows.append({"doc_id": d["doc_id"], "finished_at": finished, "seconds": seconds,
+            rows.append({"doc_id": d["doc_id"], "version": int(d["version"]), "finished_at": finished,
+                         "seconds": seconds,
                          **{k: int(c.get(k) or 0) for k in ("passages", "propositions", "entities", "triples")}})
-            outcome.passages += int(c.get("passages") or 0)
-        store.run("doc_status_done", rows=rows)
-        outcome.done.extend(d["doc_id"] for d in done)
-    retry_rows, failed_rows = [], []
+        marked = lifecycle.finish(store, rows)
+        outcome.superseded.extend(d["doc_id"] for d in done if d["doc_id"] not in marked)  # a newer one came
+        outcome.done.extend(d["doc_id"] for d in done if d["doc_id"] in marked)
+        outcome.passages += sum(row["passages"] for row in rows if row["doc_id"] in marked)
+    retry_rows, failed_docs = [], []
     for d in failed:
         state = states.get(d["doc_id"]) or {}
         attempts = int(state.get("attempts") or 0) + (0 if d["doc_id"] in resumed else 1)
         error = (errors.get(d["source"]) or batch_error or "not ingested")[:_ERROR_CHARS]
         if attempts >= ws.max_doc_attempts:
-            failed_rows.append({"doc_id": d["doc_id"], "finished_at": now_iso(),
-                                "error": f"failed after {attempts} attempts: {error}"[:_ERROR_CHARS]})
-            outcome.failed.append(d["doc_id"])
+            failed_docs.append((d, f"failed after {attempts} attempts: {error}"[:_ERROR_CHARS]))
         else:
-            retry_rows.append({"doc_id": d["doc_id"], "error": f"attempt {attempts} failed: {error}"[:_ERROR_CHARS]})
-            outcome.retry.append(d)
+            retry_rows.append({"doc_id": d["doc_id"], "version": int(d["version"]), "attempts": attempts,
+                               "error": f"attempt {attempts} failed: {error}"[:_ERROR_CHARS]})
         states[d["doc_id"]] = {**state, "attempts": attempts}
-    if failed_rows:
-        store.run("doc_status_failed", rows=failed_rows)
+    for d, error in failed_docs:
+        gone = lifecycle.fail(store, [d], error)
+        (outcome.failed if gone else outcome.superseded).append(d["doc_id"])
     if retry_rows:
-        store.run("doc_status_retry", rows=retry_rows)
+        again = lifecycle.retry(store, retry_rows)
+        outcome.retry.extend(d for d in failed if d["doc_id"] in again)
+        outcome.superseded.extend(row["doc_id"] for row in retry_rows if row["doc_id"] not in again)
 
 
 def repair_links(store: GraphStore, settings, doc_ids: list[str]) -> int:
@@ -237,21 +258,21 @@ def repair_links(store: GraphStore, settings, doc_ids: list[str]) -> int:
     return links.synonym_edges
 
 
-def fail_unfinished(store: GraphStore, doc_ids: list[str], error: str) -> list[str]:
-    """Mark the documents of ``doc_ids`` still queued or running as failed (never a done one)."""
-    states = store.run("document_states", ids=doc_ids)
-    unfinished = [s["doc_id"] for s in states if s["status"] in ("queued", "running")]
-    mark_failed(store, unfinished, error[:_ERROR_CHARS])
-    return unfinished
+def fail_unfinished(store: GraphStore, docs: list[dict[str, Any]], error: str) -> list[str]:
+    """Mark the versions of ``docs`` still queued or running failed (never a finished one,
+    never a newer version); returns their ids."""
+    return lifecycle.fail(store, docs, error[:_ERROR_CHARS])
 
 
-def give_up(runtime: Runtime, tenant: str, doc_ids: list[str], error: str) -> list[str]:
+def give_up(runtime: Runtime, tenant: str, docs: list[dict[str, Any]], error: str) -> list[str]:
     """The end of a batch's retries (store down for good, or an unexpected error): mark its
     unfinished documents failed with ``error``, so none stays ``running`` forever. Returns
-    them; when even that write fails the statuses stay as they are (nothing to do)."""
+    them; when even that write fails the statuses stay as they are and the documents'
+    leases run out (``jobs requeue`` or the next delivery takes them over)."""
     try:
-        return fail_unfinished(runtime.store(tenant), doc_ids, error)
-    except Exception:  # noqa: BLE001 - the store is down
+        return fail_unfinished(runtime.store(tenant), docs, error)
+    except Exception as exc:  # noqa: BLE001 - the store is down
+        log.error("could not mark %d document(s) failed (%s): their leases will run out", len(docs), exc)
         return []
 
 
@@ -269,7 +290,7 @@ def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents
             if retries >= ws.max_retries:
                 log.error("giving up on a batch of %d for %s after %d retries: %s", len(pending), tenant,
                           retries, exc)
-                total.failed.extend(give_up(runtime, tenant, [d["doc_id"] for d in pending],
+                total.failed.extend(give_up(runtime, tenant, pending,
                                             f"store unavailable after {retries} retries: {exc}"))
                 return total
             resumed = [d["doc_id"] for d in pending]
@@ -278,10 +299,10 @@ def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents
             continue
         except Exception as exc:  # noqa: BLE001 - unexpected: never leave documents running forever
             log.exception("batch of %d for %s failed", len(pending), tenant)
-            total.failed.extend(give_up(runtime, tenant, [d["doc_id"] for d in pending],
+            total.failed.extend(give_up(runtime, tenant, pending,
                                         f"internal error: {type(exc).__name__}: {exc}"))
             return total
-        for name in ("done", "skipped", "failed", "repaired"):
+        for name in ("done", "skipped", "failed", "repaired", "superseded"):
             getattr(total, name).extend(getattr(outcome, name))
         total.passages += outcome.passages
         total.seconds += outcome.seconds

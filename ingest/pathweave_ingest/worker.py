@@ -171,12 +171,12 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
     except StoreUnavailable as exc:
         if retries >= ws.max_retries:
             log.error("giving up on a batch of %d (job %s) after %d retries: %s", len(documents), job_id, retries, exc)
-            give_up(runtime(), tenant, ids, f"store unavailable after {retries} retries: {exc}")
+            give_up(runtime(), tenant, documents, f"store unavailable after {retries} retries: {exc}")
             raise
         raise self.retry(exc=exc, countdown=jittered(ws.backoff(retries)), kwargs={"resumed": ids})
     except Exception as exc:  # a bug or an unexpected error: never leave documents running forever
         log.exception("batch of %d (job %s) failed", len(documents), job_id)
-        give_up(runtime(), tenant, ids, f"internal error: {type(exc).__name__}: {exc}")
+        give_up(runtime(), tenant, documents, f"internal error: {type(exc).__name__}: {exc}")
         raise
     if outcome.retry:
         raise self.retry(args=(tenant, job_id, outcome.retry), kwargs={"resumed": []},

@@ -368,9 +368,28 @@ class WorkerSettings(_Section):
     # Poison documents: after this many failed attempts a document is marked failed.
     max_doc_attempts: int = Field(3, ge=1)
     # Transient store errors: exponential backoff base * 2**n seconds (capped), n < max.
+    # A retry waits on its worker unacknowledged, so the cap stays at most half the
+    # visibility timeout (checked below): a held retry is never redelivered as a crash.
     retry_backoff_s: float = Field(2.0, ge=0)
-    retry_backoff_max_s: float = Field(120.0, ge=0)
+    retry_backoff_max_s: float = Field(30.0, ge=0)
     max_retries: int = Field(8, ge=0)
+    # A running document's lease (pathweave_ingest.lifecycle.Lease), renewed every third of
+    # it: a killed worker's documents are taken over by the next delivery once it runs out,
+    # which is below the visibility timeout (checked below), so a redelivery finds it out.
+    lease_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _timeouts_fit(self) -> "WorkerSettings":
+        """The one place the worker's timeouts are related: the longest retry countdown at
+        most half the broker's visibility timeout, the lease shorter than it."""
+        if self.retry_backoff_max_s * 2 > self.visibility_timeout_s:
+            raise ValueError(f"worker.retry_backoff_max_s ({self.retry_backoff_max_s:g} s) must be at most half of "
+                             f"worker.visibility_timeout_s ({self.visibility_timeout_s} s): a retry held longer is "
+                             "delivered again")
+        if self.lease_s >= self.visibility_timeout_s:
+            raise ValueError(f"worker.lease_s ({self.lease_s:g} s) must be below worker.visibility_timeout_s "
+                             f"({self.visibility_timeout_s} s): a redelivered batch must find its lease run out")
+        return self
 
     # In-process mode (no broker): queued batches and threads running them.
     inprocess_queue_size: int = Field(256, ge=1)

@@ -118,25 +118,29 @@ class GraphStore:
     def record_change(self, added: Sequence[str] = (), removed: Sequence[str] = (),
                       removed_entities: Sequence[str] = (), entities: Sequence[str] = (),
                       aliases: Sequence[str] = (), keep: int = 1000) -> int:
-        """Bump the tenant's graph version and record what changed (statement
-        ``record_graph_change``): passage ids ``added`` / ``removed``, entity ids
-        ``removed_entities``, ``entities`` whose SYNONYM edges were written and ``aliases``
-        whose ALIAS_OF edge was written or removed (alias consolidation, spec §3). Query
-        processes apply these records to their topology (:mod:`pathweave.topology`) instead
-        of re-reading the tenant; the last ``keep`` records are kept. One write transaction
-        (retried on conflicts); returns the new version. Then tells the backend."""
-        params = {"meta_id": self.meta_id, "added": list(added), "removed": list(removed),
-                  "removed_entities": list(removed_entities), "entities": list(entities),
-                  "aliases": list(aliases)}
-
-        def work(tx):
-            version = int(tx.run(statement("record_graph_change"), {"tenant": self.tenant, **params}).single()["version"])
-            tx.run(statement("prune_graph_changes"), {"tenant": self.tenant, "version": version, "keep": keep}).consume()
-            return version
-
-        with self.driver.session(database=self.database) as session:
-            version = session.execute_write(work)
+        """Bump the tenant's graph version and record what changed, in a write transaction of
+        its own (retried on conflicts; :meth:`record_change_in` says what is recorded);
+        returns the new version. Then tells the backend."""
+        version = self.execute_write(lambda run: self.record_change_in(
+            run, added, removed, removed_entities, entities, aliases, keep))
         self.backend.graph_changed(self)
+        return version
+
+    def record_change_in(self, run: Callable[..., list[dict[str, Any]]], added: Sequence[str] = (),
+                         removed: Sequence[str] = (), removed_entities: Sequence[str] = (),
+                         entities: Sequence[str] = (), aliases: Sequence[str] = (), keep: int = 1000) -> int:
+        """Inside the caller's write transaction (``run`` of :meth:`execute_write`): bump the
+        tenant's graph version and record what changed (statement ``record_graph_change``):
+        passage ids ``added`` / ``removed``, entity ids ``removed_entities``, ``entities``
+        whose SYNONYM edges were written and ``aliases`` whose ALIAS_OF edge was written or
+        removed (alias consolidation, spec §3). Query processes apply these records to their
+        topology (:mod:`pathweave.topology`) instead of re-reading the tenant; the last
+        ``keep`` records are kept. Returns the new version; the caller calls
+        ``backend.graph_changed(store)`` after the commit."""
+        version = int(run("record_graph_change", meta_id=self.meta_id, added=list(added), removed=list(removed),
+                          removed_entities=list(removed_entities), entities=list(entities),
+                          aliases=list(aliases))[0]["version"])
+        run("prune_graph_changes", version=version, keep=keep)
         return version
 
     def counts(self) -> dict[str, int]:

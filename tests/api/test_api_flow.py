@@ -153,13 +153,22 @@ def test_delete_removes_only_what_the_document_owns(client, new_tenant, docs, in
     assert client.delete(f"/v1/documents/{curie_id}", headers=headers).status_code == 404
 
 
-def test_delete_of_a_queued_document_is_refused(client, new_tenant, store_for):
+def test_delete_of_a_queued_document_supersedes_it(client, new_tenant, store_for):
+    """DELETE of a document whose only version is queued is accepted (the newest write wins):
+    the job of the queued version reads superseded; a second DELETE finds nothing (404)."""
+    from pathweave_ingest import jobs
+
     tenant, headers = new_tenant()
-    doc_id = doc_id_for(tenant, "Pending", "not yet ingested")
-    store_for(tenant).run("doc_status_queue", job_id="0" * 32, rows=[
-        {"doc_id": doc_id, "title": "Pending", "source": "test", "queued_at": "2025-01-01T00:00:00+00:00"}])
-    response = client.delete(f"/v1/documents/{doc_id}", headers=headers)
-    assert response.status_code == 409 and "queued" in response.json()["detail"]
+    store = store_for(tenant)
+    payload = jobs.payloads(tenant, [jobs.to_source({"title": "Pending", "text": "not yet ingested",
+                                                     "source": "test"})])
+    job_id = jobs.new_job_id()
+    jobs.create_job(store, job_id, payload, 4, "inprocess")  # accepted, never enqueued: it stays queued
+    response = client.delete(f"/v1/documents/{payload[0]['doc_id']}", headers=headers)
+    assert response.status_code == 200 and response.json()["version"] == 2, response.text
+    job = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
+    assert job["documents"][0]["status"] == "superseded" and job["documents"][0]["superseded_by"] == 2
+    assert client.delete(f"/v1/documents/{payload[0]['doc_id']}", headers=headers).status_code == 404
 
 
 def test_health_ready_metrics(client):

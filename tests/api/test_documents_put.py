@@ -25,7 +25,7 @@ def test_api_put_replaces_and_uploads_pdf(client, new_tenant, store_for, wait, t
     assert second.status_code == 202 and second.json()["documents"][0]["doc_id"] == doc_id
     assert wait(headers, second.json()["job_id"])["status"] == "done"
     texts = [r["text"] for r in store.run("snapshot_passages")]
-    assert texts == [body2["text"]] and store.graph_version() == version + 1
+    assert texts == [body2["text"]] and store.graph_version() > version
     pdf = make_pdf(tmp_path / "report.pdf", PAGES)
     upload = client.post("/v1/documents", headers=headers,
                          files=[("files", ("report.pdf", pdf.read_bytes(), "application/pdf"))])

@@ -67,29 +67,31 @@ def test_lone_surrogate_in_a_jsonl_file_is_a_load_error(tmp_path):
 # ---------------------------------------------------------------------------- 4. re-submitting running documents
 
 
-def test_resubmitting_a_running_document_keeps_its_state_and_attempts(client, new_tenant, store_for):
-    from pathweave_ingest import jobs
+def test_resubmitting_a_running_document_queues_a_newer_version(client, new_tenant, store_for, wait):
+    """A document another worker is running, submitted again, is accepted as the next version
+    and enqueued (never left to the running one, whose result would be the older write): the
+    running version cannot finish as done any more, the new job runs to done."""
+    from pathweave_ingest import jobs, lifecycle
 
     tenant, headers = new_tenant("resub")
     store = store_for(tenant)
     doc = {"title": "Crasher", "text": "Crasher is a document whose worker is still running it."}
     payload = jobs.payloads(tenant, [jobs.to_source({**doc, "source": "test"})])
     first = jobs.new_job_id()
-    jobs.create_job(store, first, payload, 4, "celery")
-    # a worker took it (attempt 2: the first attempt killed its worker), as run_batch marks it
-    store.run("doc_status_running", rows=[{"doc_id": payload[0]["doc_id"], "started_at": jobs.now_iso(),
-                                           "worker": "elsewhere:1", "count": 2}])
+    [running] = jobs.create_job(store, first, payload, 4, "celery").to_enqueue
+    assert lifecycle.claim(store, [running], (), "elsewhere:1", lease_s=600) == {running["doc_id"]}
 
     response = client.post("/v1/documents", headers=headers, json={"documents": [doc]})
     assert response.status_code == 202, response.text
     body = response.json()
-    assert body["enqueued"] == 0 and body["in_flight"] == 1 and body["status"] == "running"
-    assert body["documents"][0]["status"] == "running"
-    [state] = store.run("doc_status_get", ids=[payload[0]["doc_id"]])
-    assert (state["status"], state["attempts"], state["job_id"]) == ("running", 2, first)
-    time.sleep(0.5)  # nothing was enqueued: no worker touches it
-    job = client.get(f"/v1/jobs/{body['job_id']}", headers=headers).json()
-    assert job["status"] == "running" and job["documents"][0]["attempts"] == 2
+    assert body["enqueued"] == 1 and body["documents"][0]["version"] == running["version"] + 1
+    job = wait(headers, body["job_id"])
+    assert job["status"] == "done" and job["documents"][0]["version"] == running["version"] + 1
+    assert lifecycle.finish(store, [{"doc_id": running["doc_id"], "version": running["version"],
+                                     "finished_at": jobs.now_iso(), "seconds": 0.0, "passages": 0,
+                                     "propositions": 0, "entities": 0, "triples": 0}]) == set()
+    old = client.get(f"/v1/jobs/{first}", headers=headers).json()
+    assert old["documents"][0]["status"] == "superseded"
 
 
 # ---------------------------------------------------------------------------- 5. auth throttling

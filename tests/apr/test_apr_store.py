@@ -14,7 +14,8 @@ from pathweave.apr.runs import line, segment
 from pathweave.apr.scoring import answer_quota
 from pathweave.apr.session import read_query_runs, seen_runs
 from pathweave.retrieval.retriever import Retriever
-from pathweave_ingest.documents import commit_document_change, document_id
+from pathweave_ingest.documents import document_id
+from pathweave_ingest.jobs import delete_document
 from pathweave.extractors import question_parser
 from pathweave_ingest.loaders import SourceDocument
 
@@ -170,7 +171,7 @@ def test_deleting_a_document_removes_its_runs(pipeline, store):
     pids = [row["id"] for row in store.run("document_passage_ids", ids=[doc])]
     assert store.run("apr_passage_runs", ids=pids)
     runs_before = store.counts()["Run"]
-    commit_document_change(store, [doc])
+    delete_document(store, doc)
     left = store.counts()["Run"]
     assert 0 < left < runs_before
     # the other document's runs are all still there, with their edges
@@ -231,7 +232,7 @@ def test_document_counts_leave_out_what_queries_write(pipeline, retriever, store
     after = store.counts()
     assert after["Run"] > everything["Run"] and after.get("Query", 0) >= 2  # the queries wrote memory
     assert store.document_counts() == documents
-    commit_document_change(store, [document_id(store.tenant, DOCS[1])])
+    delete_document(store, document_id(store.tenant, DOCS[1]))
     left = store.document_counts()
     assert left["Document"] == documents["Document"] - 1 and left["Triple"] < documents["Triple"]
 

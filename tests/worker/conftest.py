@@ -56,12 +56,14 @@ def queue_name():
 @pytest.fixture(scope="session")
 def worker_env(broker_url, queue_name, settings):
     """Environment of worker processes: the session's data dir (same store server), a
-    short visibility timeout so a killed worker's batch is redelivered within seconds,
+    short visibility timeout so a killed worker's batch is redelivered within seconds (and a
+    lease below it, so the redelivery finds the dead worker's lease run out),
     one document per write transaction so a kill lands mid-batch."""
     return {**os.environ, "PATHWEAVE_DATA_DIR": str(settings.data_dir), "PATHWEAVE_WORKER_BROKER_URL": broker_url,
             "PATHWEAVE_WORKER_QUEUE": queue_name, "PATHWEAVE_WORKER_VISIBILITY_TIMEOUT_S": "6",
             "PATHWEAVE_WORKER_UNACKED_RESTORE_INTERVAL_S": "1", "PATHWEAVE_WORKER_INGEST_GROUP_SIZE": "1",
             "PATHWEAVE_WORKER_RETRY_BACKOFF_S": "0.2", "PATHWEAVE_WORKER_RETRY_BACKOFF_MAX_S": "2",
+            "PATHWEAVE_WORKER_LEASE_S": "3",
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from neo4j.exceptions import ServiceUnavailable
 
-from pathweave_ingest import jobs
+from pathweave_ingest import jobs, lifecycle
 from pathweave_ingest.loaders import SourceDocument
 from pathweave.errors import StoreUnavailable
 from pathweave_ingest.tasks import run_batch, run_batch_with_retries
@@ -60,6 +60,13 @@ def ws():
                           max_retries=5)
 
 
+def died_while_running(store, batch, crashed_ids):
+    """A delivery that died mid-batch: every document of ``batch`` running under a lease
+    that has run out, the attempts of ``crashed_ids`` counted (the others resumed)."""
+    resumed = [d["doc_id"] for d in batch if d["doc_id"] not in crashed_ids]
+    assert lifecycle.claim(store, batch, resumed, "dead:1", lease_s=-1.0) == {d["doc_id"] for d in batch}
+
+
 def _submit(store, documents, batch_size=8):
     docs = jobs.payloads(store.tenant, documents)
     job_id = jobs.new_job_id()
@@ -79,7 +86,7 @@ def test_poison_document_fails_after_n_attempts_and_the_batch_continues(settings
     assert len(sleeps) == 2  # attempts 1 and 2 were retried, attempt 3 gave up
     job = jobs.job_status(store, job_id)
     assert job["status"] == "done_with_errors" and job["counts"] == {"queued": 0, "running": 0, "done": 2,
-                                                                     "failed": 1, "deleted": 0}
+                                                                     "failed": 1, "deleted": 0, "superseded": 0}
     poison = next(d for d in job["documents"] if d["status"] == "failed")
     assert poison["title"] == "Poison" and poison["attempts"] == 3
     assert "failed after 3 attempts" in poison["error"] and "extractor exploded" in poison["error"]
@@ -95,8 +102,7 @@ def test_a_document_that_keeps_killing_its_worker_is_given_up(settings, base_sto
     poison_id = batch[2]["doc_id"]
     # three deliveries each died while running (the status says running, the attempts count them)
     for _ in range(3):
-        store.run("doc_status_running", rows=[{"doc_id": d["doc_id"], "started_at": jobs.now_iso(), "worker": "w",
-                                               "count": 1 if d["doc_id"] == poison_id else 0} for d in batch])
+        died_while_running(store, batch, {poison_id})
     outcome = run_batch(runtime, tenant, job_id, batch)
     assert outcome.failed == [poison_id] and sorted(outcome.done) == sorted(d["doc_id"] for d in batch[:2])
     status = {d["doc_id"]: d for d in jobs.job_status(store, job_id)["documents"]}
@@ -164,8 +170,7 @@ def test_a_redelivered_message_counts_its_running_documents_as_crashed(settings,
         job_id, batch = _submit(store, GOOD + [POISON])
         poison_id, ids = batch[2]["doc_id"], [d["doc_id"] for d in batch]
         for _ in range(3):  # three deliveries died while running the poison document
-            store.run("doc_status_running", rows=[{"doc_id": d, "started_at": jobs.now_iso(), "worker": "w",
-                                                   "count": 1 if d == poison_id else 0} for d in ids])
+            died_while_running(store, batch, {poison_id})
         outcomes[redelivered] = (poison_id, run_batch(runtime, store.tenant, job_id, batch, resumed=ids,
                                                       redelivered=redelivered))
     poison_id, resumed_run = outcomes[False]
@@ -243,8 +248,7 @@ def test_a_redelivered_batch_marks_documents_done_only_after_the_graph_is_repair
     store = runtime.store(tenant)
     job_id, batch = _submit(store, docs)
     # the killed attempt: documents running, written in full, no synonymy step (threshold above 1)
-    store.run("doc_status_running", rows=[{"doc_id": d["doc_id"], "started_at": jobs.now_iso(), "worker": "dead",
-                                           "count": 1} for d in batch])
+    died_while_running(store, batch, {d["doc_id"] for d in batch})
     no_synonyms = settings.ingest.model_copy(update={"synonym_threshold": 2.0})
     killed = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": tenant,
                                                                              "ingest": no_synonyms}))

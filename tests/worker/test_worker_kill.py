@@ -119,7 +119,8 @@ def test_default_redelivery_is_quick_and_long_batches_are_kept_alive(celery_api,
                      runtime=worker_runtime, keys=keys)
     many = [{"title": f"{d['title']} copy {n}", "text": d["text"].replace("Station", f"Halt {n}")}
             for n in range(5) for d in DOCS]  # one batch of 90 documents: far longer than 2 s
-    worker = start_worker(PATHWEAVE_WORKER_VISIBILITY_TIMEOUT_S="2", PATHWEAVE_WORKER_UNACKED_RESTORE_INTERVAL_S="1")
+    worker = start_worker(PATHWEAVE_WORKER_VISIBILITY_TIMEOUT_S="2", PATHWEAVE_WORKER_UNACKED_RESTORE_INTERVAL_S="1",
+                          PATHWEAVE_WORKER_LEASE_S="1", PATHWEAVE_WORKER_RETRY_BACKOFF_MAX_S="1")
     with TestClient(app) as client:
         tenant, headers = _key(keys, "long")
         response = client.post("/v1/documents", headers=headers, json={"documents": many})

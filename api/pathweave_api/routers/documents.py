@@ -52,21 +52,21 @@ def submit(svc: Services, tenant: str, docs: list[SourceDocument]) -> dict[str, 
     except Exception as exc:  # noqa: BLE001
         full = isinstance(exc, QueueFull)
         reason = str(exc) if full else "the job queue (broker) is unavailable"
-        svc.guard(jobs.mark_failed, store, [d["doc_id"] for d in sub.to_enqueue], f"not enqueued: {reason}")
+        svc.guard(jobs.mark_failed, store, sub.to_enqueue, f"not enqueued: {reason}")
         if full:
             raise too_many(reason, "queue-full", 10.0) from None
         raise ApiProblem(503, f"{reason}; retry later", "broker-unavailable", {"Retry-After": "10"}) from None
     metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
     metrics.BATCHES_ENQUEUED.labels(dispatcher.mode).inc(len(batches))
-    done, in_flight = set(sub.already_done), set(sub.in_flight)
-    status = "running" if in_flight else ("queued" if sub.to_enqueue else "done")
+    done = set(sub.already_done)
+    versions = {d["doc_id"]: d["version"] for d in sub.to_enqueue}
     return {
-        "job_id": job_id, "status": status, "total": len(payloads),
-        "enqueued": len(sub.to_enqueue), "already_ingested": len(done), "in_flight": len(in_flight),
+        "job_id": job_id, "status": "queued" if sub.to_enqueue else "done", "total": len(payloads),
+        "enqueued": len(sub.to_enqueue), "already_ingested": len(done),
         "batches": len(batches), "queue": dispatcher.mode,
         "documents": [{"doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
-                       "status": "done" if p["doc_id"] in done else
-                       ("running" if p["doc_id"] in in_flight else "queued")} for p in payloads],
+                       "version": versions.get(p["doc_id"]),
+                       "status": "done" if p["doc_id"] in done else "queued"} for p in payloads],
         "links": {"job": f"/v1/jobs/{job_id}"},
     }
 
@@ -147,14 +147,13 @@ def router(api: ApiSettings) -> APIRouter:
         "/v1/documents/{doc_id}", response_model=DeleteResponse, tags=["documents"], summary="Delete a document",
         description=("Removes the document, its passages (unless another document shares them), the propositions "
                      "and triples only it states/asserts, and entities nothing else mentions (shared entities "
-                     "stay; alias groups stay consistent). 409 while the document is queued or running."),
-        responses=errors(404, 409, 422))
+                     "stay; alias groups stay consistent), in one transaction that also accepts the deletion as "
+                     "the document's newest version: a write of it still queued or running is superseded "
+                     "(the newest accepted write wins)."),
+        responses=errors(404, 422))
     def delete_document(key: IngestKey, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
             "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
-        try:
-            result = svc.guard(jobs.delete_document, svc.store(key.tenant), doc_id)
-        except jobs.DocumentBusy as exc:
-            raise ApiProblem(409, str(exc), "document-busy") from None
+        result = svc.guard(jobs.delete_document, svc.store(key.tenant), doc_id)
         if result is None:
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
         return result
@@ -164,9 +163,11 @@ def router(api: ApiSettings) -> APIRouter:
         summary="Create or replace the document with this external id",
         description=(
             "The document's identity is the tenant + `external_id` (its id is answered in `documents[0].doc_id`). "
-            "Unchanged content (same content hash) changes nothing (`done` at once); changed content replaces the "
-            "stored version in one step: its passages, propositions, triples and orphaned entities are removed as "
-            "`DELETE /v1/documents/{id}` removes them, the new version is written, the graph version is bumped once. "
+            "Unchanged content (same content hash) changes nothing (`done` at once); changed content is accepted as "
+            "the document's next version (the newest accepted write wins, also over one still running) and "
+            "replaces the stored version in one transaction: queries see the old version until it commits and "
+            "the new one after, never neither; what only the old version held is removed as "
+            "`DELETE /v1/documents/{id}` removes it. "
             "Body: JSON `{title, text}` or `multipart/form-data` with one file in field `files` "
             "(.txt, .md, .pdf, .html/.htm, .docx). Answers 202 with the job (`Location: /v1/jobs/{id}`)."),
         responses=errors(400, 413, 415, 422),

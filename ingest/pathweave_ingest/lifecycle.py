@@ -1,0 +1,236 @@
+"""One document's lifecycle: every status transition of a document, and nothing else.
+
+The head of a document, ``(:DocumentStatus)`` per (tenant, doc_id) (``cypher/documents.cypher``),
+holds its newest accepted **version** and that version's state. Every accepted write (POST,
+PUT, DELETE, a folder sync's removal) takes the next version in the transaction that
+accepts it (:func:`accept_in`, :func:`delete`), with the head locked first (``doc_lock``),
+so concurrent writes of one document are serialized and the last accepted one wins::
+
+    accept            (none) | any(v)       -> queued(v+1)      new content; v (if unfinished) is superseded
+    accept            done(v), same content -> done(v)          unchanged: nothing to do
+    claim             queued(v)             -> running(v)       compare-and-set on v; lease = now + lease_s
+    claim             running(v), lease out -> running(v)       its worker died: taken over (attempts + 1)
+    renew             running(v)            -> running(v)       the worker extends its lease (Lease)
+    fence + swap      running(v)            -> running(v)       the pipeline makes v visible, one transaction
+    finish            running(v)            -> done(v)          only if v is still the newest
+    retry             running(v)            -> queued(v)        a failed attempt, attempts left
+    fail              queued|running(v)     -> failed(v)        attempts used up (the old version stays visible)
+    delete            any(v)                -> deleted(v+1)     the graph removed in the same transaction
+
+A batch carries the version each document was accepted at. A worker whose version is no
+longer the newest skips it as **superseded**; the pipeline's write transaction starts with
+:func:`fence` (the version must still be the newest, and the head stays locked until the
+swap commits), so an older version can never overwrite a newer one, and a version that
+fails leaves the old one visible. A job reads each of its documents through
+:func:`job_view_status`: a version older than the head's is ``superseded``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pathweave.store import GraphStore
+from pathweave_ingest.documents import DocumentChange, record_change, remove_documents
+
+log = logging.getLogger(__name__)
+
+Run = Callable[..., list[dict[str, Any]]]
+
+STATUSES = ("queued", "running", "done", "failed", "superseded", "deleted")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch (the unit of ``lease_until``)."""
+    return int(time.time() * 1000)
+
+
+class Superseded(RuntimeError):
+    """A newer version of these documents was accepted: the write transaction that would
+    have made an older one visible is rolled back (:func:`fence`)."""
+
+    def __init__(self, doc_ids: Collection[str]) -> None:
+        super().__init__(f"a newer version was accepted for {len(doc_ids)} document(s)")
+        self.doc_ids = set(doc_ids)
+
+
+class NoSuchDocument(LookupError):
+    """DELETE of a document the tenant never had (nothing written)."""
+
+
+def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
+    """Does the graph hold this payload's content (``state``: a ``document_states`` or
+    ``doc_lock`` row)? A source whose stored content hash differs is ingested but not current."""
+    if not state or not state.get("ingested"):
+        return False
+    return not payload.get("key") or state.get("content_hash") == payload.get("content_hash")
+
+
+def _status_rows(items: Iterable[dict[str, Any]], queued_at: str) -> list[dict[str, Any]]:
+    return [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"], "queued_at": queued_at}
+            for d in items]
+
+
+def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Accept ``docs`` (task payloads, :func:`pathweave_ingest.jobs.payloads`) inside the
+    caller's write transaction, under ``job_id``: each head is locked, then a document whose
+    stored content is this one with nothing pending reads ``done`` (no new version), any
+    other takes the next version, ``queued``. Returns ``(to_enqueue, already_done)``: the
+    payloads with their ``version`` added."""
+    heads = {row["doc_id"]: row for row in run("doc_lock", ids=[d["doc_id"] for d in docs], owner=job_id)}
+    enqueue, done = [], []
+    for doc in docs:
+        head = heads[doc["doc_id"]]
+        if is_current(head, doc) and head.get("status") in (None, "done"):
+            done.append({**doc, "version": int(head["version"])})
+        else:
+            enqueue.append(doc)
+    if done:
+        run("doc_status_already_done", rows=_status_rows(done, queued_at), job_id=job_id)
+    versions = {row["doc_id"]: int(row["version"]) for row in
+                run("doc_accept", rows=_status_rows(enqueue, queued_at), job_id=job_id)} if enqueue else {}
+    return [{**doc, "version": versions[doc["doc_id"]]} for doc in enqueue], done
+
+
+def job_view_status(row: dict[str, Any] | None, version: int | None) -> tuple[str, int | None]:
+    """A job's view of one of its documents: ``(status, superseded_by)`` from the head
+    ``row`` (``doc_status_get``; None: no head) and the ``version`` the job stands for
+    (None: a job from before versions, which follows the head)."""
+    if row is None:
+        return "deleted", None
+    head = int(row.get("version") or 0)
+    if version is not None and head > int(version):
+        return "superseded", head
+    return row["status"] or "queued", None
+
+
+def delete(store: GraphStore, doc_id: str) -> dict[str, Any]:
+    """DELETE as one compare-and-set: in ONE write transaction the head is locked and takes
+    the next version as a tombstone (``deleted``), the stored version's graph is removed
+    (:func:`pathweave_ingest.documents.remove_documents`) and the change recorded. A version
+    queued or running is superseded by it (its swap's :func:`fence` fails). Returns
+    ``{doc_id, version, removed: counts}``; raises :class:`NoSuchDocument` (nothing written)
+    when the tenant never had the document."""
+    def work(run: Run) -> tuple[int, DocumentChange]:
+        head = run("doc_lock", ids=[doc_id], owner="delete")[0]
+        if not head["ingested"] and (head["status"] in (None, "deleted")):
+            raise NoSuchDocument(doc_id)  # rolls the lock's MERGE back
+        version = int(run("doc_mark_deleted", ids=[doc_id], finished_at=now_iso())[0]["version"])
+        change = DocumentChange()
+        remove_documents(run, [doc_id], change, store.dimensions)
+        if change.removed_doc_ids:
+            record_change(run, store, change)
+        return version, change
+
+    version, change = store.execute_write(work)
+    if change.version is not None:
+        store.backend.graph_changed(store)
+    return {"doc_id": doc_id, "version": version, "removed": dict(change.counts)}
+
+
+def remove_in(run: Run, store: GraphStore, doc_ids: list[str], change: DocumentChange) -> None:
+    """A folder sync's removals inside the caller's transaction: each document's head (when
+    it has one, or a new one) takes the next version as a tombstone and its graph is removed."""
+    if not doc_ids:
+        return
+    run("doc_lock", ids=doc_ids, owner="sync")
+    run("doc_mark_deleted", ids=doc_ids, finished_at=now_iso())
+    remove_documents(run, doc_ids, change, store.dimensions)
+
+
+def fence(run: Run, versions: dict[str, int]) -> None:
+    """First step of the transaction that makes these versions visible (``{doc_id:
+    version}``): each must still be its document's newest accepted version, and its head
+    stays locked until the transaction commits. Raises :class:`Superseded` (the transaction
+    rolls back, nothing of it is written) for those that are not."""
+    if not versions:
+        return
+    rows = [{"doc_id": d, "version": int(v)} for d, v in versions.items()]
+    held = {row["doc_id"] for row in run("doc_version_fence", rows=rows)}
+    if held != set(versions):
+        raise Superseded(set(versions) - held)
+
+
+def claim(store: GraphStore, docs: list[dict[str, Any]], resumed: Collection[str], worker: str,
+          lease_s: float) -> set[str]:
+    """Take ``docs`` (payloads with their ``version``) for ``worker`` (compare-and-set):
+    queued at that version, or running under an expired lease or under this task chain
+    (``resumed``). Attempts grow by one unless resumed. Returns the ids taken."""
+    if not docs:
+        return set()
+    now = now_ms()
+    rows = [{"doc_id": d["doc_id"], "version": int(d["version"]), "count": 0 if d["doc_id"] in resumed else 1,
+             "resumed": d["doc_id"] in resumed} for d in docs]
+    return {row["doc_id"] for row in store.run("doc_claim", rows=rows, now=now, started_at=now_iso(),
+                                                worker=worker, lease_until=now + int(lease_s * 1000))}
+
+
+def finish(store: GraphStore, rows: list[dict[str, Any]]) -> set[str]:
+    """``done`` for each row ``{doc_id, version, finished_at, seconds, passages, propositions,
+    entities, triples}`` whose version is still the newest; returns those."""
+    return {row["doc_id"] for row in store.run("doc_status_done", rows=rows)} if rows else set()
+
+
+def retry(store: GraphStore, rows: list[dict[str, Any]]) -> set[str]:
+    """Back to ``queued`` with the error for rows ``{doc_id, version, attempts, error}``
+    whose version is still the newest; returns those."""
+    return {row["doc_id"] for row in store.run("doc_status_retry", rows=rows)} if rows else set()
+
+
+def fail(store: GraphStore, docs: Iterable[dict[str, Any]], error: str) -> list[str]:
+    """``failed`` with ``error`` for the payloads ``docs`` whose version is still the newest
+    and unfinished (queued or running); returns those ids."""
+    rows = [{"doc_id": d["doc_id"], "version": int(d.get("version") or 0), "error": error,
+             "finished_at": now_iso()} for d in docs]
+    return [row["doc_id"] for row in store.run("doc_status_failed", rows=rows)] if rows else []
+
+
+@dataclass
+class Lease:
+    """Keeps a worker's lease on the documents it runs (``docs``: payloads with their
+    version) while the ``with`` block runs: renewed every third of ``lease_s`` by a thread.
+    Once the worker dies the renewals stop, and the next delivery of the batch takes the
+    documents over after at most ``lease_s`` (:func:`claim`). ``lost``: ids whose lease was
+    taken over or superseded (the pipeline's fence has the last word)."""
+
+    store: GraphStore
+    docs: list[dict[str, Any]]
+    worker: str
+    lease_s: float
+    lost: set[str] = field(default_factory=set)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def renew(self) -> None:
+        rows = [{"doc_id": d["doc_id"], "version": int(d["version"])} for d in self.docs]
+        held = {row["doc_id"] for row in self.store.run(
+            "doc_lease_renew", rows=rows, worker=self.worker, lease_until=now_ms() + int(self.lease_s * 1000))}
+        self.lost |= {d["doc_id"] for d in self.docs} - held
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                self.renew()
+            except Exception as exc:  # noqa: BLE001 - the store is away; the next renewal retries
+                log.warning("lease renewal of %d document(s) failed: %s", len(self.docs), exc)
+
+    def __enter__(self) -> "Lease":
+        if self.docs:
+            self._thread = threading.Thread(target=self._run, name="pathweave-lease", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)

@@ -1,0 +1,167 @@
+"""A document's newest accepted version always wins and a document is never missing
+(the three data defects of issue 42), with the real store, pipeline, embedder and
+extractor; the interleavings are forced by an extractor that runs a hook in the middle of
+one version's ingestion (where a slow worker would be)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from pathweave.settings import WorkerSettings
+from pathweave_ingest import jobs, lifecycle
+from pathweave_ingest.loaders import SourceDocument
+from pathweave_ingest.tasks import run_batch, run_batch_with_retries
+from pathweave_ingest.worker_runtime import Runtime
+
+KEY = "policies/travel-policy-9"
+
+
+def version(approver: str) -> SourceDocument:
+    return SourceDocument("api", "Travel policy", f"Travel requests above 5000 euros are approved by {approver}. "
+                          f"The policy covers flights, hotels and rail travel for every employee.", key=KEY)
+
+
+class HookedExtractor:
+    """The real extractor; ``hooks[marker]()`` runs (once) when a text holding ``marker`` is
+    extracted: that version's worker is mid-way, after its reads and before its write. Texts
+    holding a marker of ``broken`` always fail."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = "hooked"
+        self.batch_size = getattr(inner, "batch_size", 64)
+        self.hooks: dict[str, object] = {}
+        self.broken: set[str] = set()
+
+    def extract(self, passages):
+        for marker in list(self.hooks):
+            if any(marker in p.text for p in passages):
+                self.hooks.pop(marker)()
+        if any(marker in p.text for marker in self.broken for p in passages):
+            raise RuntimeError("the extractor broke on this version")
+        return self.inner.extract(passages)
+
+
+@pytest.fixture()
+def ws():
+    return WorkerSettings(broker_url="", max_doc_attempts=2, retry_backoff_s=0.0, retry_backoff_max_s=0.0)
+
+
+@pytest.fixture()
+def hooked(settings, base_store, embedder, extractor, ws):
+    hooked = HookedExtractor(extractor)
+    runtime = Runtime(settings, ws, embedder=embedder, extractor=hooked)
+    yield runtime, hooked
+    runtime.close()
+
+
+def submit(store, doc: SourceDocument):
+    """POST/PUT as the API does: accept a version; returns (job id, the batch to run)."""
+    job_id = jobs.new_job_id()
+    submission = jobs.create_job(store, job_id, jobs.payloads(store.tenant, [doc]), 8, "inprocess")
+    return job_id, submission.to_enqueue
+
+
+def visible(store) -> str:
+    """The text the graph holds for the document (all its passages), '' when it has none."""
+    return " ".join(row["text"] for row in store.run("snapshot_passages"))
+
+
+def doc_status(store, job_id) -> dict:
+    return jobs.job_status(store, job_id)["documents"][0]
+
+
+def test_a_put_while_an_older_version_runs_wins_lost_update(hooked):
+    """Defect 1: a PUT that arrives while an earlier version of the same id is running is
+    accepted and queued, and wins; the earlier version's job says superseded."""
+    runtime, extractor = hooked
+    tenant = f"lost{uuid.uuid4().hex[:8]}"
+    store = runtime.store(tenant)
+    first_job, first = submit(store, version("Alice Moreau"))
+    second: dict = {}
+    extractor.hooks["Alice Moreau"] = lambda: second.update(zip(("job", "batch"), submit(store, version("Bruno Keller"))))
+    outcome = run_batch(runtime, tenant, first_job, first)
+    assert second["batch"] and second["batch"][0]["version"] == first[0]["version"] + 1
+    assert outcome.superseded == [first[0]["doc_id"]] and outcome.done == []
+    assert "Alice Moreau" not in visible(store)  # the older version never became visible
+    again = run_batch(runtime, tenant, second["job"], second["batch"])
+    assert again.done == [first[0]["doc_id"]]
+    assert "Bruno Keller" in visible(store) and "Alice Moreau" not in visible(store)
+    assert doc_status(store, first_job)["status"] == "superseded"
+    assert doc_status(store, first_job)["superseded_by"] == second["batch"][0]["version"]
+    assert doc_status(store, second["job"])["status"] == "done"
+    assert jobs.job_status(store, first_job)["status"] == "done"  # finished: superseded counts as finished
+
+
+def test_an_older_version_never_overwrites_a_newer_one(hooked):
+    """Defect 2: a batch of an older version that runs after a newer one finished (a slow
+    worker, a redelivery, a retry) is skipped, and one that was already running when the
+    newer one finished fails its fence and writes nothing."""
+    runtime, extractor = hooked
+    tenant = f"older{uuid.uuid4().hex[:8]}"
+    store = runtime.store(tenant)
+    old_job, old = submit(store, version("Alice Moreau"))
+    extractor.hooks["Alice Moreau"] = lambda: (lambda job, batch: run_batch(runtime, tenant, job, batch))(
+        *submit(store, version("Bruno Keller")))  # the newer version is accepted AND finished meanwhile
+    outcome = run_batch(runtime, tenant, old_job, old)
+    assert outcome.superseded == [old[0]["doc_id"]]
+    assert "Bruno Keller" in visible(store) and "Alice Moreau" not in visible(store)
+    counts = store.counts()
+    redelivered = run_batch(runtime, tenant, old_job, old, redelivered=True)  # the old message again
+    assert redelivered.superseded == [old[0]["doc_id"]] and redelivered.done == []
+    assert "Bruno Keller" in visible(store) and store.counts() == counts
+
+
+def test_a_delete_supersedes_a_queued_version_in_one_step(hooked):
+    """DELETE is one compare-and-set: accepted while a version is queued, it wins; the
+    queued version's batch then writes nothing and the document stays absent."""
+    runtime, _ = hooked
+    tenant = f"del{uuid.uuid4().hex[:8]}"
+    store = runtime.store(tenant)
+    job, batch = submit(store, version("Alice Moreau"))
+    run_batch(runtime, tenant, job, batch)
+    job2, batch2 = submit(store, version("Bruno Keller"))
+    deleted = jobs.delete_document(store, batch[0]["doc_id"])
+    assert deleted["version"] == batch2[0]["version"] + 1 and deleted["removed"]["passages"] >= 1
+    outcome = run_batch(runtime, tenant, job2, batch2)
+    assert outcome.superseded == [batch[0]["doc_id"]] and visible(store) == ""
+    assert store.document_counts().get("Document", 0) == 0
+    assert doc_status(store, job2)["status"] == "superseded"
+    heads = store.counts().get("DocumentStatus")
+    assert jobs.delete_document(store, batch[0]["doc_id"]) is None  # deleted already: 404, nothing written
+    assert jobs.delete_document(store, f"doc:{uuid.uuid4().hex[:24]}") is None  # never had it: nothing written
+    assert store.counts().get("DocumentStatus") == heads and jobs.list_documents(store)[1] == 0
+
+
+def test_a_replacement_is_never_missing_and_a_failed_one_keeps_the_old(hooked):
+    """Defect 3: while a new version is being ingested (after the point where the old code
+    had already removed the old one) the old version is visible; a new version that keeps
+    failing until it runs out of attempts leaves the old version visible and says why; a
+    replacement that lands leaves the graph a clean ingest of the final version leaves."""
+    runtime, extractor = hooked
+    tenant = f"swap{uuid.uuid4().hex[:8]}"
+    store = runtime.store(tenant)
+    job, batch = submit(store, version("Alice Moreau"))
+    run_batch(runtime, tenant, job, batch)
+    seen: list[str] = []
+    extractor.hooks["Bruno Keller"] = lambda: seen.append(visible(store))
+    job2, batch2 = submit(store, version("Bruno Keller"))
+    run_batch(runtime, tenant, job2, batch2)
+    assert seen and "Alice Moreau" in seen[0]  # mid-replacement: the old version is still there
+    assert "Bruno Keller" in visible(store) and "Alice Moreau" not in visible(store)
+
+    job3, batch3 = submit(store, version("Carla Nunes"))
+    extractor.broken.add("Carla Nunes")
+    outcome = run_batch_with_retries(runtime, tenant, job3, batch3, sleep=lambda s: None)
+    assert outcome.failed == [batch3[0]["doc_id"]]
+    assert "Bruno Keller" in visible(store)  # the old version stays visible
+    failed = doc_status(store, job3)
+    assert failed["status"] == "failed" and "extractor broke" in failed["error"]
+
+    fresh = runtime.store(f"clean{uuid.uuid4().hex[:8]}")
+    clean_job, clean = submit(fresh, version("Bruno Keller"))
+    run_batch(runtime, fresh.tenant, clean_job, clean)
+    ours, theirs = store.document_counts(), fresh.document_counts()
+    assert ours == theirs, (ours, theirs)
