@@ -1,5 +1,5 @@
-"""No orphaned servers (issue 35): a managed store started on demand belongs to the process
-that started it. A `pathweave serve` and a `pathweave bench` killed with SIGKILL leave no
+"""No orphaned servers (issue 35): a managed store started on demand runs while the process
+that started it, or any other process using it, runs. A `pathweave serve` and a `pathweave bench` killed with SIGKILL leave no
 store server behind: it notices its owner is gone and stops within seconds (a minute at
 most). Their own data dirs: the session's store is not touched."""
 
@@ -140,6 +140,34 @@ def test_a_store_restarted_by_another_process_still_stops_with_its_first_owner(t
         api.wait(10)
         _gone_within(second.pid, 60)
     finally:
+        api.kill()
+        store_server.stop(settings)
+
+
+@pytest.mark.arcadedb_only
+def test_a_store_shared_by_two_processes_outlives_the_one_that_started_it(tmp_path):
+    """A store started on demand by one process (a worker) and used by another (the API,
+    registered as a user) keeps running when the first is SIGKILLed, and stops once the
+    last of its users has exited."""
+    from pathweave import store_server
+    from pathweave.settings import Settings
+
+    settings = Settings(data_dir=tmp_path / "data", store={"server_start_timeout_s": 120})
+    worker, api = _sleeper(), _sleeper()
+    try:
+        info = store_server.start(settings, owner=worker.pid)
+        store_server.register_user(settings, worker.pid)
+        store_server.register_user(settings, api.pid)
+        worker.kill()
+        worker.wait(10)
+        time.sleep(5)  # several of the server's owner checks (one a second)
+        assert pid_alive(info.pid), "the store stopped with the process that started it"
+        assert store_server.status(settings).pid == info.pid
+        api.kill()
+        api.wait(10)
+        _gone_within(info.pid, 60)
+    finally:
+        worker.kill()
         api.kill()
         store_server.stop(settings)
 

@@ -153,6 +153,9 @@ def install(app: FastAPI) -> None:
         request_id = uuid.uuid4().hex[:12]
         if is_transient(exc):
             log.warning("store unavailable (request %s): %s", request_id, exc)
+            services = getattr(request.app.state, "services", None)
+            if services is not None:  # reconnect for the next request: the store may run elsewhere now
+                services.runtime.lost()
             return problem_response(503, f"the store is unavailable; retry later (request {request_id})",
                                     request.url.path, "store-unavailable", {"Retry-After": "5"})
         log.error("unhandled error (request %s) on %s %s", request_id, request.method, request.url.path,

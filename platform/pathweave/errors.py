@@ -38,14 +38,16 @@ class LLMUnavailable(PathweaveError, RuntimeError):
 def is_transient(exc: BaseException) -> bool:
     """Is ``exc`` worth retrying later: a connection problem, a server (re)starting, a
     transaction conflict, a driver closed under a request because the connection was dropped
-    to reconnect (:meth:`pathweave.runtime.QueryRuntime.lost`), or a :class:`StoreUnavailable`?"""
+    to reconnect (:meth:`pathweave.runtime.QueryRuntime.lost`), credentials a restarted managed
+    store no longer accepts (it generated new ones: reconnecting reads them), or a
+    :class:`StoreUnavailable`?"""
     import httpx
-    from neo4j.exceptions import DriverError, ServiceUnavailable, SessionExpired, TransientError
+    from neo4j.exceptions import AuthError, DriverError, ServiceUnavailable, SessionExpired, TransientError
 
     from pathweave.processes import ServerError
 
     if isinstance(exc, (StoreUnavailable, ServiceUnavailable, SessionExpired, TransientError, ServerError,
-                        ConnectionError, TimeoutError, httpx.TransportError)):
+                        AuthError, ConnectionError, TimeoutError, httpx.TransportError)):
         return True
     text = str(exc).lower()
     if isinstance(exc, DriverError) and "closed" in text:

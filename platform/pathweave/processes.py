@@ -259,6 +259,35 @@ def launch_owner(directory: Path, owner: int | None) -> int:
     return chosen
 
 
+USERS_DIR = "users"
+"""``<server dir>/users/<pid>``: one empty file per process that uses the managed server (the
+API, each worker, a CLI command): a server started on demand runs while any of them does."""
+
+
+def register_user(directory: Path, pid: int | None = None) -> None:
+    """Record ``pid`` (default: this process) as a user of ``directory``'s managed server, so
+    that the server outlives the process that happened to start it while this one runs."""
+    users = directory / USERS_DIR
+    users.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (users / str(pid or os.getpid())).touch(mode=0o600)
+
+
+def live_users(directory: Path) -> list[int]:
+    """The pids registered with :func:`register_user` that still run (the files of those that
+    exited are removed)."""
+    alive = []
+    for path in (directory / USERS_DIR).glob("*") if (directory / USERS_DIR).is_dir() else ():
+        try:
+            pid = int(path.name)
+        except ValueError:
+            continue
+        if pid_alive(pid):
+            alive.append(pid)
+        else:
+            path.unlink(missing_ok=True)
+    return sorted(alive)
+
+
 def forget_owner(directory: Path) -> None:
     """Remove the recorded owner of ``directory``'s server (it was stopped on purpose: a later
     start decides its owner afresh)."""
@@ -301,11 +330,13 @@ data directory is gone (a killed benchmark's or test's temporary folder) stops."
 
 
 class Lifetime:
-    """When a managed server process must stop by itself (issue 35: no orphans): once its
-    ``owner`` (a pid; 0: none, it runs until stopped) has exited, checked at most every
-    ``owner_every_s`` seconds, or once its ``directory`` is gone, checked at most every
-    ``directory_every_s`` seconds. The server's own loop (or watchdog thread) calls
-    :meth:`over` often; the checks themselves run at those intervals."""
+    """When a managed server process must stop by itself (no orphans): once its ``owner`` (a
+    pid; 0: none, it runs until stopped) has exited and so has every other process registered
+    as its user (:func:`register_user`: a store started by a worker keeps serving the API
+    after that worker is killed), checked at most every ``owner_every_s`` seconds, or once its
+    ``directory`` is gone, checked at most every ``directory_every_s`` seconds. The server's
+    own loop (or watchdog thread) calls :meth:`over` often; the checks themselves run at those
+    intervals."""
 
     def __init__(self, directory: Path, owner: int, owner_every_s: float = OWNER_CHECK_S,
                  directory_every_s: float = DATA_DIR_CHECK_S) -> None:
@@ -319,8 +350,8 @@ class Lifetime:
         now = time.monotonic()
         if self.owner and now - self._checked[0] >= self._every[0]:
             self._checked[0] = now
-            if not pid_alive(self.owner):
-                return f"owner process {self.owner} has exited"
+            if not pid_alive(self.owner) and not live_users(self.directory):
+                return f"owner process {self.owner} and every other user have exited"
         if now - self._checked[1] >= self._every[1]:
             self._checked[1] = now
             if not self.directory.exists():

@@ -194,16 +194,17 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
 
     ``settings.store.uri`` set: that Neo4j server. Empty: the managed local server of
     ``settings.store.backend`` (ArcadeDB, or Neo4j + GDS, :mod:`pathweave.neo4j_server`); a
-    managed server started here stops when this process exits, one started by
-    ``pathweave db start`` runs on. Creates the schema idempotently. Raises
+    managed server started on demand stops once every process that opened it has exited,
+    one started by ``pathweave db start`` runs on. Creates the schema idempotently. Raises
     :class:`pathweave.processes.ServerError` when the managed server cannot start,
     ``neo4j.exceptions.ServiceUnavailable`` when an external store is unreachable.
     """
     if settings.store.uri:
         return _open_neo4j(settings.store.uri, settings.store.user, settings.store.password,
                            settings.store.database, settings, tenant, dimensions)
-    # a server started here belongs to this process: it stops when the process exits
+    # started here or by another process, the managed server runs while any process using it does
     info = store_server.start(settings, owner=os.getpid())
+    store_server.register_user(settings)
     if settings.store.backend == "neo4j":
         return _open_neo4j(info.bolt_uri, info.user, info.password, info.database, settings, tenant, dimensions)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))

@@ -7,9 +7,11 @@ every store access goes through the official ``neo4j`` driver.
 
 Pathweave starts ArcadeDB (PyPI ``arcadedb-embedded``, its own bundled JRE) as
 a separate, detached process. One server per data directory. Started on demand
-(:func:`pathweave.store.open_store`) it belongs to the process that started it and stops
-when that process exits (killed too); started by ``pathweave db start`` it runs until
-``pathweave db stop``; either way it stops when its data directory is deleted. A server
+(:func:`pathweave.store.open_store`) it is shared by every process that opens it (each
+registers, :func:`register_user`) and stops once all of them have exited (killed too), so a
+worker that happened to start it does not take the API's store down with it; started by
+``pathweave db start`` it runs until ``pathweave db stop``; either way it stops when its
+data directory is deleted. A server
 that crashed is restarted, by whichever process needs it first, with the owner it had
 (:func:`pathweave.processes.launch_owner`).
 
@@ -44,6 +46,7 @@ from pathweave.processes import (
     Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_open,
     private_dir, read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
 )
+from pathweave.processes import register_user as register_process
 from pathweave.settings import Settings
 
 
@@ -69,6 +72,14 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
     if settings.store.backend == "neo4j":
         return neo4j_server.start(settings, owner)
     return _arcadedb_start(settings, owner)
+
+
+def register_user(settings: Settings, pid: int | None = None) -> None:
+    """Record ``pid`` (default: this process) as a user of the managed server of ``settings``
+    (:func:`pathweave.processes.register_user`): a server started on demand runs on while any
+    registered user does."""
+    directory = neo4j_server.server_dir(settings) if settings.store.backend == "neo4j" else _server_dir(settings)
+    register_process(directory, pid)
 
 
 def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
@@ -244,7 +255,8 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str, owner: int
     The process (and the JVM inside it) runs with umask 077: every database, WAL and log
     file it creates is private to the user. It stops on SIGTERM/SIGINT, when its data
     directory is gone (checked every :data:`~pathweave.processes.DATA_DIR_CHECK_S` s) and when
-    ``owner`` (non-zero: the process that started it on demand) has exited (checked every
+    ``owner`` (non-zero: the process that started it on demand) and every other registered
+    user (:func:`register_user`) have exited (checked every
     :data:`~pathweave.processes.OWNER_CHECK_S` s): no orphans
     (:class:`~pathweave.processes.Lifetime`)."""
     os.umask(0o077)

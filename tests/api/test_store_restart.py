@@ -115,3 +115,67 @@ def test_a_request_caught_by_the_reconnect_is_transient():
     assert is_transient(ServiceUnavailable("Failed to write to defunct connection IPv4Address(('127.0.0.1', 1))"))
     assert not is_transient(DriverError("Invalid access mode"))
     assert not is_transient(ValueError("bad question"))
+
+
+@pytest.mark.skipif(os.environ.get("PATHWEAVE_STORE_URI"), reason="an external store is not managed by Pathweave")
+def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_500(settings, base_store, tmp_path):
+    """`pathweave serve` (uvicorn) and `pathweave worker` on one fresh data dir, the worker
+    started first, so the managed store is the worker's: SIGKILL the worker, then the store
+    itself. Every request meanwhile answers 200 or 503 with Retry-After, never 500, and 200
+    again within 30 s (the store outlives the worker: the API is a registered user)."""
+    import httpx
+
+    from pathweave import neo4j_server, store_server
+    from pathweave.processes import read_json
+    from pathweave.settings import ApiSettings
+    from pathweave_api.keys import key_store_for
+    from pathweave_bench.soak import Service
+
+    own = settings.model_copy(update={"data_dir": tmp_path})
+    directory = neo4j_server.server_dir(own) if own.store.backend == "neo4j" else tmp_path / "server"
+    service = Service(tmp_path, llm=False)
+    service.env["PATHWEAVE_STORE_BACKEND"] = own.store.backend
+
+    def store_pid() -> int | None:
+        info = store_server.status(own)
+        return info.pid if info else None
+
+    try:
+        service.start_redis()
+        keys = key_store_for(ApiSettings(keys_file=service.keys_file), tmp_path)
+        token, _ = keys.create("shared", "tests", rate_limit_per_s=0, scope="ingest")
+        service.start_worker()  # its warm-up starts the store on demand: the store is the worker's
+        assert (read_json(directory / "owner.json") or {}).get("owner") == service.worker.pid
+        service.start_api()
+        client = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        job = client.post("/v1/documents", json={"documents": [
+            {"title": "Quillon", "text": "Quillon is a harbour town famous for the Brass Lighthouse."}]}).json()
+        deadline = time.monotonic() + 180
+        while client.get(f"/v1/jobs/{job['job_id']}").json()["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        question = {"question": "Which town has the Brass Lighthouse?", "k": 2}
+
+        def through(fault) -> list[int]:
+            statuses, began = [], time.monotonic()
+            fault()
+            while True:
+                response = client.post("/v1/query", json=question)
+                statuses.append(response.status_code)
+                assert response.status_code in (200, 503), response.text
+                if response.status_code == 503:
+                    assert response.headers.get("Retry-After"), response.text
+                elif time.monotonic() - began > 8:  # 200, and well past the kill
+                    return statuses
+                assert time.monotonic() - began < 38, f"no 200 within 30 s: {statuses[-5:]}"
+                time.sleep(0.25)
+
+        first = store_pid()
+        through(lambda: service.kill("worker"))
+        assert store_pid() == first  # the store outlived the worker that started it
+        through(lambda: os.kill(first, signal.SIGKILL))
+        assert store_pid() not in (None, first)  # started again by whoever needed it
+        client.close()
+    finally:
+        service.processes.stop_all()
+        store_server.stop(own)
