@@ -142,6 +142,30 @@ def bench_soak(
              drain_minutes, keep)
 
 
+@bench_app.command("history")
+def bench_history(
+    writes: int = typer.Option(200, min=1, help="Versions written (PUT and DELETE) by the clients together."),
+    ids: int = typer.Option(5, min=1, help="External ids they write."),
+    writers: int = typer.Option(4, min=1, help="Concurrent writing clients."),
+    worker_kills: int = typer.Option(3, min=0, help="SIGKILLs of the worker, each while a version runs."),
+    store_kills: int = typer.Option(1, min=0, help="SIGKILLs of the store server."),
+    backend: str = typer.Option("arcadedb", help="The managed store: arcadedb or neo4j."),
+    out: Path = typer.Option(Path("bench-results"), help="Where history.json (and a failing history) go."),
+) -> None:
+    """A register checker for versioned documents (issue 42): concurrent PUTs and DELETEs of a
+    few external ids under worker and store kills, every read recorded; lost updates, missing
+    windows, going back, and the graph against a clean replay of the final versions."""
+    from pathweave.terminal import stdout_console
+    from pathweave_bench.history import print_table, run_history
+
+    if backend not in ("arcadedb", "neo4j"):
+        raise typer.BadParameter("use arcadedb or neo4j", param_hint="--backend")
+    results = run_history(out, writes, ids, writers, worker_kills, store_kills, backend)
+    print_table(results, stdout_console())
+    if not results["ok"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("qa")
 def bench_qa(
     data: Optional[Path] = typer.Option(None, help="Folder with the MuSiQue files (default ../shared/bench/musique)."),

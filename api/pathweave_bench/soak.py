@@ -154,17 +154,22 @@ class Service:
     """The service under test: Redis, the API and the worker as child processes, the managed
     store (and model server) they start on demand in ``workdir``."""
 
-    def __init__(self, workdir: Path, llm: bool) -> None:
+    def __init__(self, workdir: Path, llm: bool, backend: str = "arcadedb") -> None:
+        from pathweave import neo4j_server
+        from pathweave.settings import Settings
+
         self.workdir = workdir
+        self.backend = backend
+        self.store_dir = neo4j_server.server_dir(Settings(data_dir=workdir)) if backend == "neo4j" else workdir / "server"
         self.processes = ChildProcesses()
         self.redis_port = free_port()
         self.api_port = free_port()
         self.url = f"http://127.0.0.1:{self.api_port}"
         self.logs = {"api": workdir / "api.log", "worker": workdir / "worker.log", "redis": workdir / "redis.log",
-                     "store": workdir / "server" / "server.log", "llm": workdir / "llm" / "server.log"}
+                     "store": self.store_dir / "server.log", "llm": workdir / "llm" / "server.log"}
         self.keys_file = workdir / "keys.sqlite3"
         self.env = service_env(workdir, self.keys_file, f"redis://127.0.0.1:{self.redis_port}/0",
-                               PATHWEAVE_WORKER_QUEUE="pathweave.soak")
+                               PATHWEAVE_WORKER_QUEUE="pathweave.soak", PATHWEAVE_STORE_BACKEND=backend)
         self.redis = self.api = self.worker = None
 
     def start_redis(self):
@@ -194,7 +199,7 @@ class Service:
 
     def pids(self) -> dict[str, int | None]:
         """The current pid of each service process (None: not running)."""
-        store = read_json(self.workdir / "server" / "server.json") or {}
+        store = read_json(self.store_dir / "server.json") or {}
         llm = read_json(self.workdir / "llm" / "server.json") or {}
         return {"api": self.api and self.api.pid, "worker": self.worker and self.worker.pid,
                 "store": store.get("pid"), "llm": llm.get("pid"), "redis": self.redis and self.redis.pid}

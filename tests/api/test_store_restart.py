@@ -125,16 +125,14 @@ def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_50
     again within 30 s (the store outlives the worker: the API is a registered user)."""
     import httpx
 
-    from pathweave import neo4j_server, store_server
+    from pathweave import store_server
     from pathweave.processes import read_json
     from pathweave.settings import ApiSettings
     from pathweave_api.keys import key_store_for
     from pathweave_bench.soak import Service
 
     own = settings.model_copy(update={"data_dir": tmp_path})
-    directory = neo4j_server.server_dir(own) if own.store.backend == "neo4j" else tmp_path / "server"
-    service = Service(tmp_path, llm=False)
-    service.env["PATHWEAVE_STORE_BACKEND"] = own.store.backend
+    service = Service(tmp_path, llm=False, backend=own.store.backend)
 
     def store_pid() -> int | None:
         info = store_server.status(own)
@@ -145,7 +143,7 @@ def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_50
         keys = key_store_for(ApiSettings(keys_file=service.keys_file), tmp_path)
         token, _ = keys.create("shared", "tests", rate_limit_per_s=0, scope="ingest")
         service.start_worker()  # its warm-up starts the store on demand: the store is the worker's
-        assert (read_json(directory / "owner.json") or {}).get("owner") == service.worker.pid
+        assert (read_json(service.store_dir / "owner.json") or {}).get("owner") == service.worker.pid
         service.start_api()
         client = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         job = client.post("/v1/documents", json={"documents": [

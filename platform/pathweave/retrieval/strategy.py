@@ -131,6 +131,26 @@ class RankingMode(RetrievalMode):
         return {}
 
     def search(self, resources: QueryResources, request: QueryRequest, record: bool) -> Retrieval:
+        """Rank, read the ranked passages and (with a token budget) select the context. The
+        searches and the passages' texts are separate reads: a passage that a concurrent
+        change (a new version swapped in, a deletion) removed between them comes back without
+        its text, and the query runs again on the graph as it is now (at most
+        :data:`RERUNS` times), so it never answers with a document's passage missing while
+        the document is there."""
+        for _ in range(RERUNS):
+            retrieval = self._search(resources, request)
+            if all(hit.text for hit in retrieval.result.passages):
+                break
+        result = retrieval.result
+        if record:
+            clock = Stopwatch()
+            resources.submit_record(result)  # off the query path, unless in a session
+            clock("record")
+            result.timings_ms["record"] = clock.timings["record"]
+            result.timings_ms["total"] = round(result.timings_ms["total"] + clock.timings["record"], 2)
+        return retrieval
+
+    def _search(self, resources: QueryResources, request: QueryRequest) -> Retrieval:
         clock = Stopwatch()
         vector = resources.embedder.encode_query(request.question)
         clock("embed")
@@ -162,14 +182,16 @@ class RankingMode(RetrievalMode):
             clock("select")
         result.passages = result.passages[:request.k]
         cite_steps(result, view)
-        if record:
-            resources.submit_record(result)  # off the query path, unless in a session
-            clock("record")
         result.timings_ms = clock.timings
         result.timings_ms["total"] = round(sum(clock.timings.values()), 2)
         result.timings_ms.update(frame.ppr_timings)
         return Retrieval(result, subgraph, vector)
 
+
+
+RERUNS = 3
+"""How many times a query runs at most when a concurrent change removed passages it had
+ranked before it read them (:meth:`RankingMode.search`)."""
 
 
 def cite_steps(result: QueryResult, view: TopologyView) -> None:

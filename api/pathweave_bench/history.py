@@ -1,0 +1,416 @@
+"""``pathweave bench history``: a register checker for versioned documents, in the style of
+Jepsen's (issue 42).
+
+The real service on loopback (:class:`~pathweave_bench.soak.Service`: Redis, the API, one
+Celery worker, the managed store of ``backend``). ``writers`` clients concurrently PUT and
+DELETE a handful of external ids (every PUT carries a unique marker: "The approver of policy
+<id> is <marker>."), while the worker is SIGKILLed mid-replacement (restarted 2 s later, as
+a supervisor would) and the store server is SIGKILLed (started again by whichever process
+needs it next). Meanwhile one reader asks, the whole time, ``GET /v1/documents/{doc_id}`` of
+every id and a dense query that returns every id's passage, and a poller records when each
+accepted version's job finishes (done, superseded or failed).
+
+The recorded history (every write with the version it was accepted as and when it
+completed, every read with the marker it found) is then checked (:func:`check`):
+
+- **lost updates**: after the drain, each id shows its last accepted write (absent after a
+  DELETE), and no accepted version ended failed;
+- **missing windows**: while an id's latest completed write is a PUT (and no DELETE of it is
+  under way), every read of it finds some version (a replacement in progress never makes it
+  disappear);
+- **going back**: no read sees an older version than an earlier read of the same id did, and
+  no GET sees a version older than one whose write had completed before it began (stale);
+- **graph**: the tenant's document graph equals a clean ingest of the final versions into a
+  fresh tenant (:meth:`~pathweave.store.GraphStore.document_counts`).
+
+A failing history is written to ``history-failed.json`` beside the results:
+``python -m pathweave_bench.history FILE`` checks a saved history again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+TENANT = "history"
+MARKER = re.compile(r"approver of policy (\S+) is (\S+)\.")
+
+
+@dataclass
+class Event:
+    """One operation of the history. ``kind``: put | delete | get | query; ``t0``/``t1``: when
+    it was invoked and answered (s since the start); ``version``: what a write was accepted as
+    (None: refused); ``done_t``/``outcome``: when the poller saw a PUT's job finish and how;
+    ``found``: what a read saw (``{id: marker or None}``; None = absent)."""
+
+    kind: str
+    t0: float
+    t1: float = 0.0
+    id: str | None = None
+    marker: str | None = None
+    version: int | None = None
+    status: int = 0
+    job_id: str | None = None
+    done_t: float | None = None
+    outcome: str | None = None
+    found: dict[str, str | None] = field(default_factory=dict)
+
+
+class History:
+    """The events of a run, appended by many threads."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.events: list[Event] = []
+        self.faults: list[dict] = []
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.started, 4)
+
+    def add(self, event: Event) -> Event:
+        with self._lock:
+            self.events.append(event)
+        return event
+
+    def dump(self, path: Path) -> Path:
+        path.write_text(json.dumps({"events": [asdict(e) for e in self.events], "faults": self.faults}, indent=1))
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> "History":
+        data = json.loads(Path(path).read_text())
+        history = cls()
+        history.events = [Event(**e) for e in data["events"]]
+        history.faults = data.get("faults", [])
+        return history
+
+
+def body(ext_id: str, marker: str) -> dict:
+    return {"title": f"Policy {ext_id}", "text": f"The approver of policy {ext_id} is {marker}. Requests above "
+                                                f"the limit of policy {ext_id} need that approval."}
+
+
+def writer(url: str, token: str, ids: list[str], number: int, budget: list[int], lock: threading.Lock,
+           history: History, stop: threading.Event, think_s: float) -> None:
+    """One client: PUTs (a fresh marker each) and DELETEs (one in five) of random ids until
+    the shared ``budget`` of writes is spent."""
+    rng = random.Random(number)
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        count = 0
+        while not stop.is_set():
+            with lock:
+                if budget[0] <= 0:
+                    return
+                budget[0] -= 1
+            ext_id = rng.choice(ids)
+            count += 1
+            if rng.random() < 0.2:
+                event = history.add(Event("delete", history.now(), id=ext_id))
+                doc_id = doc_ids(ids)[ext_id]
+                response = _call(client, "DELETE", f"/v1/documents/{doc_id}")
+                if response is not None and response.status_code == 200:
+                    event.version = response.json()["version"]
+            else:
+                marker = f"W{number}n{count:04d}"
+                event = history.add(Event("put", history.now(), id=ext_id, marker=marker))
+                response = _call(client, "PUT", f"/v1/documents/{ext_id}", json=body(ext_id, marker))
+                if response is not None and response.status_code == 202:
+                    accepted = response.json()
+                    event.version, event.job_id = accepted["documents"][0]["version"], accepted["job_id"]
+            event.t1, event.status = history.now(), response.status_code if response is not None else 0
+            if response is None or response.status_code >= 500:
+                stop.wait(1.0)
+            stop.wait(think_s * rng.random() * 2)
+
+
+def _call(client: httpx.Client, method: str, path: str, **kwargs) -> httpx.Response | None:
+    try:
+        return client.request(method, path, **kwargs)
+    except httpx.HTTPError:
+        return None
+
+
+_DOC_IDS: dict[tuple[str, ...], dict[str, str]] = {}
+
+
+def doc_ids(ids: list[str]) -> dict[str, str]:
+    """The document id of each external id of the run's tenant."""
+    key = tuple(ids)
+    if key not in _DOC_IDS:
+        from pathweave_ingest.documents import source_doc_id
+
+        _DOC_IDS[key] = {ext: source_doc_id(TENANT, ext) for ext in ids}
+    return _DOC_IDS[key]
+
+
+def reader(url: str, token: str, ids: list[str], history: History, stop: threading.Event) -> None:
+    """The reader: every id's document (GET), then one dense query that returns every id's
+    passage, over and over until ``stop``."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        while not stop.is_set():
+            for ext_id, doc_id in doc_ids(ids).items():
+                event = Event("get", history.now(), id=ext_id)
+                response = _call(client, "GET", f"/v1/documents/{doc_id}")
+                event.t1, event.status = history.now(), response.status_code if response is not None else 0
+                if event.status == 200:
+                    text = " ".join(p["text"] for p in response.json()["passages"])
+                    event.found = {ext_id: _marker(text, ext_id)}
+                    history.add(event)
+                elif event.status == 404:
+                    event.found = {ext_id: None}
+                    history.add(event)
+            event = Event("query", history.now())
+            response = _call(client, "POST", "/v1/query", json={
+                "question": "Who is the approver of the policy?", "mode": "dense", "k": 3 * len(ids)})
+            event.t1, event.status = history.now(), response.status_code if response is not None else 0
+            if event.status == 200:
+                event.found = {ext: None for ext in ids}
+                for passage in response.json()["passages"]:
+                    for match in MARKER.finditer(passage["text"]):
+                        if match.group(1) in event.found:
+                            event.found[match.group(1)] = match.group(2)
+                history.add(event)
+            stop.wait(0.05)
+
+
+def _marker(text: str, ext_id: str) -> str | None:
+    for match in MARKER.finditer(text):
+        if match.group(1) == ext_id:
+            return match.group(2)
+    return "?"  # a document without its marker: a broken version
+
+
+def poller(url: str, token: str, history: History, stop: threading.Event) -> None:
+    """Records when each accepted PUT's job finished (``done_t``) and how (``outcome``: its
+    document's status: done, superseded, failed)."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        while True:
+            waiting = [e for e in list(history.events) if e.kind == "put" and e.job_id and e.outcome is None]
+            for event in waiting:
+                response = _call(client, "GET", f"/v1/jobs/{event.job_id}")
+                if response is not None and response.status_code == 200:
+                    status = response.json()["documents"][0]["status"]
+                    if status not in ("queued", "running"):
+                        event.outcome, event.done_t = status, history.now()
+            if stop.is_set() and not waiting:
+                return
+            time.sleep(0.1)
+
+
+def check(history: History, final: dict[str, str | None] | None = None) -> dict:
+    """The violations of the recorded history (see the module doc). ``final``: each id's
+    visible marker after the drain (None: absent). Returns counts and the first examples."""
+    events = sorted(history.events, key=lambda e: e.t0)
+    writes = [e for e in events if e.kind in ("put", "delete") and e.version is not None]
+    by_marker = {e.marker: e for e in writes if e.kind == "put"}
+    ids = sorted({e.id for e in writes})
+    out: dict = {"writes": len(writes), "puts": sum(e.kind == "put" for e in writes),
+                 "deletes": sum(e.kind == "delete" for e in writes),
+                 "reads": sum(e.kind in ("get", "query") for e in events),
+                 "outcomes": {}, "lost_updates": [], "failed_versions": [], "missing": [], "going_back": [],
+                 "stale": [], "unknown_marker": []}
+    for e in writes:
+        if e.kind == "put":
+            out["outcomes"][e.outcome or "unfinished"] = out["outcomes"].get(e.outcome or "unfinished", 0) + 1
+            if e.outcome == "failed":
+                out["failed_versions"].append(asdict(e))
+
+    def completed(e: Event) -> float | None:
+        """When ``e`` had become visible (a PUT's job done, a DELETE answered); None: never."""
+        if e.kind == "delete":
+            return e.t1
+        return e.done_t if e.outcome == "done" else None
+
+    for ext in ids:
+        mine = sorted((e for e in writes if e.id == ext), key=lambda e: e.version)
+        last = mine[-1]
+        if final is not None:
+            want = last.marker if last.kind == "put" else None
+            if final.get(ext) != want:
+                out["lost_updates"].append({"id": ext, "visible": final.get(ext), "expected": want,
+                                            "last_write": asdict(last)})
+        seen = 0  # the newest version a read of this id has shown
+        for read in (e for e in events if e.kind in ("get", "query") and ext in e.found):
+            marker = read.found[ext]
+            done = [e for e in mine if (completed(e) or float("inf")) < read.t0]
+            newest = max(done, key=lambda e: e.version) if done else None
+            if marker is None:
+                deleting = [e for e in mine if e.kind == "delete" and e.t0 < read.t1
+                            and (newest is None or e.version > newest.version)]  # before or concurrent
+                if newest is not None and newest.kind == "put" and not deleting:
+                    out["missing"].append({"id": ext, "read": asdict(read), "completed": asdict(newest)})
+                later_delete = [e for e in mine if e.kind == "delete" and e.version > seen and e.t0 < read.t1]
+                if seen and not later_delete:
+                    out["going_back"].append({"id": ext, "read": asdict(read), "had_seen": seen})
+                continue
+            write = by_marker.get(marker)
+            if write is None or write.id != ext:
+                out["unknown_marker"].append({"id": ext, "read": asdict(read), "marker": marker})
+                continue
+            if write.version < seen:
+                out["going_back"].append({"id": ext, "read": asdict(read), "had_seen": seen,
+                                          "saw": write.version})
+            if read.kind == "get" and newest is not None and newest.version > write.version:
+                out["stale"].append({"id": ext, "read": asdict(read), "saw": write.version,
+                                     "completed": newest.version})
+            seen = max(seen, write.version)
+    for key in ("lost_updates", "failed_versions", "missing", "going_back", "stale", "unknown_marker"):
+        out[f"{key}_n"] = len(out[key])
+        out[key] = out[key][:5]
+    out["ok"] = not any(out[f"{key}_n"] for key in ("lost_updates", "missing", "going_back", "stale",
+                                                      "unknown_marker", "failed_versions"))
+    return out
+
+
+def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, worker_kills: int = 3,
+                store_kills: int = 1, backend: str = "arcadedb", think_s: float = 0.3,
+                workdir: Path | None = None) -> dict:
+    """Run the service, the clients and the faults, drain, check; returns (and writes
+    ``history.json``) the results. The worker kills land while a version is running, spread
+    over the writes; the store kill after the first worker kill."""
+    import shutil
+
+    from pathweave import store_server
+    from pathweave.settings import ApiSettings, get_settings
+    from pathweave_api.keys import key_store_for
+    from pathweave_bench.api import same_graph
+    from pathweave_bench.common import git_commit, machine_info, wait_for
+    from pathweave_bench.soak import APPROXIMATE_SLACK, Service
+
+    own_dir = workdir is None
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="pathweave-bench-history-"))
+    settings = get_settings().model_copy(update={"data_dir": workdir})
+    settings = settings.model_copy(update={"store": settings.store.model_copy(update={"backend": backend, "uri": ""})})
+    external = [f"policy-{n}" for n in range(ids)]
+    history = History()
+    service = Service(workdir, llm=False, backend=backend)
+    results: dict = {"machine": machine_info(), "commit": git_commit(), "backend": backend, "writes": writes,
+                     "ids": ids, "writers": writers}
+    try:
+        store_server.start(settings, owner=os.getpid())  # this run's store: it stops when the run ends
+        service.start_redis()
+        keys = key_store_for(ApiSettings(keys_file=service.keys_file), workdir)
+        token, _ = keys.create(TENANT, "history", rate_limit_per_s=0, scope="ingest")
+        replay_token, _ = keys.create(f"{TENANT}-replay", "replay", rate_limit_per_s=0, scope="ingest")
+        service.start_worker()
+        service.start_api()
+        history.started = time.monotonic()
+        stop, reading = threading.Event(), threading.Event()
+        budget, lock = [writes], threading.Lock()
+        clients = [threading.Thread(target=writer, name=f"writer-{n}", daemon=True,
+                                    args=(service.url, token, external, n, budget, lock, history, stop, think_s))
+                   for n in range(writers)]
+        side = [threading.Thread(target=reader, name="reader", daemon=True,
+                                 args=(service.url, token, external, history, reading)),
+                threading.Thread(target=poller, name="poller", daemon=True,
+                                 args=(service.url, token, history, reading))]
+        for thread in clients + side:
+            thread.start()
+        faults = ["worker"] * worker_kills
+        faults[1:1] = ["store"] * store_kills
+        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+            for number, fault in enumerate(faults):
+                # spread over the writes; a worker is killed while one of its versions runs
+                wait_for(lambda: budget[0] <= writes * (1 - (number + 1) / (len(faults) + 1)), 900, "writes")
+                if fault == "worker":
+                    _wait_running(client, history, 60.0)
+                history.faults.append({"t": history.now(), "fault": fault, **service.kill(fault)})
+        for thread in clients:
+            thread.join(900)
+        drain_started = time.monotonic()
+        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+            wait_for(lambda: all(e.outcome for e in history.events if e.kind == "put" and e.job_id), 900,
+                     "every accepted version", interval=1.0)
+            time.sleep(1.0)  # the reader sees the drained state too
+            reading.set()
+            for thread in side:
+                thread.join(120)
+            final = {}
+            for ext, doc_id in doc_ids(external).items():
+                response = client.get(f"/v1/documents/{doc_id}")
+                final[ext] = _marker(" ".join(p["text"] for p in response.json()["passages"]), ext) \
+                    if response.status_code == 200 else None
+        results["drain_s"] = round(time.monotonic() - drain_started, 1)
+        results["faults"] = history.faults
+        results["check"] = check(history, final)
+        results["graph"] = _replay(service, replay_token, final, external, settings, same_graph, APPROXIMATE_SLACK)
+        results["ok"] = results["check"]["ok"] and results["graph"]["same"]
+    finally:
+        service.processes.stop_all()
+        store_server.stop(settings)
+        if not results.get("ok"):
+            out.mkdir(parents=True, exist_ok=True)
+            results["history_file"] = str(history.dump(Path(out) / "history-failed.json"))
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (Path(out) / "history.json").write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+def _wait_running(client: httpx.Client, history: History, timeout: float) -> None:
+    """Until a PUT's version is running (a worker is mid-replacement), at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in [e for e in list(history.events) if e.kind == "put" and e.job_id and e.outcome is None][-5:]:
+            response = _call(client, "GET", f"/v1/jobs/{event.job_id}")
+            if response is not None and response.status_code == 200 and \
+                    response.json()["documents"][0]["status"] == "running":
+                return
+        time.sleep(0.05)
+
+
+def _replay(service, token: str, final: dict[str, str | None], external: list[str], settings, same_graph,
+            slack: int) -> dict:
+    """Ingest the final versions into a fresh tenant through the same API and compare the
+    two document graphs."""
+    from pathweave.store import open_store
+
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+        jobs = []
+        for ext in external:
+            if final.get(ext) not in (None, "?"):
+                jobs.append(client.put(f"/v1/documents/{ext}", json=body(ext, final[ext])).json()["job_id"])
+        deadline = time.monotonic() + 300
+        while any(client.get(f"/v1/jobs/{j}").json()["status"] in ("queued", "running") for j in jobs):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the replay's jobs did not finish")
+            time.sleep(0.5)
+    with open_store(settings, TENANT) as ran, open_store(settings, f"{TENANT}-replay") as clean:
+        counts, reference = ran.document_counts(), clean.document_counts()
+    return {"history": counts, "replay": reference, **same_graph(counts, reference, slack=slack)}
+
+
+def print_table(results: dict, console) -> None:
+    from rich.table import Table
+
+    c = results["check"]
+    table = Table(title=f"History check ({results['backend']}): {c['writes']} versions over {results['ids']} ids")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    rows = [("PUTs / DELETEs accepted", f"{c['puts']} / {c['deletes']}"), ("reads", str(c["reads"])),
+            ("versions by outcome", ", ".join(f"{k} {v}" for k, v in sorted(c["outcomes"].items()))),
+            ("worker kills / store kills", f"{sum(f['fault'] == 'worker' for f in results['faults'])} / "
+                                           f"{sum(f['fault'] == 'store' for f in results['faults'])}"),
+            ("lost updates", str(c["lost_updates_n"])), ("failed versions", str(c["failed_versions_n"])),
+            ("missing windows", str(c["missing_n"])), ("going back", str(c["going_back_n"])),
+            ("stale reads", str(c["stale_n"])), ("graph equal to the replay", str(results["graph"]["same"])),
+            ("drain (s)", str(results["drain_s"]))]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+if __name__ == "__main__":  # check a saved history again: python -m pathweave_bench.history FILE
+    print(json.dumps(check(History.load(Path(sys.argv[1]))), indent=1))
