@@ -60,13 +60,15 @@ RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, 
 
 // name: doc_accept
 // A new version of each document (status node locked by doc_lock in this transaction):
-// version + 1, queued under $job_id, attempts and lease cleared. rows: {doc_id, title,
-// source, queued_at}. Returns each document's new version.
+// version + 1, queued under $job_id, attempts and lease cleared, the task payload (JSON) kept
+// until the version is done, so it can be queued again (doc_requeue). rows: {doc_id, title,
+// source, queued_at, payload}. Returns each document's new version.
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 SET s.version = coalesce(s.version, 0) + 1, s.status = 'queued', s.job_id = $job_id, s.title = row.title,
     s.source = row.source, s.queued_at = row.queued_at, s.attempts = 0, s.error = null,
-    s.started_at = null, s.finished_at = null, s.seconds = null, s.lease_until = null, s.worker = null
+    s.started_at = null, s.finished_at = null, s.seconds = null, s.lease_until = null, s.worker = null,
+    s.payload = row.payload
 RETURN s.doc_id AS doc_id, s.version AS version;
 
 // name: doc_status_already_done
@@ -130,7 +132,7 @@ UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant AND s.version = row.version
 SET s.status = 'done', s.error = null, s.finished_at = row.finished_at, s.seconds = row.seconds,
     s.passages = row.passages, s.propositions = row.propositions, s.entities = row.entities,
-    s.triples = row.triples, s.applied_version = row.version, s.lease_until = null
+    s.triples = row.triples, s.applied_version = row.version, s.lease_until = null, s.payload = null
 RETURN s.doc_id AS doc_id;
 
 // name: doc_status_retry
@@ -150,6 +152,32 @@ WHERE s.tenant = $tenant AND s.version = row.version AND s.status IN ['queued', 
 SET s.status = 'failed', s.error = row.error, s.finished_at = row.finished_at, s.lease_until = null
 RETURN s.doc_id AS doc_id;
 
+// name: doc_requeue_candidates
+// Versions to run again (pathweave jobs requeue, POST /v1/jobs/requeue, the in-process
+// queue's reaper): with $failed the failed ones, always those running under a lease that ran
+// out before $now (ms; their worker died and no delivery took them over), with $queued the
+// queued ones (their message was in a queue that is gone). Only those whose payload is kept.
+MATCH (s:DocumentStatus) WHERE s.tenant = $tenant AND s.payload IS NOT NULL
+  AND (($failed AND s.status = 'failed') OR ($queued AND s.status = 'queued')
+       OR (s.status = 'running' AND coalesce(s.lease_until, 0) < $now))
+RETURN s.doc_id AS doc_id, s.version AS version, s.payload AS payload
+ORDER BY s.doc_id
+LIMIT $limit;
+
+// name: doc_requeue
+// Back to queued under $job_id (compare-and-set: the same version, still failed, queued, or
+// running under a lease that ran out before $now). A failed version starts its attempts over
+// (a person asked); a dead worker's keeps them, so a document that kills workers still runs out.
+// rows: {doc_id, version}. Returns those queued.
+UNWIND $rows AS row
+MATCH (s:DocumentStatus {doc_id: row.doc_id})
+WHERE s.tenant = $tenant AND s.version = row.version
+  AND (s.status IN ['failed', 'queued'] OR (s.status = 'running' AND coalesce(s.lease_until, 0) < $now))
+SET s.attempts = CASE WHEN s.status = 'failed' THEN 0 ELSE coalesce(s.attempts, 0) END
+SET s.status = 'queued', s.job_id = $job_id, s.error = null, s.lease_until = null, s.worker = null,
+    s.queued_at = $queued_at, s.finished_at = null
+RETURN s.doc_id AS doc_id;
+
 // name: doc_mark_deleted
 // A DELETE (or a folder sync's removal) accepted as a new version of each of $ids, whose
 // status nodes doc_lock holds in this transaction: the tombstone keeps the version counter,
@@ -158,7 +186,7 @@ UNWIND $ids AS id
 MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 WITH s, coalesce(s.version, 0) + 1 AS version
 SET s.version = version, s.status = 'deleted', s.applied_version = version, s.finished_at = $finished_at,
-    s.error = null, s.lease_until = null, s.worker = null
+    s.error = null, s.lease_until = null, s.worker = null, s.payload = null
 RETURN s.doc_id AS doc_id, version;
 
 // name: document_counts

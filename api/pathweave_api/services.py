@@ -17,6 +17,7 @@ from pathweave_api.keys import KeyStore
 from pathweave_api.limits import AuthThrottle, RateLimiter
 from pathweave_api.problems import ApiProblem
 from pathweave.errors import is_transient
+from pathweave_ingest import jobs
 from pathweave_ingest.tasks import InProcessQueue, QueueFull
 from pathweave_ingest.worker_runtime import Runtime
 
@@ -107,6 +108,7 @@ class Services:
         self._lock = threading.Lock()
         self.warm_error: str | None = None
         self._warm_thread: threading.Thread | None = None
+        self._reaper: threading.Thread | None = None
         self._stopping = threading.Event()
 
     @property
@@ -122,6 +124,32 @@ class Services:
         if self.api.preload:
             self._warm_thread = threading.Thread(target=self._warm, name="pathweave-warm", daemon=True)
             self._warm_thread.start()
+        if not self.ws.broker_url:  # no broker redelivers what a dead process was running: reap it here
+            self._reaper = threading.Thread(target=self._reap, name="pathweave-reaper", daemon=True)
+            self._reaper.start()
+
+    def _reap(self) -> None:
+        """The in-process queue's reaper: every ``worker.lease_s`` seconds, each tenant's
+        documents whose worker died with their lease are queued again (their attempts kept);
+        the first sweep also takes the versions left queued (the queue of a process that
+        exited is gone). Tenants are those of the key store."""
+        from pathweave_api.routers.documents import dispatch
+
+        first = True
+        while not self._stopping.wait(0.5 if first else self.ws.lease_s):
+            try:
+                tenants = sorted({key.tenant for key in self.keys.list(include_revoked=False)})
+                for tenant in tenants:
+                    store = self.runtime.store(tenant)
+                    sub = jobs.requeue(store, jobs.new_job_id(), self.ws.batch_size(self.runtime.device),
+                                       self.dispatcher.mode, failed=False, queued=first)
+                    if sub.to_enqueue:
+                        log.warning("reaper: %d document(s) of tenant %r queued again (job %s)",
+                                    len(sub.to_enqueue), tenant, sub.job_id)
+                        dispatch(self, tenant, store, sub, sub.to_enqueue)
+                first = False
+            except Exception as exc:  # noqa: BLE001 - the store is away: the next sweep retries
+                log.warning("reaper sweep failed: %s: %s", type(exc).__name__, str(exc)[:300])
 
     @property
     def needs_extractor(self) -> bool:

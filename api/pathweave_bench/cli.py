@@ -144,12 +144,14 @@ def bench_soak(
 
 @bench_app.command("history")
 def bench_history(
-    writes: int = typer.Option(200, min=1, help="Versions written (PUT and DELETE) by the clients together."),
+    writes: int = typer.Option(220, min=1, help="Write requests (PUT and DELETE) of the clients together (a "
+                                                "DELETE of an absent id is no version: about 200 versions)."),
     ids: int = typer.Option(5, min=1, help="External ids they write."),
     writers: int = typer.Option(4, min=1, help="Concurrent writing clients."),
     worker_kills: int = typer.Option(3, min=0, help="SIGKILLs of the worker, each while a version runs."),
     store_kills: int = typer.Option(1, min=0, help="SIGKILLs of the store server."),
     backend: str = typer.Option("arcadedb", help="The managed store: arcadedb or neo4j."),
+    think_s: float = typer.Option(1.0, min=0.0, help="Each writer's mean pause between writes (s)."),
     out: Path = typer.Option(Path("bench-results"), help="Where history.json (and a failing history) go."),
 ) -> None:
     """A register checker for versioned documents (issue 42): concurrent PUTs and DELETEs of a
@@ -160,7 +162,7 @@ def bench_history(
 
     if backend not in ("arcadedb", "neo4j"):
         raise typer.BadParameter("use arcadedb or neo4j", param_hint="--backend")
-    results = run_history(out, writes, ids, writers, worker_kills, store_kills, backend)
+    results = run_history(out, writes, ids, writers, worker_kills, store_kills, backend, think_s)
     print_table(results, stdout_console())
     if not results["ok"]:
         raise typer.Exit(1)

@@ -23,6 +23,7 @@ from pathweave.retrieval.modes import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
 from pathweave_cli.aliases import aliases_app
+from pathweave_cli.jobs import jobs_app
 from pathweave_cli.llm import llm_app
 from pathweave_cli.models import models_app, reembed
 from pathweave_cli.train import train_app
@@ -357,6 +358,7 @@ app.add_typer(service.keys_app, name="keys")
 app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
 app.add_typer(aliases_app, name="aliases")
+app.add_typer(jobs_app, name="jobs")
 app.add_typer(train_app, name="train")
 app.add_typer(models_app, name="models")
 app.command("reembed")(reembed)

@@ -21,7 +21,7 @@ from pathweave_ingest.lifecycle import now_iso
 from pathweave_ingest.loaders import Segment, SourceDocument
 
 __all__ = ["Submission", "batches_of", "create_job", "delete_document", "job_status", "list_documents",
-           "mark_failed", "new_job_id", "now_iso", "payloads", "to_source"]
+           "mark_failed", "new_job_id", "now_iso", "payloads", "requeue", "to_source"]
 
 
 def new_job_id() -> str:
@@ -80,6 +80,23 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch
 
     enqueue, done = store.execute_write(work)
     return Submission(job_id, enqueue, [d["doc_id"] for d in done])
+
+
+def requeue(store: GraphStore, job_id: str, batch_size: int, queue: str, failed: bool = True,
+            queued: bool = False) -> Submission:
+    """Queue again, under a new job ``job_id``, the versions that need it
+    (:func:`pathweave_ingest.lifecycle.requeue_in`: failed ones when ``failed``, those whose
+    worker died with their lease, queued ones when ``queued``), in ONE transaction with the
+    job. Nothing is enqueued here: ``to_enqueue`` holds their payloads."""
+    def work(run):
+        docs = lifecycle.requeue_in(run, job_id, failed, queued)
+        if docs:
+            run("job_create", job_id=job_id, created_at=now_iso(), doc_ids=[d["doc_id"] for d in docs],
+                versions=[d["version"] for d in docs], total=len(docs),
+                batches=(len(docs) + batch_size - 1) // batch_size, queue=queue)
+        return docs
+
+    return Submission(job_id, store.execute_write(work), [])
 
 
 def batches_of(docs: list[dict[str, str]], size: int) -> list[list[dict[str, str]]]:

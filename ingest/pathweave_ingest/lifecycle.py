@@ -15,6 +15,7 @@ so concurrent writes of one document are serialized and the last accepted one wi
     finish            running(v)            -> done(v)          only if v is still the newest
     retry             running(v)            -> queued(v)        a failed attempt, attempts left
     fail              queued|running(v)     -> failed(v)        attempts used up (the old version stays visible)
+    requeue           failed(v) | running(v), lease out -> queued(v)   jobs requeue, the in-process reaper
     delete            any(v)                -> deleted(v+1)     the graph removed in the same transaction
 
 A batch carries the version each document was accepted at. A worker whose version is no
@@ -27,6 +28,7 @@ fails leaves the old one visible. A job reads each of its documents through
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -76,8 +78,8 @@ def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
 
 
 def _status_rows(items: Iterable[dict[str, Any]], queued_at: str) -> list[dict[str, Any]]:
-    return [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"], "queued_at": queued_at}
-            for d in items]
+    return [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"], "queued_at": queued_at,
+             "payload": json.dumps(d, ensure_ascii=False)} for d in items]
 
 
 def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
@@ -193,6 +195,20 @@ def fail(store: GraphStore, docs: Iterable[dict[str, Any]], error: str) -> list[
     rows = [{"doc_id": d["doc_id"], "version": int(d.get("version") or 0), "error": error,
              "finished_at": now_iso()} for d in docs]
     return [row["doc_id"] for row in store.run("doc_status_failed", rows=rows)] if rows else []
+
+
+def requeue_in(run: Run, job_id: str, failed: bool, queued: bool, limit: int = 10_000) -> list[dict[str, Any]]:
+    """Inside the caller's write transaction: the versions to run again (``failed`` ones when
+    asked, always those running under a lease that ran out, ``queued`` ones when asked: their
+    queue is gone) back to ``queued`` under ``job_id`` (compare-and-set on the version).
+    Returns their payloads (kept since acceptance) with their ``version``."""
+    now = now_ms()
+    found = run("doc_requeue_candidates", failed=failed, queued=queued, now=now, limit=limit)
+    if not found:
+        return []
+    taken = {row["doc_id"] for row in run("doc_requeue", job_id=job_id, now=now, queued_at=now_iso(),
+                                          rows=[{"doc_id": r["doc_id"], "version": r["version"]} for r in found])}
+    return [{**json.loads(r["payload"]), "version": int(r["version"])} for r in found if r["doc_id"] in taken]
 
 
 @dataclass

@@ -151,6 +151,9 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
         if status is None or status == "failed" or (status == "done" and lifecycle.is_current(state, doc)):
             outcome.skipped.append(doc["doc_id"])  # given up, or done by an earlier delivery
             continue
+        if status == "queued" and attempts >= ws.max_doc_attempts:  # requeued after its workers kept dying
+            gave_up.append(doc)
+            continue
         if status == "running" and doc["doc_id"] not in resumed:
             if int(state.get("lease_until") or 0) >= now:
                 outcome.skipped.append(doc["doc_id"])  # a live worker holds it (a duplicate delivery)

@@ -1,11 +1,14 @@
-"""Route ``GET /v1/jobs/{job_id}``: an ingestion job's progress."""
+"""Routes ``GET /v1/jobs/{job_id}`` (an ingestion job's progress) and ``POST
+/v1/jobs/requeue`` (admin: run again the documents that failed or whose worker died)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi.concurrency import run_in_threadpool
 
-from pathweave_api.auth import IngestKey
-from pathweave_api.models import HEX32_PATTERN, JobResponse
+from pathweave_api.auth import IngestKey, scoped
+from pathweave_api.keys import ApiKey
+from pathweave_api.models import HEX32_PATTERN, JobResponse, SubmitResponse
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import ServicesDep
 from pathweave_ingest import jobs
@@ -21,3 +24,27 @@ def get_job(key: IngestKey, svc: ServicesDep, job_id: Annotated[str, Path(patter
     if job is None:
         raise ApiProblem(404, f"no job {job_id} for this tenant", "not-found")
     return job
+
+
+@router.post("/v1/jobs/requeue", status_code=202, response_model=SubmitResponse, tags=["documents"],
+             summary="Queue failed and stuck documents again (admin)",
+             description=("Queues again, as one new job, the tenant's documents whose newest version failed "
+                          "(`failed=true`, the default; their attempts start over) and those whose worker died "
+                          "with their lease (always; their attempts are kept, so a document that kills its "
+                          "workers still runs out). Each keeps its version: a newer write still wins. Answers "
+                          "202 with the job (`Location: /v1/jobs/{id}`); `enqueued` 0 when nothing needed it."),
+             responses=errors(422))
+async def requeue(response: Response, key: Annotated[ApiKey, Depends(scoped("admin"))], svc: ServicesDep,
+                  failed: Annotated[bool, Query(description="Also the failed versions.")] = True):
+    from pathweave_api.routers.documents import check_queue, dispatch
+
+    def work():
+        check_queue(svc, 1)
+        store = svc.store(key.tenant)
+        batch_size = svc.ws.batch_size(svc.runtime.device)
+        sub = svc.guard(jobs.requeue, store, jobs.new_job_id(), batch_size, svc.dispatcher.mode, failed)
+        return dispatch(svc, key.tenant, store, sub, sub.to_enqueue)
+
+    result = await run_in_threadpool(work)
+    response.headers["Location"] = result["links"]["job"]
+    return result
