@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from datetime import datetime, timezone
 
 from pathweave.answer_records import answer_steps, read_answer, read_tree
@@ -104,6 +105,10 @@ def _cite_selected(store: GraphStore, selected: list[dict]) -> None:
         row["reference"] = cited[passage]["reference"] if passage in cited else None
 
 
+class RecordsBehind(RuntimeError):
+    """The record writer did not catch up within the wait a reader allows (retry later)."""
+
+
 class RecordWriter:
     """Writes reasoning records of one store/tenant on a background thread, in order.
 
@@ -129,9 +134,21 @@ class RecordWriter:
                 self._thread.start()
         self._queue.put(result)
 
-    def flush(self) -> None:
-        """Wait until every submitted record has been written."""
-        self._queue.join()
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every submitted record has been written, at most ``timeout_s`` seconds
+        (None: as long as it takes). Raises :class:`RecordsBehind` when they are not written
+        in time."""
+        if timeout_s is None:
+            self._queue.join()
+            return
+        deadline = time.monotonic() + timeout_s
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RecordsBehind(f"{self._queue.unfinished_tasks} reasoning record(s) still being written "
+                                        f"after {timeout_s:g} s")
+                self._queue.all_tasks_done.wait(remaining)
 
     def write_now(self, result: QueryResult) -> None:
         """Write ``result``'s record on the calling thread, after every record submitted

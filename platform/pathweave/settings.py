@@ -449,6 +449,9 @@ class ApiSettings(_Section):
     min_token_budget: int = Field(16, ge=1)
     max_token_budget: int = Field(100_000, ge=1)
     max_page: int = Field(500, ge=1)  # GET /v1/documents limit
+    # Reading reasoning records waits for the records of earlier queries (written off the
+    # query path) at most this long, then answers 503 with Retry-After.
+    record_wait_s: float = Field(10.0, gt=0)
 
     # Rate limit per API key: token bucket (requests per second, burst); 0 disables.
     rate_limit_per_s: float = Field(20.0, ge=0)

@@ -42,6 +42,17 @@ def enrich_record(store, record: dict) -> dict:
 
 
 
+def _caught_up(svc, tenant: str) -> None:
+    """Wait (at most ``api.record_wait_s``) until the records of earlier queries are written;
+    503 with Retry-After when the writer is behind."""
+    from pathweave.reasoning_records import RecordsBehind
+
+    try:
+        svc.guard(svc.runtime.retriever, tenant).flush(svc.api.record_wait_s)
+    except RecordsBehind as exc:
+        raise ApiProblem(503, f"{exc}; retry later", "records-behind", {"Retry-After": "5"}) from None
+
+
 def router(api: ApiSettings) -> APIRouter:
     """The reasoning-record routes under ``api``'s page limit."""
     router = APIRouter()
@@ -52,7 +63,7 @@ def router(api: ApiSettings) -> APIRouter:
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
         from pathweave.reasoning_records import read_reasoning_record
 
-        svc.guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        _caught_up(svc, key.tenant)  # records are written off the query path
         store = svc.store(key.tenant)
         rows = svc.guard(store.run, "api_query_get", query_id=query_id)
         if not rows:
@@ -72,7 +83,7 @@ def router(api: ApiSettings) -> APIRouter:
         if unknown:
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
                                   "use limit", "validation-error")
-        svc.guard(svc.runtime.retriever, key.tenant).flush()  # records are written off the query path
+        _caught_up(svc, key.tenant)  # records are written off the query path
         rows = svc.guard(svc.store(key.tenant).run, "api_queries_recent", limit=limit)
         return {"queries": rows[:limit], "limit": limit}
 

@@ -26,9 +26,11 @@ class Retriever(QueryResources):
     """Answers queries for one store/tenant: the :class:`~pathweave.retrieval.resources.QueryResources`
     the modes use, and the dispatch of a request to its mode. Thread-safe."""
 
-    def flush(self) -> None:
-        """Wait until the reasoning records of earlier queries are in the store."""
-        self.records.flush()
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until the reasoning records of earlier queries are in the store, at most
+        ``timeout_s`` seconds (None: unbounded). Raises
+        :class:`~pathweave.reasoning_records.RecordsBehind` when they are not."""
+        self.records.flush(timeout_s)
 
     def read_record(self, query_id: str) -> dict:
         """A reasoning record of this tenant, after the pending writes (see
