@@ -42,7 +42,7 @@ OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 OPTIONAL MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, s.status AS status,
        s.attempts AS attempts, s.version AS version, s.applied_version AS applied_version,
-       s.lease_until AS lease_until, s.worker AS worker;
+       s.lease_until AS lease_until, s.worker AS worker, coalesce(d.links_pending, false) AS links_pending;
 
 // name: doc_lock
 // First statement of a transaction that accepts writes (pathweave_ingest.lifecycle): the
@@ -95,12 +95,14 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
 // A worker takes documents (compare-and-set): only the newest accepted version ($rows'
 // version), only when it is queued, or running under an expired lease (its worker died)
 // or under this very task chain (resumed after a transient store error). rows: {doc_id,
-// version, count, resumed}: count 1 for a new attempt, 0 for a resumed one. $now and
+// version, count, resumed}: count 1 for a new attempt, 0 for a resumed one (only this
+// process's own, $worker). $now and
 // $lease_until: ms since the epoch. Returns the documents taken.
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id})
 WHERE s.tenant = $tenant AND s.version = row.version
-  AND (s.status = 'queued' OR (s.status = 'running' AND (row.resumed OR coalesce(s.lease_until, 0) < $now)))
+  AND (s.status = 'queued'
+       OR (s.status = 'running' AND ((row.resumed AND s.worker = $worker) OR coalesce(s.lease_until, 0) < $now)))
 SET s.status = 'running', s.attempts = coalesce(s.attempts, 0) + row.count, s.started_at = $started_at,
     s.worker = $worker, s.lease_until = $lease_until
 RETURN s.doc_id AS doc_id;
@@ -172,7 +174,8 @@ LIMIT $limit;
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id})
 WHERE s.tenant = $tenant AND s.version = row.version
-  AND (s.status IN ['failed', 'queued'] OR (s.status = 'running' AND coalesce(s.lease_until, 0) < $now))
+  AND (($failed AND s.status = 'failed') OR ($queued AND s.status = 'queued')
+       OR (s.status = 'running' AND coalesce(s.lease_until, 0) < $now))
 SET s.attempts = CASE WHEN s.status = 'failed' THEN 0 ELSE coalesce(s.attempts, 0) END
 SET s.status = 'queued', s.job_id = $job_id, s.error = null, s.lease_until = null, s.worker = null,
     s.queued_at = $queued_at, s.finished_at = null
@@ -219,6 +222,22 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
        s.started_at AS started_at, s.finished_at AS finished_at, s.seconds AS seconds,
        s.passages AS passages, s.propositions AS propositions, s.entities AS entities,
        s.triples AS triples, s.version AS version;
+
+// name: documents_links_pending
+// The documents $ids were just written (inside their write transaction): their entities'
+// synonymy and alias links are still to do (cleared by documents_linked; a worker that finds
+// the flag repairs them, whatever version came since).
+UNWIND $ids AS id
+MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
+SET d.links_pending = true
+RETURN count(d) AS n;
+
+// name: documents_linked
+// The entities of the documents $ids are linked (synonymy edges, alias groups).
+UNWIND $ids AS id
+MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant AND d.links_pending IS NOT NULL
+REMOVE d.links_pending
+RETURN count(d) AS n;
 
 // name: document_entity_embeddings
 // Entities mentioned by the passages of $ids (synonymy repair after a crashed attempt).

@@ -114,12 +114,15 @@ class Services:
     @property
     def dispatcher(self):
         with self._lock:
+            if self._stopping.is_set():
+                raise RuntimeError("the API is stopping: nothing is queued any more")
             if self._dispatcher is None:
                 self._dispatcher = CeleryDispatcher(self.ws) if self.ws.broker_url else LocalDispatcher(
                     self.runtime, self.ws)
             return self._dispatcher
 
     def start(self) -> None:
+        self._stopping.clear()
         _ = self.dispatcher
         if self.api.preload:
             self._warm_thread = threading.Thread(target=self._warm, name="pathweave-warm", daemon=True)
@@ -139,10 +142,14 @@ class Services:
         while not self._stopping.wait(0.5 if first else self.ws.lease_s):
             try:
                 tenants = sorted({key.tenant for key in self.keys.list(include_revoked=False)})
+                size = self.ws.batch_size(self.runtime.device)
                 for tenant in tenants:
+                    free = self.dispatcher.queue.free() - 1  # leave room for the API's own submissions
+                    if self._stopping.is_set() or free <= 0:
+                        break
                     store = self.runtime.store(tenant)
-                    sub = jobs.requeue(store, jobs.new_job_id(), self.ws.batch_size(self.runtime.device),
-                                       self.dispatcher.mode, failed=False, queued=first)
+                    sub = jobs.requeue(store, jobs.new_job_id(), size, self.dispatcher.mode, failed=False,
+                                       queued=first, limit=free * size)
                     if sub.to_enqueue:
                         log.warning("reaper: %d document(s) of tenant %r queued again (job %s)",
                                     len(sub.to_enqueue), tenant, sub.job_id)
@@ -174,6 +181,8 @@ class Services:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self._reaper is not None:
+            self._reaper.join(30)
         with self._lock:
             dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None:

@@ -83,13 +83,13 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch
 
 
 def requeue(store: GraphStore, job_id: str, batch_size: int, queue: str, failed: bool = True,
-            queued: bool = False) -> Submission:
+            queued: bool = False, limit: int = 10_000) -> Submission:
     """Queue again, under a new job ``job_id``, the versions that need it
     (:func:`pathweave_ingest.lifecycle.requeue_in`: failed ones when ``failed``, those whose
     worker died with their lease, queued ones when ``queued``), in ONE transaction with the
-    job. Nothing is enqueued here: ``to_enqueue`` holds their payloads."""
+    job, at most ``limit`` of them. Nothing is enqueued here: ``to_enqueue`` holds their payloads."""
     def work(run):
-        docs = lifecycle.requeue_in(run, job_id, failed, queued)
+        docs = lifecycle.requeue_in(run, job_id, failed, queued, limit)
         if docs:
             run("job_create", job_id=job_id, created_at=now_iso(), doc_ids=[d["doc_id"] for d in docs],
                 versions=[d["version"] for d in docs], total=len(docs),

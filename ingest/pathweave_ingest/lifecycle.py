@@ -207,6 +207,7 @@ def requeue_in(run: Run, job_id: str, failed: bool, queued: bool, limit: int = 1
     if not found:
         return []
     taken = {row["doc_id"] for row in run("doc_requeue", job_id=job_id, now=now, queued_at=now_iso(),
+                                          failed=failed, queued=queued,
                                           rows=[{"doc_id": r["doc_id"], "version": r["version"]} for r in found])}
     return [{**json.loads(r["payload"]), "version": int(r["version"])} for r in found if r["doc_id"] in taken]
 

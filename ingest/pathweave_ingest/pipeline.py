@@ -54,6 +54,10 @@ from pathweave.apr.writes import TripleRef, fact_run_rows, triple_ref
 T = TypeVar("T")
 
 
+class StaleBatch(RuntimeError):
+    """Nodes a prepared group links to were removed by a concurrent transaction: prepare it again."""
+
+
 @dataclass
 class IngestReport:
     """Outcome of one ingestion: counts, errors (file/item and reason) and seconds."""
@@ -197,12 +201,14 @@ class Pipeline:
                 report.change.merge(self._remove(gone))
         entities, aliases = self._write_documents(todo, replace, versions or {}, len(unique) - len(todo), report,
                                                   on_progress)
-        if entities or aliases:  # the links written after the groups' transactions
-            with report.profile.stage("change"):
+        with report.profile.stage("change"):
+            if entities or aliases:  # the links written after the groups' transactions
                 linked = DocumentChange(alias_entity_ids=aliases)
                 self.store.execute_write(lambda run: record_change(run, self.store, linked, entities))
                 self.store.backend.graph_changed(self.store)
                 report.change.merge(linked)
+            if report.written:  # linked and recorded: no repair needed (tasks.repair_links otherwise)
+                self.store.run("documents_linked", ids=list(dict.fromkeys(report.written)))
         report.documents_replaced = len(set(report.written) & replace)
         report.documents_removed = len(report.change.removed_doc_ids)
         report.seconds = time.perf_counter() - started
@@ -323,15 +329,28 @@ class Pipeline:
             embedder_record.guard(run, self.store, self.embedder)  # still this embedder's tenant, not re-embedding
             old = timed("change", lambda: (lifecycle.fence(run, fenced),
                                            [p for doc_id in replaced for p in detach_document(run, doc_id)])[1])
+            timed("lookup", lambda: self._still_stored(run, batch))
             for name, params in steps:
                 timed("apr_codes" if name.startswith("apr_") else "write", lambda: run(name, **params))
             timed("change", lambda: (remove_passages(run, old, change, self.store.dimensions),
+                                     run("documents_links_pending", ids=[doc_id for doc_id, _ in group]),
                                      record_change(run, self.store, change)))
             return change
 
         change = self.store.execute_write(work)
         self.store.backend.graph_changed(self.store)
         return change
+
+    @staticmethod
+    def _still_stored(run, batch: _Batch) -> None:
+        """Inside the write transaction: the nodes the batch found stored when it was prepared
+        (it links to them and wrote no vector for them) are still there. A concurrent swap or
+        deletion may have removed one since; raises :class:`StaleBatch` (the group is then
+        prepared again), so no edge is dropped and no node re-created without its vector."""
+        for label, (statement, _, _) in _EXISTING.items():
+            assumed = set(batch.texts.get(label, {})) - batch.new.get(label, set())
+            if assumed and {row["id"] for row in run(statement, ids=sorted(assumed))} != assumed:
+                raise StaleBatch(f"{label} nodes this group links to were removed meanwhile")
 
     def _steps(self, batch: _Batch) -> list[tuple[str, dict]]:
         """The group's write transaction: the UNWIND batches in :data:`_WRITE_ORDER`, then the

@@ -76,6 +76,7 @@ class BatchOutcome:
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)  # a newer version was accepted: not written
+    held: list[str] = field(default_factory=list)  # running under another worker's live lease: in retry
     failed: list[str] = field(default_factory=list)
     retry: list[dict[str, str]] = field(default_factory=list)
     passages: int = 0
@@ -155,8 +156,9 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
             gave_up.append(doc)
             continue
         if status == "running" and doc["doc_id"] not in resumed:
-            if int(state.get("lease_until") or 0) >= now:
-                outcome.skipped.append(doc["doc_id"])  # a live worker holds it (a duplicate delivery)
+            if int(state.get("lease_until") or 0) >= now:  # a live lease: its worker runs it, or died just now
+                outcome.retry.append(doc)  # (a pool child's message comes back at once): later, not never
+                outcome.held.append(doc["doc_id"])
                 continue
             crashed = True  # an earlier attempt stopped mid-way and its lease ran out (worker killed)
             if attempts >= ws.max_doc_attempts:
@@ -170,13 +172,17 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
     taken = lifecycle.claim(store, todo, resumed, WORKER_NAME, ws.lease_s)
     outcome.skipped.extend(d["doc_id"] for d in todo if d["doc_id"] not in taken)  # another delivery took it
     todo = [d for d in todo if d["doc_id"] in taken]
+    # links (synonymy, aliases) an attempt that died after its swap left undone, whatever version
+    # came since (the entities it created are "stored" to the next version, which never links them)
+    unlinked = [d["doc_id"] for d in todo if (states.get(d["doc_id"]) or {}).get("links_pending")]
     pre_ingested = [d["doc_id"] for d in todo if lifecycle.is_current(states.get(d["doc_id"]), d)]
-    if pre_ingested:  # written by an attempt that died before its synonymy step: the graph first,
-        repair_links(store, runtime.settings, pre_ingested)  # so no document reads done before it is
-        outcome.repaired = pre_ingested
-    groups = [[doc] for doc in todo] if crashed else ([todo] if todo else [])
-    for group in groups:  # after a crash, one by one: a poison document only costs itself attempts
-        with lifecycle.Lease(store, group, WORKER_NAME, ws.lease_s):
+    with lifecycle.Lease(store, todo, WORKER_NAME, ws.lease_s):  # every claimed document, until the end
+        repair = sorted(set(unlinked) | set(pre_ingested))
+        if repair:  # the graph first, so no document reads done before it is complete
+            repair_links(store, runtime.settings, repair)
+            outcome.repaired = repair
+        groups = [[doc] for doc in todo] if crashed else ([todo] if todo else [])
+        for group in groups:  # after a crash, one by one: a poison document only costs itself attempts
             _ingest(runtime, store, tenant, group, states, resumed, outcome)
 
 
@@ -258,6 +264,7 @@ def repair_links(store: GraphStore, settings, doc_ids: list[str]) -> int:
                               {row["id"]: row["norm_name"] for row in rows})
     passages = [row["id"] for row in store.run("document_passage_ids", ids=doc_ids)]
     store.record_change(added=passages, entities=[row["id"] for row in rows], aliases=links.alias_changes)
+    store.run("documents_linked", ids=doc_ids)
     return links.synonym_edges
 
 

@@ -7,6 +7,7 @@ lives behind :class:`pathweave.backends.Backend` (``store.backend``).
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -21,6 +22,10 @@ from pathweave.settings import Settings
 
 _SCHEMA_PREFIX = "constraint_"
 T = TypeVar("T")
+
+
+CONFLICT_RETRIES = 8
+"""How often :meth:`GraphStore.execute_write` runs a transaction again after a write conflict."""
 
 
 def batched(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -85,16 +90,28 @@ class GraphStore:
             session.execute_write(work)
 
     def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
-        """Run ``work(run)`` in ONE managed write transaction (retried on transient errors,
-        so ``work`` must start over cleanly): ``run(name, **params) -> rows`` runs named
-        statements inside it for the tenant. Returns what ``work`` returns."""
+        """Run ``work(run)`` in ONE managed write transaction (retried on transient errors and
+        on write conflicts, so ``work`` must start over cleanly): ``run(name, **params) -> rows``
+        runs named statements inside it for the tenant. Returns what ``work`` returns.
+
+        The driver retries what Neo4j reports as transient (lock timeouts, deadlocks); a write
+        conflict of ArcadeDB's optimistic transactions (two writers changed one record, e.g.
+        the tenant's graph-version node) is retried here, at most :data:`CONFLICT_RETRIES`
+        times with a short random pause."""
         def transaction(tx):
             def run(name: str, **params: Any) -> list[dict[str, Any]]:
                 return [r.data() for r in tx.run(statement(name), {"tenant": self.tenant, **params})]
             return work(run)
 
-        with self.driver.session(database=self.database) as session:
-            return session.execute_write(transaction)
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with self.driver.session(database=self.database) as session:
+                    return session.execute_write(transaction)
+            except Exception as exc:
+                if attempt == CONFLICT_RETRIES or "concurrentmodification" not in str(exc).lower():
+                    raise
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def write_all(self, steps: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> None:
         """Write several named UNWIND batches in ONE transaction (used per group of
@@ -203,8 +220,9 @@ def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 
         return _open_neo4j(settings.store.uri, settings.store.user, settings.store.password,
                            settings.store.database, settings, tenant, dimensions)
     # started here or by another process, the managed server runs while any process using it does
-    info = store_server.start(settings, owner=os.getpid())
+    # (registered first: the process that started it may exit before this one connects)
     store_server.register_user(settings)
+    info = store_server.start(settings, owner=os.getpid())
     if settings.store.backend == "neo4j":
         return _open_neo4j(info.bolt_uri, info.user, info.password, info.database, settings, tenant, dimensions)
     driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
