@@ -48,8 +48,11 @@ RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, 
 // First statement of a transaction that accepts writes (pathweave_ingest.lifecycle): the
 // status node of each of $ids, created at version 0 when the document has none, is
 // written, so this transaction holds its lock until it commits and concurrent accepts of
-// one document are serialized. Returns the head as this transaction sees it.
+// one document are serialized. Returns the head as this transaction sees it; an id whose
+// head belongs to another tenant gives no row (and nothing of it is touched).
 UNWIND $ids AS id
+OPTIONAL MATCH (other:DocumentStatus {doc_id: id}) WHERE other.tenant <> $tenant
+WITH id, other WHERE other IS NULL
 MERGE (s:DocumentStatus {doc_id: id})
 ON CREATE SET s.tenant = $tenant, s.version = 0
 SET s.locked_by = $owner

@@ -12,16 +12,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pathweave_api import metrics
 from pathweave_api.keys import ApiKey, KeyStore
-from pathweave_api.limits import KdfBusy, retry_after_header
+from pathweave_api.limits import KdfBusy, too_many
 from pathweave_api.problems import ApiProblem
 from pathweave_api.services import ServicesDep
 
 bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer pw_<id>_<secret>`.")
-
-def too_many(detail: str, kind: str, wait: float) -> ApiProblem:
-    """429 whose detail names the same whole seconds as its ``Retry-After``."""
-    seconds = retry_after_header(wait)
-    return ApiProblem(429, f"{detail}; retry in {seconds} s", kind, {"Retry-After": seconds})
 
 def principal(request: Request, svc: ServicesDep,
               creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from pathweave_api.problems import PROBLEM_MEDIA_TYPE
+from pathweave_api.problems import PROBLEM_MEDIA_TYPE, ApiProblem
 
 
 class BodyLimitMiddleware:
@@ -102,6 +102,12 @@ class RateLimiter:
 
 def retry_after_header(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
+
+
+def too_many(detail: str, kind: str, wait: float) -> ApiProblem:
+    """429 whose detail names the same whole seconds as its ``Retry-After``."""
+    seconds = retry_after_header(wait)
+    return ApiProblem(429, f"{detail}; retry in {seconds} s", kind, {"Retry-After": seconds})
 
 
 class AuthThrottle:

@@ -136,7 +136,7 @@ class Services:
         documents whose worker died with their lease are queued again (their attempts kept);
         the first sweep also takes the versions left queued (the queue of a process that
         exited is gone). Tenants are those of the key store."""
-        from pathweave_api.routers.documents import dispatch
+        from pathweave_api.submissions import dispatch  # it imports this module's type only
 
         first = True
         while not self._stopping.wait(0.5 if first else self.ws.lease_s):

@@ -90,6 +90,9 @@ def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
     other takes the next version, ``queued``. Returns ``(to_enqueue, already_done)``: the
     payloads with their ``version`` added."""
     heads = {row["doc_id"]: row for row in run("doc_lock", ids=[d["doc_id"] for d in docs], owner=job_id)}
+    missing = [d["doc_id"] for d in docs if d["doc_id"] not in heads]
+    if missing:  # ids are hashes of the tenant: only a forged payload names another tenant's document
+        raise ValueError(f"document ids of another tenant: {missing[:3]}")
     enqueue, done = [], []
     for doc in docs:
         head = heads[doc["doc_id"]]
@@ -124,8 +127,8 @@ def delete(store: GraphStore, doc_id: str) -> dict[str, Any]:
     ``{doc_id, version, removed: counts}``; raises :class:`NoSuchDocument` (nothing written)
     when the tenant never had the document."""
     def work(run: Run) -> tuple[int, DocumentChange]:
-        head = run("doc_lock", ids=[doc_id], owner="delete")[0]
-        if not head["ingested"] and (head["status"] in (None, "deleted")):
+        heads = run("doc_lock", ids=[doc_id], owner="delete")  # none: another tenant's id
+        if not heads or (not heads[0]["ingested"] and heads[0]["status"] in (None, "deleted")):
             raise NoSuchDocument(doc_id)  # rolls the lock's MERGE back
         version = int(run("doc_mark_deleted", ids=[doc_id], finished_at=now_iso())[0]["version"])
         change = DocumentChange()
@@ -145,7 +148,7 @@ def remove_in(run: Run, store: GraphStore, doc_ids: list[str], change: DocumentC
     it has one, or a new one) takes the next version as a tombstone and its graph is removed."""
     if not doc_ids:
         return
-    run("doc_lock", ids=doc_ids, owner="sync")
+    doc_ids = [row["doc_id"] for row in run("doc_lock", ids=doc_ids, owner="sync")]
     run("doc_mark_deleted", ids=doc_ids, finished_at=now_iso())
     remove_documents(run, doc_ids, change, store.dimensions)
 

@@ -101,9 +101,10 @@ def test_the_pathweave_command_has_every_command():
             {g.name for g in typer_app.registered_groups}
 
     assert {"db", "ingest", "query", "demo", "serve", "worker", "explore", "keys", "bench", "llm", "aliases", "train",
-            "models", "reembed"} <= names(app)
+            "models", "reembed", "jobs"} <= names(app)
     bench = next(g.typer_instance for g in app.registered_groups if g.name == "bench")
-    assert names(bench) == {"musique", "scale", "api", "select", "qa", "extract", "reuse", "soak", "calibrate"}
+    assert names(bench) == {"musique", "scale", "api", "select", "qa", "extract", "reuse", "soak", "calibrate",
+                            "history"}
     help_text = CliRunner().invoke(app, ["bench", "--help"]).output
     assert all(name in help_text for name in ("musique", "scale", "api", "select", "qa", "extract", "reuse"))
 

@@ -27,6 +27,7 @@ def _routes(doc_id: str, job_id: str, query_id: str) -> list[tuple[str, str, str
          {"json": {"title": "Scoped", "text": "Replaced text."}}, "ingest"),
         ("DELETE", "/v1/documents/{doc_id}", f"/v1/documents/{doc_id}", {}, "ingest"),
         ("GET", "/v1/jobs/{job_id}", f"/v1/jobs/{job_id}", {}, "ingest"),
+        ("POST", "/v1/jobs/requeue", "/v1/jobs/requeue", {}, "admin"),
     ]
 
 

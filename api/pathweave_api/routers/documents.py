@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
-from pathweave_api.auth import IngestKey, too_many
+from pathweave_api.auth import IngestKey
 from pathweave_api.bodies import json_body, media_type, read_documents, read_files, require_json
 from pathweave_api.models import (
     DOC_ID_PATTERN,
@@ -23,10 +23,10 @@ from pathweave_api.models import (
     SubmitResponse,
 )
 from pathweave_api.problems import ApiProblem, errors
-from pathweave_api.services import Services, ServicesDep, log
+from pathweave_api.services import Services, ServicesDep
+from pathweave_api.submissions import check_queue, dispatch
 from pathweave_ingest import jobs
 from pathweave_ingest.loaders import SourceDocument
-from pathweave_ingest.tasks import QueueFull
 
 
 def submit(svc: Services, tenant: str, docs: list[SourceDocument]) -> dict[str, Any]:
@@ -39,48 +39,6 @@ def submit(svc: Services, tenant: str, docs: list[SourceDocument]) -> dict[str, 
     sub = svc.guard(jobs.create_job, store, jobs.new_job_id(), payloads, batch_size, svc.dispatcher.mode)
     metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
     return dispatch(svc, tenant, store, sub, payloads)
-
-
-def check_queue(svc: Services, batches: int) -> None:
-    """429 when the queue has no room for ``batches``, 503 when the broker is unreachable."""
-    try:
-        svc.dispatcher.check(batches)
-    except QueueFull as exc:
-        raise too_many(str(exc).removesuffix("; retry later"), "queue-full", 10.0) from None
-    except Exception as exc:  # noqa: BLE001
-        log.warning("broker unavailable: %s", exc)
-        raise ApiProblem(503, "the job queue (broker) is unavailable; retry later", "broker-unavailable",
-                         {"Retry-After": "10"}) from None
-
-
-def dispatch(svc: Services, tenant: str, store, sub: jobs.Submission, payloads: list[dict]) -> dict[str, Any]:
-    """Enqueue the batches of a created job ``sub`` (``payloads``: every document it names);
-    the ``SubmitResponse`` body. When the queue refuses them their versions are marked failed
-    (``jobs requeue`` runs them again) and 429 / 503 is raised."""
-    batch_size = svc.ws.batch_size(svc.runtime.device)
-    dispatcher = svc.dispatcher
-    batches = jobs.batches_of(sub.to_enqueue, batch_size)
-    try:
-        dispatcher.submit_all(tenant, sub.job_id, batches)
-    except Exception as exc:  # noqa: BLE001
-        full = isinstance(exc, QueueFull)
-        reason = str(exc) if full else "the job queue (broker) is unavailable"
-        svc.guard(jobs.mark_failed, store, sub.to_enqueue, f"not enqueued: {reason}")
-        if full:
-            raise too_many(reason, "queue-full", 10.0) from None
-        raise ApiProblem(503, f"{reason}; retry later", "broker-unavailable", {"Retry-After": "10"}) from None
-    metrics.BATCHES_ENQUEUED.labels(dispatcher.mode).inc(len(batches))
-    done = set(sub.already_done)
-    versions = {d["doc_id"]: d["version"] for d in sub.to_enqueue}
-    return {
-        "job_id": sub.job_id, "status": "queued" if sub.to_enqueue else "done", "total": len(payloads),
-        "enqueued": len(sub.to_enqueue), "already_ingested": len(done),
-        "batches": len(batches), "queue": dispatcher.mode,
-        "documents": [{"doc_id": p["doc_id"], "title": p["title"], "source": p["source"],
-                       "version": versions.get(p["doc_id"]),
-                       "status": "done" if p["doc_id"] in done else "queued"} for p in payloads],
-        "links": {"job": f"/v1/jobs/{sub.job_id}"},
-    }
 
 
 def router(api: ApiSettings) -> APIRouter:

@@ -11,6 +11,7 @@ from pathweave_api.keys import ApiKey
 from pathweave_api.models import HEX32_PATTERN, JobResponse, SubmitResponse
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import ServicesDep
+from pathweave_api.submissions import check_queue, dispatch
 from pathweave_ingest import jobs
 
 router = APIRouter()
@@ -36,8 +37,6 @@ def get_job(key: IngestKey, svc: ServicesDep, job_id: Annotated[str, Path(patter
              responses=errors(422))
 async def requeue(response: Response, key: Annotated[ApiKey, Depends(scoped("admin"))], svc: ServicesDep,
                   failed: Annotated[bool, Query(description="Also the failed versions.")] = True):
-    from pathweave_api.routers.documents import check_queue, dispatch
-
     def work():
         check_queue(svc, 1)
         store = svc.store(key.tenant)
