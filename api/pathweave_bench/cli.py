@@ -45,7 +45,7 @@ def bench_scale(
                                         "'scale') instead of a removed temporary one, to query it again."),
     backend: str = BACKEND_OPTION,
 ) -> None:
-    """Recall, latency, memory and freshness at 1x and with distractors (issue 10)."""
+    """Recall, latency, memory and freshness at 1x and with distractors."""
     from pathweave_bench.scale import run_scale
 
     run_scale(data, distractors or None, out, limit, keep, _backends(backend))
@@ -132,8 +132,7 @@ def bench_soak(
     keep: Optional[Path] = typer.Option(None, help="Keep the run's data dir in this new folder."),
 ) -> None:
     """The service (API, Celery worker, Redis, managed store) under mixed load with faults:
-    status codes, latency and RSS over time, documents' outcomes, a clean-replay graph check
-    (issue 35)."""
+    status codes, latency and RSS over time, documents' outcomes, a clean-replay graph check."""
     from pathweave_bench.soak import run_soak
 
     if keep is not None and keep.exists():
@@ -154,7 +153,7 @@ def bench_history(
     think_s: float = typer.Option(1.0, min=0.0, help="Each writer's mean pause between writes (s)."),
     out: Path = typer.Option(Path("bench-results"), help="Where history.json (and a failing history) go."),
 ) -> None:
-    """A register checker for versioned documents (issue 42): concurrent PUTs and DELETEs of a
+    """A register checker for versioned documents: concurrent PUTs and DELETEs of a
     few external ids under worker and store kills, every read recorded; lost updates, missing
     windows, going back, and the graph against a clean replay of the final versions."""
     from pathweave.terminal import stdout_console

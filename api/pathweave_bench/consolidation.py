@@ -1,4 +1,4 @@
-"""Alias consolidation on the MuSiQue sample (spec §3 "Entity consolidation"; issue 12's
+"""Alias consolidation on the MuSiQue sample (spec §3 "Entity consolidation";
 ``pathweave bench reuse`` reports these figures): entity count and PropRAG Recall@5 without
 alias groups and with them, measured in one run on the same store.
 

@@ -1,5 +1,5 @@
 """``pathweave bench extract``: how much of a passage's facts the LLM extractor's propositions
-keep (issue 11's ``--extractor llm``), beside the spaCy extractor in the same run.
+keep (``--extractor llm``), beside the spaCy extractor in the same run.
 
 Input: the supporting paragraphs of the first N MuSiQue questions (each once). A *hop* is
 one sub-question of a question's gold decomposition with the paragraph that supports it,

@@ -1,5 +1,5 @@
 """``pathweave bench history``: a register checker for versioned documents, in the style of
-Jepsen's (issue 42).
+Jepsen's.
 
 The real service on loopback (:class:`~pathweave_bench.soak.Service`: Redis, the API, one
 Celery worker, the managed store of ``backend``). ``writers`` clients concurrently PUT and

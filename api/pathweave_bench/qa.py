@@ -1,4 +1,4 @@
-"""``pathweave bench qa``: answer quality with an LLM on the MuSiQue sample (issue 11).
+"""``pathweave bench qa``: answer quality with an LLM on the MuSiQue sample.
 
 A fresh store (temporary data directory) ingests the 1,890-passage corpus with the
 default extractor; the LLM is section ``llm`` (``PATHWEAVE_LLM_*``) (the managed local server of the

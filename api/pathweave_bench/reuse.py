@@ -1,5 +1,5 @@
-"""``pathweave bench reuse``: APR's reuse across a session on the MuSiQue sample (issue 12,
-spec §3).
+"""``pathweave bench reuse``: APR's reuse across a session on the MuSiQue sample
+(spec §3).
 
 A fresh store (temporary data directory) ingests the corpus (with ``--limit N``: only the
 paragraphs of the first N questions) with the default extractor. For each question, a

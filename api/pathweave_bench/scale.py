@@ -1,4 +1,4 @@
-"""``pathweave bench scale``: the query path as the corpus grows (issue 10).
+"""``pathweave bench scale``: the query path as the corpus grows.
 
 One store, one tenant, default extractor. Size "base": the MuSiQue corpus; size "scaled":
 the same plus distractor passages (default: the 6,119 2WikiMultihopQA passages in

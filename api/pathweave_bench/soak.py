@@ -1,4 +1,4 @@
-"""``pathweave bench soak``: the real service under a day's mixed load with faults (issue 35).
+"""``pathweave bench soak``: the real service under a day's mixed load with faults.
 
 On loopback, in a fresh temporary data dir: a private Redis (append-only file, so a restart
 keeps the queued batches), the managed store (owned by this benchmark: a crashed store is

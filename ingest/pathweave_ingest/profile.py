@@ -1,4 +1,4 @@
-"""Where an ingestion's time goes (issue 32): busy seconds per stage, and what was embedded.
+"""Where an ingestion's time goes: busy seconds per stage, and what was embedded.
 
 The pipeline runs three threads at once (extraction of the next group, embedding of this
 one, the writes of the previous one), so a stage's seconds are the time a thread spent in

@@ -22,7 +22,7 @@ def tenant_knn_pays(new_entities: int, tenant_entities: int) -> bool:
     """Whether one ``gds.knn`` over the tenant's ``tenant_entities`` entities (the new ones
     included) beats ``new_entities`` vector-index searches (:data:`TENANT_KNN_SHARE`). A
     one-document ingest into a large tenant takes the index, so its cost does not grow with
-    the tenant (issue 31's freshness)."""
+    the tenant (freshness)."""
     return new_entities > 0 and new_entities >= TENANT_KNN_SHARE * tenant_entities
 
 

@@ -318,7 +318,7 @@ def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: 
     """The supervisor (``python -m pathweave.neo4j_server``): runs the JVM with umask 077,
     writes ``server.json`` once Bolt listens, and stops the JVM on SIGTERM/SIGINT, when the
     data directory is gone or when ``owner`` (non-zero) has died, each checked every second
-    (:class:`~pathweave.processes.Lifetime`; issue 35: no orphans). Returns the exit code."""
+    (:class:`~pathweave.processes.Lifetime`: no orphans). Returns the exit code."""
     os.umask(0o077)
     command = [java_executable(), f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS, "-cp", _classpath(target),
                MAIN_CLASS, f"--home-dir={directory}", f"--config-dir={directory / 'conf'}"]

@@ -1,4 +1,4 @@
-"""A bounded least-recently-used cache of node rows read by queries (issue 10).
+"""A bounded least-recently-used cache of node rows read by queries.
 
 Passages, propositions and entities are immutable under their content-hash ids, so a row
 read once stays right until the node is deleted; the tenant's topology evicts the ids a

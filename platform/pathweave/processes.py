@@ -4,7 +4,7 @@ Shared by :mod:`pathweave.store_server` (the managed ArcadeDB server and the fa√
 the managed backend), :mod:`pathweave.neo4j_server` (the managed Neo4j + GDS server) and
 :mod:`pathweave.llm.server`: where a server listens (:class:`ServerInfo`), private folders
 and generated passwords, free ports, liveness and clean termination, the lifetime of a
-server started on demand (:class:`Lifetime`, :func:`launch_owner`; issue 35: no orphans) and
+server started on demand (:class:`Lifetime`, :func:`launch_owner`: no orphans) and
 every managed server running on this machine (:func:`managed_servers`).
 """
 

@@ -1,4 +1,4 @@
-"""A tenant's retrieval graph as integers, kept current from the graph-change log (issue 10).
+"""A tenant's retrieval graph as integers, kept current from the graph-change log.
 
 What a query process holds of a tenant: ids and incidence only — which passage states
 which proposition, which entities each proposition mentions (the proposition

@@ -1,4 +1,4 @@
-"""The graph-store backend interface (issue 10): what Pathweave asks of a store beyond
+"""The graph-store backend interface: what Pathweave asks of a store beyond
 running the named statements of ``cypher/``, with declared capabilities.
 
 Both backends answer vector searches with ``db.index.vector.queryNodes`` (statements
