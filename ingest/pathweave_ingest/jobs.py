@@ -62,6 +62,14 @@ class Submission:
     already_done: list[str]
 
 
+def _write_job(run, job_id: str, created_at: str, docs: list[dict[str, Any]], versions: dict[str, int],
+               enqueued: int, batch_size: int, queue: str) -> None:
+    """The job node (statement ``job_create``): its documents, the version of each it stands for."""
+    run("job_create", job_id=job_id, created_at=created_at, doc_ids=[d["doc_id"] for d in docs],
+        versions=[versions[d["doc_id"]] for d in docs], total=len(docs),
+        batches=(enqueued + batch_size - 1) // batch_size, queue=queue)
+
+
 def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch_size: int,
                queue: str) -> Submission:
     """Accept the documents (:func:`pathweave_ingest.lifecycle.accept_in`: a new version
@@ -73,9 +81,7 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch
     def work(run):
         enqueue, done = lifecycle.accept_in(run, job_id, docs, queued_at)
         versions = {d["doc_id"]: d["version"] for d in enqueue + done}
-        run("job_create", job_id=job_id, created_at=queued_at, doc_ids=[d["doc_id"] for d in docs],
-            versions=[versions[d["doc_id"]] for d in docs], total=len(docs),
-            batches=(len(enqueue) + batch_size - 1) // batch_size if enqueue else 0, queue=queue)
+        _write_job(run, job_id, queued_at, docs, versions, len(enqueue), batch_size, queue)
         return enqueue, done
 
     enqueue, done = store.execute_write(work)
@@ -91,9 +97,8 @@ def requeue(store: GraphStore, job_id: str, batch_size: int, queue: str, failed:
     def work(run):
         docs = lifecycle.requeue_in(run, job_id, failed, queued, limit)
         if docs:
-            run("job_create", job_id=job_id, created_at=now_iso(), doc_ids=[d["doc_id"] for d in docs],
-                versions=[d["version"] for d in docs], total=len(docs),
-                batches=(len(docs) + batch_size - 1) // batch_size, queue=queue)
+            _write_job(run, job_id, now_iso(), docs, {d["doc_id"]: d["version"] for d in docs}, len(docs),
+                       batch_size, queue)
         return docs
 
     return Submission(job_id, store.execute_write(work), [])

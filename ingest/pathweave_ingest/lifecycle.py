@@ -77,9 +77,11 @@ def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
     return not payload.get("key") or state.get("content_hash") == payload.get("content_hash")
 
 
-def _status_rows(items: Iterable[dict[str, Any]], queued_at: str) -> list[dict[str, Any]]:
+def _status_rows(items: Iterable[dict[str, Any]], queued_at: str, payload: bool = False) -> list[dict[str, Any]]:
+    """Rows of ``doc_accept`` (``payload``: with the task payload as JSON, kept until done)
+    and ``doc_status_already_done``."""
     return [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"], "queued_at": queued_at,
-             "payload": json.dumps(d, ensure_ascii=False)} for d in items]
+             **({"payload": json.dumps(d, ensure_ascii=False)} if payload else {})} for d in items]
 
 
 def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
@@ -103,7 +105,7 @@ def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
     if done:
         run("doc_status_already_done", rows=_status_rows(done, queued_at), job_id=job_id)
     versions = {row["doc_id"]: int(row["version"]) for row in
-                run("doc_accept", rows=_status_rows(enqueue, queued_at), job_id=job_id)} if enqueue else {}
+                run("doc_accept", rows=_status_rows(enqueue, queued_at, payload=True), job_id=job_id)} if enqueue else {}
     return [{**doc, "version": versions[doc["doc_id"]]} for doc in enqueue], done
 
 
@@ -120,37 +122,41 @@ def job_view_status(row: dict[str, Any] | None, version: int | None) -> tuple[st
 
 
 def delete(store: GraphStore, doc_id: str) -> dict[str, Any]:
-    """DELETE as one compare-and-set: in ONE write transaction the head is locked and takes
-    the next version as a tombstone (``deleted``), the stored version's graph is removed
-    (:func:`pathweave_ingest.documents.remove_documents`) and the change recorded. A version
-    queued or running is superseded by it (its swap's :func:`fence` fails). Returns
-    ``{doc_id, version, removed: counts}``; raises :class:`NoSuchDocument` (nothing written)
-    when the tenant never had the document."""
-    def work(run: Run) -> tuple[int, DocumentChange]:
-        heads = run("doc_lock", ids=[doc_id], owner="delete")  # none: another tenant's id
-        if not heads or (not heads[0]["ingested"] and heads[0]["status"] in (None, "deleted")):
-            raise NoSuchDocument(doc_id)  # rolls the lock's MERGE back
-        version = int(run("doc_mark_deleted", ids=[doc_id], finished_at=now_iso())[0]["version"])
+    """DELETE as one compare-and-set (:func:`remove`): the head takes the next version as a
+    tombstone, the stored version's graph is removed and the change recorded, in ONE
+    transaction; a version queued or running is superseded by it (its swap's :func:`fence`
+    fails). Returns ``{doc_id, version, removed: counts}``; raises :class:`NoSuchDocument`
+    (nothing written) when the tenant never had the document."""
+    versions, change = remove(store, [doc_id], "delete", must_exist=True)
+    return {"doc_id": doc_id, "version": versions[doc_id], "removed": dict(change.counts)}
+
+
+def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool = False
+           ) -> tuple[dict[str, int], DocumentChange]:
+    """Remove documents as new versions, in ONE write transaction: each head is locked (an id
+    of another tenant is left alone) and takes the next version as a tombstone, the stored
+    graph is removed (:func:`pathweave_ingest.documents.remove_documents`) and the change
+    recorded. ``must_exist``: raise :class:`NoSuchDocument` (nothing written) when the tenant
+    never had a document of ``doc_ids`` (a DELETE; a folder sync's removals need not).
+    Returns ``({doc_id: version}, change)``."""
+    def work(run: Run) -> tuple[dict[str, int], DocumentChange]:
+        heads = run("doc_lock", ids=doc_ids, owner=owner) if doc_ids else []
+        if must_exist and (len(heads) < len(doc_ids) or any(
+                not h["ingested"] and h["status"] in (None, "deleted") for h in heads)):
+            raise NoSuchDocument(", ".join(doc_ids))  # rolls the lock's MERGE back
+        locked = [h["doc_id"] for h in heads]
+        versions = {row["doc_id"]: int(row["version"])
+                    for row in run("doc_mark_deleted", ids=locked, finished_at=now_iso())} if locked else {}
         change = DocumentChange()
-        remove_documents(run, [doc_id], change, store.dimensions)
+        remove_documents(run, locked, change, store.dimensions)
         if change.removed_doc_ids:
             record_change(run, store, change)
-        return version, change
+        return versions, change
 
-    version, change = store.execute_write(work)
+    versions, change = store.execute_write(work)
     if change.version is not None:
         store.backend.graph_changed(store)
-    return {"doc_id": doc_id, "version": version, "removed": dict(change.counts)}
-
-
-def remove_in(run: Run, store: GraphStore, doc_ids: list[str], change: DocumentChange) -> None:
-    """A folder sync's removals inside the caller's transaction: each document's head (when
-    it has one, or a new one) takes the next version as a tombstone and its graph is removed."""
-    if not doc_ids:
-        return
-    doc_ids = [row["doc_id"] for row in run("doc_lock", ids=doc_ids, owner="sync")]
-    run("doc_mark_deleted", ids=doc_ids, finished_at=now_iso())
-    remove_documents(run, doc_ids, change, store.dimensions)
+    return versions, change
 
 
 def fence(run: Run, versions: dict[str, int]) -> None:

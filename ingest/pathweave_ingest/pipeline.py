@@ -167,7 +167,7 @@ class Pipeline:
         A document already stored in this version is skipped; a source stored with another
         content hash is replaced by its group's transaction (the atomic swap). ``remove``:
         ids of documents to delete (folder sync: files that are gone), in one transaction
-        of their own that tombstones them (:func:`pathweave_ingest.lifecycle.remove_in`).
+        of their own that tombstones them (:func:`pathweave_ingest.lifecycle.remove`).
         ``versions``: ``{doc_id: version}`` a worker claimed; each group's transaction
         fences on them (:func:`pathweave_ingest.lifecycle.fence`) and a document whose newer
         version was accepted meanwhile lands in ``report.superseded``, unwritten. Every
@@ -198,7 +198,7 @@ class Pipeline:
         report.documents_unchanged = len(unique) - len(todo)
         if gone:
             with report.profile.stage("change"):
-                report.change.merge(self._remove(gone))
+                report.change.merge(lifecycle.remove(self.store, gone, "sync")[1])
         entities, aliases = self._write_documents(todo, replace, versions or {}, len(unique) - len(todo), report,
                                                   on_progress)
         with report.profile.stage("change"):
@@ -213,19 +213,6 @@ class Pipeline:
         report.documents_removed = len(report.change.removed_doc_ids)
         report.seconds = time.perf_counter() - started
         return report
-
-    def _remove(self, doc_ids: list[str]) -> DocumentChange:
-        """The folder sync's removals: one transaction (tombstones, graph, change record)."""
-        def work(run) -> DocumentChange:
-            change = DocumentChange()
-            lifecycle.remove_in(run, self.store, doc_ids, change)
-            if change.removed_doc_ids:
-                record_change(run, self.store, change)
-            return change
-
-        change = self.store.execute_write(work)
-        self.store.backend.graph_changed(self.store)
-        return change
 
     def _write_documents(self, todo: list[tuple[str, SourceDocument]], replace: set[str], versions: dict[str, int],
                          done: int, report: IngestReport,
