@@ -110,6 +110,7 @@ class Services:
         self._warm_thread: threading.Thread | None = None
         self._reaper: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._lifespans = 0  # lifespans running on this app (a test client or server each)
 
     @property
     def dispatcher(self):
@@ -122,6 +123,13 @@ class Services:
             return self._dispatcher
 
     def start(self) -> None:
+        """Start the queue, the warm-up and the reaper; when the app's lifespan already runs
+        (a second server or test client on the same app), only count it: the last
+        :meth:`stop` stops."""
+        with self._lock:
+            self._lifespans += 1
+            if self._lifespans > 1:
+                return
         self._stopping.clear()
         _ = self.dispatcher
         if self.api.preload:
@@ -180,6 +188,10 @@ class Services:
                 delay = min(30.0, delay * 2)
 
     def stop(self) -> None:
+        with self._lock:
+            self._lifespans -= 1
+            if self._lifespans > 0:
+                return
         self._stopping.set()
         if self._reaper is not None:
             self._reaper.join(30)

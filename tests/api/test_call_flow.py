@@ -7,7 +7,8 @@ stack below another of Pathweave's files (A -> B -> A: a mode reaching back into
 dispatcher). Calls into libraries are transparent; their callbacks into Pathweave count.
 Traced with ``sys.setprofile`` on the calling thread and every thread started meanwhile (the
 API's route runs on a worker thread of a fresh app; the process's vector-search pool, started
-earlier, is not followed), on the real store and models."""
+earlier, is not followed), on the real store and models. The app's own background threads
+(named ``pathweave-*``: warm-up, reaper, ingestion queue) are not the question's path."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class CallFlow:
         self.active = True  # counting (the stacks are kept either way)
 
     def __call__(self, frame, event: str, arg) -> None:
-        if event not in ("call", "return"):
+        if event not in ("call", "return") or threading.current_thread().name.startswith("pathweave-"):
             return
         stack = self.stacks.setdefault(threading.get_ident(), [])
         if event == "return":

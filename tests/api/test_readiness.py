@@ -42,3 +42,16 @@ def test_readyz_waits_for_a_retried_warm_up(settings, base_store, embedder, extr
                                 "broker": None, "detail": None}
         assert runtime.attempts == 3
     runtime.close()
+
+
+def test_a_second_lifespan_on_the_app_leaves_the_first_serving(app, client, new_tenant, wait, docs):
+    """Two servers (or test clients) on one app object: when the second's lifespan ends, the
+    first still queues documents (only the last lifespan stops the queue and the reaper)."""
+    from fastapi.testclient import TestClient
+
+    _, headers = new_tenant("lifespan")
+    with TestClient(app) as second:
+        assert second.get("/readyz").status_code == 200
+    response = client.post("/v1/documents", headers=headers, json={"documents": [docs["zephyria"]]})
+    assert response.status_code == 202, response.text
+    assert wait(headers, response.json()["job_id"])["status"] == "done"
