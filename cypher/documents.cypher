@@ -130,6 +130,20 @@ WHERE s.tenant = $tenant AND s.version = row.version
 SET s.applied_version = row.version
 RETURN s.doc_id AS doc_id;
 
+// name: doc_applied
+// A write applied without a queue (the CLI's ingest: an added or replaced document), accepted
+// as a new version in the very transaction that makes it visible, its status node locked by
+// doc_lock just before: version + 1, done; a version queued or running is superseded by it.
+// rows: {doc_id, title, source, finished_at}. Returns each document's new version.
+UNWIND $rows AS row
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+WITH s, row, coalesce(s.version, 0) + 1 AS version
+SET s.version = version, s.status = 'done', s.applied_version = version, s.job_id = null,
+    s.title = row.title, s.source = row.source, s.queued_at = row.finished_at,
+    s.started_at = row.finished_at, s.finished_at = row.finished_at, s.attempts = 0, s.error = null,
+    s.seconds = null, s.lease_until = null, s.worker = null, s.payload = null
+RETURN s.doc_id AS doc_id, version;
+
 // name: doc_status_done
 // The version finished (only if it is still the newest). rows: {doc_id, version,
 // finished_at, seconds, passages, propositions, entities, triples}. Returns those set.

@@ -71,7 +71,7 @@ def test_a_short_soak_on_the_real_service_loses_nothing(tmp_path):
     (data / "musique_train.json").write_text(json.dumps([{"question": f"Which river does Town {i} lie on?"}
                                                          for i in range(20)]))
     results = run_soak(data, tmp_path / "no-distractors.json", tmp_path / "out", minutes=1.5, worker_kill_every=0.75,
-                       think_s=0.5, ingest_every_s=2.0, ingest_batch=2, drain_minutes=5)
+                       think_s=0.5, ingest_every_s=2.0, ingest_batch=2, drain_minutes=5, history_writes=20)
     assert {f["fault"] for f in results["faults"]} == {"worker", "store", "redis"}
     assert all("error" not in f for f in results["faults"])
     assert results["requests"]["bad_5xx"] == 0, results["requests"]["bad_5xx_first"]
@@ -81,4 +81,7 @@ def test_a_short_soak_on_the_real_service_loses_nothing(tmp_path):
     assert documents["by_state"].get("done", 0) >= 50
     assert results["graph"]["same"], results["graph"]
     assert results["left_running"] == []
+    history = results["history"]  # the checker beside the load, under the same faults
+    assert history["check"]["writes"] >= 10 and history["check"]["reads"] > 20, history["check"]
+    assert history["ok"], json.dumps({k: v for k, v in history.items() if k != "faults"}, indent=1)[:6000]
     assert (tmp_path / "out" / "soak.html").read_text().count("<svg") == 1

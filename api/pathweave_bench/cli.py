@@ -130,15 +130,18 @@ def bench_soak(
     drain_minutes: float = typer.Option(15.0, min=0.0, help="After the load: how long to wait for the accepted "
                                                             "documents to finish."),
     keep: Optional[Path] = typer.Option(None, help="Keep the run's data dir in this new folder."),
+    history_writes: int = typer.Option(200, min=0, help="The history checker's PUTs and DELETEs of 5 ids, "
+                                                       "spread over the run (0 = no checker)."),
 ) -> None:
     """The service (API, Celery worker, Redis, managed store) under mixed load with faults:
-    status codes, latency and RSS over time, documents' outcomes, a clean-replay graph check."""
+    status codes, latency and RSS over time, documents' outcomes, a clean-replay graph check,
+    and the history checker's figures (``bench history``) under the same faults."""
     from pathweave_bench.soak import run_soak
 
     if keep is not None and keep.exists():
         raise typer.BadParameter(f"{keep} exists", param_hint="--keep")
     run_soak(data, distractors, out, minutes, llm, worker_kill_every, think_s, ingest_every_s, ingest_batch,
-             drain_minutes, keep)
+             drain_minutes, keep, history_writes)
 
 
 @bench_app.command("history")

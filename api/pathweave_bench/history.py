@@ -43,6 +43,8 @@ from pathlib import Path
 import httpx
 
 TENANT = "history"
+HISTORY_WRITERS = 4
+"""Concurrent writing clients of the checker (``bench history --writers`` overrides it)."""
 MARKER = re.compile(r"approver of policy (\S+) is (\S+)\.")
 
 
@@ -154,9 +156,10 @@ def doc_ids(ids: list[str]) -> dict[str, str]:
     return _DOC_IDS[key]
 
 
-def reader(url: str, token: str, ids: list[str], history: History, stop: threading.Event) -> None:
+def reader(url: str, token: str, ids: list[str], history: History, stop: threading.Event,
+           pause_s: float = 0.05) -> None:
     """The reader: every id's document (GET), then one dense query that returns every id's
-    passage, over and over until ``stop``."""
+    passage, over and over (``pause_s`` seconds apart) until ``stop``."""
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
         while not stop.is_set():
             for ext_id, doc_id in doc_ids(ids).items():
@@ -181,7 +184,7 @@ def reader(url: str, token: str, ids: list[str], history: History, stop: threadi
                         if match.group(1) in event.found:
                             event.found[match.group(1)] = match.group(2)
                 history.add(event)
-            stop.wait(0.05)
+            stop.wait(pause_s)
 
 
 def _marker(text: str, ext_id: str) -> str | None:
@@ -273,6 +276,100 @@ def check(history: History, final: dict[str, str | None] | None = None) -> dict:
     return out
 
 
+class Register:
+    """The checker's clients on a running service (its API at ``url``): ``writers`` clients PUT
+    and DELETE ``ids`` external ids of tenant :data:`TENANT` until ``writes`` writes are spent
+    (``think_s``: the mean pause of a writer, s), the reader (every ``read_pause_s`` s) and the
+    poller. :meth:`finish` drains, checks the history and compares the graph with a replay
+    (through ``replay_token``, a key of tenant ``history-replay``). Used by ``bench history``
+    and, beside its own load, by ``bench soak``."""
+
+    def __init__(self, url: str, token: str, replay_token: str, ids: int = 5, writes: int = 200,
+                 writers: int = 4, think_s: float = 1.0, read_pause_s: float = 0.05) -> None:
+        self.url, self.token, self.replay_token = url, token, replay_token
+        self.external = [f"policy-{n}" for n in range(ids)]
+        self.history = History()
+        self.budget, self._lock = [writes], threading.Lock()
+        self._stop, self._reading = threading.Event(), threading.Event()
+        self._writers = [threading.Thread(target=writer, name=f"writer-{n}", daemon=True,
+                                          args=(url, token, self.external, n, self.budget, self._lock, self.history,
+                                                self._stop, think_s))
+                         for n in range(writers)]
+        self._side = [threading.Thread(target=reader, name="reader", daemon=True,
+                                       args=(url, token, self.external, self.history, self._reading, read_pause_s)),
+                      threading.Thread(target=poller, name="poller", daemon=True,
+                                       args=(url, token, self.history, self._reading))]
+
+    def start(self) -> None:
+        self.history.started = time.monotonic()
+        for thread in self._writers + self._side:
+            thread.start()
+
+    @property
+    def left(self) -> int:
+        """Writes not yet started."""
+        return self.budget[0]
+
+    def stop(self) -> None:
+        """Stop every client (idempotent; :meth:`finish` does it too)."""
+        self._stop.set()
+        self._reading.set()
+
+    def fault(self, fault: str, info: dict) -> None:
+        """Record a fault injected meanwhile (for the saved history)."""
+        self.history.faults.append({"t": self.history.now(), "fault": fault, **info})
+
+    def wait_running(self, timeout: float) -> None:
+        """Until one of the last PUTs' versions is running (a worker is mid-replacement), at
+        most ``timeout`` s."""
+        with httpx.Client(base_url=self.url, headers=self._auth, timeout=60) as client:
+            _wait_running(client, self.history, timeout)
+
+    @property
+    def _auth(self) -> dict:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def finish(self, settings, slack: int, out: Path, stop_writers: bool = False, drain_s: float = 900) -> dict:
+        """Stop the writers (``stop_writers``; else wait until they spent the budget), wait
+        until every accepted version finished (at most ``drain_s`` s), read each id's final
+        content, check the history and replay the final versions into a fresh tenant. Returns
+        ``{drain_s, check, graph, ok}`` (plus ``history_file`` where it failed: the history
+        written to ``out/history-failed.json``). Raises TimeoutError when the drain does not
+        end."""
+        from pathweave_bench.api import same_graph
+        from pathweave_bench.common import wait_for
+
+        if stop_writers:
+            self._stop.set()
+        for thread in self._writers:
+            thread.join(900)
+        started = time.monotonic()
+        results: dict = {}
+        try:
+            wait_for(lambda: all(e.outcome for e in self.history.events if e.kind == "put" and e.job_id), drain_s,
+                     "every accepted version", interval=1.0)
+            time.sleep(1.0)  # the reader sees the drained state too
+            self._reading.set()
+            for thread in self._side:
+                thread.join(120)
+            final = {}
+            with httpx.Client(base_url=self.url, headers=self._auth, timeout=60) as client:
+                for ext, doc_id in doc_ids(self.external).items():
+                    response = client.get(f"/v1/documents/{doc_id}")
+                    final[ext] = _marker(" ".join(p["text"] for p in response.json()["passages"]), ext) \
+                        if response.status_code == 200 else None
+            results["drain_s"] = round(time.monotonic() - started, 1)
+            results["check"] = check(self.history, final)
+            results["graph"] = _replay(self.url, self.replay_token, final, self.external, settings, same_graph, slack)
+            results["ok"] = results["check"]["ok"] and results["graph"]["same"]
+        finally:
+            self.stop()
+            if not results.get("ok"):
+                out.mkdir(parents=True, exist_ok=True)
+                results["history_file"] = str(self.history.dump(Path(out) / "history-failed.json"))
+        return results
+
+
 def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, worker_kills: int = 3,
                 store_kills: int = 1, backend: str = "arcadedb", think_s: float = 0.3,
                 workdir: Path | None = None) -> dict:
@@ -282,9 +379,7 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     import shutil
 
     from pathweave import store_server
-    from pathweave.settings import ApiSettings, get_settings
-    from pathweave_api.keys import key_store_for
-    from pathweave_bench.api import same_graph
+    from pathweave.settings import get_settings
     from pathweave_bench.common import git_commit, machine_info, wait_for
     from pathweave_bench.soak import APPROXIMATE_SLACK, Service
 
@@ -292,71 +387,52 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     workdir = Path(workdir or tempfile.mkdtemp(prefix="pathweave-bench-history-"))
     settings = get_settings().model_copy(update={"data_dir": workdir})
     settings = settings.model_copy(update={"store": settings.store.model_copy(update={"backend": backend, "uri": ""})})
-    external = [f"policy-{n}" for n in range(ids)]
-    history = History()
     service = Service(workdir, llm=False, backend=backend)
     results: dict = {"machine": machine_info(), "commit": git_commit(), "backend": backend, "writes": writes,
                      "ids": ids, "writers": writers}
+    register: Register | None = None
     try:
         store_server.start(settings, owner=os.getpid())  # this run's store: it stops when the run ends
         service.start_redis()
-        keys = key_store_for(ApiSettings(keys_file=service.keys_file), workdir)
-        token, _ = keys.create(TENANT, "history", rate_limit_per_s=0, scope="ingest")
-        replay_token, _ = keys.create(f"{TENANT}-replay", "replay", rate_limit_per_s=0, scope="ingest")
+        token, replay_token = register_keys(service.keys_file, workdir)
         service.start_worker()
         service.start_api()
-        history.started = time.monotonic()
-        stop, reading = threading.Event(), threading.Event()
-        budget, lock = [writes], threading.Lock()
-        clients = [threading.Thread(target=writer, name=f"writer-{n}", daemon=True,
-                                    args=(service.url, token, external, n, budget, lock, history, stop, think_s))
-                   for n in range(writers)]
-        side = [threading.Thread(target=reader, name="reader", daemon=True,
-                                 args=(service.url, token, external, history, reading)),
-                threading.Thread(target=poller, name="poller", daemon=True,
-                                 args=(service.url, token, history, reading))]
-        for thread in clients + side:
-            thread.start()
+        register = Register(service.url, token, replay_token, ids, writes, writers, think_s)
+        register.start()
         faults = ["worker"] * worker_kills
         faults[1:1] = ["store"] * store_kills
-        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
-            for number, fault in enumerate(faults):
-                # spread over the writes; a worker is killed while one of its versions runs
-                wait_for(lambda: budget[0] <= writes * (1 - (number + 1) / (len(faults) + 1)), 900, "writes")
-                if fault == "worker":
-                    _wait_running(client, history, 60.0)
-                history.faults.append({"t": history.now(), "fault": fault, **service.kill(fault)})
-        for thread in clients:
-            thread.join(900)
-        drain_started = time.monotonic()
-        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
-            wait_for(lambda: all(e.outcome for e in history.events if e.kind == "put" and e.job_id), 900,
-                     "every accepted version", interval=1.0)
-            time.sleep(1.0)  # the reader sees the drained state too
-            reading.set()
-            for thread in side:
-                thread.join(120)
-            final = {}
-            for ext, doc_id in doc_ids(external).items():
-                response = client.get(f"/v1/documents/{doc_id}")
-                final[ext] = _marker(" ".join(p["text"] for p in response.json()["passages"]), ext) \
-                    if response.status_code == 200 else None
-        results["drain_s"] = round(time.monotonic() - drain_started, 1)
-        results["faults"] = history.faults
-        results["check"] = check(history, final)
-        results["graph"] = _replay(service, replay_token, final, external, settings, same_graph, APPROXIMATE_SLACK)
-        results["ok"] = results["check"]["ok"] and results["graph"]["same"]
+        for number, fault in enumerate(faults):
+            # spread over the writes; a worker is killed while one of its versions runs
+            wait_for(lambda: register.left <= writes * (1 - (number + 1) / (len(faults) + 1)), 900, "writes")
+            if fault == "worker":
+                register.wait_running(60.0)
+            register.fault(fault, service.kill(fault))
+        results["faults"] = register.history.faults
+        results.update(register.finish(settings, APPROXIMATE_SLACK, out))
     finally:
+        if register is not None:
+            register.stop()
         service.processes.stop_all()
         store_server.stop(settings)
-        if not results.get("ok"):
+        if register is not None and not results.get("ok") and "history_file" not in results:
             out.mkdir(parents=True, exist_ok=True)
-            results["history_file"] = str(history.dump(Path(out) / "history-failed.json"))
+            results["history_file"] = str(register.history.dump(Path(out) / "history-failed.json"))
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     (Path(out) / "history.json").write_text(json.dumps(results, indent=1, default=str))
     return results
+
+
+def register_keys(keys_file: Path, data_dir: Path) -> tuple[str, str]:
+    """Ingest-scoped keys (no rate limit) of :data:`TENANT` and of its replay tenant."""
+    from pathweave.settings import ApiSettings
+    from pathweave_api.keys import key_store_for
+
+    keys = key_store_for(ApiSettings(keys_file=keys_file), data_dir)
+    token, _ = keys.create(TENANT, "history", rate_limit_per_s=0, scope="ingest")
+    replay_token, _ = keys.create(f"{TENANT}-replay", "replay", rate_limit_per_s=0, scope="ingest")
+    return token, replay_token
 
 
 def _wait_running(client: httpx.Client, history: History, timeout: float) -> None:
@@ -371,13 +447,13 @@ def _wait_running(client: httpx.Client, history: History, timeout: float) -> Non
         time.sleep(0.05)
 
 
-def _replay(service, token: str, final: dict[str, str | None], external: list[str], settings, same_graph,
+def _replay(url: str, token: str, final: dict[str, str | None], external: list[str], settings, same_graph,
             slack: int) -> dict:
     """Ingest the final versions into a fresh tenant through the same API and compare the
     two document graphs."""
     from pathweave.store import open_store
 
-    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
         jobs = []
         for ext in external:
             if final.get(ext) not in (None, "?"):
@@ -392,22 +468,28 @@ def _replay(service, token: str, final: dict[str, str | None], external: list[st
     return {"history": counts, "replay": reference, **same_graph(counts, reference, slack=slack)}
 
 
-def print_table(results: dict, console) -> None:
-    from rich.table import Table
-
+def check_rows(results: dict) -> list[tuple[str, str]]:
+    """The checker's figures as table rows (``bench history`` and ``bench soak``)."""
     c = results["check"]
-    table = Table(title=f"History check ({results['backend']}): {c['writes']} versions over {results['ids']} ids")
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    rows = [("PUTs / DELETEs accepted", f"{c['puts']} / {c['deletes']}"), ("reads", str(c["reads"])),
+    faults = results.get("faults", [])
+    return [("PUTs / DELETEs accepted", f"{c['puts']} / {c['deletes']}"), ("reads", str(c["reads"])),
             ("versions by outcome", ", ".join(f"{k} {v}" for k, v in sorted(c["outcomes"].items()))),
-            ("worker kills / store kills", f"{sum(f['fault'] == 'worker' for f in results['faults'])} / "
-                                           f"{sum(f['fault'] == 'store' for f in results['faults'])}"),
+            ("worker kills / store kills", f"{sum(f['fault'] == 'worker' for f in faults)} / "
+                                           f"{sum(f['fault'] == 'store' for f in faults)}"),
             ("lost updates", str(c["lost_updates_n"])), ("failed versions", str(c["failed_versions_n"])),
             ("missing windows", str(c["missing_n"])), ("going back", str(c["going_back_n"])),
             ("stale reads", str(c["stale_n"])), ("graph equal to the replay", str(results["graph"]["same"])),
             ("drain (s)", str(results["drain_s"]))]
-    for row in rows:
+
+
+def print_table(results: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"History check ({results['backend']}): {results['check']['writes']} versions over "
+                        f"{results['ids']} ids")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for row in check_rows(results):
         table.add_row(*row)
     console.print(table)
 

@@ -13,6 +13,11 @@ restarted by whichever service process needs it first, with this owner,
 - **documents**: a stream of new documents (MuSiQue's corpus, then 2WikiMultihopQA's from
   ``../shared/bench/scale``), PUT replacements of documents with an external id, deletes of
   ingested documents and document lists, with an ingest-scoped key;
+- **the history checker** (``--history-writes``, :class:`~pathweave_bench.history.Register`):
+  4 clients PUT and DELETE 5 external ids of their own tenant, spread over the run, while a
+  reader asks for each id every second; after the drain the history is checked for lost
+  updates, missing windows, going back and stale reads, and that tenant's graph is compared
+  with a replay of its final versions (``bench history`` without the rest of the load);
 - **faults** (:func:`fault_schedule`): SIGKILL of the worker every ``--worker-kill-every``
   minutes (restarted 2 s later, as a supervisor would), one SIGKILL of the store server, one
   Redis restart and, with ``--llm``, one SIGKILL of the model server.
@@ -253,12 +258,14 @@ def rss_mib(pid: int | None) -> float | None:
 
 def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: float = 30.0, llm: bool = False,
              worker_kill_every: float = 5.0, think_s: float = 0.5, ingest_every_s: float = 5.0,
-             ingest_batch: int = 5, drain_minutes: float = 15.0, keep: Path | None = None) -> dict:
+             ingest_batch: int = 5, drain_minutes: float = 15.0, keep: Path | None = None,
+             history_writes: int = 200) -> dict:
     """Run the soak benchmark (see the module doc); returns (and writes) the results dict.
     Raises RuntimeError when the service does not start."""
     from pathweave import store_server
     from pathweave.settings import ApiSettings, get_settings
     from pathweave_api.keys import key_store_for
+    from pathweave_bench.history import HISTORY_WRITERS, Register, register_keys
 
     console = stdout_console()
     data = Path(data) if data else default_data_dir()
@@ -277,8 +284,10 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
     schedule = fault_schedule(minutes, worker_kill_every, llm)
     results: dict = {"machine": machine_info(), "commit": git_commit(), "minutes": minutes, "llm": llm,
                      "clients": client_kinds(llm), "think_s": think_s,
-                     "ingest": {"every_s": ingest_every_s, "batch": ingest_batch}, "schedule": schedule}
+                     "ingest": {"every_s": ingest_every_s, "batch": ingest_batch}, "schedule": schedule,
+                     "history_writes": history_writes}
     journal = Journal()
+    register: Register | None = None
     replay_dir = workdir / "replay"
     try:
         store_server.start(settings, owner=os.getpid())  # this run's store: it stops when the run ends
@@ -295,6 +304,11 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         accepted = submit(ingest, journal, seed)
         wait_for(lambda: jobs_settled(ingest, [accepted["job_id"]]), 600, "seed documents", interval=2.0)
         console.print(f"[dim]soak: {minutes} min, faults {schedule}[/]")
+        if history_writes:  # the history checker's writers, spread over the run, and its reader
+            token, replay_token = register_keys(service.keys_file, workdir)
+            register = Register(service.url, token, replay_token, writes=history_writes, writers=HISTORY_WRITERS,
+                                think_s=minutes * 60 * HISTORY_WRITERS / history_writes, read_pause_s=1.0)
+            register.start()
         journal.started = time.monotonic()
         stop = threading.Event()
         threads = [threading.Thread(target=query_client, name=f"client-{n}", daemon=True,
@@ -318,6 +332,11 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         except TimeoutError:
             pass
         results["drain_s"] = round(time.monotonic() - drain_started, 1)
+        if register is not None:
+            console.print("[dim]the history checker: draining its versions, checking, replaying[/]")
+            register.history.faults = journal.faults
+            results["history"] = {"faults": journal.faults, **register.finish(
+                settings, APPROXIMATE_SLACK, Path(out), stop_writers=True, drain_s=60 + drain_minutes * 60)}
         results["documents"] = document_outcomes(ingest, job_ids)
         ingest.close()
         results["requests"] = request_summary(journal.requests)
@@ -330,6 +349,8 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         console.print(f"[dim]replaying {len(journal.operations)} accepted document operations into a fresh store[/]")
         results["graph"] = replay_and_compare(settings, journal.operations, replay_dir, keys_file=service.keys_file)
     finally:
+        if register is not None:
+            register.stop()
         service.processes.stop_all()
         store_server.stop(settings)
         results["left_running"] = servers_left(workdir, 60.0)
@@ -734,4 +755,9 @@ def print_table(results: dict, console: Console) -> None:
     table.add_row("tracebacks: total / after a fault / unexplained",
                   f"{traces.get('total')} / {traces.get('after_a_fault')} / {traces.get('unexplained')}")
     table.add_row("managed servers alive a minute after the end", str(len(results.get("left_running", []))))
+    if "check" in results.get("history", {}):
+        from pathweave_bench.history import check_rows
+
+        for what, value in check_rows(results["history"]):
+            table.add_row(f"history checker: {what}", value)
     console.print(table)

@@ -2,12 +2,14 @@
 
 The head of a document, ``(:DocumentStatus)`` per (tenant, doc_id) (``cypher/documents.cypher``),
 holds its newest accepted **version** and that version's state. Every accepted write (POST,
-PUT, DELETE, a folder sync's removal) takes the next version in the transaction that
-accepts it (:func:`accept_in`, :func:`delete`), with the head locked first (``doc_lock``),
+PUT, DELETE, the CLI's adds, replacements and a folder sync's removals) takes the next
+version in the transaction that accepts it (:func:`accept_in`, :func:`delete`,
+:func:`applied_in`), with the head locked first (``doc_lock``),
 so concurrent writes of one document are serialized and the last accepted one wins::
 
     accept            (none) | any(v)       -> queued(v+1)      new content; v (if unfinished) is superseded
     accept            done(v), same content -> done(v)          unchanged: nothing to do
+    apply             any(v)                -> done(v+1)        the CLI's add or replacement, accepted in its swap
     claim             queued(v)             -> running(v)       compare-and-set on v; lease = now + lease_s
     claim             running(v), lease out -> running(v)       its worker died: taken over (attempts + 1)
     renew             running(v)            -> running(v)       the worker extends its lease (Lease)
@@ -157,6 +159,20 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
     if change.version is not None:
         store.backend.graph_changed(store)
     return versions, change
+
+
+def applied_in(run: Run, docs: list[dict[str, Any]]) -> dict[str, int]:
+    """Inside the write transaction that makes ``docs`` visible without a queue (the CLI's
+    ingest; ``{doc_id, title, source}``): each head is locked and takes the next version,
+    ``done`` (a version queued or running meanwhile is superseded by this write). Returns
+    ``{doc_id: version}``."""
+    if not docs:
+        return {}
+    run("doc_lock", ids=[d["doc_id"] for d in docs], owner="direct")
+    finished_at = now_iso()
+    rows = [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"], "finished_at": finished_at}
+            for d in docs]
+    return {row["doc_id"]: int(row["version"]) for row in run("doc_applied", rows=rows)}
 
 
 def fence(run: Run, versions: dict[str, int]) -> None:

@@ -170,7 +170,9 @@ class Pipeline:
         of their own that tombstones them (:func:`pathweave_ingest.lifecycle.remove`).
         ``versions``: ``{doc_id: version}`` a worker claimed; each group's transaction
         fences on them (:func:`pathweave_ingest.lifecycle.fence`) and a document whose newer
-        version was accepted meanwhile lands in ``report.superseded``, unwritten. Every
+        version was accepted meanwhile lands in ``report.superseded``, unwritten. Without
+        ``versions`` (the CLI) each written document is accepted as a new version in its
+        group's transaction (:func:`pathweave_ingest.lifecycle.applied_in`). Every
         transaction records its graph change; the new entities' synonymy and alias links
         are recorded once more at the end."""
         started = time.perf_counter()
@@ -199,7 +201,7 @@ class Pipeline:
         if gone:
             with report.profile.stage("change"):
                 report.change.merge(lifecycle.remove(self.store, gone, "sync")[1])
-        entities, aliases = self._write_documents(todo, replace, versions or {}, len(unique) - len(todo), report,
+        entities, aliases = self._write_documents(todo, replace, versions, len(unique) - len(todo), report,
                                                   on_progress)
         with report.profile.stage("change"):
             if entities or aliases:  # the links written after the groups' transactions
@@ -214,7 +216,8 @@ class Pipeline:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _write_documents(self, todo: list[tuple[str, SourceDocument]], replace: set[str], versions: dict[str, int],
+    def _write_documents(self, todo: list[tuple[str, SourceDocument]], replace: set[str],
+                         versions: dict[str, int] | None,
                          done: int, report: IngestReport,
                          on_progress: Callable[[int, int], None] | None) -> tuple[list[str], list[str]]:
         """Chunk, extract, embed and write ``todo`` (groups in flight); after each group's write,
@@ -265,7 +268,7 @@ class Pipeline:
         report.alias_changes = len(set(aliases))
         return list(new_entities), list(dict.fromkeys(aliases))
 
-    def _write(self, group, prepared, replace: set[str], versions: dict[str, int], report: IngestReport):
+    def _write(self, group, prepared, replace: set[str], versions: dict[str, int] | None, report: IngestReport):
         """Writer thread: one transaction for the group (:meth:`_write_batch`), then (if it
         committed) the synonymy and alias links of its new entities (:meth:`_link`, whose
         errors propagate). Returns (group, prepared, write error or None, changed alias ids)."""
@@ -292,15 +295,19 @@ class Pipeline:
         return links.alias_changes
 
     def _write_batch(self, batch: _Batch, group: list[tuple[str, SourceDocument]], replace: set[str],
-                     versions: dict[str, int]) -> DocumentChange:
+                     versions: dict[str, int] | None) -> DocumentChange:
         """The group's write transaction, the atomic swap of its replaced documents: the
         fence on the claimed ``versions`` (raises :class:`~pathweave_ingest.lifecycle.Superseded`,
-        nothing written), the old versions' passages cut off, the rows written, what only the
-        old versions held removed, the graph change recorded. Each statement's seconds go to
+        nothing written) or, without ``versions``, the group's documents accepted as new
+        versions (:func:`~pathweave_ingest.lifecycle.applied_in`), the old versions' passages
+        cut off, the rows written, what only the old versions held removed, the graph change
+        recorded. Each statement's seconds go to
         the profile (``write``, ``apr_codes`` for the codebook's and APR's statements, ``change``
         for the fence, the removal and the record). Returns the group's change."""
         steps = self._steps(batch)
-        fenced = {doc_id: int(versions[doc_id]) for doc_id, _ in group if doc_id in versions}
+        fenced = {doc_id: int(versions[doc_id]) for doc_id, _ in group if doc_id in versions} if versions else {}
+        direct = [] if versions is not None else [{"doc_id": doc_id, "title": doc.title, "source": doc.source}
+                                                  for doc_id, doc in group]
         replaced = [doc_id for doc_id, _ in group if doc_id in replace]
         added = list(dict.fromkeys(row["passage_id"] for row in batch.rows.get("upsert_passages", [])))
 
@@ -314,8 +321,8 @@ class Pipeline:
         def work(run) -> DocumentChange:
             change = DocumentChange(added_passage_ids=list(added))
             embedder_record.guard(run, self.store, self.embedder)  # still this embedder's tenant, not re-embedding
-            old = timed("change", lambda: (lifecycle.fence(run, fenced),
-                                           [p for doc_id in replaced for p in detach_document(run, doc_id)])[1])
+            old = timed("change", lambda: (lifecycle.fence(run, fenced), lifecycle.applied_in(run, direct),
+                                           [p for doc_id in replaced for p in detach_document(run, doc_id)])[2])
             timed("lookup", lambda: self._still_stored(run, batch))
             for name, params in steps:
                 timed("apr_codes" if name.startswith("apr_") else "write", lambda: run(name, **params))

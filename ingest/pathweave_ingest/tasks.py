@@ -84,6 +84,14 @@ class BatchOutcome:
     repaired: list[str] = field(default_factory=list)
     profile: IngestProfile = field(default_factory=IngestProfile)  # the pipeline's stages, summed
 
+    def merge(self, other: BatchOutcome) -> None:
+        """Add ``other`` (a later run of the same batch) to this one; ``retry`` is left as is."""
+        for name in ("done", "skipped", "superseded", "held", "failed", "repaired"):
+            getattr(self, name).extend(getattr(other, name))
+        self.passages += other.passages
+        self.seconds += other.seconds
+        self.profile.merge(other.profile)
+
     def summary(self) -> dict[str, Any]:
         """What the batch did, as logged (JSON) after it: counts, seconds and the busy seconds
         per ingestion stage (``stages_s``, :mod:`pathweave_ingest.profile`)."""
@@ -286,39 +294,65 @@ def give_up(runtime: Runtime, tenant: str, docs: list[dict[str, Any]], error: st
         return []
 
 
+@dataclass
+class Attempt:
+    """One run of a batch under the retry policy (:func:`attempt`). ``again``: the payloads
+    to run again after ``countdown`` seconds ([] when the batch is finished); ``resumed``:
+    the ids that next run leaves running itself (a transient retry resumes its own)."""
+
+    outcome: BatchOutcome
+    again: list[dict[str, str]]
+    resumed: list[str]
+    countdown: float
+
+
+def attempt(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]], retries: int,
+            resumed: Collection[str] = (), redelivered: bool = False) -> Attempt:
+    """The one retry policy of ingestion, for the Celery task and the in-process queue alike:
+    run ``documents`` once (:func:`run_batch`) after ``retries`` earlier retries and say what
+    comes next.
+
+    - The store is unavailable (:class:`StoreUnavailable`): the whole batch again, resuming
+      its own running documents; after ``worker.max_retries`` retries its unfinished
+      documents are marked ``failed`` (:func:`give_up`).
+    - Some documents failed with attempts left: those again (each document's own attempts
+      are counted in the store, ``worker.max_doc_attempts``).
+    - An unexpected error: the batch's unfinished documents are marked ``failed`` at once,
+      so none stays running forever.
+
+    The countdown is ``worker.backoff(retries)`` (exponential from ``retry_backoff_s``,
+    capped at ``retry_backoff_max_s``, seconds) jittered to [0.5, 1] of it; the cap is below
+    the broker's visibility timeout (:class:`~pathweave.settings.WorkerSettings`)."""
+    ws = runtime.worker_settings
+    try:
+        outcome = run_batch(runtime, tenant, job_id, documents, resumed=resumed, redelivered=redelivered)
+    except StoreUnavailable as exc:
+        if retries >= ws.max_retries:
+            log.error("giving up on a batch of %d for %s (job %s) after %d retries: %s", len(documents), tenant,
+                      job_id, retries, exc)
+            failed = give_up(runtime, tenant, documents, f"store unavailable after {retries} retries: {exc}")
+            return Attempt(BatchOutcome(failed=failed), [], [], 0.0)
+        return Attempt(BatchOutcome(), documents, [d["doc_id"] for d in documents], jittered(ws.backoff(retries)))
+    except Exception as exc:  # noqa: BLE001 - unexpected: never leave documents running forever
+        log.exception("batch of %d for %s (job %s) failed", len(documents), tenant, job_id)
+        failed = give_up(runtime, tenant, documents, f"internal error: {type(exc).__name__}: {exc}")
+        return Attempt(BatchOutcome(failed=failed), [], [], 0.0)
+    return Attempt(outcome, outcome.retry, [], jittered(ws.backoff(retries)) if outcome.retry else 0.0)
+
+
 def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],
                            sleep: Callable[[float], Any] = time.sleep) -> BatchOutcome:
-    """:func:`run_batch` until every document is done or failed (the in-process path):
-    transient store errors and per-document failures are retried with backoff."""
-    ws = runtime.worker_settings
+    """:func:`attempt` until every document is done, superseded or failed (the in-process
+    queue and the CLI), waiting each countdown with ``sleep``; returns every attempt's
+    outcome together."""
     total = BatchOutcome()
-    retries, resumed, pending = 0, (), documents
+    retries, resumed, pending = 0, [], documents
     while pending:
-        try:
-            outcome = run_batch(runtime, tenant, job_id, pending, resumed=resumed)
-        except StoreUnavailable as exc:
-            if retries >= ws.max_retries:
-                log.error("giving up on a batch of %d for %s after %d retries: %s", len(pending), tenant,
-                          retries, exc)
-                total.failed.extend(give_up(runtime, tenant, pending,
-                                            f"store unavailable after {retries} retries: {exc}"))
-                return total
-            resumed = [d["doc_id"] for d in pending]
-            sleep(jittered(ws.backoff(retries)))
-            retries += 1
-            continue
-        except Exception as exc:  # noqa: BLE001 - unexpected: never leave documents running forever
-            log.exception("batch of %d for %s failed", len(pending), tenant)
-            total.failed.extend(give_up(runtime, tenant, pending,
-                                        f"internal error: {type(exc).__name__}: {exc}"))
-            return total
-        for name in ("done", "skipped", "failed", "repaired", "superseded"):
-            getattr(total, name).extend(getattr(outcome, name))
-        total.passages += outcome.passages
-        total.seconds += outcome.seconds
-        pending, resumed = outcome.retry, ()
+        step = attempt(runtime, tenant, job_id, pending, retries, resumed)
+        total.merge(step.outcome)
+        pending, resumed = step.again, step.resumed
         if pending:
-            sleep(jittered(ws.backoff(retries)))
+            sleep(step.countdown)
             retries += 1
     return total
 

@@ -156,32 +156,18 @@ class Heartbeat:
 
 @celery_app.task(bind=True, name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed: list[str] | None = None) -> dict:
-    """Ingest one batch; retries transient store errors and failed documents with backoff."""
-    from pathweave.errors import StoreUnavailable
-    from pathweave_ingest.tasks import give_up, jittered, run_batch
+    """Ingest one batch under the retry policy of :func:`pathweave_ingest.tasks.attempt`: what
+    it says to run again is retried by Celery with its countdown."""
+    from pathweave_ingest.tasks import attempt
 
-    ws = get_settings().worker
-    retries = self.request.retries
-    ids = [d["doc_id"] for d in documents]
-    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
-    try:
-        with Heartbeat(self.app, (self.request.delivery_info or {}).get("delivery_tag"), ws.visibility_timeout_s):
-            outcome = run_batch(runtime(), tenant, job_id, documents, resumed=resumed or [],
-                                redelivered=redelivered)
-    except StoreUnavailable as exc:
-        if retries >= ws.max_retries:
-            log.error("giving up on a batch of %d (job %s) after %d retries: %s", len(documents), job_id, retries, exc)
-            give_up(runtime(), tenant, documents, f"store unavailable after {retries} retries: {exc}")
-            raise
-        raise self.retry(exc=exc, countdown=jittered(ws.backoff(retries)), kwargs={"resumed": ids})
-    except Exception as exc:  # a bug or an unexpected error: never leave documents running forever
-        log.exception("batch of %d (job %s) failed", len(documents), job_id)
-        give_up(runtime(), tenant, documents, f"internal error: {type(exc).__name__}: {exc}")
-        raise
-    if outcome.retry:
-        raise self.retry(args=(tenant, job_id, outcome.retry), kwargs={"resumed": []},
-                         countdown=jittered(ws.backoff(retries)))
-    return outcome.summary()
+    delivery = self.request.delivery_info or {}
+    with Heartbeat(self.app, delivery.get("delivery_tag"), get_settings().worker.visibility_timeout_s):
+        step = attempt(runtime(), tenant, job_id, documents, self.request.retries, resumed=resumed or [],
+                       redelivered=bool(delivery.get("redelivered")))
+    if step.again:
+        raise self.retry(args=(tenant, job_id, step.again), kwargs={"resumed": step.resumed},
+                         countdown=step.countdown)
+    return step.outcome.summary()
 
 
 @signals.worker_ready.connect

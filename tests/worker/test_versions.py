@@ -165,3 +165,23 @@ def test_a_replacement_is_never_missing_and_a_failed_one_keeps_the_old(hooked):
     run_batch(runtime, fresh.tenant, clean_job, clean)
     ours, theirs = store.document_counts(), fresh.document_counts()
     assert ours == theirs, (ours, theirs)
+
+
+def test_the_clis_write_is_a_version_too(hooked):
+    """The CLI's ingest (no queue) is accepted as a new version in the transaction that makes
+    it visible: a version queued through the API before it is superseded and never written,
+    and the head reads done at the CLI's version."""
+    runtime, _ = hooked
+    tenant = f"cli{uuid.uuid4().hex[:8]}"
+    store = runtime.store(tenant)
+    job, batch = submit(store, version("Alice Moreau"))  # accepted, still queued
+    report = runtime.pipeline(tenant).ingest([version("Bruno Keller")])  # the CLI's path: no versions
+    assert report.written == [batch[0]["doc_id"]]
+    head = store.run("doc_status_get", ids=[batch[0]["doc_id"]])[0]
+    assert head["status"] == "done" and head["version"] == batch[0]["version"] + 1 == head["applied_version"]
+    outcome = run_batch(runtime, tenant, job, batch)
+    assert outcome.superseded == [batch[0]["doc_id"]] and outcome.done == []
+    assert "Bruno Keller" in visible(store) and "Alice Moreau" not in visible(store)
+    assert doc_status(store, job)["status"] == "superseded"
+    job2, batch2 = submit(store, version("Bruno Keller"))  # the same content again: nothing to do
+    assert batch2 == [] and doc_status(store, job2)["status"] == "done"
