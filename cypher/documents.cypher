@@ -15,6 +15,11 @@ CREATE CONSTRAINT job_id IF NOT EXISTS FOR (n:Job) REQUIRE n.job_id IS UNIQUE;
 // name: constraint_document_status
 CREATE CONSTRAINT document_status_id IF NOT EXISTS FOR (n:DocumentStatus) REQUIRE n.doc_id IS UNIQUE;
 
+// name: constraint_document_status_state
+// Not a constraint: the (tenant, status) index of the status nodes, which the requeue sweep
+// (doc_requeue_candidates) looks up; created with the constraints.
+CREATE INDEX document_status_state IF NOT EXISTS FOR (n:DocumentStatus) ON (n.tenant, n.status);
+
 // name: ping
 // Readiness probe: the store answers a trivial query.
 RETURN 1 AS ok;
@@ -141,7 +146,8 @@ WITH s, row, coalesce(s.version, 0) + 1 AS version
 SET s.version = version, s.status = 'done', s.applied_version = version, s.job_id = null,
     s.title = row.title, s.source = row.source, s.queued_at = row.finished_at,
     s.started_at = row.finished_at, s.finished_at = row.finished_at, s.attempts = 0, s.error = null,
-    s.seconds = null, s.lease_until = null, s.worker = null, s.payload = null
+    s.seconds = null, s.lease_until = null, s.worker = null, s.payload = null, s.passages = null,
+    s.propositions = null, s.entities = null, s.triples = null
 RETURN s.doc_id AS doc_id, version;
 
 // name: doc_status_done
@@ -173,14 +179,16 @@ RETURN s.doc_id AS doc_id;
 
 // name: doc_requeue_candidates
 // Versions to run again (pathweave jobs requeue, POST /v1/jobs/requeue, the in-process
-// queue's reaper): with $failed the failed ones, always those running under a lease that ran
-// out before $now (ms; their worker died and no delivery took them over), with $queued the
-// queued ones (their message was in a queue that is gone). Only those whose payload is kept.
-MATCH (s:DocumentStatus) WHERE s.tenant = $tenant AND s.payload IS NOT NULL
-  AND (($failed AND s.status = 'failed') OR ($queued AND s.status = 'queued')
-       OR (s.status = 'running' AND coalesce(s.lease_until, 0) < $now))
+// queue's reaper), looked up by state through the (tenant, status) index, so a sweep costs
+// what is pending, not the tenant's size: $statuses holds 'running' (those whose lease ran
+// out before $now, ms: their worker died and no delivery took them over), with 'failed' and
+// 'queued' when asked (a queued one's message was in a queue that is gone). Only those whose
+// payload is kept.
+UNWIND $statuses AS st
+MATCH (s:DocumentStatus {tenant: $tenant, status: st})
+WHERE s.payload IS NOT NULL AND (st <> 'running' OR coalesce(s.lease_until, 0) < $now)
 RETURN s.doc_id AS doc_id, s.version AS version, s.payload AS payload
-ORDER BY s.doc_id
+ORDER BY doc_id
 LIMIT $limit;
 
 // name: doc_requeue

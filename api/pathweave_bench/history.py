@@ -44,7 +44,7 @@ import httpx
 
 TENANT = "history"
 HISTORY_WRITERS = 4
-"""Concurrent writing clients of the checker (``bench history --writers`` overrides it)."""
+"""Concurrent writing clients of the checker in ``bench soak``."""
 MARKER = re.compile(r"approver of policy (\S+) is (\S+)\.")
 
 

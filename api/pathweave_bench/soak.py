@@ -308,8 +308,10 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
             token, replay_token = register_keys(service.keys_file, workdir)
             register = Register(service.url, token, replay_token, writes=history_writes, writers=HISTORY_WRITERS,
                                 think_s=minutes * 60 * HISTORY_WRITERS / history_writes, read_pause_s=1.0)
-            register.start()
         journal.started = time.monotonic()
+        if register is not None:
+            register.start()
+            register.history.started = journal.started  # one time base for the faults
         stop = threading.Event()
         threads = [threading.Thread(target=query_client, name=f"client-{n}", daemon=True,
                                     args=(service.url, query_token, kind, questions, n, think_s, journal, stop))
@@ -335,8 +337,11 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         if register is not None:
             console.print("[dim]the history checker: draining its versions, checking, replaying[/]")
             register.history.faults = journal.faults
-            results["history"] = {"faults": journal.faults, **register.finish(
-                settings, APPROXIMATE_SLACK, Path(out), stop_writers=True, drain_s=60 + drain_minutes * 60)}
+            try:
+                results["history"] = {"faults": journal.faults, **register.finish(
+                    settings, APPROXIMATE_SLACK, Path(out), stop_writers=True, drain_s=60 + drain_minutes * 60)}
+            except Exception as exc:  # noqa: BLE001 - reported; the rest of the soak's results stay
+                results["history"] = {"faults": journal.faults, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
         results["documents"] = document_outcomes(ingest, job_ids)
         ingest.close()
         results["requests"] = request_summary(journal.requests)
@@ -755,6 +760,8 @@ def print_table(results: dict, console: Console) -> None:
     table.add_row("tracebacks: total / after a fault / unexplained",
                   f"{traces.get('total')} / {traces.get('after_a_fault')} / {traces.get('unexplained')}")
     table.add_row("managed servers alive a minute after the end", str(len(results.get("left_running", []))))
+    if "error" in results.get("history", {}):
+        table.add_row("history checker", f"[red]{results['history']['error']}[/]")
     if "check" in results.get("history", {}):
         from pathweave_bench.history import check_rows
 

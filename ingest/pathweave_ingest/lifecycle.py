@@ -161,18 +161,23 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
     return versions, change
 
 
-def applied_in(run: Run, docs: list[dict[str, Any]]) -> dict[str, int]:
+def applied_in(run: Run, docs: list[dict[str, Any]]) -> list[str]:
     """Inside the write transaction that makes ``docs`` visible without a queue (the CLI's
     ingest; ``{doc_id, title, source}``): each head is locked and takes the next version,
-    ``done`` (a version queued or running meanwhile is superseded by this write). Returns
-    ``{doc_id: version}``."""
+    ``done`` (a version queued or running meanwhile is superseded by this write). Returns the
+    ids stored at that moment (the caller cuts their old version off: another writer may
+    have stored one since the caller looked). Raises ValueError (nothing written) for an id
+    of another tenant."""
     if not docs:
-        return {}
-    run("doc_lock", ids=[d["doc_id"] for d in docs], owner="direct")
+        return []
+    heads = run("doc_lock", ids=[d["doc_id"] for d in docs], owner="direct")
+    others = sorted({d["doc_id"] for d in docs} - {h["doc_id"] for h in heads})
+    if others:  # ids are hashes of the tenant: only a forged id names another tenant's document
+        raise ValueError(f"document ids of another tenant: {others[:3]}")
     finished_at = now_iso()
-    rows = [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"], "finished_at": finished_at}
-            for d in docs]
-    return {row["doc_id"]: int(row["version"]) for row in run("doc_applied", rows=rows)}
+    run("doc_applied", rows=[{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],
+                              "finished_at": finished_at} for d in docs])
+    return [h["doc_id"] for h in heads if h["ingested"]]
 
 
 def fence(run: Run, versions: dict[str, int]) -> None:
@@ -228,7 +233,8 @@ def requeue_in(run: Run, job_id: str, failed: bool, queued: bool, limit: int = 1
     queue is gone) back to ``queued`` under ``job_id`` (compare-and-set on the version).
     Returns their payloads (kept since acceptance) with their ``version``."""
     now = now_ms()
-    found = run("doc_requeue_candidates", failed=failed, queued=queued, now=now, limit=limit)
+    statuses = ["running"] + ["failed"] * failed + ["queued"] * queued
+    found = run("doc_requeue_candidates", statuses=statuses, now=now, limit=limit)
     if not found:
         return []
     taken = {row["doc_id"] for row in run("doc_requeue", job_id=job_id, now=now, queued_at=now_iso(),

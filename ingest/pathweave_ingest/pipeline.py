@@ -321,8 +321,7 @@ class Pipeline:
         def work(run) -> DocumentChange:
             change = DocumentChange(added_passage_ids=list(added))
             embedder_record.guard(run, self.store, self.embedder)  # still this embedder's tenant, not re-embedding
-            old = timed("change", lambda: (lifecycle.fence(run, fenced), lifecycle.applied_in(run, direct),
-                                           [p for doc_id in replaced for p in detach_document(run, doc_id)])[2])
+            old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced))
             timed("lookup", lambda: self._still_stored(run, batch))
             for name, params in steps:
                 timed("apr_codes" if name.startswith("apr_") else "write", lambda: run(name, **params))
@@ -334,6 +333,17 @@ class Pipeline:
         change = self.store.execute_write(work)
         self.store.backend.graph_changed(self.store)
         return change
+
+    @staticmethod
+    def _begin_swap(run, fenced: dict[str, int], direct: list[dict], replaced: list[str]) -> list[str]:
+        """The swap's first steps: the fence on the claimed versions, or the direct writes
+        accepted as versions (:func:`~pathweave_ingest.lifecycle.applied_in`); then the
+        passages of the versions being replaced cut off (also those of a direct document
+        another writer stored since the group was planned). Returns the cut passage ids."""
+        lifecycle.fence(run, fenced)
+        stored = lifecycle.applied_in(run, direct)
+        cut = list(dict.fromkeys(replaced + stored))
+        return [p for doc_id in cut for p in detach_document(run, doc_id)]
 
     @staticmethod
     def _still_stored(run, batch: _Batch) -> None:

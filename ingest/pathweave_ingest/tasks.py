@@ -298,12 +298,14 @@ def give_up(runtime: Runtime, tenant: str, docs: list[dict[str, Any]], error: st
 class Attempt:
     """One run of a batch under the retry policy (:func:`attempt`). ``again``: the payloads
     to run again after ``countdown`` seconds ([] when the batch is finished); ``resumed``:
-    the ids that next run leaves running itself (a transient retry resumes its own)."""
+    the ids that next run leaves running itself (a transient retry resumes its own);
+    ``error``: what made the batch retry or give up (None: it ran)."""
 
     outcome: BatchOutcome
     again: list[dict[str, str]]
     resumed: list[str]
     countdown: float
+    error: BaseException | None = None
 
 
 def attempt(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]], retries: int,
@@ -331,12 +333,15 @@ def attempt(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str
             log.error("giving up on a batch of %d for %s (job %s) after %d retries: %s", len(documents), tenant,
                       job_id, retries, exc)
             failed = give_up(runtime, tenant, documents, f"store unavailable after {retries} retries: {exc}")
-            return Attempt(BatchOutcome(failed=failed), [], [], 0.0)
-        return Attempt(BatchOutcome(), documents, [d["doc_id"] for d in documents], jittered(ws.backoff(retries)))
+            return Attempt(BatchOutcome(failed=failed), [], [], 0.0, exc)
+        countdown = jittered(ws.backoff(retries))
+        log.warning("batch of %d for %s (job %s): %s; again in %.1f s (retry %d of %d)", len(documents), tenant,
+                    job_id, exc, countdown, retries + 1, ws.max_retries)
+        return Attempt(BatchOutcome(), documents, [d["doc_id"] for d in documents], countdown, exc)
     except Exception as exc:  # noqa: BLE001 - unexpected: never leave documents running forever
         log.exception("batch of %d for %s (job %s) failed", len(documents), tenant, job_id)
         failed = give_up(runtime, tenant, documents, f"internal error: {type(exc).__name__}: {exc}")
-        return Attempt(BatchOutcome(failed=failed), [], [], 0.0)
+        return Attempt(BatchOutcome(failed=failed), [], [], 0.0, exc)
     return Attempt(outcome, outcome.retry, [], jittered(ws.backoff(retries)) if outcome.retry else 0.0)
 
 

@@ -157,7 +157,8 @@ class Heartbeat:
 @celery_app.task(bind=True, name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed: list[str] | None = None) -> dict:
     """Ingest one batch under the retry policy of :func:`pathweave_ingest.tasks.attempt`: what
-    it says to run again is retried by Celery with its countdown."""
+    it says to run again is retried by Celery with its countdown; a batch given up on (its
+    documents marked failed) ends the task with its error."""
     from pathweave_ingest.tasks import attempt
 
     delivery = self.request.delivery_info or {}
@@ -166,7 +167,9 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
                        redelivered=bool(delivery.get("redelivered")))
     if step.again:
         raise self.retry(args=(tenant, job_id, step.again), kwargs={"resumed": step.resumed},
-                         countdown=step.countdown)
+                         countdown=step.countdown, exc=step.error)
+    if step.error is not None:
+        raise step.error
     return step.outcome.summary()
 
 
