@@ -300,8 +300,9 @@ class Register:
                       threading.Thread(target=poller, name="poller", daemon=True,
                                        args=(url, token, self.history, self._reading))]
 
-    def start(self) -> None:
-        self.history.started = time.monotonic()
+    def start(self, started: float | None = None) -> None:
+        """Start the clients; ``started`` (``time.monotonic()``): the history's time zero."""
+        self.history.started = started if started is not None else time.monotonic()
         for thread in self._writers + self._side:
             thread.start()
 

@@ -310,8 +310,7 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
                                 think_s=minutes * 60 * HISTORY_WRITERS / history_writes, read_pause_s=1.0)
         journal.started = time.monotonic()
         if register is not None:
-            register.start()
-            register.history.started = journal.started  # one time base for the faults
+            register.start(journal.started)  # one time base for the faults
         stop = threading.Event()
         threads = [threading.Thread(target=query_client, name=f"client-{n}", daemon=True,
                                     args=(service.url, query_token, kind, questions, n, think_s, journal, stop))
