@@ -130,8 +130,9 @@ def bench_soak(
     drain_minutes: float = typer.Option(15.0, min=0.0, help="After the load: how long to wait for the accepted "
                                                             "documents to finish."),
     keep: Optional[Path] = typer.Option(None, help="Keep the run's data dir in this new folder."),
-    history_writes: int = typer.Option(200, min=0, help="The history checker's PUTs and DELETEs of 5 ids, "
-                                                       "spread over the run (0 = no checker)."),
+    history_writes: int = typer.Option(220, min=0, help="The history checker's PUTs and DELETEs of 5 ids, "
+                                                       "spread over the run (0 = no checker; a DELETE of an "
+                                                       "absent id is no version: about 200 versions)."),
 ) -> None:
     """The service (API, Celery worker, Redis, managed store) under mixed load with faults:
     status codes, latency and RSS over time, documents' outcomes, a clean-replay graph check,

@@ -259,7 +259,7 @@ def rss_mib(pid: int | None) -> float | None:
 def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: float = 30.0, llm: bool = False,
              worker_kill_every: float = 5.0, think_s: float = 0.5, ingest_every_s: float = 5.0,
              ingest_batch: int = 5, drain_minutes: float = 15.0, keep: Path | None = None,
-             history_writes: int = 200) -> dict:
+             history_writes: int = 220) -> dict:
     """Run the soak benchmark (see the module doc); returns (and writes) the results dict.
     Raises RuntimeError when the service does not start."""
     from pathweave import store_server

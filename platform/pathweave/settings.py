@@ -151,7 +151,7 @@ class ModelSettings(_Section):
     # a catalog embedder (pathweave.embedding_models: minilm | bge-small | bge-small-int8 |
     # e5-small; ONNX Runtime for ingestion and queries alike) or the path of a local
     # sentence-transformers model directory. The default and why: README, docs/benchmarks.md
-    embedder: str = "bge-small"
+    embedder: str = "bge-small-int8"
     # where the catalog models are installed (`make install`); empty = <venv>/share/pathweave/models,
     # one directory shared by every data dir of the installation
     directory: Path | None = None
