@@ -163,10 +163,6 @@ _BGE_SMALL_INT8 = replace(
 
 CATALOG: dict[str, EmbeddingModel] = {m.name: m for m in (_MINILM, _BGE_SMALL, _BGE_SMALL_INT8, _E5_SMALL)}
 
-DEFAULT = "bge-small"
-"""The default embedder (why: README and docs/benchmarks.md)."""
-
-
 def get(name: str) -> EmbeddingModel:
     """The catalog model ``name``. Raises :class:`UnknownEmbedder` naming the choices."""
     try:
