@@ -1,7 +1,7 @@
 """``pathweave bench history``: a register checker for versioned documents, in the style of
 Jepsen's.
 
-The real service on loopback (:class:`~pathweave_bench.soak.Service`: Redis, the API, one
+The real service on loopback (:class:`~pathweave_bench.service.Service`: Redis, the API, one
 Celery worker, the managed store of ``backend``). ``writers`` clients concurrently PUT and
 DELETE a handful of external ids (every PUT carries a unique marker: "The approver of policy
 <id> is <marker>."), while the worker is SIGKILLed mid-replacement (restarted 2 s later, as
@@ -382,7 +382,7 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     from pathweave import store_server
     from pathweave.settings import get_settings
     from pathweave_bench.common import git_commit, machine_info, wait_for
-    from pathweave_bench.soak import APPROXIMATE_SLACK, Service
+    from pathweave_bench.service import APPROXIMATE_SLACK, Service
 
     own_dir = workdir is None
     workdir = Path(workdir or tempfile.mkdtemp(prefix="pathweave-bench-history-"))

@@ -44,8 +44,6 @@ import os
 import random
 import re
 import shutil
-import signal
-import sys
 import tempfile
 import threading
 import time
@@ -59,18 +57,17 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
-from pathweave.processes import free_port, pid_alive, read_json
+from pathweave.processes import free_port
 from pathweave.terminal import stdout_console
 from pathweave_bench.api import same_graph
 from pathweave_bench.common import (ChildProcesses, default_data_dir, git_commit, http_ready, machine_info,
                                     publish_results, wait_for)
+from pathweave_bench.history import HISTORY_WRITERS, Register, register_keys
+from pathweave_bench.service import APPROXIMATE_SLACK, Service, api_command, service_env
 
 TENANT = "soak"
 FAULT_WINDOW_S = 90.0
 """A traceback logged within this many seconds after a fault is attributed to it."""
-APPROXIMATE_SLACK = 2
-"""SYNONYM and ALIAS_OF edges (from the store's approximate vector index, and alias groups
-built on them) of the soaked graph may differ from the replay's by 1 % or this many edges."""
 RSS_EVERY_S = 30.0
 """How often (s) the RSS of the service processes is sampled."""
 
@@ -155,96 +152,6 @@ def timed_call(client: httpx.Client, journal: Journal, kind: str, method: str, u
     return response
 
 
-class Service:
-    """The service under test: Redis, the API and the worker as child processes, the managed
-    store (and model server) they start on demand in ``workdir``."""
-
-    def __init__(self, workdir: Path, llm: bool, backend: str = "arcadedb") -> None:
-        from pathweave import neo4j_server
-        from pathweave.settings import Settings
-
-        self.workdir = workdir
-        self.backend = backend
-        self.store_dir = neo4j_server.server_dir(Settings(data_dir=workdir)) if backend == "neo4j" else workdir / "server"
-        self.processes = ChildProcesses()
-        self.redis_port = free_port()
-        self.api_port = free_port()
-        self.url = f"http://127.0.0.1:{self.api_port}"
-        self.logs = {"api": workdir / "api.log", "worker": workdir / "worker.log", "redis": workdir / "redis.log",
-                     "store": self.store_dir / "server.log", "llm": workdir / "llm" / "server.log"}
-        self.keys_file = workdir / "keys.sqlite3"
-        self.env = service_env(workdir, self.keys_file, f"redis://127.0.0.1:{self.redis_port}/0",
-                               PATHWEAVE_WORKER_QUEUE="pathweave.soak", PATHWEAVE_STORE_BACKEND=backend)
-        self.redis = self.api = self.worker = None
-
-    def start_redis(self):
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server not found: apt-get install -y redis-server (or tools/start-redis.sh)")
-        self.redis = self.processes.start(
-            [binary, "--bind", "127.0.0.1", "--port", str(self.redis_port), "--dir", str(self.workdir),
-             "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""], self.env, self.logs["redis"])
-        from pathweave_ingest.worker import broker_answers
-
-        wait_for(lambda: broker_answers(self.env["PATHWEAVE_WORKER_BROKER_URL"]), 30, "redis", self.redis,
-                 self.logs["redis"])
-
-    def start_worker(self, wait: bool = True):
-        size = self.logs["worker"].stat().st_size if self.logs["worker"].exists() else 0
-        self.worker = self.processes.start([sys.executable, "-m", "pathweave_ingest.worker"], self.env,
-                                           self.logs["worker"])
-        if wait:
-            wait_for(lambda: "ready." in self.logs["worker"].read_bytes()[size:].decode(errors="replace"), 300,
-                     "worker", self.worker, self.logs["worker"])
-
-    def start_api(self):
-        self.api = self.processes.start(
-            api_command(self.api_port), self.env, self.logs["api"])
-        wait_for(lambda: http_ready(self.url), 300, "API server", self.api, self.logs["api"])
-
-    def pids(self) -> dict[str, int | None]:
-        """The current pid of each service process (None: not running)."""
-        store = read_json(self.store_dir / "server.json") or {}
-        llm = read_json(self.workdir / "llm" / "server.json") or {}
-        return {"api": self.api and self.api.pid, "worker": self.worker and self.worker.pid,
-                "store": store.get("pid"), "llm": llm.get("pid"), "redis": self.redis and self.redis.pid}
-
-    def kill(self, fault: str) -> dict:
-        """Inflict ``fault`` (worker | store | redis | llm); returns what was done."""
-        pid = self.pids().get(fault)
-        if fault == "worker":
-            os.killpg(self.worker.pid, signal.SIGKILL)
-            self.worker.wait(30)
-            time.sleep(2.0)  # a supervisor's restart delay
-            self.start_worker(wait=False)
-            return {"killed": pid, "restarted": self.worker.pid}
-        if fault == "redis":  # a restart: clean shutdown (the append-only file is flushed), same port
-            self.redis.terminate()
-            self.redis.wait(60)
-            self.processes.items.remove(self.redis)
-            self.start_redis()
-            return {"restarted": self.redis.pid}
-        if pid is None or not pid_alive(pid):
-            return {"skipped": f"no {fault} server runs"}
-        os.kill(pid, signal.SIGKILL)  # store | llm: whoever needs it next starts it again
-        return {"killed": pid}
-
-
-def service_env(data_dir: Path, keys_file: Path, broker_url: str, **extra: str) -> dict[str, str]:
-    """The environment of a service process of the run: this one's without its ``PATHWEAVE_*``
-    settings, then the run's data dir, key file and broker (empty: none), offline models."""
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("PATHWEAVE_")},
-            "PATHWEAVE_DATA_DIR": str(data_dir), "PATHWEAVE_API_KEYS_FILE": str(keys_file),
-            "PATHWEAVE_WORKER_BROKER_URL": broker_url, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "passive", **extra}
-
-
-def api_command(port: int) -> list[str]:
-    """The API server of a service (uvicorn on 127.0.0.1:``port``)."""
-    return [sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory", "--host", "127.0.0.1",
-            "--port", str(port), "--log-level", "warning"]
-
-
 def rss_mib(pid: int | None) -> float | None:
     """RSS (MiB) of process ``pid`` alone (a managed server it started is sampled as itself),
     None when it does not run."""
@@ -265,7 +172,6 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
     from pathweave import store_server
     from pathweave.settings import ApiSettings, get_settings
     from pathweave_api.keys import key_store_for
-    from pathweave_bench.history import HISTORY_WRITERS, Register, register_keys
 
     console = stdout_console()
     data = Path(data) if data else default_data_dir()

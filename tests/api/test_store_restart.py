@@ -129,7 +129,7 @@ def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_50
     from pathweave.processes import read_json
     from pathweave.settings import ApiSettings
     from pathweave_api.keys import key_store_for
-    from pathweave_bench.soak import Service
+    from pathweave_bench.service import Service
 
     own = settings.model_copy(update={"data_dir": tmp_path})
     service = Service(tmp_path, llm=False, backend=own.store.backend)

@@ -252,7 +252,7 @@ def test_a_redelivered_batch_marks_documents_done_only_after_the_graph_is_repair
     no_synonyms = settings.ingest.model_copy(update={"synonym_threshold": 2.0})
     killed = Pipeline(store, embedder, extractor, settings.model_copy(update={"tenant": tenant,
                                                                              "ingest": no_synonyms}))
-    killed.ingest(docs)
+    killed.ingest(docs, versions={d["doc_id"]: d["version"] for d in batch})  # as its worker did
     assert store.counts().get("rel:SYNONYM", 0) == 0
     version_after_kill = store.graph_version()
 
