@@ -28,6 +28,14 @@ CONFLICT_RETRIES = 8
 """How often :meth:`GraphStore.execute_write` runs a transaction again after a write conflict."""
 
 
+def _conflict(exc: BaseException) -> bool:
+    """A write conflict of ArcadeDB's optimistic transactions: two writers changed one record,
+    or both created the node a MERGE looked for (the second commit finds its key taken; run
+    again, its MERGE matches the first one's node)."""
+    text = str(exc).lower()
+    return "concurrentmodification" in text or "duplicated key" in text
+
+
 def batched(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     """Consecutive slices of ``rows`` of at most ``size`` items."""
     for start in range(0, len(rows), max(1, size)):
@@ -108,7 +116,7 @@ class GraphStore:
                 with self.driver.session(database=self.database) as session:
                     return session.execute_write(transaction)
             except Exception as exc:
-                if attempt == CONFLICT_RETRIES or "concurrentmodification" not in str(exc).lower():
+                if attempt == CONFLICT_RETRIES or not _conflict(exc):
                     raise
                 time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         raise AssertionError("unreachable")
