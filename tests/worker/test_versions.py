@@ -185,3 +185,31 @@ def test_the_clis_write_is_a_version_too(hooked):
     assert doc_status(store, job)["status"] == "superseded"
     job2, batch2 = submit(store, version("Bruno Keller"))  # the same content again: nothing to do
     assert batch2 == [] and doc_status(store, job2)["status"] == "done"
+
+
+def test_concurrent_first_writes_of_one_new_id_are_both_accepted(hooked):
+    """Two first PUTs of one new id at once: both are accepted, as two versions (on ArcadeDB
+    both transactions create the head; the second commit's duplicate key is a conflict and
+    runs again)."""
+    import threading
+
+    runtime, _ = hooked
+    store = runtime.store(f"race{uuid.uuid4().hex[:8]}")
+    for round_ in range(6):
+        doc = SourceDocument("api", "Race", f"Round {round_} of the race policy is approved by Dana Weiss.",
+                             key=f"race-{round_}")
+        barrier, versions, errors = threading.Barrier(2), [], []
+
+        def put():
+            barrier.wait()
+            try:
+                versions.append(submit(store, doc)[1][0]["version"])
+            except Exception as exc:  # noqa: BLE001 - the assertion below reports it
+                errors.append(exc)
+
+        threads = [threading.Thread(target=put) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors and sorted(versions) == [1, 2], (errors, versions)
