@@ -289,6 +289,7 @@ class Register:
         self.url, self.token, self.replay_token = url, token, replay_token
         self.external = [f"policy-{n}" for n in range(ids)]
         self.history = History()
+        self._dumped: Path | None = None
         self.budget, self._lock = [writes], threading.Lock()
         self._stop, self._reading = threading.Event(), threading.Event()
         self._writers = [threading.Thread(target=writer, name=f"writer-{n}", daemon=True,
@@ -366,9 +367,16 @@ class Register:
         finally:
             self.stop()
             if not results.get("ok"):
-                out.mkdir(parents=True, exist_ok=True)
-                results["history_file"] = str(self.history.dump(Path(out) / "history-failed.json"))
+                results["history_file"] = self.dump_failed(out)
         return results
+
+    def dump_failed(self, out: Path) -> str:
+        """Write the history to ``out/history-failed.json`` (once); returns its path."""
+        path = Path(out) / "history-failed.json"
+        if self._dumped != path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._dumped = self.history.dump(path)
+        return str(path)
 
 
 def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, worker_kills: int = 3,
@@ -415,9 +423,8 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
             register.stop()
         service.processes.stop_all()
         store_server.stop(settings)
-        if register is not None and not results.get("ok") and "history_file" not in results:
-            out.mkdir(parents=True, exist_ok=True)
-            results["history_file"] = str(register.history.dump(Path(out) / "history-failed.json"))
+        if register is not None and not results.get("ok"):
+            results["history_file"] = register.dump_failed(out)
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
