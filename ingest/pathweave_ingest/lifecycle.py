@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pathweave.store import GraphStore
+from pathweave.store import GraphStore, WriteConflict
 from pathweave_ingest.documents import DocumentChange, record_change, remove_documents
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,17 @@ def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
     return not payload.get("key") or state.get("content_hash") == payload.get("content_hash")
 
 
+def _versions_of_locked(run: Run, name: str, doc_ids: Collection[str], **params: Any) -> dict[str, int]:
+    """Run statement ``name`` that gives each head ``doc_lock`` holds in this transaction its
+    next version; returns ``{doc_id: version}``. Raises
+    :class:`pathweave.store.WriteConflict` (the transaction runs again) when a head is not
+    found again: a concurrent first write of the same new id committed its copy first."""
+    versions = {row["doc_id"]: int(row["version"]) for row in run(name, **params)}
+    if lost := set(doc_ids) - set(versions):
+        raise WriteConflict(f"{len(lost)} locked document head(s) not found again in this transaction")
+    return versions
+
+
 def _status_rows(items: Iterable[dict[str, Any]], queued_at: str, payload: bool = False) -> list[dict[str, Any]]:
     """Rows of ``doc_accept`` (``payload``: with the task payload as JSON, kept until done)
     and ``doc_status_already_done``."""
@@ -106,8 +117,8 @@ def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
             enqueue.append(doc)
     if done:
         run("doc_status_already_done", rows=_status_rows(done, queued_at), job_id=job_id)
-    versions = {row["doc_id"]: int(row["version"]) for row in
-                run("doc_accept", rows=_status_rows(enqueue, queued_at, payload=True), job_id=job_id)} if enqueue else {}
+    versions = _versions_of_locked(run, "doc_accept", [d["doc_id"] for d in enqueue],
+                                  rows=_status_rows(enqueue, queued_at, payload=True), job_id=job_id) if enqueue else {}
     return [{**doc, "version": versions[doc["doc_id"]]} for doc in enqueue], done
 
 
@@ -147,8 +158,8 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
                 not h["ingested"] and h["status"] in (None, "deleted") for h in heads)):
             raise NoSuchDocument(", ".join(doc_ids))  # rolls the lock's MERGE back
         locked = [h["doc_id"] for h in heads]
-        versions = {row["doc_id"]: int(row["version"])
-                    for row in run("doc_mark_deleted", ids=locked, finished_at=now_iso())} if locked else {}
+        versions = _versions_of_locked(run, "doc_mark_deleted", locked, ids=locked,
+                                      finished_at=now_iso()) if locked else {}
         change = DocumentChange()
         remove_documents(run, locked, change, store.dimensions)
         if change.removed_doc_ids:
@@ -175,7 +186,8 @@ def applied_in(run: Run, docs: list[dict[str, Any]]) -> list[str]:
     if others:  # ids are hashes of the tenant: only a forged id names another tenant's document
         raise ValueError(f"document ids of another tenant: {others[:3]}")
     finished_at = now_iso()
-    run("doc_applied", rows=[{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],
+    _versions_of_locked(run, "doc_applied", [d["doc_id"] for d in docs],
+                       rows=[{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],
                               "finished_at": finished_at} for d in docs])
     return [h["doc_id"] for h in heads if h["ingested"]]
 

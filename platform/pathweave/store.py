@@ -28,10 +28,21 @@ CONFLICT_RETRIES = 8
 """How often :meth:`GraphStore.execute_write` runs a transaction again after a write conflict."""
 
 
+class WriteConflict(RuntimeError):
+    """Raised by a transaction's own work when a record it wrote earlier in the same
+    transaction is not found again: on ArcadeDB, a concurrent transaction committed the node
+    this one's MERGE created (both made it), and the index lookup no longer sees this one's
+    copy. :meth:`GraphStore.execute_write` runs the transaction again; its MERGE then
+    matches the committed node."""
+
+
 def _conflict(exc: BaseException) -> bool:
     """A write conflict of ArcadeDB's optimistic transactions: two writers changed one record,
-    or both created the node a MERGE looked for (the second commit finds its key taken; run
-    again, its MERGE matches the first one's node)."""
+    or both created the node a MERGE looked for (the second commit finds its key taken, or
+    the transaction no longer finds its own copy: :class:`WriteConflict`; run again, its
+    MERGE matches the first one's node)."""
+    if isinstance(exc, WriteConflict):
+        return True
     text = str(exc).lower()
     return "concurrentmodification" in text or "duplicated key" in text
 
