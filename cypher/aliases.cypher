@@ -11,7 +11,7 @@ MATCH (e:Entity) WHERE e.tenant = $tenant
 RETURN count(e) AS n;
 
 // name: alias_entities
-// Name, normalized name, type, embedding (base64 float32, pathweave.vectors), split flag and
+// Name, normalized name, type, embedding (base64 float32, pathweave.graph.vectors), split flag and
 // current canonical (null when the entity is no alias) of the entities $ids.
 UNWIND $ids AS id
 MATCH (e:Entity {entity_id: id})

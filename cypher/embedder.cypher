@@ -1,7 +1,7 @@
 // The embedder a tenant's vectors came from, kept on the tenant's Meta node:
 // name (a catalog embedder or a model directory's name), dimension and identity (artifact
 // and version). Ingestion records it on a tenant's first write and every ingestion and
-// query checks it (pathweave.embedder_record); `pathweave reembed` switches it, with
+// query checks it (pathweave.embedding.embedder_record); `pathweave reembed` switches it, with
 // `reembed_to` set while the tenant's vectors are being rewritten.
 
 // name: embedder_record

@@ -2,7 +2,7 @@
 // integer topology current, the topology reads themselves (ids only: no texts, no
 // embeddings), the Cypher-fetched neighbourhood of a query (G_sub) and the vector
 // searches that seed retrieval. `vec` is the node's embedding as base64 little-endian
-// float32 (pathweave.vectors): over Bolt a string decodes ~20x faster in Python than
+// float32 (pathweave.graph.vectors): over Bolt a string decodes ~20x faster in Python than
 // the same vector as a float list or as bytes (measured: 500 rows 31 ms vs 560-700 ms).
 
 // name: record_graph_change

@@ -62,7 +62,7 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if exitstatus not in (0, pytest.ExitCode.TESTS_FAILED):
         return
-    from pathweave.cypher import load_all
+    from pathweave.store.statements import load_all
 
     ran = set(_CYPHER_TRACE.read_text().split()) if _CYPHER_TRACE.exists() else set()
     never = sorted(set(load_all()) - ran)
@@ -84,8 +84,8 @@ def settings():
 
 @pytest.fixture(scope="session")
 def base_store(settings):
-    from pathweave import store_server
-    from pathweave.store import open_store
+    from pathweave.servers import store_server
+    from pathweave.runtime import open_store
 
     store = open_store(settings)
     yield store
@@ -96,7 +96,7 @@ def base_store(settings):
 
 @pytest.fixture(scope="session")
 def embedder(settings):
-    from pathweave.embeddings import get_embedder
+    from pathweave.embedding.embedders import get_embedder
 
     return get_embedder(settings)
 
@@ -109,7 +109,7 @@ def tenant() -> str:
 @pytest.fixture()
 def store(base_store, tenant):
     """A store handle scoped to a fresh tenant (same server and driver)."""
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
 
     return GraphStore(base_store.driver, base_store.database, base_store.backend, tenant,
                       base_store.batch_size, base_store.dimensions)
@@ -179,7 +179,7 @@ def llm_settings():
 def llm_server(base_store, settings, llm_settings):
     """The running managed server, owned by this process (stopped before the store's teardown
     removes the data dir; a killed test run leaves none behind)."""
-    from pathweave.llm import server
+    from pathweave.servers import llm_server as server
 
     info = server.start(settings.data_dir, llm_settings, owner=os.getpid())
     yield info

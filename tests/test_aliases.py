@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from pathweave.retrieval.retriever import Retriever
+from pathweave.query.retriever import Retriever
 from pathweave.settings import AliasSettings
 from pathweave.text import normalize, stable_id
-from pathweave.topology import Topology
-from pathweave.vectors import decode_vectors, encode_vector
+from pathweave.graph.topology import Topology
+from pathweave.graph.vectors import decode_vectors, encode_vector
 from pathweave_cli.main import app
 from pathweave_ingest.aliases import (canonical_count, clear_tenant, consolidate, consolidate_tenant, describe_groups,
                                       merge_pairs, neighbour_count, numbers_agree, split, union_find)

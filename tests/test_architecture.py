@@ -63,3 +63,72 @@ def test_the_checks_catch_an_upward_import_and_a_cycle():
     graph.add_import(importer="pathweave.text", imported="pathweave_cli.main")
     assert any(line.startswith("pathweave.text -> pathweave_cli.main") for line in upward_imports(graph))
     assert any("pathweave.text" in cycle and "pathweave_cli.main" in cycle for cycle in import_cycles(graph))
+
+
+# ---- inside the core: each package has one role, and the roles are layered ----
+
+CORE_RANKS = {
+    "servers": 0, "store": 0,  # managed processes; store access over Bolt (neither knows the other)
+    "graph": 1, "records": 1, "selection": 1, "embedding": 1, "llm": 1,
+    "retrieval": 2,
+    "apr": 3,  # AutoPrunedRetriever builds on the retrieval modes, never the other way
+    "query": 4,  # the dispatcher over every mode
+    "runtime": 5,  # what a process opens and keeps
+}
+"""Rank of each of the core's packages: a package imports only packages of a lower rank (the
+top-level modules not named here, such as ``settings``, ``model``, ``text`` and ``errors``,
+are the vocabulary every package may use)."""
+
+INDEPENDENT = {("store", "servers"), ("servers", "store")}
+"""Pairs of the same rank that never import each other: the Bolt wrapper knows nothing of
+processes, and the process supervision nothing of the graph."""
+
+
+def core_package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "pathweave" and len(parts) > 1 else None
+
+
+def core_violations(graph: grimp.ImportGraph) -> list[str]:
+    """Every direct import between two of the core's packages that the ranks forbid, as
+    ``"importer -> imported"``."""
+    found = []
+    for module in graph.modules:
+        low = core_package(module)
+        if low not in CORE_RANKS:
+            continue
+        for imported in graph.find_modules_directly_imported_by(module):
+            high = core_package(imported)
+            if high in CORE_RANKS and high != low and (
+                    CORE_RANKS[high] > CORE_RANKS[low] or (low, high) in INDEPENDENT):
+                found.append(f"{module} -> {imported}")
+    return sorted(found)
+
+
+def test_the_cores_packages_import_only_lower_roles(graph):
+    assert core_violations(graph) == []
+
+
+def test_the_core_check_catches_an_upward_import():
+    graph = grimp.build_graph(*LAYERS, cache_dir=None)
+    graph.add_import(importer="pathweave.records.reasoning", imported="pathweave.apr.memory")
+    graph.add_import(importer="pathweave.store.graph_store", imported="pathweave.servers.store_server")
+    assert core_violations(graph) == ["pathweave.records.reasoning -> pathweave.apr.memory",
+                                      "pathweave.store.graph_store -> pathweave.servers.store_server"]
+
+
+def test_the_core_is_its_packages_and_a_few_modules():
+    """At most 8 top-level modules beside the packages, and every package says its role."""
+    import ast
+    from pathlib import Path
+
+    import pathweave
+
+    root = Path(pathweave.__file__).parent
+    modules = sorted(p.stem for p in root.glob("*.py") if p.stem != "__init__")
+    assert len(modules) <= 8, modules
+    packages = sorted(p for p in root.iterdir() if (p / "__init__.py").is_file())
+    assert {p.name for p in packages} >= set(CORE_RANKS) - {"runtime"}
+    for package in packages:
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
+        assert doc and len(doc.split()) >= 8, f"pathweave.{package.name} has no docstring naming its role"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pathweave import store_server
-from pathweave.processes import ServerError
-from pathweave.retrieval.retriever import Retriever
+from pathweave.servers import store_server
+from pathweave.servers.processes import ServerError
+from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument, load_path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -25,7 +25,7 @@ QUESTIONS = ["Where was Marie Curie born?", "On which river stands the city wher
 @pytest.mark.arcadedb_only
 def test_an_online_backup_restores_the_same_answers(settings, embedder, extractor, tmp_path, monkeypatch):
     from pathweave.settings import get_settings
-    from pathweave.store import open_store
+    from pathweave.runtime import open_store
     from pathweave_cli.main import app
     from pathweave_ingest.pipeline import Pipeline
 
@@ -112,7 +112,7 @@ def test_a_neo4j_dump_restores_the_same_answers(settings, embedder, extractor, t
     ``load`` with the server stopped meanwhile (Community has no online backup) and started
     again where its clients point; the restored store answers as before and a query process
     that saw the later graph catches up; a file that is no dump changes nothing."""
-    from pathweave.store import open_store
+    from pathweave.runtime import open_store
     from pathweave_ingest.pipeline import Pipeline
 
     own = settings.model_copy(update={"data_dir": tmp_path / "data", "tenant": "backup"})

@@ -4,8 +4,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from pathweave.retrieval.beam import beam_search
-from pathweave.settings import PropRAGParams
-from pathweave.subgraph import Subgraph
+from pathweave.settings import RetrievalSettings
+from pathweave.graph.subgraph import Subgraph
 
 
 def unit(v):
@@ -40,7 +40,7 @@ def test_beam_finds_the_known_best_two_hop_path():
     vectors = [[1, 0.05, 0], [0.05, 1, 0], [1, 0.6, 0.9], [0, 0, 1]]
     entities = [[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
     subgraph = make_subgraph(vectors, entities)
-    params = PropRAGParams(beam_width=2, jump_points=1, rescore_top=0, max_depth=2, top_paths=3)
+    params = RetrievalSettings(beam_width=2, jump_points=1, rescore_top=0, max_depth=2, top_paths=3)
     top, initial, graph = beam_search(query, subgraph, np.ones(4, dtype=bool), params, no_encoder)
     # hand computation: path (r0, r1) has mean ~ (1.05, 1.05, 0) -> cosine ~1.0 with the query
     assert top[0].props == (0, 1)
@@ -57,7 +57,7 @@ def test_beam_follows_synonym_edges_and_skips_repeats():
     synonyms = np.zeros((4, 4))
     synonyms[0, 1] = synonyms[1, 0] = 0.9  # E0 ~ E1: r0 and r1 are neighbours
     subgraph = make_subgraph(vectors, entities, synonyms)
-    params = PropRAGParams(beam_width=1, jump_points=0, rescore_top=0, max_depth=3, top_paths=5)
+    params = RetrievalSettings(beam_width=1, jump_points=0, rescore_top=0, max_depth=3, top_paths=5)
     top, _, graph = beam_search(query, subgraph, np.ones(3, dtype=bool), params, no_encoder)
     assert top[0].props in {(0, 1), (1, 0)}
     assert all(len(set(p.props)) == len(p.props) for p in top)
@@ -79,7 +79,7 @@ def test_rescoring_replaces_the_mean_score():
         # the concatenation "prop 2 prop 0" (or reversed) is scored as a perfect match
         return np.stack([query if "prop 2" in t and "prop 0" in t else unit([0, 0, 1]) for t in texts])
 
-    params = PropRAGParams(beam_width=1, jump_points=0, rescore_top=40, max_depth=2, top_paths=5)
+    params = RetrievalSettings(beam_width=1, jump_points=0, rescore_top=40, max_depth=2, top_paths=5)
     top, _, _ = beam_search(query, subgraph, np.ones(3, dtype=bool), params, encode)
     assert calls, "candidates beyond the beam width are re-scored by their concatenated text"
     assert set(top[0].props) == {0, 2}
@@ -97,7 +97,7 @@ def test_rescoring_stops_after_rescore_until_depth():
         depths.append({len(t.split(" prop ")) for t in texts})  # propositions per re-scored text
         return np.stack([unit(v) for v in np.random.default_rng(0).random((len(texts), 3))])
 
-    every = PropRAGParams(beam_width=1, jump_points=0, rescore_top=40, max_depth=3, top_paths=5)
+    every = RetrievalSettings(beam_width=1, jump_points=0, rescore_top=40, max_depth=3, top_paths=5)
     beam_search(query, subgraph, np.ones(4, dtype=bool), every, encode)
     assert depths == [{2}, {3}]  # the spec: every level with more candidates than the beam
     depths.clear()
@@ -110,9 +110,9 @@ def test_rescoring_stops_after_rescore_until_depth():
 
 
 def test_auto_rescoring_is_resolved_per_device():
-    auto = PropRAGParams()
+    auto = RetrievalSettings()
     gpu, cpu = auto.for_device("cuda:0"), auto.for_device("cpu")
     assert (gpu.rescore_top, gpu.rescore_until_depth) == (40, None)  # the spec on a GPU
     assert (cpu.rescore_top, cpu.rescore_until_depth) == (auto.rescore_top_cpu, auto.rescore_until_depth_cpu)
-    fixed = PropRAGParams(rescore_top=5)
+    fixed = RetrievalSettings(rescore_top=5)
     assert fixed.for_device("cpu") is fixed and fixed.for_device("cuda") is fixed

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pathweave.cypher import load_all, parse, statement
+from pathweave.store.statements import load_all, parse, statement
 
 
 def test_parse_named_statements_strips_comments_and_semicolons():

@@ -87,8 +87,8 @@ def test_a_pdf_without_a_title_is_titled_by_its_file_name(tmp_path, settings, ma
 
 
 def test_a_query_cites_the_page_and_the_record_too(tmp_path, pipeline, store, embedder, settings, make_pdf):
-    from pathweave.citations import cite_result
-    from pathweave.retrieval.retriever import Retriever
+    from pathweave.records.citations import cite_result
+    from pathweave.query.retriever import Retriever
 
     make_pdf(tmp_path / "report.pdf", PAGES)
     make_docx(tmp_path / "guide.docx")
@@ -111,7 +111,7 @@ def test_a_query_cites_the_page_and_the_record_too(tmp_path, pipeline, store, em
 def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, embedder, extractor, settings, make_pdf):
     import uuid
 
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
     from pathweave_ingest.pipeline import Pipeline
 
     folder = tmp_path / "docs"
@@ -145,7 +145,7 @@ def test_a_changed_source_replaces_its_old_version(tmp_path, pipeline, store, em
 
 
 def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, settings, make_pdf):
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
     from pathweave_cli.main import app
 
     runner = CliRunner()

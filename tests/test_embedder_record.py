@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pathweave import embedder_record
-from pathweave.embedder_record import EmbedderMismatch, ReembedInProgress
-from pathweave.embeddings import get_embedder
-from pathweave.retrieval.retriever import Retriever
+from pathweave.embedding import embedder_record
+from pathweave.embedding.embedder_record import EmbedderMismatch, ReembedInProgress
+from pathweave.embedding.embedders import get_embedder
+from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument, load_path
 from pathweave_ingest.pipeline import Pipeline
 from pathweave_ingest.reembed import reembed
@@ -76,7 +76,7 @@ def test_reembed_switches_a_tenant_and_resumes_after_an_interruption(minilm_tena
 def test_reembedded_tenant_equals_a_clean_ingest_with_the_new_embedder(minilm_tenant, base_store, extractor):
     """Every vector the tenant holds is the new embedder's: the passages' ranking of a query
     equals that of a tenant ingested with it from the start."""
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
 
     store, minilm, bge = minilm_tenant
     reembed(store, get_embedder(bge), bge)

@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from pathweave.embedding_models import CATALOG, SPEC_DEFAULTS, UnknownEmbedder, fetch, get
-from pathweave.embeddings import CatalogEmbedder, OnnxEmbedder, default_model_path
+from pathweave.embedding.catalog import CATALOG, SPEC_DEFAULTS, UnknownEmbedder, fetch, get
+from pathweave.embedding.embedders import CatalogEmbedder, OnnxEmbedder, default_model_path
 from pathweave.settings import Settings
 
 TEXTS = ["Warsaw is the capital of Poland.", "The Eiffel Tower stands in Paris.",
@@ -45,7 +45,7 @@ def test_a_text_gets_the_same_vector_in_any_batch(name, models_dir):
 def test_the_int8_export_depends_on_its_batch(models_dir):
     """Why bge-small-int8 runs one text per pass: its activations are quantized per batch, so in
     a batch a text's vector changes with the texts beside it (what run segmentation must not see)."""
-    from pathweave.embeddings import _features
+    from pathweave.embedding.embedders import _features
 
     embedder = CatalogEmbedder(get("bge-small-int8"), models_dir)
     assert embedder.batch_size == 1

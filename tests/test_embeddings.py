@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pathweave import onnx_encoder
-from pathweave.embeddings import Embedder, default_model_path
+from pathweave.embedding import onnx_encoder
+from pathweave.embedding.embedders import Embedder, default_model_path
 
 TEXTS = ["Who is the spouse of the director of Titanic (1997)?",
          "James Cameron directed Titanic. He married Suzy Amis in 2000.",
@@ -64,13 +64,13 @@ def test_the_query_embedder_gives_torch_vectors_without_importing_torch(torch_em
     import subprocess
     import sys
 
-    from pathweave.embeddings import OnnxEmbedder
+    from pathweave.embedding.embedders import OnnxEmbedder
 
     query = OnnxEmbedder(default_model_path(), tmp_path)
     got, want = query.encode(TEXTS), torch_embedder.encode(TEXTS)
     assert got.shape == (len(TEXTS), 384) and np.all((got * want).sum(axis=1) > 0.9999)
     assert query.encode([]).shape == (0, 384)
-    code = ("import json, sys\nfrom pathlib import Path\nfrom pathweave.embeddings import OnnxEmbedder, default_model_path\n"
+    code = ("import json, sys\nfrom pathlib import Path\nfrom pathweave.embedding.embedders import OnnxEmbedder, default_model_path\n"
             f"v = OnnxEmbedder(default_model_path(), Path({str(tmp_path)!r})).encode_one('Warsaw')\n"
             "print(json.dumps([sorted({m.split('.')[0] for m in sys.modules}), v.tolist()]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -91,7 +91,7 @@ def test_a_line_gets_the_same_vector_in_any_batch(settings, store, extractor):
     embedder, float32 ONNX, the same object as ingestion's): a text's vector does not depend on the batch it is in, so fact-run segmentation
     (cuts at cosine 0.7 between lines) is the same however documents were batched. The
     ingestion embedder in bf16 moved one such cosine from 0.7000 to 0.6993 between batches."""
-    from pathweave.embeddings import CatalogEmbedder, get_embedder, get_query_embedder
+    from pathweave.embedding.embedders import CatalogEmbedder, get_embedder, get_query_embedder
     from pathweave_ingest.pipeline import Pipeline
 
     lines = ["John H. Taylor (Mormon) ordain in 1896", "John H. Taylor (Mormon) receive Aaronic priesthood",

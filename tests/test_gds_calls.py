@@ -14,12 +14,12 @@ import pytest
 import scipy.sparse as sp
 from neo4j.exceptions import Neo4jError
 
-from pathweave.backends import Backend, Capability
-from pathweave.backends import gds as gds_ops
-from pathweave.cypher import statement
-from pathweave.backends.arcadedb import ArcadeBackend
-from pathweave.backends.neo4j import Neo4jBackend
-from pathweave.ppr import personalized_pagerank, transition_matrix
+from pathweave.store.backends import Backend, Capability
+from pathweave.store.backends import gds as gds_ops
+from pathweave.store.statements import statement
+from pathweave.store.backends.arcadedb import ArcadeBackend
+from pathweave.store.backends.neo4j import Neo4jBackend
+from pathweave.graph.ppr import personalized_pagerank, transition_matrix
 
 PPR_STREAM = dict(relationship_weight_property="weight", max_iterations=100, tolerance=1e-8, log_progress=False)
 
@@ -224,7 +224,7 @@ def test_personalized_pagerank_without_seeds_in_graph_calls_nothing():
 
 def test_gds_scores_normalized_equal_in_process_ppr():
     """GDS PageRank (isolated nodes pass nothing on) normalized to sum 1 equals
-    pathweave.ppr (isolated mass back to the seeds): the claim of pathweave.backends.gds."""
+    pathweave.graph.ppr (isolated mass back to the seeds): the claim of pathweave.store.backends.gds."""
     rng = np.random.default_rng(7)
     n = 12
     dense = np.triu(rng.random((n, n)) * (rng.random((n, n)) < 0.35), 1)
@@ -454,8 +454,8 @@ def test_neo4j_backend_capabilities_follow_gds():
 
 
 def test_open_store_neo4j_branch(monkeypatch, tmp_path):
-    from pathweave import store as store_module
-    from pathweave.cypher import load_all
+    from pathweave.store.graph_store import graph_store as store_module
+    from pathweave.store.statements import load_all
     from pathweave.settings import Settings
 
     driver = FakeDriver()
@@ -485,7 +485,7 @@ def test_open_store_neo4j_branch(monkeypatch, tmp_path):
 
 
 def test_open_store_neo4j_missing_database(monkeypatch, tmp_path):
-    from pathweave import store as store_module
+    from pathweave.store.graph_store import graph_store as store_module
     from pathweave.settings import Settings
 
     missing = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Database.DatabaseNotFound", message="no db")

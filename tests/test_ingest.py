@@ -111,7 +111,7 @@ def test_synonyms_through_the_vector_index_equal_exact_knn(synonymy, store, embe
     tenant-wide entity matrix), or with ``ingest.synonymy = gds`` on Neo4j + GDS ``gds.knn``
     over the tenant where the batch is a bulk load: the edges must equal an exact cosine kNN
     over all entities."""
-    from pathweave.backends import Capability
+    from pathweave.store.backends import Capability
     from pathweave.text import alnum_count
     from pathweave_ingest.pipeline import Pipeline
     from pathweave_ingest.synonyms import tenant_knn_pays
@@ -150,7 +150,7 @@ def test_groups_in_flight_give_the_same_graph_as_one_group(store, embedder, extr
     overlap (three threads); the graph must equal the one a single group writes."""
     import uuid
 
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
     from pathweave_ingest.pipeline import Pipeline
 
     documents, _ = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
@@ -174,7 +174,7 @@ def test_the_graph_does_not_depend_on_the_order_documents_are_written_in(store, 
     in a different order, or two workers)."""
     import uuid
 
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.pipeline import Pipeline
 
@@ -208,7 +208,7 @@ def test_a_twin_tenant_is_not_crowded_by_its_twin(base_store, embedder, extracto
     import collections
     import uuid
 
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.pipeline import Pipeline
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from pathweave.backends import fulltext_search
+from pathweave.store.backends import fulltext_search
 from pathweave.retrieval.lexical import MAX_TERMS, lucene_query, rrf
-from pathweave.retrieval.retriever import Retriever
+from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument
 
 
@@ -106,7 +106,7 @@ def test_lucene_syntax_in_a_question_is_searched_as_text(contract_retriever, sto
 
 
 def test_fulltext_search_keeps_to_its_tenant(contract_retriever, store, base_store, pipeline):
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
 
     other = GraphStore(base_store.driver, base_store.database, base_store.backend, store.tenant + "x",
                        base_store.batch_size, base_store.dimensions)

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from pathweave import store_server
-from pathweave.cypher import cypher_dir, parse
-from pathweave.retrieval.retriever import Retriever
+from pathweave.servers import store_server
+from pathweave.store.statements import cypher_dir, parse
+from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument
 
 pytestmark = pytest.mark.neo4j_only

@@ -1,4 +1,4 @@
-"""The managed local Neo4j (pathweave.neo4j_server): the real server built from Maven Central
+"""The managed local Neo4j (pathweave.servers.neo4j_server): the real server built from Maven Central
 (Neo4j Community 5.26 + Open GDS 2.13), started in its own data directory: one server per
 data dir, a private generated password, GDS loaded, the CLI's `db start|status|stop
 --backend neo4j`, and no server left behind when its owner dies or its data dir goes away."""
@@ -18,8 +18,8 @@ import pytest
 from neo4j import GraphDatabase
 from typer.testing import CliRunner
 
-from pathweave import neo4j_server, store_server
-from pathweave.processes import managed_servers, pid_alive
+from pathweave.servers import neo4j_server, store_server
+from pathweave.servers.processes import managed_servers, pid_alive
 from pathweave.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_cli_db_start_status_stop_backend_neo4j(tmp_path, monkeypatch):
 
 
 def test_a_server_started_on_demand_stops_when_its_owner_is_killed(tmp_path):
-    script = (f"import sys, time\nfrom pathweave import store_server\nfrom pathweave.settings import Settings\n"
+    script = (f"import sys, time\nfrom pathweave.servers import store_server\nfrom pathweave.settings import Settings\n"
               f"s = Settings(data_dir={str(tmp_path)!r}, store={{'backend': 'neo4j', 'server_heap': '512m'}})\n"
               f"info = store_server.start(s, owner=__import__('os').getpid())\nprint(info.pid, flush=True)\ntime.sleep(600)\n")
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

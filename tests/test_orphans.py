@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pathweave.processes import free_port, pid_alive
+from pathweave.servers.processes import free_port, pid_alive
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -96,7 +96,7 @@ def _sleeper() -> subprocess.Popen:
 def test_a_crashed_server_is_relaunched_with_the_owner_it_had(tmp_path):
     """launch_owner: whoever relaunches a server that died unstopped gives it the lifetime it
     had (its owner while that runs; 0 = db start's, until stop); a stopped one starts afresh."""
-    from pathweave.processes import forget_owner, launch_owner
+    from pathweave.servers.processes import forget_owner, launch_owner
 
     first = _sleeper()
     try:
@@ -120,7 +120,7 @@ def test_a_store_restarted_by_another_process_still_stops_with_its_first_owner(t
     """The soak's sequence: the store started on demand by one process (here a sleeper stands
     for the API) is SIGKILLed; another process (this one, a worker) restarts it; when the
     worker later dies the store must not, and when the first owner exits the store stops."""
-    from pathweave import store_server
+    from pathweave.servers import store_server
     from pathweave.settings import Settings
 
     settings = Settings(data_dir=tmp_path / "data", store={"server_start_timeout_s": 120})
@@ -149,7 +149,7 @@ def test_a_store_shared_by_two_processes_outlives_the_one_that_started_it(tmp_pa
     """A store started on demand by one process (a worker) and used by another (the API,
     registered as a user) keeps running when the first is SIGKILLed, and stops once the
     last of its users has exited."""
-    from pathweave import store_server
+    from pathweave.servers import store_server
     from pathweave.settings import Settings
 
     settings = Settings(data_dir=tmp_path / "data", store={"server_start_timeout_s": 120})
@@ -178,8 +178,8 @@ def test_db_status_all_lists_every_managed_server_with_its_owner(tmp_path):
     its command line, with its data dir, ports, owner and RSS."""
     from typer.testing import CliRunner
 
-    from pathweave import store_server
-    from pathweave.processes import managed_servers
+    from pathweave.servers import store_server
+    from pathweave.servers.processes import managed_servers
     from pathweave.settings import Settings
     from pathweave_cli.main import app
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pathweave.ppr import min_max, personalized_pagerank, transition_matrix
+from pathweave.graph.ppr import min_max, personalized_pagerank, transition_matrix
 
 
 def dense_ppr(adjacency: np.ndarray, reset: np.ndarray, damping: float) -> np.ndarray:

@@ -10,8 +10,8 @@ import pytest
 
 
 def test_a_writer_that_is_behind_bounds_the_wait(monkeypatch):
-    from pathweave import reasoning_records
-    from pathweave.reasoning_records import RecordsBehind, RecordWriter
+    from pathweave.records import reasoning as reasoning_records
+    from pathweave.records.reasoning import RecordsBehind, RecordWriter
 
     release = threading.Event()
     written = []

@@ -4,8 +4,8 @@ modes, and the reasoning record persisted to the graph."""
 from pathlib import Path
 import pytest
 
-from pathweave.reasoning_records import read_reasoning_record
-from pathweave.retrieval.retriever import Retriever
+from pathweave.records.reasoning import read_reasoning_record
+from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import load_path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -67,16 +67,16 @@ def test_unknown_record_and_bad_queries_raise(retriever, store):
 
 
 def test_a_new_document_is_found_by_the_very_next_query(retriever, pipeline, settings, tmp_path):
-    before = retriever.topology().view()
+    before = retriever.resources.topology().view()
     (tmp_path / "new.txt").write_text("Zakopane is a mountain town famous for its wooden Goral architecture.")
     documents, errors = load_path(tmp_path, settings.ingest.max_file_bytes)
     pipeline.ingest(documents, errors)
     result = retriever.query("Which town is famous for wooden Goral architecture?", k=3, write_record=False)
-    after = retriever.topology().view()
+    after = retriever.resources.topology().view()
     assert after.version > before.version  # the write and its links, each recorded
     assert int(after.alive.sum()) == int(before.alive.sum()) + 1
     assert result.passages[0].title == "new" and "Goral" in result.passages[0].text
-    assert retriever.topology().view() is after  # kept while the version stays
+    assert retriever.resources.topology().view() is after  # kept while the version stays
 
 
 def test_empty_tenant_returns_no_passages(store, embedder, settings):
@@ -90,7 +90,7 @@ def test_budgeted_context_fits_and_is_persisted(retriever, store, method):
     context = result.context
     assert context is not None and context.budget == 60
     assert 0 < context.token_count <= 60
-    assert context.token_count == retriever.token_counter().count(context.text)
+    assert context.token_count == retriever.resources.token_counter().count(context.text)
     assert context.lines and context.text.count("\n") == len(context.lines) - 1
     assert any("[" in line.line for line in context.lines)  # passage citations
     record = retriever.read_record(result.query_id)
@@ -168,7 +168,7 @@ def test_lead_statement_is_the_earliest_verbatim_statement():
 
 def test_budgeted_proprag_context_is_statements_citing_several_passages(retriever):
     hits = retriever.query(QUESTION, mode="proprag", k=5, write_record=False).passages
-    counter = retriever.token_counter()
+    counter = retriever.resources.token_counter()
     full = sum(counter.count(f"- {hit.text} [{hit.title}]") for hit in hits if hit.title in ("Marie Curie", "Warsaw"))
 
     def cited(budget):
@@ -219,7 +219,7 @@ def test_warm_up_runs_unrecorded_title_queries(retriever, store, monkeypatch):
 def test_records_are_written_off_the_query_path_and_flush_waits_for_them(retriever, store):
     results = [retriever.query(QUESTION, mode=mode, k=2) for mode in ("proprag", "dense", "proprag")]
     retriever.flush()
-    assert retriever.records.failures == 0
+    assert retriever.resources.records.failures == 0
     for result in results:  # read straight from the store, after the flush
         record = read_reasoning_record(store, result.query_id)
         assert [p["path_id"] for p in record["paths"]] == [p.path_id for p in result.paths]
@@ -249,7 +249,7 @@ def test_gds_stage1_ranks_like_the_local_push_and_a_new_document_is_found_before
     # projected, runs the local push on the updated topology (stage1_gds_fallback) and finds it
     gds = Retriever(retriever.store, retriever.embedder, retriever.settings.model_copy(
         update={"retrieval": retriever.settings.retrieval.model_copy(update={"stage1_ppr": "gds"})}),
-        cache=retriever.cache)
+        cache=retriever.resources.cache)
     assert retriever.store.backend.projector.project_now(retriever.store) is not None
     in_database = gds.query(QUESTION, k=5, write_record=False)
     local = retriever.query(QUESTION, k=5, write_record=False)

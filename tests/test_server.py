@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from pathweave import store_server
+from pathweave.servers import store_server
 from pathweave.settings import Settings
 
 
@@ -42,7 +42,7 @@ def test_a_server_whose_data_dir_is_gone_stops_itself(own_settings):
     import shutil
     import time
 
-    from pathweave.processes import pid_alive
+    from pathweave.servers.processes import pid_alive
 
     info = store_server.start(own_settings)
     assert pid_alive(info.pid)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pathweave.errors import NotApplicable
-from pathweave.retrieval.retriever import Retriever
-from pathweave.retrieval.session import LEGEND, SessionLines, read_session_lines
+from pathweave.query.retriever import Retriever
+from pathweave.retrieval.context_codes import LEGEND, SessionLines, read_session_lines
 from pathweave.selection import assign_costs
 from pathweave_ingest.loaders import load_path
 
@@ -40,7 +40,7 @@ def test_a_line_sent_earlier_in_the_session_costs_only_its_reference(retriever):
     assert all(line.line.startswith(f"- {line.code}: ") for line in first.lines)
 
     # the selection's costs: a line the session has is its code's tokens, a new one its text's
-    counter = retriever.token_counter()
+    counter = retriever.resources.token_counter()
     sent = read_session_lines(retriever.store, "s-cost")
     assert sent.codes == {line.id: line.code for line in first.lines} and sent.next_number == len(codes) + 1
     retrieval = retriever.search(QUESTIONS[0], token_budget=120, write_record=False)
@@ -123,7 +123,7 @@ def test_evidence_sent_for_an_earlier_question_stays_a_candidate_of_a_later_one(
     in_subgraph = set(later.subgraph.prop_ids) | set(later.subgraph.passage_ids)
     assert added and added <= set(sent.codes) & in_subgraph
     assert all((QUERY_NODE, node) in {tuple(e) for e in remembered.edges} for node in added)
-    counter = retriever.token_counter()
+    counter = retriever.resources.token_counter()
     costs = {n.id: n.cost for n in assign_costs(sent.mark(remembered), counter).nodes}
     assert all(costs[node] == counter.count(f"- {sent.codes[node]}") for node in added)
     # in the session the later question references them, whatever its own ranking holds

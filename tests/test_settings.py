@@ -1,15 +1,18 @@
 """The one settings root: sections from the environment and pathweave.toml alike, unknown
-keys refused by name, ``pathweave config show`` with secrets masked."""
+keys refused by name, every setting described, ``pathweave config show`` with secrets masked
+and each setting's description above it."""
 
 from __future__ import annotations
 
+import tomllib
 import warnings
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from typer.testing import CliRunner
 
-from pathweave.settings import DeprecatedSettingName, Settings, UnknownSettingError, env_names, legacy_env_names
+from pathweave.settings import (DeprecatedSettingName, Settings, StoreSettings, UnknownSettingError, env_names,
+                                legacy_env_names)
 
 
 @pytest.fixture()
@@ -134,3 +137,34 @@ def test_config_show_prints_the_effective_configuration_with_secrets_masked(monk
         assert refused.exit_code == 2 and "PATHWEAVE_NOPE" in refused.output
     finally:
         get_settings.cache_clear()
+
+
+def test_every_setting_has_a_description():
+    sections = {name: field.annotation for name, field in Settings.model_fields.items()
+                if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)}
+    assert {"store", "retrieval", "worker", "apr"} <= set(sections)
+    missing = [name for name, field in Settings.model_fields.items() if not (field.description or "").strip()]
+    missing += [f"{section}.{name}" for section, model in sections.items()
+                for name, field in model.model_fields.items() if not (field.description or "").strip()]
+    assert not missing, f"settings without a description: {missing}"
+
+
+def test_config_show_puts_each_description_above_its_setting(monkeypatch):
+    from pathweave.settings import get_settings
+    from pathweave_cli.main import app
+
+    monkeypatch.setenv("PATHWEAVE_STORE_URI", "bolt://x:7687")
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["config", "show"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    parsed = tomllib.loads(result.stdout)  # the comments keep it valid TOML
+    assert parsed["store"]["uri"] == "bolt://x:7687" and "tenant" in parsed
+    lines = result.stdout.splitlines()
+    uri = lines.index('uri = "bolt://x:7687"')
+    assert lines[uri - 1] == "# " + StoreSettings.model_fields["uri"].description
+    assert lines[lines.index("[store]") - 1] == "# " + Settings.model_fields["store"].description
+    tenant = next(i for i, line in enumerate(lines) if line.startswith("tenant = "))
+    assert lines[tenant - 1] == "# " + Settings.model_fields["tenant"].description

@@ -17,8 +17,8 @@ import uuid
 import numpy as np
 import pytest
 
-from pathweave.backends import vector_search
-from pathweave.store import GraphStore
+from pathweave.store.backends import vector_search
+from pathweave.store.graph_store import GraphStore
 
 DIM = 384
 NEO4J_ENV = ("NEO4J_URI", "NEO4J_PASSWORD")
@@ -202,7 +202,7 @@ def test_reasoning_record_write_and_read(cstore):
 
 def browser_statements() -> dict[str, str]:
     """The saved Neo4j Browser queries of cypher/browser/ (not loaded by the store)."""
-    from pathweave.cypher import cypher_dir, parse
+    from pathweave.store.statements import cypher_dir, parse
 
     statements: dict[str, str] = {}
     for path in sorted((cypher_dir() / "browser").glob("*.cypher")):
@@ -252,8 +252,8 @@ def gds_store(cstore):
 
 @pytest.mark.neo4j_only
 def test_gds_stage1_ppr_equals_in_process_ppr(gds_store):
-    from pathweave.ppr import personalized_pagerank, transition_matrix
-    from pathweave.topology import Topology
+    from pathweave.graph.ppr import personalized_pagerank, transition_matrix
+    from pathweave.graph.topology import Topology
 
     write_graph(gds_store)
     gds_store.record_change(added=[f"{gds_store.tenant}:p{i}" for i in range(3)])

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pathweave.backends import vector_search
-from pathweave.backends.base import ask_wider
-from pathweave.ppr import personalized_pagerank, push_pagerank, transition_matrix
-from pathweave.subgraph import NodeReader, build_subgraph
-from pathweave.topology import Topology
-from pathweave.vectors import encode_vector
+from pathweave.store.backends import vector_search
+from pathweave.store.backends.base import ask_wider
+from pathweave.graph.ppr import personalized_pagerank, push_pagerank, transition_matrix
+from pathweave.graph.subgraph import NodeReader, build_subgraph
+from pathweave.graph.topology import Topology
+from pathweave.graph.vectors import encode_vector
 from pathweave_ingest.jobs import delete_document
 from pathweave_ingest.loaders import SourceDocument, load_path
 
@@ -107,7 +107,7 @@ def test_a_topology_behind_the_kept_changes_rebuilds(store):
 
 
 def test_each_tenant_gets_its_k_under_a_shared_index(store, base_store):
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
 
     small = store
     large = GraphStore(base_store.driver, base_store.database, base_store.backend, small.tenant + "x",
@@ -245,7 +245,7 @@ def test_each_view_derived_from_the_last_equals_a_view_built_at_once():
 
 
 def test_node_cache_counts_its_bytes_and_evicts_the_least_recently_used():
-    from pathweave.node_cache import NodeCache, row_bytes
+    from pathweave.graph.node_cache import NodeCache, row_bytes
 
     cache = NodeCache(max_entries=2)
     rows = {i: (f"text {i}", "v" * 2048) for i in "abc"}

@@ -22,7 +22,7 @@ if ! redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1; then
 fi
 [ -x tools/cypher-lint/run.sh ] && bash tools/cypher-lint/run.sh
 [ -x tools/check-compose.sh ] && bash tools/check-compose.sh
-.venv/bin/python -c "from pathweave import neo4j_server; print('managed Neo4j built in', neo4j_server.build())"
+.venv/bin/python -c "from pathweave.servers import neo4j_server; print('managed Neo4j built in', neo4j_server.build())"
 status=0
 echo "== the suite on ArcadeDB (the default store)"
 .venv/bin/python -m pytest -q "$@" || status=$?

@@ -78,26 +78,61 @@ async def _reject(send, scope, status: int, detail: str, kind: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class TokenBuckets:
+    """Token buckets by name, each with its ``capacity`` (tokens) and ``rate`` (tokens/s
+    refilled); a bucket not yet seen is full. Thread-safe. At most ``max_entries`` buckets
+    are kept: beyond that, the full ones are forgotten (a full bucket is the default)."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self.max_entries = max_entries
+        self._buckets: dict[str, tuple[float, float, float, float]] = {}  # name -> (tokens, at, capacity, rate)
+        self._lock = threading.Lock()
+
+    def _level(self, name: str, capacity: float, rate: float, now: float) -> float:
+        tokens, at, _, _ = self._buckets.get(name, (capacity, now, capacity, rate))
+        return min(capacity, tokens + (now - at) * rate)
+
+    def wait(self, name: str, capacity: float, rate: float) -> float:
+        """Seconds until bucket ``name`` holds a whole token (0: it does now)."""
+        with self._lock:
+            level = self._level(name, capacity, rate, time.monotonic())
+        return 0.0 if level >= 1.0 else (1.0 - level) / rate
+
+    def take(self, name: str, capacity: float, rate: float) -> float:
+        """Take one token: 0 when there was one, else the seconds until there is one
+        (nothing taken)."""
+        now = time.monotonic()
+        with self._lock:
+            level = self._level(name, capacity, rate, now)
+            taken = level >= 1.0
+            self._store(name, level - 1.0 if taken else level, now, capacity, rate)
+        return 0.0 if taken else (1.0 - level) / rate
+
+    def spend(self, name: str, capacity: float, rate: float) -> None:
+        """Spend one token whether or not there is one (the bucket stays at 0 at least)."""
+        now = time.monotonic()
+        with self._lock:
+            self._store(name, max(0.0, self._level(name, capacity, rate, now) - 1.0), now, capacity, rate)
+
+    def _store(self, name: str, tokens: float, now: float, capacity: float, rate: float) -> None:
+        if len(self._buckets) >= self.max_entries and name not in self._buckets:
+            self._buckets = {n: entry for n, entry in self._buckets.items()
+                             if self._level(n, entry[2], entry[3], now) < entry[2]}
+        self._buckets[name] = (tokens, now, capacity, rate)
+
+
 class RateLimiter:
-    """Token buckets per key: ``rate`` requests/s refill, ``burst`` capacity. Thread-safe."""
+    """Requests per key: a token bucket of ``burst`` requests refilled at ``rate`` per s.
+    Thread-safe."""
 
     def __init__(self) -> None:
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._lock = threading.Lock()
+        self._buckets = TokenBuckets()
 
     def acquire(self, key: str, rate: float, burst: int) -> float:
         """0 when the request may proceed, else seconds until it may (rate 0 = unlimited)."""
         if rate <= 0:
             return 0.0
-        now = time.monotonic()
-        with self._lock:
-            tokens, last = self._buckets.get(key, (float(burst), now))
-            tokens = min(float(burst), tokens + (now - last) * rate)
-            if tokens >= 1.0:
-                self._buckets[key] = (tokens - 1.0, now)
-                return 0.0
-            self._buckets[key] = (tokens, now)
-            return (1.0 - tokens) / rate
+        return self._buckets.take(key, float(burst), rate)
 
 
 def retry_after_header(seconds: float) -> str:
@@ -128,39 +163,24 @@ class AuthThrottle:
         self.per_address = per_address
         self.window_s = window_s
         self.kdf_wait_s = kdf_wait_s
-        self.max_entries = max_entries
-        self._failures: dict[str, tuple[float, float]] = {}  # "k:<id>" / "a:<addr>" -> (tokens, at)
-        self._lock = threading.Lock()
+        self._failures = TokenBuckets(max_entries)  # "k:<id>" / "a:<addr>" -> failures left
         self._kdf = threading.BoundedSemaphore(kdf_slots)
 
-    def _capacity(self, name: str) -> int:
-        return self.per_key if name.startswith("k:") else self.per_address
-
-    def _level(self, name: str, now: float) -> float:
-        capacity = self._capacity(name)
-        tokens, at = self._failures.get(name, (float(capacity), now))
-        return min(float(capacity), tokens + (now - at) * capacity / self.window_s)
+    def _buckets(self, key_id: str | None, address: str | None) -> list[tuple[str, float, float]]:
+        """``(name, capacity, rate)`` of the buckets an attempt counts against."""
+        named = [(f"k:{key_id}", self.per_key) if key_id else None,
+                 (f"a:{address}", self.per_address) if address else None]
+        return [(name, float(capacity), capacity / self.window_s) for name, capacity in filter(None, named)
+                if capacity > 0]
 
     def wait(self, key_id: str | None, address: str | None) -> float:
         """Seconds until an attempt by ``key_id`` from ``address`` may be checked (0: now)."""
-        now = time.monotonic()
-        names = [n for n in (f"k:{key_id}" if key_id else None, f"a:{address}" if address else None)
-                 if n and self._capacity(n) > 0]
-        with self._lock:
-            waits = [(1.0 - level) * self.window_s / self._capacity(name)
-                     for name in names if (level := self._level(name, now)) < 1.0]
-        return max(waits, default=0.0)
+        return max((self._failures.wait(*bucket) for bucket in self._buckets(key_id, address)), default=0.0)
 
     def failed(self, key_id: str | None, address: str | None) -> None:
         """Count one failed attempt against ``key_id`` (when the id exists) and ``address``."""
-        now = time.monotonic()
-        with self._lock:
-            if len(self._failures) > self.max_entries:  # forget buckets that are full again
-                self._failures = {n: v for n, v in self._failures.items()
-                                  if self._level(n, now) < self._capacity(n)}
-            for name in (f"k:{key_id}" if key_id else None, f"a:{address}" if address else None):
-                if name and self._capacity(name) > 0:
-                    self._failures[name] = (max(0.0, self._level(name, now) - 1.0), now)
+        for bucket in self._buckets(key_id, address):
+            self._failures.spend(*bucket)
 
     def kdf_slot(self) -> "_Slot":
         """A context manager holding one KDF slot; raises :class:`KdfBusy` when none frees up."""

@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from pathweave.model import Answer, AprContext, BudgetedContext, PassageHit, PruneTree, ReasoningPath, SeedEntity
-from pathweave.retrieval.modes import Mode
-from pathweave.retrieval.request import QueryRequest as CoreQueryRequest
+from pathweave.model import (Answer, AprContext, BudgetedContext, Mode, PassageHit, PruneTree, QueryResult,
+                             ReasoningPath, SeedEntity)
+from pathweave.retrieval.request import QueryRequest
 from pathweave.text import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
@@ -232,7 +232,7 @@ class DeleteResponse(BaseModel):
     removed: RemovedCounts
 
 
-class QueryRequest(CoreQueryRequest):
+class QueryBody(QueryRequest):
     """The core :class:`pathweave.retrieval.request.QueryRequest` (checked by the core, the
     same errors as the CLI's) with the API's JSON rules: strict types, no NUL, the
     service's limits (:func:`pathweave_api.routers.query.query_model`)."""
@@ -247,7 +247,7 @@ class QueryRequest(CoreQueryRequest):
     k: json_int(1, 50) = Field(5, description="Passages to return.")
     token_budget: json_int(16, 100_000) | None = Field(None, description="Context token budget.")
     session_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
-                                   description=CoreQueryRequest.model_fields["session_id"].description)
+                                   description=QueryRequest.model_fields["session_id"].description)
 
     @field_validator("question")
     @classmethod
@@ -318,6 +318,21 @@ class QueryResponse(BaseModel):
                                                      "and the runs selected (reused ones referenced by code).")
     note: str | None = None
     links: dict[str, str]
+
+    @classmethod
+    def from_result(cls, result: QueryResult, note: str | None = None) -> "QueryResponse":
+        """The response of a cited :class:`~pathweave.model.QueryResult` (as
+        :meth:`pathweave.query.retriever.Retriever.query` returns it): each ranked passage
+        with its ``[n]`` marker (its rank) and the citation of that marker."""
+        return cls(
+            query_id=result.query_id, record_id=result.query_id, question=result.question, mode=result.mode,
+            graph_version=result.graph_version,
+            passages=[PassageOut(**hit.model_dump(), citation=hit.rank) for hit in result.passages],
+            paths=result.paths, seeds=result.seeds,
+            citations=[Citation(marker=hit.rank, **hit.model_dump(include=set(Citation.model_fields) - {"marker"}))
+                       for hit in result.passages],
+            timings_ms=result.timings_ms, context=result.context, answer=result.answer, tree=result.tree,
+            apr=result.apr, note=note, links={"record": f"/v1/queries/{result.query_id}"})
 
 
 class RecordStep(BaseModel):

@@ -15,7 +15,7 @@ free port unless ``--redis-url``), then in sequence (nothing else runs meanwhile
 3. queries, after the same 50 un-timed warm-up queries on both sides (questions
    built from passage titles, not the benchmark's): ``POST /v1/query`` over HTTP
    with 1 and 8 concurrent clients, and the
-   same questions through :class:`~pathweave.retrieval.retriever.Retriever` in this
+   same questions through :class:`~pathweave.query.retriever.Retriever` in this
    process with 1 and 8 threads, alternating in chunks (a change of machine load
    hits both alike); p50/p95 latency, throughput, and the API's overhead (wall time
    minus the retrieval time the server reports).
@@ -44,7 +44,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
-from pathweave.processes import free_port, stop_process
+from pathweave.servers.processes import free_port, stop_process
 from pathweave_bench.common import (ChildProcesses, default_data_dir, git_commit, http_ready, machine_info,
                                     profile_table, publish_results, wait_for)
 from pathweave.terminal import stdout_console
@@ -133,7 +133,7 @@ def _compare(over_http, in_process, questions: list[str], clients: int, rounds: 
 
 
 def same_graph(counts: dict[str, int], reference: dict[str, int], tolerance: float = 0.01, slack: int = 0) -> dict:
-    """Whether the graph of ``counts`` (:meth:`~pathweave.store.GraphStore.counts`: nodes by
+    """Whether the graph of ``counts`` (:meth:`~pathweave.store.graph_store.GraphStore.counts`: nodes by
     label, ``rel:TYPE`` relationships) is the one ``reference`` counts: every count equal,
     except SYNONYM and ALIAS_OF edges, which come from the store's approximate vector index
     and may differ by ``tolerance`` (a share, or ``slack`` edges) when batches ran in another order. Jobs
@@ -154,7 +154,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     processes ingesting the worker tenant together (each with its share of the cores for the
     embedder); the graph they write is compared with the in-process tenant's
     (:func:`same_graph`)."""
-    from pathweave import store_server
+    from pathweave.servers import store_server
     from pathweave.settings import ApiSettings, WorkerSettings, get_settings
     from pathweave_api.keys import key_store_for
     from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads

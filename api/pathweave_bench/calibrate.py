@@ -22,7 +22,7 @@ holds no question) with the default spaCy extractor:
 
 Nothing here sees a benchmark question, so the values are not tuned to the 100 MuSiQue
 questions. Prints a table and writes ``calibration.json``; the catalog's values
-(:data:`pathweave.embedding_models.CATALOG`) are copied from a run of it, recorded in
+(:data:`pathweave.embedding.catalog.CATALOG`) are copied from a run of it, recorded in
 docs/benchmarks.md.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pathweave.embedding_models import CALIBRATED, SPEC_DEFAULTS
+from pathweave.embedding.catalog import CALIBRATED, SPEC_DEFAULTS
 from pathweave.text import alnum_count, normalize
 
 #: Which population each calibrated setting is matched on.
@@ -95,8 +95,8 @@ def run_calibrate(corpus: Path, out: Path, embedders: list[str], limit: int, ref
     ``corpus``; returns (and writes) the results."""
     from rich.table import Table
 
-    from pathweave.embeddings import CatalogEmbedder
-    from pathweave.embedding_models import get
+    from pathweave.embedding.embedders import CatalogEmbedder
+    from pathweave.embedding.catalog import get
     from pathweave.extractors.spacy_extractor import SpacyExtractor
     from pathweave.settings import get_settings
     from pathweave.terminal import stdout_console

@@ -2,7 +2,7 @@
 ``soak`` and ``select``.
 
 Each runs one benchmark module of this package on real data from ``../shared/bench``
-and prints its figures beside the baseline measured in the same run. The top-level
+and prints its figures beside the baseline's, taken in the same run. The top-level
 command line (:mod:`pathweave_cli.main`) mounts :data:`bench_app` as ``pathweave bench``.
 """
 
@@ -66,7 +66,7 @@ def bench_musique(
                                           "(default: the configured embedder)."),
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
-    from pathweave.embedding_models import UnknownEmbedder, get
+    from pathweave.embedding.catalog import UnknownEmbedder, get
     from pathweave_bench.musique import run_musique
 
     budgets = [int(b) for b in _comma_list(budget)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from pathweave.processes import stop_process
+from pathweave.servers.processes import stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """Alias consolidation on the MuSiQue sample (spec §3 "Entity consolidation";
 ``pathweave bench reuse`` reports these figures): entity count and PropRAG Recall@5 without
-alias groups and with them, measured in one run on the same store.
+alias groups and with them, both taken in one run on the same store.
 
 :func:`consolidation_figures` takes a retriever on a tenant that already holds the MuSiQue
 corpus (:func:`pathweave_bench.musique.load_musique`), removes the tenant's alias edges
@@ -16,7 +16,7 @@ import time
 
 from rich.console import Console
 
-from pathweave.retrieval.retriever import Retriever
+from pathweave.query.retriever import Retriever
 from pathweave.settings import AliasSettings
 from pathweave_bench.musique import evaluate
 from pathweave_ingest.aliases import canonical_count, clear_tenant, consolidate_tenant

@@ -21,7 +21,7 @@ completed, every read with the marker it found) is then checked (:func:`check`):
 - **going back**: no read sees an older version than an earlier read of the same id did, and
   no GET sees a version older than one whose write had completed before it began (stale);
 - **graph**: the tenant's document graph equals a clean ingest of the final versions into a
-  fresh tenant (:meth:`~pathweave.store.GraphStore.document_counts`).
+  fresh tenant (:meth:`~pathweave.store.graph_store.GraphStore.document_counts`).
 
 A failing history is written to ``history-failed.json`` beside the results:
 ``python -m pathweave_bench.history FILE`` checks a saved history again.
@@ -387,7 +387,7 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     over the writes; the store kill after the first worker kill."""
     import shutil
 
-    from pathweave import store_server
+    from pathweave.servers import store_server
     from pathweave.settings import get_settings
     from pathweave_bench.common import git_commit, machine_info, wait_for
     from pathweave_bench.service import APPROXIMATE_SLACK, Service
@@ -459,7 +459,7 @@ def _replay(url: str, token: str, final: dict[str, str | None], external: list[s
             slack: int) -> dict:
     """Ingest the final versions into a fresh tenant through the same API and compare the
     two document graphs."""
-    from pathweave.store import open_store
+    from pathweave.runtime import open_store
 
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
         jobs = []

@@ -3,7 +3,7 @@
 A fresh store (temporary data directory) ingests the 1,890-passage corpus
 twice, as two tenants: with the default spaCy extractor and with the imported
 gpt-3.5 OpenIE extraction. Each of the 100 questions runs in the retrieval modes that
-need no LLM (proprag, dense, hipporag2: the baselines are measured in the same run;
+need no LLM (proprag, dense, hipporag2: the baselines are taken in the same run;
 PruneRAG is measured by ``pathweave bench qa``).
 Prints one table and writes ``musique.json`` and ``musique.html`` to ``--out``.
 """
@@ -21,13 +21,13 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from pathweave import store_server
-from pathweave.embeddings import get_embedder, get_query_embedder
+from pathweave.servers import store_server
+from pathweave.embedding.embedders import get_embedder, get_query_embedder
 from pathweave.evaluation import percentile_ms, recall_at_k
-from pathweave.retrieval.modes import RETRIEVAL_ONLY
-from pathweave.retrieval.retriever import Retriever
+from pathweave.model import RETRIEVAL_ONLY
+from pathweave.query.retriever import Retriever
 from pathweave.settings import get_settings
-from pathweave.store import open_store
+from pathweave.runtime import open_store
 from pathweave.text import stable_id
 from pathweave_bench.common import (default_data_dir, git_commit, ingestion_profile, machine_info, peak_rss_mb,
                                     profile_table, project_now, wait_for_idle_store, with_backend)
@@ -121,7 +121,7 @@ def evaluate_budgets(retriever: Retriever, questions: list[dict], budgets: list[
     """
     from pathweave.retrieval.context import candidate_graph, select_context
 
-    counter = retriever.token_counter()
+    counter = retriever.resources.token_counter()
     limit_ms = retriever.settings.selection.select_time_limit_ms
     full = {"recall": [], "tokens": []}
     cases = []  # (gold, result, candidate graph, subgraph) per question
@@ -185,7 +185,7 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
     from pathweave.retrieval.context import candidate_graph
     from pathweave.selection import assign_costs, select, solve_ilp
 
-    counter = retriever.token_counter()
+    counter = retriever.resources.token_counter()
     limit_ms = retriever.settings.selection.select_time_limit_ms
     rows: dict[int, dict[str, list]] = {n: {k: [] for k in ("nodes", "ms", "optimal", "ilp", "greedy", "ref_optimal",
                                                           "ref_ms")}
@@ -316,7 +316,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 # the vector hits alone beside the default's fusion with full-text hits
                 alone = settings.retrieval.model_copy(update={"lexical": "off"})
                 variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": alone}),
-                                    cache=retriever.cache)
+                                    cache=retriever.resources.cache)
                 for mode in ("proprag", "dense"):
                     console.print(f"[dim]querying {len(questions)} questions: {key} / {mode}, vector hits alone[/]")
                     results["results"][key][f"{mode}_vector_only"] = evaluate(variant, questions, mode, console)
@@ -325,19 +325,19 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                 console.print(f"[dim]querying {len(questions)} questions: {key} / apr, facts from the run index[/]")
                 apr_index = settings.apr.model_copy(update={"facts_source": "index"})
                 variant = Retriever(store, embedder, settings.model_copy(update={"apr": apr_index}),
-                                    cache=retriever.cache)
+                                    cache=retriever.resources.cache)
                 results["results"][key]["apr_index"] = evaluate(variant, questions, "apr", console)
                 if backend == "neo4j":  # stage 1 in the database: gds.pageRank on the projection
                     console.print(f"[dim]querying {len(questions)} questions: {key} / proprag, stage 1 by GDS[/]")
                     params = settings.retrieval.model_copy(update={"stage1_ppr": "gds"})
                     variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": params}),
-                                        cache=retriever.cache)
+                                        cache=retriever.resources.cache)
                     results["results"][key]["proprag_gds"] = evaluate(variant, questions, "proprag", console)
                 for m in rescore_tops or []:
                     console.print(f"[dim]querying {len(questions)} questions: {key} / proprag, M = {m}[/]")
                     params = settings.retrieval.model_copy(update={"rescore_top": m})
                     variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": params}),
-                                        cache=retriever.cache)
+                                        cache=retriever.resources.cache)
                     results["results"][key][f"proprag_m{m}"] = evaluate(variant, questions, "proprag", console)
                 if budgets:
                     console.print(f"[dim]token-budgeted context: {key}, budgets {budgets}[/]")

@@ -30,14 +30,14 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from pathweave import store_server
+from pathweave.servers import store_server
 from pathweave.answering import generate_answer
-from pathweave.embeddings import get_query_embedder
+from pathweave.embedding.embedders import get_query_embedder
 from pathweave.evaluation import exact_match, paired_difference, percentile_ms, token_f1
 from pathweave.llm.client import connect
-from pathweave.retrieval.retriever import Retriever
+from pathweave.query.retriever import Retriever
 from pathweave.settings import get_settings
-from pathweave.store import open_store
+from pathweave.runtime import open_store
 from pathweave_bench.common import default_data_dir, git_commit, machine_info, wait_for_idle_store, publish_results
 from pathweave_bench.musique import gold_documents, load_musique
 from pathweave.terminal import progress_bar, stdout_console

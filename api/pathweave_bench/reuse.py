@@ -23,7 +23,7 @@ and proprag ``recall_at_5_before``/``_after`` on the questions.
 
 Then the ``proprag`` rows (:func:`proprag_rows`): the same sessions asked in mode proprag
 with each token budget of :data:`BUDGETS`, in a session (lines already sent referenced by
-code: :mod:`pathweave.retrieval.session`) and fresh, with prompt tokens and context recall
+code: :mod:`pathweave.retrieval.context_codes`) and fresh, with prompt tokens and context recall
 of the later questions, and ``matched`` (:func:`matched_recall`): the session curve read at
 fresh proprag's recall at budget 400. Writes ``reuse.json`` and ``reuse.html`` (the
 recall-vs-tokens plot, :func:`recall_tokens_svg`) to ``--out``.
@@ -43,14 +43,14 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
-from pathweave import store_server
+from pathweave.servers import store_server
 from pathweave.apr import retrieve
 from pathweave.apr.prompt import RENDERINGS
-from pathweave.apr.selection import CHANNELS
-from pathweave.embeddings import get_query_embedder
-from pathweave.retrieval.retriever import Retriever
+from pathweave.apr.channel_actions import CHANNELS
+from pathweave.embedding.embedders import get_query_embedder
+from pathweave.query.retriever import Retriever
 from pathweave.settings import get_settings
-from pathweave.store import open_store
+from pathweave.runtime import open_store
 from pathweave_bench.common import (default_data_dir, git_commit, machine_info, peak_rss_mb, wait_for_idle_store,
                                     publish_results)
 from pathweave_bench.consolidation import consolidation_figures
@@ -108,7 +108,7 @@ def ask_sessions(sessions, suffix: str, measure) -> tuple[list[dict], list[dict]
 def _measure(retriever: Retriever, question: str, gold: set[str], session_id: str | None, doc_of,
              actions: dict[str, str] | None = None) -> dict:
     started = time.perf_counter()
-    out = retrieve(retriever, question, session_id=session_id, actions=actions, write_record=session_id is not None)
+    out = retrieve(retriever.resources, question, session_id=session_id, actions=actions, write_record=session_id is not None)
     ms = (time.perf_counter() - started) * 1000
     context = out.context
     docs = {doc_of(pid) for pid in context.passage_ids}
@@ -157,9 +157,9 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
                                  "runs": store.counts().get("Run", 0), "seconds": round(report.seconds, 1)}
             results["ingest"]["store_idle_wait_s"] = wait_for_idle_store(info.pid if info else None)
             retriever = Retriever(store, get_query_embedder(settings), settings)
-            retriever.question_parser = question_parser(make_extractor(settings))
-            counter = retriever.token_counter()
-            reader = retriever.reader(retriever.topology())
+            retriever.resources.question_parser = question_parser(make_extractor(settings))
+            counter = retriever.resources.token_counter()
+            reader = retriever.resources.reader(retriever.resources.topology())
 
             def doc_of(pid: str) -> str:
                 return (reader.passages([pid]).get(pid) or ("", "", None))[1]
@@ -169,7 +169,7 @@ def run_reuse(data: Path | None, out: Path, limit: int = 0, selector_policy: Pat
                 return [found[p][0] for p in pids if p in found]
 
             sessions = [(q, session_questions(q), session_gold(q, tenant)) for q in questions]
-            retrieve(retriever, sessions[0][1][0])  # warm: the embedder's first shapes, the indexes
+            retrieve(retriever.resources, sessions[0][1][0])  # warm: the embedder's first shapes, the indexes
             console.print(f"[dim]{len(sessions)} sessions (decomposition, then the composed question), "
                           "each question also asked fresh[/]")
             fresh, session = ask_sessions(sessions, "", lambda text, g, sid: _measure(retriever, text, g, sid, doc_of))
@@ -343,7 +343,7 @@ def selector_rows(retriever: Retriever, later: list[tuple[str, set[str]]], doc_o
         settings = retriever.settings.model_copy(update={"selector": retriever.settings.selector.model_copy(
             update={"policy_path": Path(policy)})})
         chooser = Retriever(retriever.store, retriever.embedder, settings)
-        chooser.question_parser = retriever.question_parser
+        chooser.question_parser = retriever.resources.question_parser
         rows["dpo"] = _summary([_measure(chooser, text, gold, None, doc_of) for text, gold in later], counter, texts)
     return rows
 

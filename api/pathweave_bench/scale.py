@@ -28,12 +28,12 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from pathweave import store_server
-from pathweave.embeddings import get_query_embedder
+from pathweave.servers import store_server
+from pathweave.embedding.embedders import get_query_embedder
 from pathweave.evaluation import percentile_ms
-from pathweave.retrieval.retriever import Retriever
+from pathweave.query.retriever import Retriever
 from pathweave.settings import get_settings
-from pathweave.store import open_store
+from pathweave.runtime import open_store
 from pathweave_bench.common import (default_data_dir, git_commit, machine_info, profile_table, project_now,
                                     publish_results, wait_for_idle_store, with_backend)
 from pathweave_bench.musique import evaluate
@@ -77,7 +77,7 @@ def measure(retriever: Retriever, questions: list[dict], console: Console) -> di
     serving_rss = rss_mb()
     exact_params = retriever.settings.retrieval.model_copy(update={"stage1_ppr": "power"})
     exact = Retriever(retriever.store, retriever.embedder,
-                      retriever.settings.model_copy(update={"retrieval": exact_params}), cache=retriever.cache)
+                      retriever.settings.model_copy(update={"retrieval": exact_params}), cache=retriever.resources.cache)
     power = evaluate(exact, questions, "proprag", console)
     return {"recall_at_2": proprag["recall_at_2"], "recall_at_5": proprag["recall_at_5"],
             "dense_recall_at_2": dense["recall_at_2"], "dense_recall_at_5": dense["recall_at_5"],

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from pathweave.processes import free_port, pid_alive, read_json
+from pathweave.servers.processes import free_port, pid_alive, read_json
 from pathweave_bench.common import ChildProcesses, http_ready, wait_for
 
 APPROXIMATE_SLACK = 2
@@ -25,7 +25,7 @@ class Service:
     store (and model server) they start on demand in ``workdir``."""
 
     def __init__(self, workdir: Path, llm: bool, backend: str = "arcadedb") -> None:
-        from pathweave import neo4j_server
+        from pathweave.servers import neo4j_server
         from pathweave.settings import Settings
 
         self.workdir = workdir

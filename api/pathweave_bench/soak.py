@@ -3,7 +3,7 @@
 On loopback, in a fresh temporary data dir: a private Redis (append-only file, so a restart
 keeps the queued batches), the managed store (owned by this benchmark: a crashed store is
 restarted by whichever service process needs it first, with this owner,
-:func:`pathweave.processes.launch_owner`), the API (uvicorn), one Celery worker and, with
+:func:`pathweave.servers.processes.launch_owner`), the API (uvicorn), one Celery worker and, with
 ``--llm``, the managed model server (started on demand by the API). Then for ``--minutes``:
 
 - **queries**: 8 clients, each its own kind of request (:data:`QUERY_KINDS`: proprag, dense,
@@ -26,7 +26,7 @@ Every 30 s the RSS of the API, the worker, the store and the model server is sam
 the run the benchmark waits (``--drain-minutes``) until every accepted document is done or
 failed, then replays the accepted document operations, in order, through a second API (no
 broker) into a fresh store and compares the two document graphs
-(:meth:`~pathweave.store.GraphStore.document_counts`, :func:`~pathweave_bench.api.same_graph`).
+(:meth:`~pathweave.store.graph_store.GraphStore.document_counts`, :func:`~pathweave_bench.api.same_graph`).
 
 Reported (``soak.json`` and ``soak.html``: latency and RSS over time with the fault markers):
 requests by status code, p50/p95 per kind per window, documents accepted / done / failed
@@ -57,7 +57,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
-from pathweave.processes import free_port
+from pathweave.servers.processes import free_port
 from pathweave.terminal import stdout_console
 from pathweave_bench.api import same_graph
 from pathweave_bench.common import (ChildProcesses, default_data_dir, git_commit, http_ready, machine_info,
@@ -169,7 +169,7 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
              history_writes: int = 220) -> dict:
     """Run the soak benchmark (see the module doc); returns (and writes) the results dict.
     Raises RuntimeError when the service does not start."""
-    from pathweave import store_server
+    from pathweave.servers import store_server
     from pathweave.settings import ApiSettings, get_settings
     from pathweave_api.keys import key_store_for
 
@@ -518,9 +518,9 @@ def replay_and_compare(settings, operations: list[dict], directory: Path, keys_f
     """Replay the accepted document operations, in their order, through a second API (no
     broker: its in-process queue) into a fresh store in ``directory``; each PUT and DELETE waits
     for the jobs before it. Compares the two document graphs
-    (:meth:`~pathweave.store.GraphStore.document_counts`)."""
-    from pathweave import store_server
-    from pathweave.store import open_store
+    (:meth:`~pathweave.store.graph_store.GraphStore.document_counts`)."""
+    from pathweave.servers import store_server
+    from pathweave.runtime import open_store
 
     replay = settings.model_copy(update={"data_dir": directory})
     directory.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ aliases_app = typer.Typer(help="Alias groups of entities (ALIAS_OF): show them, 
 
 def _store(tenant: str | None):
     from pathweave.settings import get_settings
-    from pathweave.store import open_store
+    from pathweave.runtime import open_store
 
     settings = get_settings()
     return open_store(settings.model_copy(update={"tenant": tenant}) if tenant else settings)

@@ -13,10 +13,10 @@ from importlib import metadata
 
 from rich.console import Console
 
-from pathweave.embeddings import get_query_embedder
-from pathweave.retrieval.retriever import Retriever
+from pathweave.embedding.embedders import get_query_embedder
+from pathweave.query.retriever import Retriever
 from pathweave.settings import Settings
-from pathweave.store import open_store
+from pathweave.runtime import open_store
 from pathweave_ingest.loaders import SourceDocument, markdown_to_text
 
 PACKAGES = (
@@ -51,8 +51,8 @@ def run_demo(settings: Settings) -> None:
     """Ingest the package READMEs (idempotent) and print answers to :data:`QUESTIONS`. The
     store server and the model server the demo started are stopped at the end, however it
     ends; servers that ran before it run on, and the demo says so."""
-    from pathweave import store_server
-    from pathweave.llm import server as llm_server
+    from pathweave.servers import store_server
+    from pathweave.servers import llm_server
     from pathweave.terminal import stdout_console
 
     console = stdout_console()
@@ -107,11 +107,11 @@ def _llm_ready(retriever: Retriever, console: Console) -> bool:
     reason and how to enable answers, when there is none."""
     from pathweave.errors import LLMUnavailable
     from pathweave.llm.client import LLMError
-    from pathweave.llm.server import LLMServerError
+    from pathweave.servers.llm_server import LLMServerError
 
     console.print("[dim]starting the LLM that writes the answers (PATHWEAVE_LLM_*)...[/]")
     try:
-        retriever.llm_client().check()
+        retriever.resources.llm_client().check()
     except (LLMUnavailable, LLMError, LLMServerError) as exc:
         console.print(f"[yellow]no answers, passages only:[/] {exc}")
         return False

@@ -1,6 +1,6 @@
 """``pathweave llm start|stop|status`` (typer): the managed local model server
 (llama.cpp, extra ``pathweave[llm]``) of the configured data directory
-(:mod:`pathweave.llm.server`). :mod:`pathweave_cli.main` mounts :data:`llm_app`."""
+(:mod:`pathweave.servers.llm_server`). :mod:`pathweave_cli.main` mounts :data:`llm_app`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def llm_start(model: Optional[str] = typer.Option(None, help="qwen2.5-coder-1.5b
     """Start the managed local model server (assembles the packaged model on first use); it
     runs until ``pathweave llm stop`` (one started on demand stops with its process). Exit 2
     with the reason when it cannot start."""
-    from pathweave.llm import server
+    from pathweave.servers import llm_server
 
     settings = _settings()
     llm = settings.llm.model_copy(update={"model": model}) if model else settings.llm
@@ -33,8 +33,8 @@ def llm_start(model: Optional[str] = typer.Option(None, help="qwen2.5-coder-1.5b
         console.print(f"PATHWEAVE_LLM_BASE_URL is set ({llm.base_url}): that endpoint answers, nothing to start")
         return
     try:
-        info = server.start(settings.data_dir, llm)
-    except server.LLMServerError as exc:
+        info = llm_server.start(settings.data_dir, llm)
+    except llm_server.LLMServerError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     console.print(f"model server running: pid {info.pid}, {info.model} at {info.base_url}")
@@ -43,21 +43,21 @@ def llm_start(model: Optional[str] = typer.Option(None, help="qwen2.5-coder-1.5b
 @llm_app.command("stop")
 def llm_stop() -> None:
     """Stop the managed local model server."""
-    from pathweave.llm import server
+    from pathweave.servers import llm_server
 
-    console.print("stopped" if server.stop(_settings().data_dir) else "no model server was running")
+    console.print("stopped" if llm_server.stop(_settings().data_dir) else "no model server was running")
 
 
 @llm_app.command("status")
 def llm_status() -> None:
     """Print whether the managed local model server runs (exit 1 if not)."""
-    from pathweave.llm import server
+    from pathweave.servers import llm_server
 
     data_dir = _settings().data_dir
-    info = server.status(data_dir)
+    info = llm_server.status(data_dir)
     if info is None:
-        hint = "" if server.extra_installed() else " (the local model server needs pip install 'pathweave[llm]')"
+        hint = "" if llm_server.extra_installed() else " (the local model server needs pip install 'pathweave[llm]')"
         console.print(f"not running{hint}")
         raise typer.Exit(1)
     console.print(f"running: pid {info.pid}, {info.model} at {info.base_url}, "
-                  f"log {server.server_dir(data_dir)}/server.log")
+                  f"log {llm_server.server_dir(data_dir)}/server.log")

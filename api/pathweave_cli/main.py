@@ -19,7 +19,7 @@ from typing import Optional
 
 import typer
 
-from pathweave.retrieval.modes import MODES
+from pathweave.model import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
 from pathweave_cli.aliases import aliases_app
@@ -49,35 +49,46 @@ def _settings(tenant: str | None = None):
     return settings.model_copy(update={"tenant": tenant}) if tenant else settings
 
 
-def toml_lines(values: dict, section: str = "") -> list[str]:
+def toml_lines(values: dict, section: str = "", model: type | None = None) -> list[str]:
     """``values`` (a settings dict) as TOML: plain keys first, then one ``[table]`` per
-    nested dict; an unset value (None) as a comment."""
+    nested dict; an unset value (None) as a comment. With ``model`` (the pydantic model the
+    values are of), each field's description is a comment line (``# ...``) right above its
+    key, and a section's above its ``[table]`` header (the table's model: the field's type)."""
     import json
+
+    fields = getattr(model, "model_fields", {})
+
+    def described(key: str) -> list[str]:
+        description = fields[key].description if key in fields else None
+        return [f"# {line}".rstrip() for line in description.splitlines()] if description else []
 
     lines = [f"[{section}]"] if section else []
     tables = {k: v for k, v in values.items() if isinstance(v, dict)}
     for key, value in values.items():
         if key not in tables:
+            lines += described(key)
             lines.append(f"# {key} = (unset)" if value is None else f"{key} = {json.dumps(value)}")
     for key, table in tables.items():
-        lines += [""] + toml_lines(table, f"{section}.{key}" if section else key)
+        annotation = fields[key].annotation if key in fields else None
+        lines += [""] + described(key) + toml_lines(table, f"{section}.{key}" if section else key, annotation)
     return lines
 
 
 @config_app.command("show")
 def config_show() -> None:
-    """Print the effective configuration as TOML (passwords, secrets, API keys and the
-    passwords in URLs masked); exit 2 on a setting that does not exist."""
+    """Print the effective configuration as TOML, each setting under a comment describing it
+    (passwords, secrets, API keys and the passwords in URLs masked); exit 2 on a setting that
+    does not exist."""
     from pydantic import ValidationError
 
-    from pathweave.settings import masked
+    from pathweave.settings import Settings, masked
 
     try:
         values = masked(_settings())
     except (ValueError, ValidationError, FileNotFoundError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
-    sys.stdout.write("\n".join(toml_lines(values)) + "\n")
+    sys.stdout.write("\n".join(toml_lines(values, model=Settings)) + "\n")
 
 
 BackendOption = typer.Option(
@@ -107,7 +118,7 @@ def _describe(info) -> str:
 def db_start(backend: Optional[str] = BackendOption) -> None:
     """Start the managed store server for the configured data directory; it runs until
     ``pathweave db stop``. Use it with ``PATHWEAVE_STORE_BACKEND`` set to the same backend."""
-    from pathweave import store_server
+    from pathweave.servers import store_server
 
     settings = _store_settings(backend)
     info = store_server.start(settings)
@@ -120,7 +131,7 @@ def db_start(backend: Optional[str] = BackendOption) -> None:
 @db_app.command("stop")
 def db_stop(backend: Optional[str] = BackendOption) -> None:
     """Stop the managed store server."""
-    from pathweave import store_server
+    from pathweave.servers import store_server
 
     console.print("stopped" if store_server.stop(_store_settings(backend)) else "no server was running")
 
@@ -132,8 +143,8 @@ def db_backup(path: Path = typer.Argument(..., help="The backup file to write (n
     """Back up the managed store's database into PATH: ArcadeDB online (BACKUP DATABASE:
     queries and ingestion go on); Neo4j with neo4j-admin database dump, the server stopped
     meanwhile (Community has no online backup: queries get 503 with Retry-After)."""
-    from pathweave import store_server
-    from pathweave.processes import ServerError
+    from pathweave.servers import store_server
+    from pathweave.servers.processes import ServerError
 
     try:
         written = store_server.backup(_store_settings(backend), path)
@@ -148,8 +159,8 @@ def db_restore(path: Path = typer.Argument(..., help="A backup file from `pathwe
                backend: Optional[str] = BackendOption) -> None:
     """Replace the managed store's database with the backup PATH (checked first: a file
     that is no backup changes nothing). Running API processes and workers catch up."""
-    from pathweave import store_server
-    from pathweave.processes import ServerError
+    from pathweave.servers import store_server
+    from pathweave.servers.processes import ServerError
 
     try:
         store_server.restore(_store_settings(backend), path)
@@ -169,7 +180,7 @@ def db_status(backend: Optional[str] = BackendOption,
     if all_servers:
         _print_managed_servers()
         return
-    from pathweave import store_server
+    from pathweave.servers import store_server
 
     info = store_server.status(_store_settings(backend))
     if info is None:
@@ -179,10 +190,10 @@ def db_status(backend: Optional[str] = BackendOption,
 
 
 def _print_managed_servers() -> None:
-    """``db status --all``: the table of :func:`pathweave.processes.managed_servers`."""
+    """``db status --all``: the table of :func:`pathweave.servers.processes.managed_servers`."""
     from rich.table import Table
 
-    from pathweave.processes import managed_servers
+    from pathweave.servers.processes import managed_servers
 
     servers = managed_servers()
     if not servers:
@@ -238,9 +249,9 @@ def ingest(
 ) -> None:
     """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent; a changed file
     replaces its earlier version)."""
-    from pathweave.embedder_record import EmbedderMismatch
-    from pathweave.embeddings import get_query_embedder
-    from pathweave.store import open_store
+    from pathweave.embedding.embedder_record import EmbedderMismatch
+    from pathweave.embedding.embedders import get_query_embedder
+    from pathweave.runtime import open_store
     from pathweave_ingest.console import run_ingest
     from pathweave_ingest.loaders import load_path
 
@@ -312,8 +323,7 @@ def query(
                                                   "re-sent (with --budget; mode apr: its runs)."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
-    from pathweave.citations import cite_result
-    from pathweave.embedder_record import EmbedderMismatch, ReembedInProgress
+    from pathweave.embedding.embedder_record import EmbedderMismatch, ReembedInProgress
     from pathweave.errors import BadRequest, LLMUnavailable
     from pathweave.retrieval.request import QueryRequest
     from pathweave.runtime import QueryRuntime
@@ -334,7 +344,6 @@ def query(
             # another embedder's tenant, or one being re-embedded
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2)
-        cite_result(retriever.store, result)  # "title, p. N" / "title > section"
     finally:
         runtime.close()  # the reasoning record is in the graph before the store closes
     if as_json:

@@ -1,4 +1,4 @@
-"""``pathweave models list|fetch`` (the catalog embedders, :mod:`pathweave.embedding_models`)
+"""``pathweave models list|fetch`` (the catalog embedders, :mod:`pathweave.embedding.catalog`)
 and ``pathweave reembed`` (switch a tenant's vectors to another embedder,
 :mod:`pathweave_ingest.reembed`)."""
 
@@ -17,7 +17,7 @@ models_app = typer.Typer(help="The catalog embedders (ONNX exports from Maven Ce
 @models_app.command("list")
 def models_list() -> None:
     """The catalog embedders: name, whether installed, pooling, prefixes, description."""
-    from pathweave.embedding_models import CATALOG
+    from pathweave.embedding.catalog import CATALOG
     from pathweave.settings import get_settings
 
     settings = get_settings().models
@@ -32,7 +32,7 @@ def models_list() -> None:
 @models_app.command("fetch")
 def models_fetch(names: Optional[list[str]] = typer.Argument(None, help="Catalog names (default: all).")) -> None:
     """Fetch catalog embedders into the models directory (checksum verified; once)."""
-    from pathweave.embedding_models import CATALOG, UnknownEmbedder, fetch
+    from pathweave.embedding.catalog import CATALOG, UnknownEmbedder, fetch
     from pathweave.settings import get_settings
 
     settings = get_settings().models
@@ -51,11 +51,11 @@ def reembed(
 ) -> None:
     """Re-embed a tenant's vectors with another embedder, in place (resumable: run it again
     after an interruption). Queries and ingestion of the tenant wait meanwhile (503)."""
-    from pathweave.embedder_record import EmbedderMismatch
-    from pathweave.embedding_models import ModelNotInstalled, UnknownEmbedder
-    from pathweave.embeddings import get_embedder
+    from pathweave.embedding.embedder_record import EmbedderMismatch
+    from pathweave.embedding.catalog import ModelNotInstalled, UnknownEmbedder
+    from pathweave.embedding.embedders import get_embedder
     from pathweave.settings import get_settings
-    from pathweave.store import open_store
+    from pathweave.runtime import open_store
     from pathweave_ingest.reembed import reembed as run
 
     settings = get_settings()

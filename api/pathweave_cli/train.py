@@ -111,7 +111,7 @@ def apr_select_context(retriever) -> Callable[[str, dict[str, str]], tuple[str, 
     from pathweave.apr import retrieve
 
     def select_context(question: str, actions: dict[str, str]) -> tuple[str, int, set[str]]:
-        context = retrieve(retriever, question, actions=actions).context
+        context = retrieve(retriever.resources, question, actions=actions).context
         return context.prompt, context.prompt_tokens, set(context.doc_ids)
 
     return select_context
@@ -126,10 +126,10 @@ def measure_with_store(settings, questions: list[SelectorQuestion], documents: l
     questions and answers hold what a session would have; the 27 measured runs of the
     question itself write nothing."""
     from pathweave.apr import retrieve
-    from pathweave.embeddings import get_query_embedder
-    from pathweave.retrieval.retriever import Retriever
+    from pathweave.embedding.embedders import get_query_embedder
+    from pathweave.query.retriever import Retriever
     from pathweave.apr.examples import measure_examples
-    from pathweave.store import open_store
+    from pathweave.runtime import open_store
     from pathweave_ingest.console import run_ingest
     from pathweave.extractors import make_extractor, question_parser
 
@@ -137,16 +137,16 @@ def measure_with_store(settings, questions: list[SelectorQuestion], documents: l
         run_ingest(store, settings, documents, [], label="ingest MuSiQue passages")
         embedder = get_query_embedder(settings)
         retriever = Retriever(store, embedder, settings)
-        retriever.question_parser = question_parser(make_extractor(settings))
-        answer = llm_answer(retriever.llm_client()) if accuracy == "em" else None
+        retriever.resources.question_parser = question_parser(make_extractor(settings))
+        answer = llm_answer(retriever.resources.llm_client()) if accuracy == "em" else None
         select_context = apr_select_context(retriever)
         evaluator = context_evaluator(select_context, accuracy, answer)
-        counter = retriever.token_counter()
+        counter = retriever.resources.token_counter()
 
         def ask_earlier(question: SelectorQuestion) -> None:
             for earlier in prior.get(question.id, []):
-                text = answer(earlier, retrieve(retriever, earlier).context.prompt) if answer else None
-                retrieve(retriever, earlier, write_record=True, answer_text=text)
+                text = answer(earlier, retrieve(retriever.resources, earlier).context.prompt) if answer else None
+                retrieve(retriever.resources, earlier, write_record=True, answer_text=text)
 
         with progress_bar() as bar:
             task = bar.add_task("measure 27 selector combinations", total=len(questions), rate="")

@@ -7,7 +7,7 @@ cosine to the canonical, ``method`` ``knn`` (layer 1) or ``kmeans`` (layer 2). T
 canonical is the group's medoid (the member with the largest mean cosine to the members,
 paper Lemma 11). Alias nodes stay in the graph: undoing a merge (:func:`split`) removes
 edges only. The query processes' topologies map aliases onto their canonical
-(:mod:`pathweave.topology`), told through the graph-change log (``aliases``).
+(:mod:`pathweave.graph.topology`), told through the graph-change log (``aliases``).
 
 - Layer 1 (:func:`consolidate`, after each ingestion group): the group's new entities take
   their k = min(50, max(5, floor(sqrt(n)))) nearest entities (n: the tenant's entity count)
@@ -17,7 +17,7 @@ edges only. The query processes' topologies map aliases onto their canonical
   canonical.
 - Layer 2 (when the tenant has more than ``kmeans_budget`` entities): groups with a member
   below the threshold to its canonical (chains of layer 1) are split by k-means (``gds.kmeans``
-  where the backend declares :attr:`~pathweave.backends.Capability.KMEANS`, else
+  where the backend declares :attr:`~pathweave.store.backends.Capability.KMEANS`, else
   scikit-learn) with the smallest k that leaves every member within the threshold of its
   cluster's medoid.
 
@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from pathweave.backends import Capability, vector_knn
+from pathweave.store.backends import Capability, vector_knn
 from pathweave.settings import AliasSettings
-from pathweave.store import GraphStore
+from pathweave.store.graph_store import GraphStore
 from pathweave.text import alnum_count, normalize
-from pathweave.vectors import decode_vectors
+from pathweave.graph.vectors import decode_vectors
 
 Run = Callable[..., list[dict[str, Any]]]
 """A runner of named statements for the tenant: ``run(name, **params) -> rows``."""
@@ -181,9 +181,9 @@ def _neighbours(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, k: i
     ``ids`` with cosine >= ``threshold``. When the SYNONYM edges of ``ids`` were just written
     (``synonyms`` = their (threshold, max per entity), which must cover ``threshold`` and
     ``k``: ingestion's synonymy step, by the vector index or ``gds.knn``) they are read from
-    those edges, so the index is not asked a second time for the same neighbours (bench api,
-    2-core machine: alias consolidation was 25 s of a 212 s worker ingestion); otherwise the
-    Entity vector index is asked (:func:`pathweave.backends.vector_knn`)."""
+    those edges, so the index is not asked a second time for the same neighbours (alias
+    consolidation is a sizeable share of a worker's ingestion; figures in docs/benchmarks.md);
+    otherwise the Entity vector index is asked (:func:`pathweave.store.backends.vector_knn`)."""
     if synonyms and synonyms[0] <= threshold and synonyms[1] >= k:
         by_source: dict[str, list[dict]] = {}
         for start in range(0, len(ids), 1000):

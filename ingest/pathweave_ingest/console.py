@@ -16,7 +16,7 @@ def run_ingest(store, settings, documents, errors, extraction: Optional[Path] = 
     benchmarks' embed-only floor); returns the IngestReport."""
     import time
 
-    from pathweave.embeddings import get_embedder
+    from pathweave.embedding.embedders import get_embedder
     from pathweave_ingest.pipeline import Pipeline
 
     if extraction is not None:

@@ -11,7 +11,7 @@ transaction: the pipeline's atomic swap (cut the old version's passages off, wri
 version, remove what only the old one held, record the change: one transaction, so a query
 sees the old version or the new one and never neither) and :func:`remove_documents` (a
 DELETE, a folder sync's removal). :func:`record_change` writes the graph-change record in the
-same transaction (the query processes' topologies apply it, :mod:`pathweave.topology`).
+same transaction (the query processes' topologies apply it, :mod:`pathweave.graph.topology`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pathweave.store import GraphStore
+from pathweave.store.graph_store import GraphStore
 from pathweave.text import stable_id
 from pathweave_ingest.aliases import groups_touching, repair_after_removal
 from pathweave_ingest.loaders import SourceDocument

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from pathweave.store import GraphStore
+from pathweave.store.graph_store import GraphStore
 from pathweave_ingest import lifecycle
 from pathweave_ingest.documents import content_hash, document_id
 from pathweave_ingest.lifecycle import now_iso

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pathweave.store import GraphStore, WriteConflict
+from pathweave.store.graph_store import GraphStore, WriteConflict
 from pathweave_ingest.documents import DocumentChange, record_change, remove_documents
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
 def _versions_of_locked(run: Run, name: str, doc_ids: Collection[str], **params: Any) -> dict[str, int]:
     """Run statement ``name`` that gives each head ``doc_lock`` holds in this transaction its
     next version; returns ``{doc_id: version}``. Raises
-    :class:`pathweave.store.WriteConflict` (the transaction runs again) when a head is not
+    :class:`pathweave.store.graph_store.WriteConflict` (the transaction runs again) when a head is not
     found again: a concurrent first write of the same new id committed its copy first."""
     versions = {row["doc_id"]: int(row["version"]) for row in run(name, **params)}
     if lost := set(doc_ids) - set(versions):

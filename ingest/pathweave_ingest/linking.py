@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pathweave.backends import Capability
+from pathweave.store.backends import Capability
 from pathweave.settings import Settings
-from pathweave.store import GraphStore
+from pathweave.store.graph_store import GraphStore
 from pathweave_ingest.aliases import consolidate
 from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.synonyms import tenant_knn_pays, write_synonyms

@@ -32,10 +32,10 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from pathweave import embedder_record
-from pathweave.embeddings import Embedder, get_query_embedder
+from pathweave.embedding import embedder_record
+from pathweave.embedding.embedders import Embedder, get_query_embedder
 from pathweave.settings import Settings
-from pathweave.store import GraphStore
+from pathweave.store.graph_store import GraphStore
 from pathweave.text import normalize, stable_id
 from pathweave_ingest.chunking import chunk_segments
 from pathweave_ingest import lifecycle
@@ -44,7 +44,7 @@ from pathweave_ingest.documents import (DocumentChange, content_hash, detach_doc
 from pathweave.extractors.base import PassageExtraction, PassageInput
 from pathweave_ingest.loaders import LoadError, SourceDocument
 from pathweave.text import fact_text
-from pathweave.vectors import encode_vector
+from pathweave.graph.vectors import encode_vector
 from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.linking import link_entities
 from pathweave.apr.codebook import code_steps
@@ -139,7 +139,7 @@ class Pipeline:
     (:class:`~pathweave_ingest.profile.IngestProfile`); ``keep_texts`` keeps the texts sent
     to the embedder in it (benchmarks: the embed-only floor). ``line_embedder``: what embeds
     APR's triple lines and fact-run texts (spec §3; default the query embedder,
-    :func:`~pathweave.embeddings.get_query_embedder`): float32 ONNX on CPU gives a text the
+    :func:`~pathweave.embedding.embedders.get_query_embedder`): float32 ONNX on CPU gives a text the
     same vector whatever batch it is in, so run segmentation (cuts at cosine ``apr.run_tau``)
     does not depend on how documents were batched, and the lines match the query side's.
     """

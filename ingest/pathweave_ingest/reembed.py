@@ -5,11 +5,11 @@ Every vector the tenant holds is re-embedded from the texts it was made of at in
 and APR lines, APR runs' texts), page by page in id order; after each page the label and
 last id are kept on the tenant's Meta node, so an interrupted run resumes where it stopped
 (run the same command again). Meanwhile the tenant is marked as being re-embedded and
-refuses queries and ingestion (:class:`~pathweave.embedder_record.ReembedInProgress`, API
+refuses queries and ingestion (:class:`~pathweave.embedding.embedder_record.ReembedInProgress`, API
 503 with Retry-After): its vectors are of two models.
 
 Then what the vectors decide is found again with the new embedder's thresholds (its
-calibration, :mod:`pathweave.embedding_models`): the SYNONYM edges (spec §1) and the alias
+calibration, :mod:`pathweave.embedding.catalog`): the SYNONYM edges (spec §1) and the alias
 groups (spec §3, both layers). APR's fact runs keep their segmentation (their vectors are
 re-embedded). Last, the tenant's record names the new embedder and the graph version is
 bumped, so every query process refreshes its topology and checks the record again.
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pathweave import embedder_record
+from pathweave.embedding import embedder_record
 from pathweave.apr.runs import line
 from pathweave.settings import Settings
 from pathweave.text import fact_text
-from pathweave.vectors import encode_vector
+from pathweave.graph.vectors import encode_vector
 
 #: Labels in the order they are re-embedded (the cursor is "<label>:<last id>").
 LABELS = ("passages", "propositions", "entities", "relations", "triples", "runs")
@@ -123,7 +123,7 @@ def reembed(store, embedder, settings: Settings, page: int = 256,
 def _relink(store, settings: Settings, page: int, write_synonyms, alias_layers) -> tuple[int, int]:
     """SYNONYM edges and alias groups found again from the new vectors: ``(synonym pairs
     written, entities whose ALIAS_OF changed)``."""
-    from pathweave.vectors import decode_vectors
+    from pathweave.graph.vectors import decode_vectors
 
     while int(store.run("reembed_clear_synonyms", limit=10_000)[0]["n"]):
         pass

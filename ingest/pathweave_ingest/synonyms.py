@@ -13,8 +13,8 @@ from pathweave.text import alnum_count
 
 #: ``gds.knn`` (NN-descent) compares all of the tenant's entities whatever changed, while the
 #: vector index costs one search per new entity: GDS runs synonymy only where the new entities
-#: are at least this share of the tenant's (a first or bulk load). Measured on Neo4j 5.26 +
-#: GDS 2.13, 2-core machine: see docs/benchmarks.md, "Synonymy on Neo4j".
+#: are at least this share of the tenant's (a first or bulk load). Figures on Neo4j 5.26 +
+#: GDS 2.13: see docs/benchmarks.md, "Synonymy on Neo4j".
 TENANT_KNN_SHARE = 0.25
 
 
@@ -30,10 +30,10 @@ def write_synonyms(store, ids: list[str], vectors: np.ndarray, names: dict[str, 
                    threshold: float = 0.8, max_per_entity: int = 100) -> int:
     """Synonymy edges from the entities ``ids`` (``(n, d)`` L2-normalized ``vectors``, their
     normalized ``names``) to the tenant's entities, found with the store's Entity vector
-    index (:func:`pathweave.backends.vector_knn`; no tenant-wide entity matrix is read),
+    index (:func:`pathweave.store.backends.vector_knn`; no tenant-wide entity matrix is read),
     and written as SYNONYM edges (each unordered pair once, src < dst). Call after the
     entities are committed. Returns the number of pairs written."""
-    from pathweave.backends import vector_knn
+    from pathweave.store.backends import vector_knn
 
     eligible = [i for i, entity in enumerate(ids) if alnum_count(names.get(entity, "")) > 2]
     if not eligible:

@@ -43,7 +43,7 @@ from typing import Any
 
 
 from pathweave.errors import StoreUnavailable, is_transient
-from pathweave.store import GraphStore
+from pathweave.store.graph_store import GraphStore
 from pathweave_ingest import lifecycle
 from pathweave_ingest.jobs import now_iso, to_source
 from pathweave_ingest.profile import IngestProfile
@@ -261,7 +261,7 @@ def repair_links(store: GraphStore, settings, doc_ids: list[str]) -> int:
     their entities' links (:func:`pathweave_ingest.linking.link_entities`, the pipeline's own
     step: synonymy edges and alias groups; idempotent) and the graph change (their passages
     as added, so topologies pick them up). Returns the synonym edges written."""
-    from pathweave.vectors import decode_vectors
+    from pathweave.graph.vectors import decode_vectors
     from pathweave_ingest.linking import Links, link_entities
 
     rows = store.run("document_entity_embeddings", ids=doc_ids)

@@ -17,7 +17,7 @@ from pathweave.settings import Settings, WorkerSettings
 class Runtime(QueryRuntime):
     """Process-wide ingestion and query components. Thread-safe; everything lazy.
 
-    ``embedder`` (ingestion: :func:`pathweave.embeddings.get_embedder`) may be injected
+    ``embedder`` (ingestion: :func:`pathweave.embedding.embedders.get_embedder`) may be injected
     (tests); the rest as :class:`~pathweave.runtime.QueryRuntime` (queries embed with the
     query embedder, as ``pathweave query`` does, so both answer alike). The extractor batches
     ``worker_settings.extract_batch(device)`` passages per call.
@@ -36,7 +36,7 @@ class Runtime(QueryRuntime):
         """The ingestion embedder (loaded on first use)."""
         with self._lock:
             if self._embedder is None:
-                from pathweave.embeddings import get_embedder
+                from pathweave.embedding.embedders import get_embedder
 
                 self._embedder = get_embedder(self.settings)
             return self._embedder

@@ -27,13 +27,11 @@ SYSTEM = ("You answer a question from the given sources only. Reply with one JSO
           '"answer": the shortest answer, a name, date, number or short phrase taken from the sources, never a '
           'sentence; "citations": the labels of the sources you used (the text in square brackets).')
 """The answer prompt's instructions. The JSON shape is described in words, not shown with a
-placeholder value: Qwen2.5-Coder-1.5B copied such a placeholder ("a name, date, number or
-short phrase, no sentence") as its answer, and answered 11 of 80 MuSiQue questions (21-100,
-budget-200 context) with a sentence; with this wording and :data:`ANSWER_REMINDER`, 3.
-Asking first for a one-sentence ``"reasoning"`` (chain of thought, schema field before
-``answer``, 200 completion tokens) made the 1.5B worse and slower (about 28 s instead of 6 s
-per answer on the 2-core CPU): budget-200 contexts of MuSiQue questions 21-42, F1 0.259 ->
-0.165 (1 better, 4 worse)."""
+placeholder value: a small reader (Qwen2.5-Coder-1.5B) copied such a placeholder as its answer
+and answered far more often with a sentence than with this wording and :data:`ANSWER_REMINDER`.
+There is deliberately no ``"reasoning"`` field before ``answer`` (chain of thought): it made the
+small reader both worse and several times slower. Figures in docs/benchmarks.md, section
+"Figures moved from the code's docstrings"."""
 
 ANSWER_REMINDER = "Give the short answer only, not a sentence."
 """Appended after the question: a small model follows the instruction nearest to its answer."""

@@ -5,7 +5,7 @@ and the API, so that the same request fails the same way everywhere.
   ``k`` < 1, unknown mode); the API answers 422, the CLI exits 2.
 - :class:`NotApplicable` (a :class:`BadRequest`): an option that the chosen mode does not
   use (a token budget with mode ``apr``, a session id with mode ``dense``), never dropped
-  silently; the table of what applies is :data:`pathweave.retrieval.modes.OPTIONS`.
+  silently; the table of what applies is :data:`pathweave.model.MODE_OPTIONS`.
 - :class:`StoreUnavailable`: the store could not be reached or asked to retry (API 503
   with ``Retry-After``; a worker retries the batch).
 - :class:`LLMUnavailable`: no LLM could be had for a mode or an answer that needs one
@@ -44,7 +44,7 @@ def is_transient(exc: BaseException) -> bool:
     import httpx
     from neo4j.exceptions import AuthError, DriverError, ServiceUnavailable, SessionExpired, TransientError
 
-    from pathweave.processes import ServerError
+    from pathweave.servers.processes import ServerError
 
     if isinstance(exc, (StoreUnavailable, ServiceUnavailable, SessionExpired, TransientError, ServerError,
                         AuthError, ConnectionError, TimeoutError, httpx.TransportError)):

@@ -1,7 +1,10 @@
-"""Result models of a query (pydantic): ranked passages, reasoning paths,
-seed entities and per-stage timings; with an LLM, the generated answer and the PruneRAG
-tree. The same objects are persisted as the reasoning record (spec §0) and returned by
-the CLI and the API.
+"""The vocabulary of a query: the retrieval modes and the options each takes, and the
+result models (pydantic): ranked passages, reasoning paths, seed entities and per-stage
+timings; with an LLM, the generated answer and the PruneRAG tree. The same objects are
+persisted as the reasoning record (spec §0) and returned by the CLI and the API.
+
+A new mode is one entry in :data:`RETRIEVAL_MODES` and :data:`MODE_OPTIONS`, and its
+strategy class in :data:`pathweave.query.modes.STRATEGIES`.
 """
 
 from __future__ import annotations
@@ -10,7 +13,39 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from pathweave.retrieval.modes import Mode
+RETRIEVAL_MODES: dict[str, str] = {
+    "proprag": "PropRAG: two-stage PPR over propositions and beam search over proposition paths (spec §1)",
+    "dense": "cosine ranking of the question against the passage embeddings (baseline)",
+    "hipporag2": "HippoRAG 2: PPR over entities and passages seeded by filtered facts (spec §2, baseline)",
+    "apr": "AutoPrunedRetriever: coarse-to-fine retrieval of triple runs over facts, earlier questions "
+           "and earlier answers, sent as a compact prompt that reuses what a session already sent (spec §3)",
+    "prunerag": "PruneRAG: an LLM decomposes the question into a tree of sub-questions answered "
+                "over PropRAG passages, pruned by answer confidence (spec §4; needs an LLM)",
+}
+"""Mode name -> what it ranks with (``pathweave query --mode``; the first is the default)."""
+
+MODES: tuple[str, ...] = tuple(RETRIEVAL_MODES)
+"""The mode names, in the order above."""
+
+LLM_MODES: tuple[str, ...] = ("prunerag",)
+"""Modes that need an LLM to search (``pathweave bench qa`` measures those)."""
+
+RETRIEVAL_ONLY: tuple[str, ...] = tuple(m for m in MODES if m not in LLM_MODES)
+"""Modes that rank with the store and the embedder alone (``pathweave bench musique``)."""
+
+Mode = Literal[MODES]  # type: ignore[valid-type]  # Literal["proprag", "dense", "hipporag2", "apr", "prunerag"]
+
+OPTION_NAMES = ("k", "token_budget", "selection_method", "context_style", "session_id", "answer", "write_record")
+"""A request's options besides ``question`` and ``mode``, in the order of the docs' table."""
+
+_RANKING_OPTIONS = frozenset(OPTION_NAMES)
+MODE_OPTIONS: dict[str, frozenset[str]] = {
+    "proprag": _RANKING_OPTIONS, "dense": _RANKING_OPTIONS, "hipporag2": _RANKING_OPTIONS,
+    "apr": frozenset({"k", "session_id", "answer", "write_record"}),
+    "prunerag": frozenset({"k", "answer", "write_record"}),
+}
+"""The options each mode takes; another option given is
+:class:`~pathweave.errors.NotApplicable`, never dropped."""
 
 
 class PassageHit(BaseModel):

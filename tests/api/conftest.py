@@ -50,7 +50,7 @@ def runtime(settings, base_store, embedder, extractor, worker_settings):
     from pathweave_ingest.worker_runtime import Runtime
 
     from pathweave.llm.client import LLMClient
-    from pathweave.processes import free_port
+    from pathweave.servers.processes import free_port
 
     # answers (answer: true, mode prunerag) go to a closed port unless a test connects the real
     # model server (tests/api/test_answers.py): generated requests must not start a 1.5B model

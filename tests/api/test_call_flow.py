@@ -18,7 +18,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from pathweave.retrieval.modes import RETRIEVAL_ONLY
+from pathweave.model import RETRIEVAL_ONLY
 
 from pathweave_cli.main import app as cli_app
 
@@ -109,3 +109,40 @@ def test_a_question_through_the_api_returns_to_no_file_more_than_once(
     assert any(f.endswith("/retrieval/proprag.py") for f in flow.files)
     assert any(f.endswith("/retrieval/strategy.py") for f in flow.files)
     _check(flow)
+
+
+def _check_ingestion(flow: CallFlow) -> None:
+    assert any(f.endswith("/pathweave_ingest/pipeline.py") for f in flow.files), sorted(flow.files)
+    assert all(len(names) <= 1 for names in flow.returns.values()), flow.report()
+
+
+def test_an_ingestion_from_the_cli_returns_to_no_file_more_than_once(base_store, tmp_path):
+    """``pathweave ingest``: load -> chunk -> extract -> embed -> the group's write transaction."""
+    import uuid
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "docs"
+    tenant = f"flow-ingest-{uuid.uuid4().hex[:8]}"
+    runner = CliRunner()
+    with CallFlow() as flow:
+        result = runner.invoke(cli_app, ["ingest", str(fixtures), "--tenant", tenant])
+    assert result.exit_code == 0, result.output
+    _check_ingestion(flow)
+
+
+def test_a_queued_version_returns_to_no_file_more_than_once(new_tenant, runtime, worker_settings):
+    """The queue's path (``POST /v1/documents`` accepted a version, a worker runs its batch):
+    claim under a lease -> pipeline -> fence + atomic swap -> done, traced on this thread."""
+    from pathweave_ingest import jobs
+    from pathweave_ingest.loaders import SourceDocument
+    from pathweave_ingest.tasks import run_batch
+
+    tenant, _ = new_tenant("flow-queue")
+    store = runtime.store(tenant)
+    doc = SourceDocument("api", "Flow", "Marie Curie was born in Warsaw. The Vistula flows through Warsaw.",
+                         key="flow-1")
+    job_id = jobs.new_job_id()
+    batch = jobs.create_job(store, job_id, jobs.payloads(tenant, [doc]), 8, "inprocess").to_enqueue
+    with CallFlow() as flow:
+        outcome = run_batch(runtime, tenant, job_id, batch)
+    assert outcome.done == [batch[0]["doc_id"]]
+    _check_ingestion(flow)

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from pathweave.processes import free_port, stop_process
+from pathweave.servers.processes import free_port, stop_process
 
 
 @pytest.fixture(scope="module")

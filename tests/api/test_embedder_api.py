@@ -7,8 +7,8 @@ from __future__ import annotations
 
 def test_a_tenant_of_another_embedder_is_refused_with_both_names(client, new_tenant, base_store, extractor, settings,
                                                                     ingest, docs):
-    from pathweave.embeddings import get_embedder
-    from pathweave.store import GraphStore
+    from pathweave.embedding.embedders import get_embedder
+    from pathweave.store.graph_store import GraphStore
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.pipeline import Pipeline
 

@@ -79,7 +79,7 @@ def live(settings, api_settings, worker_settings, runtime):
     from pathweave_api.app import create_app
 
     app = create_app(settings, api_settings, worker_settings, runtime=runtime)
-    from pathweave.processes import free_port
+    from pathweave.servers.processes import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

@@ -241,7 +241,7 @@ def uvicorn_url(app):
     """The real app behind a real uvicorn server with the protocol `pathweave serve` uses."""
     import uvicorn
 
-    from pathweave.processes import free_port
+    from pathweave.servers.processes import free_port
     from pathweave_api.protocols import http_protocol
 
     port = free_port()

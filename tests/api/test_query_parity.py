@@ -13,7 +13,7 @@ import json
 from typer.testing import CliRunner
 
 from pathweave.errors import BadRequest
-from pathweave.retrieval.modes import MODES, RETRIEVAL_ONLY
+from pathweave.model import MODES, RETRIEVAL_ONLY
 from pathweave.retrieval.request import QueryRequest
 from pathweave_cli.main import app as cli_app
 
@@ -82,7 +82,7 @@ def test_a_proprag_query_through_the_api_reads_the_store_a_bounded_number_of_tim
     freshness), the G_sub fetch (passages and propositions not yet in the node cache), one
     result read (the passages' texts with their citations and sources) and the record write
     (one transaction). The route itself reads nothing more: no second citation or source read."""
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
 
     tenant, headers = new_tenant("trips")
     assert ingest(headers, docs["core"])["status"] == "done"

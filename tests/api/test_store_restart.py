@@ -19,7 +19,7 @@ import pytest
 def _start_elsewhere(settings) -> None:
     """Start the managed store from another process (as a worker whose store call found it
     down), which picks free ports; it runs on after that process exits."""
-    code = ("import sys; from pathweave.settings import Settings; from pathweave import store_server; "
+    code = ("import sys; from pathweave.settings import Settings; from pathweave.servers import store_server; "
             "from pathlib import Path; "
             "s = Settings(data_dir=Path(sys.argv[1])); s = s.model_copy(update={'store': s.store.model_copy("
             "update={'backend': sys.argv[2]})}); print(store_server.start(s).bolt_uri)")
@@ -29,7 +29,7 @@ def _start_elsewhere(settings) -> None:
 
 
 def _kill(settings) -> int:
-    from pathweave import store_server
+    from pathweave.servers import store_server
 
     info = store_server.status(settings)
     assert info is not None and info.pid
@@ -66,7 +66,7 @@ def test_the_api_follows_the_store_restarted_elsewhere_and_restarts_it_when_down
         settings, base_store, embedder, extractor, api_settings, worker_settings, docs, tmp_path):
     from fastapi.testclient import TestClient
 
-    from pathweave import store_server
+    from pathweave.servers import store_server
     from pathweave_api.app import create_app
     from pathweave_ingest.worker_runtime import Runtime
 
@@ -125,8 +125,8 @@ def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_50
     again within 30 s (the store outlives the worker: the API is a registered user)."""
     import httpx
 
-    from pathweave import store_server
-    from pathweave.processes import read_json
+    from pathweave.servers import store_server
+    from pathweave.servers.processes import read_json
     from pathweave.settings import ApiSettings
     from pathweave_api.keys import key_store_for
     from pathweave_bench.service import Service

@@ -12,7 +12,7 @@ import pytest
 from pathweave.apr.prompt import Payload, PromptRun, compact_prompt, render
 from pathweave.apr.runs import segment
 from pathweave.apr.scoring import answer_quota, coarse_score, fine_terms, greedy_matching
-from pathweave.apr.selection import check_actions, select, unique_medoids
+from pathweave.apr.channel_actions import check_actions, select, unique_medoids
 from pathweave.selection import TokenCounter
 from pathweave.settings import AprSettings
 

@@ -12,8 +12,9 @@ import pytest
 from pathweave.apr import retrieve
 from pathweave.apr.runs import line, segment
 from pathweave.apr.scoring import answer_quota
-from pathweave.apr.session import read_query_runs, seen_runs
-from pathweave.retrieval.retriever import Retriever
+from pathweave.apr.memory import seen_runs
+from pathweave.records.reasoning import read_query_runs
+from pathweave.query.retriever import Retriever
 from pathweave_ingest.documents import document_id
 from pathweave_ingest.jobs import delete_document
 from pathweave.extractors import question_parser
@@ -118,24 +119,24 @@ def prompt_triples(context) -> list[tuple]:
 def test_earlier_answers_and_questions_are_retrieved_for_a_similar_question(pipeline, retriever):
     pipeline.ingest(DOCS)
     retriever.query("Who did Marie Curie marry?", mode="apr", write_record=True)
-    later = retrieve(retriever, "Whom did Marie Curie marry?", actions={"facts": "not_include"})
+    later = retrieve(retriever.resources, "Whom did Marie Curie marry?", actions={"facts": "not_include"})
     channels = {run.channel for run in later.context.runs}
     assert {"questions", "answers"} <= channels and "facts" not in channels
     answer = next(run for run in later.context.runs if run.channel == "answers")
     assert answer.passage_ids  # the evidence answer stands for its passages
     # the channel actions change what is sent, and so the tokens
-    everything = retrieve(retriever, "Whom did Marie Curie marry?", actions={"facts": "include_all"})
+    everything = retrieve(retriever.resources, "Whom did Marie Curie marry?", actions={"facts": "include_all"})
     assert everything.context.prompt_tokens > later.context.prompt_tokens
 
 
 def test_a_follow_up_takes_earlier_questions_and_answers_from_its_own_session(pipeline, retriever, store):
     pipeline.ingest(DOCS)
-    retrieve(retriever, "What did Marie Curie discover?", session_id="s-1", write_record=True)
-    retrieve(retriever, "Which element was named after Poland?", session_id="s-1", write_record=True)  # other evidence
-    retrieve(retriever, "Who did Marie Curie marry?", session_id="other", write_record=True)  # after s-1's
+    retrieve(retriever.resources, "What did Marie Curie discover?", session_id="s-1", write_record=True)
+    retrieve(retriever.resources, "Which element was named after Poland?", session_id="s-1", write_record=True)  # other evidence
+    retrieve(retriever.resources, "Who did Marie Curie marry?", session_id="other", write_record=True)  # after s-1's
     own = seen_runs(store, "s-1")
     everything = {"questions": "include_all", "answers": "include_all"}
-    follow = retrieve(retriever, "Whom did Marie Curie marry?", session_id="s-1", actions=everything).context
+    follow = retrieve(retriever.resources, "Whom did Marie Curie marry?", session_id="s-1", actions=everything).context
     memory = [run for run in follow.runs if run.channel in ("questions", "answers")]
     # the session's own questions and answers, referenced by code; the other session's not there
     assert memory and all(run.run_id in own and run.reused for run in memory)
@@ -145,8 +146,8 @@ def test_a_follow_up_takes_earlier_questions_and_answers_from_its_own_session(pi
     tenant = retriever.settings.model_copy(update={"apr": retriever.settings.apr.model_copy(
         update={"session_memory": "tenant"})})
     wide = Retriever(store, retriever.embedder, tenant)
-    wide.question_parser = retriever.question_parser
-    broad = retrieve(wide, "Whom did Marie Curie marry?", session_id="s-1", actions=everything).context
+    wide.resources.question_parser = retriever.resources.question_parser
+    broad = retrieve(wide.resources, "Whom did Marie Curie marry?", session_id="s-1", actions=everything).context
     assert any(run.run_id not in own for run in broad.runs if run.channel in ("questions", "answers"))
     assert broad.prompt_tokens > follow.prompt_tokens
 
@@ -159,9 +160,9 @@ def test_bad_input_is_refused_and_writes_nothing(pipeline, retriever, store):
     with pytest.raises(ValueError, match="session_id"):
         retriever.query("Who?", mode="proprag", session_id="s")
     with pytest.raises(ValueError, match="unknown action"):
-        retrieve(retriever, "Who did Marie Curie marry?", actions={"facts": "some"}, write_record=True)
+        retrieve(retriever.resources, "Who did Marie Curie marry?", actions={"facts": "some"}, write_record=True)
     with pytest.raises(ValueError, match="session_id"):
-        retrieve(retriever, "Who did Marie Curie marry?", session_id=" ", write_record=True)
+        retrieve(retriever.resources, "Who did Marie Curie marry?", session_id=" ", write_record=True)
     assert store.counts() == before
 
 
@@ -181,7 +182,7 @@ def test_deleting_a_document_removes_its_runs(pipeline, store):
 
 
 def test_proprag_can_add_the_passages_of_earlier_similar_questions(pipeline, retriever, store, embedder, settings):
-    from pathweave.apr.retrieval import earlier_question_passages
+    from pathweave.retrieval.proprag import earlier_question_passages
 
     pipeline.ingest(DOCS)
     assert earlier_question_passages(store, embedder.encode_one("Who did Marie Curie marry?")) == []
@@ -244,7 +245,7 @@ def test_a_document_asserting_what_a_question_named_first_gets_the_same_graph(pi
     index) and the entity its synonymy links, as in a store that never saw the question."""
     import uuid
 
-    from pathweave.store import GraphStore
+    from pathweave.store.graph_store import GraphStore
     from pathweave_ingest.pipeline import Pipeline
 
     retriever.query("Marie Curie married Pierre Curie.", mode="apr", write_record=True)

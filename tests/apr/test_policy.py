@@ -267,7 +267,7 @@ def test_apr_mode_uses_the_configured_policy(pipeline, store, embedder, extracto
     """On the real store: mode apr without explicit actions takes the policy's choice for the
     question; explicit actions win; a policy file that fails to load gives unique everywhere."""
     from pathweave.apr import retrieve
-    from pathweave.retrieval.retriever import Retriever
+    from pathweave.query.retriever import Retriever
     from pathweave.extractors import question_parser
     from pathweave_ingest.loaders import SourceDocument
 
@@ -284,8 +284,8 @@ def test_apr_mode_uses_the_configured_policy(pipeline, store, embedder, extracto
         configured = settings.model_copy(update={"tenant": store.tenant, "selector": SelectorSettings(
             policy_path=policy_path)})
         retriever = Retriever(store, embedder, configured)
-        retriever.question_parser = question_parser(extractor)
-        return retrieve(retriever, "Who did Marie Curie marry?", actions=actions)
+        retriever.resources.question_parser = question_parser(extractor)
+        return retrieve(retriever.resources, "Who did Marie Curie marry?", actions=actions)
 
     question = "Who did Marie Curie marry?"
     outcome = apr(path)

@@ -10,7 +10,7 @@ from llm_scripted import ScriptedClient
 
 from pathweave.answering import _resolve_context, _resolve_passages, answer_schema, parse_answer, source_labels
 from pathweave.llm.client import Completion
-from pathweave.llm.weights import MODELS, packaged_model
+from pathweave.servers.llm_weights import MODELS, packaged_model
 from pathweave.model import BudgetedContext, ContextLine, PassageHit, QueryResult
 from pathweave_bench.qa import efr
 from pathweave.extractors.base import PassageInput, split_sentences

@@ -13,10 +13,10 @@ import pytest
 from pathweave.answering import MAX_CITATIONS, answer_messages, answer_schema, parse_answer, source_labels
 from pathweave.llm.client import LLMClient, LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
-from pathweave.settings import PruneRAGParams
+from pathweave.settings import PruneRAGSettings
 from pathweave.model import PassageHit
 from pathweave.retrieval.prunerag import build_tree, node_messages
-from pathweave.retrieval.retriever import Retriever
+from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import load_path
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -71,7 +71,7 @@ def test_prunerag_rejects_low_confidence_and_persists_the_tree(retriever):
     # threshold 1.01: no answer can pass, every answer is retried
     params = retriever.settings.prunerag.model_copy(update={"threshold": 1.01, "max_depth": 2, "top_k": 2})
     retriever = Retriever(retriever.store, retriever.embedder, retriever.settings.model_copy(update={"prunerag": params}),
-                          llm=retriever.llm_client())
+                          llm=retriever.resources.llm_client())
     result = retriever.query(QUESTION, mode="prunerag", k=3)
     tree = result.tree
     assert result.mode == "prunerag" and len(result.passages) == 3
@@ -139,7 +139,7 @@ def test_answer_is_a_short_phrase_from_the_sources(llm_client):
 
 
 def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_settings):
-    from pathweave.processes import free_port
+    from pathweave.servers.processes import free_port
 
     down = LLMClient(f"http://127.0.0.1:{free_port()}/v1", "none", timeout_s=5)
     with pytest.raises(LLMError, match="unreachable"):
@@ -148,7 +148,7 @@ def test_bad_endpoint_and_timeout_give_dead_leaves(retriever, llm_server, llm_se
     assert result.tree.nodes[0].decision == "dead" and "unreachable" in result.tree.nodes[0].error
     assert result.answer.text == "" and "unreachable" in result.answer.error
     slow = LLMClient(llm_server.base_url, llm_settings.model, timeout_s=0.05, schema_style="json_object")
-    tree, answer = build_tree(QUESTION, slow, lambda text, k: PASSAGES, PruneRAGParams())
+    tree, answer = build_tree(QUESTION, slow, lambda text, k: PASSAGES, PruneRAGSettings())
     assert tree.nodes[0].decision == "dead" and "timed out" in tree.nodes[0].error
     assert answer.error is not None and slow.usage().failures == 2
 
@@ -177,8 +177,8 @@ def test_llm_extractor_keeps_every_sentence_and_ingests_idempotently(store, embe
 
 
 def test_managed_server_files_and_clear_errors(settings, llm_server, llm_settings, tmp_path, monkeypatch):
-    from pathweave.llm import server
-    from pathweave.llm.weights import ModelUnavailable, PackagedModel, part_files
+    from pathweave.servers import llm_server as server
+    from pathweave.servers.llm_weights import ModelUnavailable, PackagedModel, part_files
 
     assert server.status(settings.data_dir) == llm_server
     directory = server.server_dir(settings.data_dir)

@@ -7,7 +7,7 @@ import math
 
 from pathweave.llm.client import LLMError, TokenLogprob
 from pathweave.llm.confidence import answer_confidence, last_json_object, span_confidence, value_span
-from pathweave.settings import PruneRAGParams
+from pathweave.settings import PruneRAGSettings
 from pathweave.model import PassageHit
 from pathweave.retrieval.prunerag import build_tree
 from llm_scripted import ScriptedClient, completion
@@ -41,7 +41,7 @@ def test_confidence_covers_the_answer_value_tokens_only():
 
 def test_high_confidence_answer_at_the_root_is_the_answer():
     client = ScriptedClient(['{"type": "answer", "answer": "Warsaw"}'])
-    tree, answer = build_tree("Where was Marie Curie born?", client, retrieve, PruneRAGParams())
+    tree, answer = build_tree("Where was Marie Curie born?", client, retrieve, PruneRAGSettings())
     root = tree.nodes[0]
     assert (root.decision, root.answer, len(tree.nodes)) == ("answer", "Warsaw", 1)
     assert root.confidence > 0.95
@@ -57,7 +57,7 @@ def test_low_confidence_answer_is_retried_then_decomposed_and_aggregated():
         '{"type": "entity", "entity1": "Ann Lee", "entity2": "birthplace of Ann Lee"}',
         '{"answer": "Leeds"}',                                                       # aggregation
     ])
-    tree, answer = build_tree("Where was the director of X born?", client, retrieve, PruneRAGParams())
+    tree, answer = build_tree("Where was the director of X born?", client, retrieve, PruneRAGSettings())
     decisions = [(n.kind, n.decision, n.depth) for n in tree.nodes]
     assert decisions == [("query", "decomposition", 1), ("query", "answer", 2), ("query", "entity", 2),
                          ("entity", "retrieved", 3), ("entity", "retrieved", 3)]
@@ -76,7 +76,7 @@ def test_low_confidence_answer_is_retried_then_decomposed_and_aggregated():
 def test_depth_limit_stops_expansion():
     decompose = '{"type": "decomposition", "subquery1": "a?", "subquery2": "b?"}'
     client = ScriptedClient([decompose, decompose, decompose, '{"answer": "x"}'])
-    tree, _ = build_tree("q?", client, retrieve, PruneRAGParams(max_depth=2))
+    tree, _ = build_tree("q?", client, retrieve, PruneRAGSettings(max_depth=2))
     assert [n.decision for n in tree.nodes] == ["decomposition", "max_depth", "max_depth"]
 
 
@@ -87,7 +87,7 @@ def test_failures_make_dead_leaves_never_exceptions():
         LLMError("LLM request timed out"),
         LLMError("endpoint unreachable"),                # the aggregation fails too
     ])
-    tree, answer = build_tree("q?", client, retrieve, PruneRAGParams())
+    tree, answer = build_tree("q?", client, retrieve, PruneRAGSettings())
     assert [n.decision for n in tree.nodes] == ["decomposition", "dead", "dead"]
     assert "unparseable" in tree.nodes[1].error and "timed out" in tree.nodes[2].error
     assert answer.text == "" and "unreachable" in answer.error
@@ -101,6 +101,6 @@ def test_failed_retrieval_kills_only_its_branch():
 
     client = ScriptedClient(['{"type": "decomposition", "subquery1": "a?", "subquery2": "b?"}',
                              '{"type": "answer", "answer": "A"}', '{"answer": "A"}'])
-    tree, answer = build_tree("q?", client, flaky, PruneRAGParams())
+    tree, answer = build_tree("q?", client, flaky, PruneRAGSettings())
     assert [n.decision for n in tree.nodes] == ["decomposition", "answer", "dead"]
     assert answer.text == "A"

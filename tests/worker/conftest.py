@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pathweave.processes import free_port, stop_process
+from pathweave.servers.processes import free_port, stop_process
 from pathweave_ingest.worker import broker_answers as redis_answers
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from pathweave.settings import WorkerSettings
-from pathweave_ingest import jobs, lifecycle
+from pathweave_ingest import jobs
 from pathweave_ingest.loaders import SourceDocument
 from pathweave_ingest.tasks import run_batch, run_batch_with_retries
 from pathweave_ingest.worker_runtime import Runtime

@@ -2,7 +2,7 @@
 // Neo4j Cypher linter (@neo4j-cypher/language-support, lintCypherQuery), as Cypher 5.
 //
 // Files are split on their `// name: NAME` headers exactly like
-// platform/pathweave/cypher.py: the body of a statement is its non-comment lines,
+// platform/pathweave/store/statements.py: the body of a statement is its non-comment lines,
 // a trailing `;` stripped. The linter gets the procedure and function signatures of a
 // Neo4j 5 server with GDS (the package's bundled `testData.mockSchema`, a dump of
 // SHOW PROCEDURES / SHOW FUNCTIONS), so unknown or misspelled procedures and
@@ -44,7 +44,7 @@ function cypherFiles(dir) {
   return out;
 }
 
-/** Split a file like pathweave.cypher.parse: [{name, body, line}] plus layout errors. */
+/** Split a file like pathweave.store.statements.parse: [{name, body, line}] plus layout errors. */
 function parseFile(text) {
   const statements = [];
   const errors = [];

@@ -2,27 +2,25 @@
 of the stored reasoning record and, when asked (or with mode ``prunerag``), the LLM's answer; the body model's limits come from the settings."""
 
 import time
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, create_model
 
-from pathweave.citations import cite_result
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
 from pathweave_api.auth import QueryKey
 from pathweave_api.bodies import json_body
-from pathweave_api.models import TEXT_PATTERN, QueryRequest, QueryResponse, json_int
+from pathweave_api.models import TEXT_PATTERN, QueryBody, QueryResponse, json_int
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import Services, ServicesDep
 
 
-def query_model(api: ApiSettings) -> type[QueryRequest]:
+def query_model(api: ApiSettings) -> type[QueryBody]:
     """The ``POST /v1/query`` body model under ``api``'s limits (question length, ``k``,
     token budget); it is also the OpenAPI ``QueryRequest``."""
     return create_model(
-        "QueryRequest", __base__=QueryRequest,
+        "QueryRequest", __base__=QueryBody,
         question=(str, Field(..., min_length=1, max_length=api.max_question_chars,
                              json_schema_extra={"pattern": TEXT_PATTERN},
                              description="The question (plain text): at least one visible character, no NUL.")),
@@ -35,7 +33,7 @@ def query_model(api: ApiSettings) -> type[QueryRequest]:
 def _unless_reembedding(guard, call, *args):
     """``guard(call, *args)``, with a tenant being re-embedded answered 503 ``reembed-in-progress``
     and Retry-After (not a lost store: ``guard`` must not drop the connection for it)."""
-    from pathweave.embedder_record import ReembedInProgress
+    from pathweave.embedding.embedder_record import ReembedInProgress
 
     def unguarded(*inner):
         try:
@@ -49,14 +47,13 @@ def _unless_reembedding(guard, call, *args):
     return result
 
 
-def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
-    """Run the query (:meth:`pathweave.retrieval.retriever.Retriever.query`: with ``answer``
-    or mode ``prunerag``, also the LLM's answer) and shape the ``QueryResponse`` from the
-    result alone (its passages carry their citations and sources, its path steps the
-    passages stating them; only a budgeted context's lines are cited here). The core's
+def run_query(svc: Services, tenant: str, req: QueryBody) -> QueryResponse:
+    """Run the query (:meth:`pathweave.query.retriever.Retriever.query`: with ``answer``
+    or mode ``prunerag``, also the LLM's answer) and build the ``QueryResponse`` from the
+    cited result alone (:meth:`QueryResponse.from_result`). The core's
     :class:`~pathweave.errors.BadRequest` is a 422 (``not-applicable`` for an option the
     mode does not use); no LLM to be had is a 503 ``llm-unavailable``."""
-    from pathweave.embedder_record import EmbedderMismatch
+    from pathweave.embedding.embedder_record import EmbedderMismatch
     from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
 
     retriever = svc.guard(svc.runtime.retriever, tenant)
@@ -72,31 +69,13 @@ def answer(svc: Services, tenant: str, req: QueryRequest) -> dict[str, Any]:
         raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
     metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
     metrics.QUERIES.labels(req.mode).inc()
-    if result.context is not None:  # a budgeted context's lines cite the passages stating them
-        svc.guard(cite_result, retriever.store, result)
-    notes = []
+    note = None
     if req.token_budget is not None and result.context is None:
-        notes.append("no context selected: the tenant has no passages for this question")
-    note = "; ".join(notes) or None
-    return {
-        "query_id": result.query_id, "record_id": result.query_id, "question": result.question,
-        "mode": result.mode, "graph_version": result.graph_version,
-        "passages": [{**hit.model_dump(), "citation": hit.rank} for hit in result.passages],
-        "paths": [path.model_dump() for path in result.paths],
-        "seeds": [s.model_dump() for s in result.seeds],
-        "citations": [{"marker": hit.rank, "passage_id": hit.passage_id, "doc_id": hit.doc_id, "title": hit.title,
-                       "source": hit.source, "page": hit.page, "section": hit.section,
-                       "reference": hit.reference} for hit in result.passages],
-        "timings_ms": result.timings_ms,
-        "context": result.context.model_dump() if result.context is not None else None, "note": note,
-        "answer": result.answer.model_dump() if result.answer is not None else None,
-        "tree": result.tree.model_dump() if result.tree is not None else None,
-        "apr": result.apr.model_dump() if result.apr is not None else None,
-        "links": {"record": f"/v1/queries/{result.query_id}"},
-    }
+        note = "no context selected: the tenant has no passages for this question"
+    return QueryResponse.from_result(result, note)
 
 
-def router(body: type[QueryRequest]) -> APIRouter:
+def router(body: type[QueryBody]) -> APIRouter:
     """The query route, validating requests with ``body`` (:func:`query_model`)."""
     router = APIRouter()
 
@@ -116,6 +95,6 @@ def router(body: type[QueryRequest]) -> APIRouter:
                           "token_budget": 512}}}}}}})
     async def query(request: Request, key: QueryKey, svc: ServicesDep):
         req = await json_body(request, body, '{"question": "...", "mode": "proprag", "k": 5}')
-        return await run_in_threadpool(answer, svc, key.tenant, req)
+        return await run_in_threadpool(run_query, svc, key.tenant, req)
 
     return router

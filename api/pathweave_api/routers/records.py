@@ -45,7 +45,7 @@ def enrich_record(store, record: dict) -> dict:
 def _caught_up(svc, tenant: str) -> None:
     """Wait (at most ``api.record_wait_s``) until the records of earlier queries are written;
     503 with Retry-After when the writer is behind."""
-    from pathweave.reasoning_records import RecordsBehind
+    from pathweave.records.reasoning import RecordsBehind
 
     try:
         svc.guard(svc.runtime.retriever, tenant).flush(svc.api.record_wait_s)
@@ -61,7 +61,7 @@ def router(api: ApiSettings) -> APIRouter:
              summary="A query's reasoning record", responses=errors(404, 422))
     def get_record(key: QueryKey, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
-        from pathweave.reasoning_records import read_reasoning_record
+        from pathweave.records.reasoning import read_reasoning_record
 
         _caught_up(svc, key.tenant)  # records are written off the query path
         store = svc.store(key.tenant)

@@ -10,7 +10,7 @@ and carry codes too (what a session's prompt refers to).
 
 :class:`CodebookView` is the id-indexed view queries read: rows of runs, triples, entities
 and relations fetched from the store by id and kept in the tenant's bounded node cache
-(:class:`~pathweave.node_cache.NodeCache`, shared with the topology), so the view grows
+(:class:`~pathweave.graph.node_cache.NodeCache`, shared with the topology), so the view grows
 with what queries touch (incrementally, never a whole-tenant read) and a changed graph only
 adds rows under new ids (runs, triples and symbols are immutable under their content ids).
 """
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pathweave.node_cache import NodeCache
-from pathweave.store import GraphStore
-from pathweave.vectors import decode_vectors
+from pathweave.graph.node_cache import NodeCache
+from pathweave.store.graph_store import GraphStore
+from pathweave.graph.vectors import decode_vectors
 
 KINDS: dict[str, str] = {"entity": "apr_code_entities", "relation": "apr_code_relations",
                          "triple": "apr_code_triples", "run": "apr_code_runs"}

@@ -41,7 +41,7 @@ class SelectorQuestion:
 
 @dataclass
 class Outcome:
-    """One combination measured on one question: ``actions`` per channel, ``accuracy``
+    """One combination tried on one question: ``actions`` per channel, ``accuracy``
     (0..1), ``prompt_tokens`` (tokens of the prompt sent), ``latency_ms``."""
 
     actions: dict[str, str]

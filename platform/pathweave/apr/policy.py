@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pathweave.apr.selection import ACTIONS, CHANNELS
+from pathweave.apr.channel_actions import ACTIONS, CHANNELS
 from pathweave.settings import SelectorSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -296,8 +296,8 @@ def train_policy(features: np.ndarray, utilities: np.ndarray, settings: Selector
         ref_pos, ref_neg = _log_prob(reference.network, x, y_pos), _log_prob(reference.network, x, y_neg)
 
     previous_threads = torch.get_num_threads()
-    # one intra-op thread: the network is tiny and threads only wait on each other (20
-    # questions on the loaded 2-core machine: 53 s with 2 threads, 1.5 s with 1)
+    # one intra-op thread: the network is tiny and threads only wait on each other (on a
+    # loaded small machine two threads were many times slower; see docs/benchmarks.md)
     torch.set_num_threads(1)
     try:
         report = _dpo_epochs(policy, x, y_pos, y_neg, ref_pos, ref_neg, settings, progress)

@@ -29,13 +29,13 @@ from pathweave.apr.codebook import CodebookView, RunRow, code_steps
 from pathweave.apr.prompt import Payload, PromptRun, compact_prompt
 from pathweave.apr.runs import line
 from pathweave.apr.scoring import answer_quota, coarse_score, fine_score
-from pathweave.apr.selection import CHANNELS, check_actions, select
-from pathweave.apr.session import link_steps, query_steps, seen_runs
-from pathweave.sessions import check_session_id
+from pathweave.apr.channel_actions import CHANNELS, check_actions, select
+from pathweave.apr.memory import link_steps, query_steps, seen_runs
+from pathweave.records.session_ids import check_session_id
 from pathweave.apr.writes import TripleRef, memory_run, run_text, triple_ref
-from pathweave.backends.base import vector_search
+from pathweave.store.backends.base import vector_search
 from pathweave.model import AprContext, AprRun
-from pathweave.retrieval.modes import strategy
+from pathweave.retrieval.proprag import PropRAGMode
 from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 
@@ -134,7 +134,7 @@ def fact_candidates(resources, question: str, passages: int) -> tuple[list[str],
     for ``question`` (nothing written), in their passages' order, and those passages best
     first, texts and citations included (the mode returns them without reading them again)."""
     request = QueryRequest.of(question, mode="proprag", k=passages)
-    hits = strategy("proprag").search(resources, request, False).result.passages
+    hits = PropRAGMode().search(resources, request, False).result.passages
     ranked = {hit.passage_id: hit.score for hit in hits}
     order = {pid: i for i, pid in enumerate(ranked)}
     rows = resources.store.run("apr_passage_fact_runs", ids=list(ranked))
@@ -384,7 +384,6 @@ class APRMode(RetrievalMode):
     budget does not apply (the prompt is the compact one); a session does."""
 
     name = "apr"
-    options = frozenset({"k", "session_id", "answer", "write_record"})
 
     def search(self, resources, request, record: bool) -> Retrieval:
         import time
@@ -420,20 +419,3 @@ class APRMode(RetrievalMode):
     def write_record(self, resources, retrieval: Retrieval) -> None:
         retrieval.state.record(retrieval.result.answer.text or None)  # the answer run (spec §3)
         resources.records.submit(retrieval.result.model_copy())
-
-
-def earlier_question_passages(store, vector: np.ndarray, k: int = 10, min_cos: float = 0.8) -> list[tuple[str, float]]:
-    """Passages of earlier similar questions (PropRAG's extra candidates, setting
-    ``apr.proprag_question_runs``): of the ``k`` question and answer runs nearest the ``(d,)``
-    question ``vector`` with cosine >= ``min_cos``, the question runs, and the passages of the
-    fact runs their queries sent or reused, each with the cosine of its question run:
-    ``[(passage_id, cos)]``."""
-    hits = [(i, cos) for i, cos in vector_search(store, "Run", vector, k, prop="memory_embedding") if cos >= min_cos]
-    if not hits:
-        return []
-    cos_of = dict(hits)
-    out: dict[str, float] = {}
-    for row in store.run("apr_question_run_passages", ids=list(cos_of)):
-        for pid in row["passage_ids"]:
-            out[pid] = max(out.get(pid, -1.0), cos_of[row["id"]])
-    return sorted(out.items(), key=lambda item: -item[1])

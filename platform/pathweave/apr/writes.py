@@ -14,7 +14,7 @@ import numpy as np
 
 from pathweave.apr.runs import line, segment
 from pathweave.text import normalize, stable_id
-from pathweave.vectors import encode_vector
+from pathweave.graph.vectors import encode_vector
 
 Encode = Callable[[list[str]], np.ndarray]
 """The embedder's ``encode``: texts -> ``(n, d)`` float32, L2-normalized."""

@@ -2,7 +2,7 @@
 on the official ``openai`` SDK.
 
 :func:`connect` returns a client for ``LLMSettings.base_url``, or for the managed local
-server (started on demand, :mod:`pathweave.llm.server`) when it is empty. Every call
+server (started on demand, :mod:`pathweave.servers.llm_server`) when it is empty. Every call
 returns a :class:`Completion` with the text, per-token log-probabilities (when asked),
 token counts and latency; the client also adds them up (``usage()``), thread-safe, at
 most ``concurrency`` requests in flight. Failures (unreachable endpoint, timeout, HTTP
@@ -199,13 +199,13 @@ def connect(data_dir: Path, llm: LLMSettings) -> LLMClient:
     """A client for ``llm.base_url``, or for the managed local server of ``data_dir``
     (started on demand, owned by this process: it stops when this process exits, and started
     again when a request finds it gone;
-    raises :class:`~pathweave.llm.server.LLMServerError` when the extra ``pathweave[llm]`` is
+    raises :class:`~pathweave.servers.llm_server.LLMServerError` when the extra ``pathweave[llm]`` is
     missing or the server does not start)."""
     if llm.managed:
-        from pathweave.llm import server
+        from pathweave.servers import llm_server
 
         def locate() -> str:  # where the managed server runs now, started again when it died
-            return server.start(data_dir, llm, owner=os.getpid()).base_url
+            return llm_server.start(data_dir, llm, owner=os.getpid()).base_url
 
         base_url, style, found = locate(), "json_object", locate
     else:

@@ -1,6 +1,6 @@
 """LLM-free beam search over proposition paths (PropRAG §3.3; spec §1 stage 2, steps 1-4).
 
-Works on G_sub (:class:`~pathweave.subgraph.Subgraph`, the propositions of the stage-1
+Works on G_sub (:class:`~pathweave.graph.subgraph.Subgraph`, the propositions of the stage-1
 passages fetched from the store) restricted to its *allowed* propositions.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from pathweave.settings import PropRAGParams
-from pathweave.subgraph import Subgraph
+from pathweave.settings import RetrievalSettings
+from pathweave.graph.subgraph import Subgraph
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class PropositionGraph:
 
 
 def beam_search(
-    query: np.ndarray, subgraph: Subgraph, allowed: np.ndarray, params: PropRAGParams,
+    query: np.ndarray, subgraph: Subgraph, allowed: np.ndarray, params: RetrievalSettings,
     encode: Callable[[list[str]], np.ndarray],
 ) -> tuple[list[Path], list[Path], PropositionGraph]:
     """Beam search from the best allowed propositions.

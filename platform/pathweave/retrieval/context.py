@@ -2,7 +2,7 @@
 seed; spec §5): candidate graph -> connected selection under L tokens (CP-SAT
 ILP or greedy) -> linearized, prompt-ready context.
 
-Candidate graph, built from the query's G_sub (:class:`~pathweave.subgraph.Subgraph`:
+Candidate graph, built from the query's G_sub (:class:`~pathweave.graph.subgraph.Subgraph`:
 what retrieval fetched, plus the names of the entities it links and the texts of its
 passages, read on demand). With proposition paths (PropRAG):
 
@@ -51,11 +51,11 @@ coverage already buys. With ``path_weight``
 0 (coverage first), under a small budget the selection is about one short, query-relevant
 statement from each of the best passages (reached directly from Q for the top
 ``SEED_PASSAGES``, through shared entities and path steps for the others), then
-more statements as the budget grows. Measured with ``path_weight`` 0 on the 100 questions of ``pathweave bench
-musique --budget 200,400,800`` (2-core CPU): the top-5 passages' context recall (default
-extractor 0.697 with 593 tokens, imported OpenIE 0.722 with 574) is reached with 148
-(25 %) and 198 tokens (34.5 %); the ILP proves optimality on these ~60-70-node graphs
-within the 50 ms limit (solve p50 11-16 ms, p95 14-27 ms).
+more statements as the budget grows. This reaches the context recall of the top-5 passages
+with a fraction of their tokens, and the ILP proves optimality on these small candidate
+graphs (some tens of nodes) within the solver's time limit; figures from ``pathweave bench
+musique --budget 200,400,800`` in docs/benchmarks.md, section "Figures moved from the code's
+docstrings".
 """
 
 from __future__ import annotations
@@ -65,11 +65,11 @@ from collections.abc import Iterable
 import numpy as np
 
 from pathweave.model import BudgetedContext, ContextLine, QueryResult
-from pathweave.ppr import min_max
-from pathweave.retrieval.session import LEGEND, SessionLines
+from pathweave.graph.ppr import min_max
+from pathweave.retrieval.context_codes import LEGEND, SessionLines
 from pathweave.selection import (CandidateGraph, CandidateNode, TokenCounter, assign_costs, linearize, render_line,
                                  select)
-from pathweave.subgraph import Subgraph
+from pathweave.graph.subgraph import Subgraph
 
 QUERY_NODE = "Q"
 
@@ -78,9 +78,8 @@ SEED_PASSAGES = 10
 passages themselves are coverage nodes without text, so Q links to what they state).
 PropRAG's stage 2 seeds every passage of its subgraph; 10 = the default
 ``context_passages``, so by default every candidate passage is a seed and only path
-statements from further passages need entities or path steps to connect. Measured on 40
-MuSiQue questions, budget 225: with 5 seed passages the imported-OpenIE tenant reached
-context recall 0.762, with 10 0.779 (default extractor: 0.77 / 0.76 at budget 150)."""
+statements from further passages need entities or path steps to connect. Fewer seed passages
+did not give a clearly better context recall on MuSiQue (figures in docs/benchmarks.md)."""
 
 STATEMENTS_PER_PASSAGE = 3
 """Candidate statements per passage: its ``STATEMENTS_PER_PASSAGE`` most query-similar
@@ -88,8 +87,8 @@ statements plus its shortest and its lead one (statements on the top paths are a
 
 PROPOSITION_SCALE = 0.1
 """Proposition weight scale against the passage coverage weight (0.1 to 1): covering one
-more good passage is worth more than a second statement of a covered one. Measured on 40
-MuSiQue questions (budget 150): scale 0.5 / 0.25 / 0.1 gave context recall 0.71 / 0.72 / 0.77."""
+more good passage is worth more than a second statement of a covered one. The smallest
+scale tried gave the best context recall on MuSiQue (figures in docs/benchmarks.md)."""
 
 
 LEAD_WEIGHT = 0.05
@@ -97,12 +96,10 @@ LEAD_WEIGHT = 0.05
 passage's coverage weight (0.1 to 1): when a small budget covers a passage with one
 statement, the lead statement wins over a shorter one unless the shorter one is clearly
 more query-similar. An encyclopedic passage defines its subject in its first sentence, and
-that is where a hop's answer most often stands: in 43 of the 73 answer passages among
-PropRAG's top 5 for MuSiQue questions 21-100 (default extractor). Chosen on those questions
-at budget 200 (Qwen2.5-Coder-1.5B reader, 2-core CPU): answer in context 35 vs 33 without it
-(0.03: 34, 0.1: 35; kept as a candidate without extra weight: 33), answer F1 0.232 vs 0.225
-(5 better, 3 worse). Then, on questions 1-20 (``bench qa --limit 20``), budget-200 F1 went
-from 0.139 to 0.264 (4 better, 0 worse) and budget-400 from 0.226 to 0.321."""
+that is where a hop's answer most often stands in MuSiQue's answer passages. The value was
+chosen on MuSiQue with a small reader: with it, the answer is in a small-budget context more
+often and the answer F1 is higher than without the extra weight (figures in
+docs/benchmarks.md, section "Figures moved from the code's docstrings")."""
 
 
 def _without_title(text: str, title: str | None) -> str:
@@ -220,7 +217,7 @@ def add_earlier_lines(nodes: list[CandidateNode], edges: set[tuple[str, str]], s
     passage and proposition ids) that this query's G_sub holds but its candidates do not:
     APR's answer memory (spec §3, the evidence that answered the session's earlier questions)
     as candidates of the budgeted context. A session references such a line by its code for a
-    few tokens (:mod:`pathweave.retrieval.session`), so the evidence of earlier hops stays in
+    few tokens (:mod:`pathweave.retrieval.context_codes`), so the evidence of earlier hops stays in
     reach of a later question that PropRAG's ranking no longer puts in its top passages.
     Each is linked to Q (and a proposition to its candidate passages, whose coverage it then
     earns) and weighted as a candidate of its kind by its cosine to ``query``: a proposition
@@ -262,7 +259,7 @@ def select_context(graph: CandidateGraph, budget_tokens: int, method: str, count
                    session: SessionLines | None = None) -> BudgetedContext:
     """Select and linearize the best connected evidence within ``budget_tokens`` tokens.
 
-    ``session``: what the query's session was sent before (:mod:`pathweave.retrieval.session`):
+    ``session``: what the query's session was sent before (:mod:`pathweave.retrieval.context_codes`):
     those lines cost their code's tokens, new lines carry a code, and the session's first
     context starts with the legend (its tokens come out of the budget).
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from pathweave.ppr import Walk, min_max, personalized_pagerank, transition_matrix
+from pathweave.graph.ppr import Walk, min_max, personalized_pagerank, transition_matrix
 from pathweave.retrieval.proprag import weak_passage_seeds
 from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
-from pathweave.topology import TopologyView
+from pathweave.graph.topology import TopologyView
 
 TOP_FACTS = 5
 TOP_ENTITIES = 5

@@ -4,7 +4,7 @@ Stage 1 (coarse, on the tenant's integer topology): the store's proposition vect
 gives the top propositions -> entity seeds; its passage index gives the top passages ->
 weak passage seeds -> Personalized PageRank over the entity–passage graph (local push,
 the exact power iteration, or GDS on Neo4j) -> the top K passages. Stage 2 (fine, on
-G_sub fetched from the store, :mod:`pathweave.subgraph`): beam search over proposition
+G_sub fetched from the store, :mod:`pathweave.graph.subgraph`): beam search over proposition
 paths -> entity seeds from the best paths -> PPR on G_sub -> final passage ranking.
 """
 
@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pathweave.backends import Capability
+from pathweave.store.backends import Capability, vector_search
 from pathweave.model import PathStep, ReasoningPath, SeedEntity
-from pathweave.ppr import min_max, personalized_pagerank, push_pagerank, transition_matrix, Walk
+from pathweave.graph.ppr import min_max, personalized_pagerank, push_pagerank, transition_matrix, Walk
 from pathweave.retrieval.beam import Path, beam_search
 from pathweave.retrieval.lexical import rrf
 from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
-from pathweave.settings import PropRAGParams
-from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
-from pathweave.topology import TopologyView
+from pathweave.settings import RetrievalSettings
+from pathweave.graph.subgraph import NodeReader, Subgraph, build_subgraph
+from pathweave.graph.topology import TopologyView
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,9 @@ def weak_passage_seeds(view: TopologyView, hits: list[tuple[str, float]],
                        weight: float) -> tuple[np.ndarray, np.ndarray]:
     """Topology indices and seed weights ``weight x (cos - low) / (best - low)`` of the
     passage ``hits`` (spec §1 step 3, min-max over the top N passages the index returned;
-    the rest get 0). Normalizing against the tenant's least similar passage instead (one
-    more vector search per query, with the negated query) gave Recall@2/5 0.492/0.692 vs
-    0.497/0.695 this way (MuSiQue sample, 100 questions, default extractor, 2-core machine)."""
+    the rest get 0). Normalizing against the tenant's least similar passage instead costs one
+    more vector search per query (with the negated query) and did not improve recall on
+    MuSiQue (figures in docs/benchmarks.md)."""
     index = [view.passage_index.get(pid, -1) for pid, _ in hits]
     keep = [i for i, p in enumerate(index) if 0 <= p < view.n_passages]
     if not keep:
@@ -97,7 +97,7 @@ def weak_passage_seeds(view: TopologyView, hits: list[tuple[str, float]],
     return np.asarray([index[i] for i in keep], dtype=np.int64), weight * values
 
 
-def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: PropRAGParams,
+def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: RetrievalSettings,
            in_database: Callable[[np.ndarray, float], np.ndarray | None] | None = None) -> np.ndarray:
     """Stage-1 passage scores ``(P,)`` (spec §1 stage 1) on the topology ``view``.
 
@@ -138,7 +138,7 @@ def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: PropRAGParams,
 
 def proprag(
     query: np.ndarray, query_seeds: Stage1Seeds, view: TopologyView, reader: NodeReader | None,
-    params: PropRAGParams, encode: Callable[[list[str]], np.ndarray],
+    params: RetrievalSettings, encode: Callable[[list[str]], np.ndarray],
     clock: Callable[[str], None] = lambda _: None,
     in_database: Callable[[np.ndarray, float], np.ndarray | None] | None = None,
 ) -> PropRAGOutput:
@@ -212,6 +212,23 @@ def in_database_ppr(store, stage1_ppr: str, view: TopologyView, ppr_timings: dic
     return run
 
 
+def earlier_question_passages(store, vector: np.ndarray, k: int = 10, min_cos: float = 0.8) -> list[tuple[str, float]]:
+    """Passages of earlier similar questions (PropRAG's extra candidates, setting
+    ``apr.proprag_question_runs``): of the ``k`` question and answer runs nearest the ``(d,)``
+    question ``vector`` with cosine >= ``min_cos``, the question runs, and the passages of the
+    fact runs their queries sent or reused, each with the cosine of its question run:
+    ``[(passage_id, cos)]``."""
+    hits = [(i, cos) for i, cos in vector_search(store, "Run", vector, k, prop="memory_embedding") if cos >= min_cos]
+    if not hits:
+        return []
+    cos_of = dict(hits)
+    out: dict[str, float] = {}
+    for row in store.run("apr_question_run_passages", ids=list(cos_of)):
+        for pid in row["passage_ids"]:
+            out[pid] = max(out.get(pid, -1.0), cos_of[row["id"]])
+    return sorted(out.items(), key=lambda item: -item[1])
+
+
 class PropRAGMode(RankingMode):
     """Retrieval mode ``proprag`` (spec §1): the proposition and passage vector searches
     (run concurrently), :func:`proprag` on the topology and G_sub, and the top paths (with
@@ -238,8 +255,6 @@ class PropRAGMode(RankingMode):
             passages = rrf([passages, frame.found["passages_text"]])[:params.stage1_passage_seeds]
         seeds = Stage1Seeds(frame.found["props"], passages, frame.found.get("entities_text", []))
         if resources.settings.apr.proprag_question_runs:
-            from pathweave.apr.retrieval import earlier_question_passages
-
             known = dict(seeds.passages)
             for pid, cos in earlier_question_passages(resources.store, frame.vector):
                 known[pid] = max(known.get(pid, cos), cos)

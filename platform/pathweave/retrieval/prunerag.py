@@ -27,10 +27,10 @@ from typing import Callable
 
 from pathweave.llm.client import LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
-from pathweave.retrieval.modes import strategy
+from pathweave.retrieval.proprag import PropRAGMode
 from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.strategy import Retrieval, RetrievalMode
-from pathweave.settings import PruneRAGParams
+from pathweave.settings import PruneRAGSettings
 from pathweave.model import Answer, PassageHit, PruneTree, TreeNode
 
 DECISION_TOKENS = 96
@@ -87,7 +87,7 @@ def node_messages(node: TreeNode, parent: str) -> list[dict]:
 
 
 class _Builder:
-    def __init__(self, client, retrieve: Retrieve, params: PruneRAGParams) -> None:
+    def __init__(self, client, retrieve: Retrieve, params: PruneRAGSettings) -> None:
         self.client, self.retrieve, self.params = client, retrieve, params
         self.tree = PruneTree(nodes=[])
         self.parents: dict[str, str] = {}
@@ -219,7 +219,7 @@ class _Builder:
                       error=error)
 
 
-def build_tree(question: str, client, retrieve: Retrieve, params: PruneRAGParams) -> tuple[PruneTree, Answer]:
+def build_tree(question: str, client, retrieve: Retrieve, params: PruneRAGSettings) -> tuple[PruneTree, Answer]:
     """Build the PruneRAG tree of ``question`` and aggregate it into the final answer.
 
     ``client``: anything with ``chat(messages, **kwargs) -> Completion`` raising
@@ -242,7 +242,6 @@ class PruneRAGMode(RetrievalMode):
     asked. Needs an LLM; a token budget and a session do not apply."""
 
     name = "prunerag"
-    options = frozenset({"k", "answer", "write_record"})
     needs_llm = True
     answers_itself = True
 
@@ -252,7 +251,7 @@ class PruneRAGMode(RetrievalMode):
         params = resources.prunerag_params
         question = request.question
         top = max(request.k, params.top_k)
-        proprag = strategy("proprag")
+        proprag = PropRAGMode()
         root = proprag.search(resources, QueryRequest.of(question, mode="proprag", k=top), False)
 
         def retrieve(text: str, n: int) -> list[PassageHit]:

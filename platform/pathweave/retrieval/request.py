@@ -2,7 +2,7 @@
 :class:`QueryRequest`, checked once here (:meth:`QueryRequest.check`), so that the same
 request gets the same answer or the same typed error everywhere
 (:mod:`pathweave.errors`). Which options apply to which mode is each mode's
-``options`` (:mod:`pathweave.retrieval.modes`; the table is in ``docs/architecture.md``).
+entry of :data:`pathweave.model.MODE_OPTIONS` (the table is in ``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -12,15 +12,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pathweave.errors import BadRequest, NotApplicable
-from pathweave.retrieval.modes import MODES, Mode, strategy
-from pathweave.sessions import check_session_id
+from pathweave.model import MODE_OPTIONS, MODES, Mode
+from pathweave.records.session_ids import check_session_id
 from pathweave.text import has_visible_text
 
 SELECTION_METHODS = ("auto", "ilp", "greedy")
 CONTEXT_STYLES = ("bullets", "triples")
 
-OPTION_NAMES = ("k", "token_budget", "selection_method", "context_style", "session_id", "answer", "write_record")
-"""The request's options besides ``question`` and ``mode``, in the order of the docs' table."""
 
 
 class QueryRequest(BaseModel):
@@ -31,8 +29,8 @@ class QueryRequest(BaseModel):
 
     question: str = Field(..., description="The question (plain text).")
     mode: Mode = Field(MODES[0], description="Retrieval mode: " + ", ".join(MODES) + ".")
-    k: int = Field(5, description="Passages to return.")
-    token_budget: int | None = Field(None, description="Context token budget (tokens): also select the best "
+    k: int = Field(5, ge=1, description="Passages to return.")
+    token_budget: int | None = Field(None, ge=0, description="Context token budget (tokens): also select the best "
                                                        "connected evidence that fits it (spec §5).")
     selection_method: Literal[SELECTION_METHODS] | None = Field(  # type: ignore[valid-type]
         None, description="Context selection, with token_budget: CP-SAT ILP, greedy, or auto (the default).")
@@ -52,7 +50,7 @@ class QueryRequest(BaseModel):
     @classmethod
     def of(cls, question: str, **options) -> "QueryRequest":
         """A checked request from keyword options (the Python entry,
-        :meth:`~pathweave.retrieval.retriever.Retriever.query`): a value of the wrong type
+        :meth:`~pathweave.query.retriever.Retriever.query`): a value of the wrong type
         or an unknown option is a :class:`~pathweave.errors.BadRequest` too."""
         from pydantic import ValidationError
 
@@ -66,25 +64,16 @@ class QueryRequest(BaseModel):
         return request.check()
 
     def check(self) -> "QueryRequest":
-        """This request with its question stripped, after checking it. Raises
-        :class:`~pathweave.errors.BadRequest` (a question without a visible character, ``k`` < 1, negative budget,
-        unknown mode or method, a session id that is empty or over 200 characters) or
+        """This request with its question stripped, after the checks its fields' types cannot
+        make (the bounds and choices are the model's own, enforced when it is built). Raises
+        :class:`~pathweave.errors.BadRequest` (a question without a visible character, a
+        session id that is empty or over 200 characters) or
         :class:`~pathweave.errors.NotApplicable` (an option the mode does not use; selection
         method, style and, in the ranking modes, a session without a token budget)."""
         question = self.question.strip()
         if not has_visible_text(question):
             raise BadRequest("question is empty (only whitespace or invisible characters)")
-        if self.mode not in MODES:
-            raise BadRequest(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
-        if self.k < 1:
-            raise BadRequest("k must be at least 1")
-        if self.token_budget is not None and self.token_budget < 0:
-            raise BadRequest("token budget must be >= 0")
-        if self.selection_method is not None and self.selection_method not in SELECTION_METHODS:
-            raise BadRequest(f"unknown selection method {self.selection_method!r}; use ilp, greedy or auto")
-        if self.context_style is not None and self.context_style not in CONTEXT_STYLES:
-            raise BadRequest(f"unknown context style {self.context_style!r}; use bullets or triples")
-        applies = strategy(self.mode).options
+        applies = MODE_OPTIONS[self.mode]
         for name in ("token_budget", "session_id"):
             if getattr(self, name) is not None and name not in applies:
                 raise NotApplicable(f"{name} does not apply to mode {self.mode} "
@@ -121,5 +110,5 @@ class QueryRequest(BaseModel):
 
 
 def modes_with(option: str) -> list[str]:
-    """The modes that ``option`` (a :data:`OPTION_NAMES` name) applies to."""
-    return [mode for mode in MODES if option in strategy(mode).options]
+    """The modes that ``option`` (a :data:`pathweave.model.OPTION_NAMES` name) applies to."""
+    return [mode for mode in MODES if option in MODE_OPTIONS[mode]]

@@ -1,9 +1,9 @@
 """What every retrieval mode works with (:class:`QueryResources`): the store, the query
 embedder, the settings, the tenant's topology (through the process's bounded
-:class:`~pathweave.topology.TopologyCache`) and node reader, the vector searches, the
+:class:`~pathweave.graph.topology.TopologyCache`) and node reader, the vector searches, the
 ranked passages' one read, the reasoning-record writer and the LLM client. A mode
 (:mod:`pathweave.retrieval.strategy`) gets these and nothing of the dispatcher
-(:class:`~pathweave.retrieval.retriever.Retriever`, which is these plus the dispatch).
+(:class:`~pathweave.query.retriever.Retriever`, which holds these and dispatches).
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from pathweave import embedder_record
-from pathweave.backends import fulltext_search, vector_search, versioned_vector_search
-from pathweave.citations import format_citation
-from pathweave.embeddings import Embedder
+from pathweave.embedding import embedder_record
+from pathweave.store.backends import fulltext_search, vector_search, versioned_vector_search
+from pathweave.records.citations import format_citation
+from pathweave.embedding.embedders import Embedder
 from pathweave.errors import LLMUnavailable
 from pathweave.model import PassageHit, QueryResult
-from pathweave.reasoning_records import RecordWriter
+from pathweave.records.reasoning import RecordWriter
 from pathweave.retrieval.lexical import lucene_query
 from pathweave.selection import TokenCounter
-from pathweave.settings import PruneRAGParams, Settings
-from pathweave.store import GraphStore
-from pathweave.subgraph import NodeReader
-from pathweave.topology import Topology, TopologyCache
+from pathweave.settings import PruneRAGSettings, Settings
+from pathweave.store.graph_store import GraphStore
+from pathweave.graph.subgraph import NodeReader
+from pathweave.graph.topology import Topology, TopologyCache
 
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
@@ -32,12 +32,12 @@ _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-sear
 
 
 def _unversioned(store, label: str, vector: np.ndarray, k: int) -> tuple[list[tuple[str, float]], None]:
-    """:func:`~pathweave.backends.vector_search` shaped as ``(hits, version)`` with no version."""
+    """:func:`~pathweave.store.backends.vector_search` shaped as ``(hits, version)`` with no version."""
     return vector_search(store, label, vector, k), None
 
 
 def _lexical(store, label: str, query: str, k: int) -> tuple[list[tuple[str, float]], None]:
-    """:func:`~pathweave.backends.fulltext_search` shaped as ``(hits, version)`` with no version."""
+    """:func:`~pathweave.store.backends.fulltext_search` shaped as ``(hits, version)`` with no version."""
     return fulltext_search(store, label, query, k), None
 
 
@@ -65,7 +65,7 @@ class QueryResources:
         """The LLM client of the LLM modes: the one given (or the given function's), else one
         for ``PATHWEAVE_LLM_*`` (the managed local server, started on demand)."""
         from pathweave.llm.client import LLMError
-        from pathweave.llm.server import LLMServerError
+        from pathweave.servers.llm_server import LLMServerError
 
         try:
             if self._llm is None:
@@ -77,7 +77,7 @@ class QueryResources:
             raise LLMUnavailable(f"no LLM to answer with: {exc}") from exc
 
     @property
-    def prunerag_params(self) -> PruneRAGParams:
+    def prunerag_params(self) -> PruneRAGSettings:
         """PruneRAG parameters (section ``prunerag``, ``PATHWEAVE_PRUNERAG_*``, spec §4)."""
         return self.settings.prunerag
 
@@ -99,7 +99,7 @@ class QueryResources:
                 ) -> tuple[dict[str, list[tuple[str, float]]], int | None]:
         """Run ``searches`` (``{name: (label, k)}``) for ``vector`` concurrently on the shared
         pool: ``{name: [(id, cosine)] best first}`` and the tenant's graph version the first
-        search's statement read (:func:`~pathweave.backends.versioned_vector_search`; None when
+        search's statement read (:func:`~pathweave.store.backends.versioned_vector_search`; None when
         it read none), so the query's topology needs no round trip of its own for it.
         ``lexical`` (``{name: (label, k)}``): full-text searches for ``question``'s terms on the
         same pool (:mod:`pathweave.retrieval.lexical`), ``[(id, relevance)]`` under their names."""
@@ -116,10 +116,10 @@ class QueryResources:
         return {name: hits for name, (hits, _) in found.items()}, version
 
     def check_embedder(self, version: int | None) -> None:
-        """The tenant's vectors must be this process's embedder's (:func:`pathweave.embedder_record.check`),
+        """The tenant's vectors must be this process's embedder's (:func:`pathweave.embedding.embedder_record.check`),
         asked once per graph ``version`` (a re-embedding bumps it at its start and its end).
-        Raises :class:`~pathweave.embedder_record.EmbedderMismatch`,
-        :class:`~pathweave.embedder_record.ReembedInProgress`."""
+        Raises :class:`~pathweave.embedding.embedder_record.EmbedderMismatch`,
+        :class:`~pathweave.embedding.embedder_record.ReembedInProgress`."""
         if version is None or version != self._embedder_checked:
             embedder_record.check(self.store, self.embedder)
             self._embedder_checked = version

@@ -6,7 +6,7 @@ A mode gets a checked :class:`~pathweave.retrieval.request.QueryRequest` and the
 resources (:class:`~pathweave.retrieval.resources.QueryResources`: topology view, node
 reader, vector search, passage hits, record writer, LLM client) and returns a :class:`Retrieval`. Answering is a step any mode
 takes after retrieval (:meth:`RetrievalMode.answer`), run by
-:meth:`~pathweave.retrieval.retriever.Retriever.search`, not a second dispatcher.
+:meth:`~pathweave.query.retriever.Retriever.search`, not a second dispatcher.
 """
 
 from __future__ import annotations
@@ -18,21 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pathweave.model import QueryResult, ReasoningPath, SeedEntity
+from pathweave.model import MODE_OPTIONS, QueryResult, ReasoningPath, SeedEntity
 from pathweave.retrieval.context import candidate_graph, select_context
-from pathweave.retrieval.session import read_session_lines
+from pathweave.retrieval.context_codes import read_session_lines
 from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.stopwatch import Stopwatch
-from pathweave.subgraph import NodeReader, Subgraph, build_subgraph
-from pathweave.topology import TopologyView
+from pathweave.graph.subgraph import NodeReader, Subgraph, build_subgraph
+from pathweave.graph.topology import TopologyView
 
 if TYPE_CHECKING:
     from pathweave.retrieval.resources import QueryResources
 
-RANKING_OPTIONS = frozenset({"k", "token_budget", "selection_method", "context_style", "session_id", "answer",
-                             "write_record"})
-"""What the ranking modes take (``session_id`` with a ``token_budget``: session reuse on the
-budgeted context, :mod:`pathweave.retrieval.session`)."""
 
 
 @dataclass
@@ -51,15 +47,18 @@ class Retrieval:
 class RetrievalMode:
     """One retrieval mode (the protocol; spec section in each subclass).
 
-    ``options``: the request options it takes (others are
-    :class:`~pathweave.errors.NotApplicable`); ``needs_llm``: it cannot search without an
+    ``options``: the request options it takes (:data:`pathweave.model.MODE_OPTIONS`; others
+    are :class:`~pathweave.errors.NotApplicable`); ``needs_llm``: it cannot search without an
     LLM; ``answers_itself``: its search already answers (PruneRAG's tree).
     """
 
     name: str = ""
-    options: frozenset[str] = RANKING_OPTIONS
     needs_llm: bool = False
     answers_itself: bool = False
+
+    @property
+    def options(self) -> frozenset[str]:
+        return MODE_OPTIONS[self.name]
 
     def lexical_searches(self, resources: QueryResources, depth: int) -> dict[str, tuple[str, int]]:
         """The full-text searches :meth:`rank` fuses with its vector hits, ``{name: (label, k)}``

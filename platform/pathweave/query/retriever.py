@@ -1,0 +1,116 @@
+"""The query entry point: :class:`Retriever` checks a request, hands it to its mode's
+strategy (:mod:`pathweave.query.modes`) with the query resources
+(:mod:`pathweave.retrieval.resources`), runs the answer step when asked and writes the
+reasoning record back to the graph (by default).
+
+Per proprag query the store answers: the vector searches (run concurrently; the first
+reads the graph version, and after a change the topology reads the change records:
+:mod:`pathweave.graph.topology`), the texts and embeddings of G_sub's propositions and passages
+not in the tenant's node cache, the names and embeddings of the few entities the paths and
+seeds need, the texts of the returned passages, and the record write.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pathweave.model import Mode, QueryResult
+from pathweave.records.citations import cite_result
+from pathweave.records.reasoning import read_reasoning_record
+from pathweave.query.modes import strategy as mode_strategy
+from pathweave.retrieval.request import QueryRequest
+from pathweave.retrieval.resources import QueryResources
+from pathweave.retrieval.strategy import Retrieval
+from pathweave.settings import Settings
+from pathweave.store.graph_store import GraphStore
+from pathweave.graph.topology import TopologyCache
+
+
+class Retriever:
+    """Answers queries for one store/tenant: holds the
+    :class:`~pathweave.retrieval.resources.QueryResources` it hands to the modes
+    (``resources``; the arguments are theirs) and dispatches a request to its mode.
+    Thread-safe."""
+
+    def __init__(self, store: GraphStore, embedder, settings: Settings, cache: TopologyCache | None = None,
+                 llm=None, question_parser=None) -> None:
+        self.resources = QueryResources(store, embedder, settings, cache, llm)
+        self.resources.question_parser = question_parser  # None: APR's fallback (one "asks" triple)
+
+    @property
+    def store(self) -> GraphStore:
+        """The store, scoped to the tenant this retriever answers for."""
+        return self.resources.store
+
+    @property
+    def settings(self) -> Settings:
+        return self.resources.settings
+
+    @property
+    def embedder(self):
+        """The query embedder (``encode``: texts -> ``(n, d) float32``)."""
+        return self.resources.embedder
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until the reasoning records of earlier queries are in the store, at most
+        ``timeout_s`` seconds (None: unbounded). Raises
+        :class:`~pathweave.records.reasoning.RecordsBehind` when they are not."""
+        self.resources.records.flush(timeout_s)
+
+    def read_record(self, query_id: str) -> dict:
+        """A reasoning record of this tenant, after the pending writes (see
+        :func:`~pathweave.records.reasoning.read_reasoning_record`; KeyError when unknown)."""
+        self.flush()
+        return read_reasoning_record(self.store, query_id)
+
+    def warm_up(self, queries: int = 50) -> float:
+        """Run ``queries`` un-recorded queries built from the tenant's passage titles ("What is
+        known about <title>?"), PropRAG and dense alike, and return the seconds taken.
+
+        The first forward passes of each new input shape are slow on CPU, and the store's
+        vector indexes answer their first searches slowly (up to ~1 s): services call this
+        once before they take traffic, benchmarks before they time.
+        """
+        started = time.perf_counter()
+        titles = [row["title"] for row in self.store.run("passage_titles", limit=queries)]
+        for i, title in enumerate(titles):
+            self.query(f"What is known about {title}?", mode="dense" if i % 5 == 4 else "proprag", write_record=False)
+        return time.perf_counter() - started
+
+    def query(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, **options) -> QueryResult:
+        """The :class:`~pathweave.model.QueryResult` of :meth:`search`."""
+        return self.search(question, mode, k, **options).result
+
+    def search(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, **options) -> Retrieval:
+        """Run one query: a :class:`~pathweave.retrieval.request.QueryRequest`, or a question
+        with the request's options as keywords (``token_budget``, ``selection_method``,
+        ``context_style``, ``session_id``, ``answer``, ``write_record``).
+
+        The mode's strategy (:func:`pathweave.query.modes.strategy`) retrieves; with
+        ``answer`` the mode's answer step follows (one LLM call; PruneRAG answers through its
+        tree anyway); then the reasoning record is written unless ``write_record`` is False
+        (default: setting ``query.write_reasoning``). The result comes back cited: every
+        passage and context line carries its reference. Returns the result with the subgraph
+        and ``(d,)`` query vector it used. Raises :class:`~pathweave.errors.BadRequest` /
+        :class:`~pathweave.errors.NotApplicable` on a bad request (nothing read or written)
+        and :class:`~pathweave.errors.LLMUnavailable` when a mode or the answer needs an LLM
+        and none can be had.
+        """
+        request = question.check() if isinstance(question, QueryRequest) else \
+            QueryRequest.of(question, mode=mode, k=k, **options)
+        strategy = mode_strategy(request.mode)
+        record = request.record(self.settings.query.write_reasoning)
+        if request.answer or strategy.needs_llm:
+            self.resources.llm_client()  # LLMUnavailable before anything is retrieved
+        if strategy.answers_itself or not request.answer:
+            retrieval = strategy.search(self.resources, request, record)
+        else:
+            retrieval = strategy.search(self.resources, request, False)
+            strategy.answer(self.resources, retrieval, self.resources.llm_client())
+            timings = retrieval.result.timings_ms
+            timings["answer"] = retrieval.result.answer.latency_ms
+            timings["total"] = round(timings.get("total", 0.0) + timings["answer"], 2)
+            if record:
+                strategy.write_record(self.resources, retrieval)
+        cite_result(self.store, retrieval.result)  # passages left uncited, a budgeted context's lines
+        return retrieval

@@ -1,0 +1,183 @@
+"""Persist a query's reasoning record to the graph (spec §0) so Neo4j Browser
+users can explore it: ``(:Query)-[:FOUND {rank, score}]->(:Path)-[:STEP {order, via}]->(:Proposition)``
+and ``(:Query)-[:SELECTED {rank, weight}]->(:Passage|:Proposition|:Entity)``.
+
+Queries hand their records to a :class:`RecordWriter`, which writes them on a
+background thread: the caller gets its answer without waiting for the store's
+write, and readers call :meth:`RecordWriter.flush` first.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from datetime import datetime, timezone
+
+from pathweave.records.answers import answer_steps, read_answer, read_tree
+from pathweave.model import QueryResult
+from pathweave.records.session_ids import session_steps
+from pathweave.store.graph_store import GraphStore
+
+log = logging.getLogger(__name__)
+
+
+def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
+    """Write ``result`` in one transaction: the Query node (and its session, for a context
+    sent in one), its paths and steps, and the SELECTED edges to its ranked passages, path
+    propositions and seed entities, or to its budgeted context's lines (with their session
+    ``code`` and whether they were only ``referenced``)."""
+    qid = result.query_id
+    paths = [{"path_id": p.path_id, "rank": p.rank, "score": p.score,
+              "text": " -> ".join(s.text for s in p.steps)} for p in result.paths]
+    steps = [{"path_id": p.path_id, "prop_id": s.prop_id, "order": i, "via": s.via}
+             for p in result.paths for i, s in enumerate(p.steps)]
+    if result.context is not None:  # the budgeted selection is what the query selected
+        chosen = {kind: [{"id": line.id, "rank": line.rank, "weight": line.weight, "code": line.code,
+                          "referenced": line.referenced}
+                         for line in result.context.lines if line.kind == kind]
+                  for kind in ("passage", "proposition", "entity")}
+        passages, entities = chosen["passage"], chosen["entity"]
+        props = {row["id"]: row for row in chosen["proposition"]}
+    else:
+        passages = [{"id": h.passage_id, "rank": h.rank, "weight": h.score, "code": None, "referenced": False}
+                    for h in result.passages]
+        props = {}
+        for p in result.paths:
+            for s in p.steps:
+                props.setdefault(s.prop_id, {"id": s.prop_id, "rank": len(props) + 1, "weight": p.score,
+                                             "code": None, "referenced": False})
+        entities = [{"id": s.entity_id, "rank": i + 1, "weight": s.weight} for i, s in enumerate(result.seeds)]
+    created = datetime.now(timezone.utc).isoformat()
+    steps_to_run = [("write_query", {"query_id": qid, "text": result.question, "mode": result.mode,
+                                     "created_at": created})]
+    if result.context is not None and result.context.session_id:
+        steps_to_run += session_steps(store, qid, result.context.session_id, created)
+    for name, rows in (("write_paths", paths), ("write_steps", steps), ("select_passages", passages),
+                       ("select_propositions", list(props.values())), ("select_entities", entities)):
+        if rows:
+            steps_to_run.append((name, {"rows": rows, "query_id": qid}))
+    steps_to_run += answer_steps(result)  # the answer and PruneRAG tree, when the query has them
+    store.run_in_transaction(steps_to_run)
+
+
+def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
+    """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...],
+    answer, tree, runs}``; each selected passage or proposition carries its ``reference``
+    (citation); ``answer``/``tree`` (see :mod:`pathweave.records.answers`) are None unless
+    the query generated them; ``runs`` (mode apr, :func:`read_query_runs`):
+    the session and the runs the query asked, sent and reused, else None.
+
+    Raises KeyError when the tenant has no such query.
+    """
+    rows = store.run("read_query_paths", query_id=query_id)
+    selected = store.run("read_query_selected", query_id=query_id)
+    answer, tree = read_answer(store, query_id), read_tree(store, query_id)
+    runs = read_query_runs(store, query_id)
+    has_runs = any(runs[link] for link in ("asked", "sent", "reused"))
+    if not rows and not selected and answer is None and tree is None and not has_runs:
+        raise KeyError(f"no reasoning record {query_id!r}")
+    paths: dict[str, dict] = {}
+    for row in rows:
+        path = paths.setdefault(row["path_id"], {"path_id": row["path_id"], "rank": row["rank"],
+                                                 "score": row["score"], "steps": []})
+        path["steps"].append({"order": row["step"], "prop_id": row["prop_id"],
+                              "text": row["proposition"], "via": row["via"]})
+    _cite_selected(store, selected)
+    return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
+            "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected,
+            "answer": answer, "tree": tree, "runs": runs if has_runs else None}
+
+
+def _cite_selected(store: GraphStore, selected: list[dict]) -> None:
+    """Set ``reference`` ("title, p. N" / "title > section") on selected passages and
+    propositions (a proposition cites a selected passage stating it, else any)."""
+    from pathweave.records.citations import passage_citations, statement_passages
+
+    passages = [row["id"] for row in selected if row["label"] == "Passage"]
+    statement_of = statement_passages(store, [row["id"] for row in selected if row["label"] == "Proposition"],
+                                      passages)
+    cited = passage_citations(store, passages + list(statement_of.values()))
+    for row in selected:
+        passage = row["id"] if row["label"] == "Passage" else statement_of.get(row["id"])
+        row["reference"] = cited[passage]["reference"] if passage in cited else None
+
+
+class RecordsBehind(RuntimeError):
+    """The record writer did not catch up within the wait a reader allows (retry later)."""
+
+
+class RecordWriter:
+    """Writes reasoning records of one store/tenant on a background thread, in order.
+
+    ``submit(result)`` returns at once (it blocks only while ``max_pending`` records
+    already wait: back-pressure, nothing is dropped); ``flush()`` returns when every
+    record submitted before it is written (or its write failed). A failed write is
+    logged and counted in ``failures``; it never fails the query that produced it.
+    Records still waiting when the process dies are lost (they are a trace, not data).
+    """
+
+    def __init__(self, store: GraphStore, max_pending: int = 1000) -> None:
+        self.store = store
+        self.failures = 0
+        self._queue: queue.Queue[QueryResult] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, result: QueryResult) -> None:
+        """Queue ``result``'s record for writing."""
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="reasoning-records", daemon=True)
+                self._thread.start()
+        self._queue.put(result)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every submitted record has been written, at most ``timeout_s`` seconds
+        (None: as long as it takes). Raises :class:`RecordsBehind` when they are not written
+        in time."""
+        if timeout_s is None:
+            self._queue.join()
+            return
+        deadline = time.monotonic() + timeout_s
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RecordsBehind(f"{self._queue.unfinished_tasks} reasoning record(s) still being written "
+                                        f"after {timeout_s:g} s")
+                self._queue.all_tasks_done.wait(remaining)
+
+    def write_now(self, result: QueryResult) -> None:
+        """Write ``result``'s record on the calling thread, after every record submitted
+        before it (a session's next query reads what this one sent). A failed write is
+        logged and counted, as on the writer's thread."""
+        self.flush()
+        try:
+            write_reasoning_record(self.store, result)
+        except Exception:  # noqa: BLE001 - the query's result stands; its session re-sends
+            self.failures += 1
+            log.exception("reasoning record %s not written", result.query_id)
+
+    def _run(self) -> None:
+        while True:
+            result = self._queue.get()
+            try:
+                write_reasoning_record(self.store, result)
+            except Exception:  # noqa: BLE001 - a lost trace must not take the writer down
+                self.failures += 1
+                log.exception("reasoning record %s not written", result.query_id)
+            finally:
+                self._queue.task_done()
+
+
+def read_query_runs(store: GraphStore, query_id: str) -> dict:
+    """What an APR query asked, sent and reused: ``{session_id, asked: [...], sent: [...],
+    reused: [...]}``, each entry ``{run_id, code, channel, rank}`` (empty lists for a query
+    of another mode)."""
+    out: dict = {"session_id": None, "asked": [], "sent": [], "reused": []}
+    for row in store.run("apr_query_runs", query_id=query_id):
+        out["session_id"] = row["session_id"]
+        out[row["link"].lower()].append({k: row[k] for k in ("run_id", "code", "channel", "rank")})
+    return out

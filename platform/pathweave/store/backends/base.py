@@ -1,0 +1,224 @@
+"""The graph-store backend interface: what Pathweave asks of a store beyond
+running the named statements of ``cypher/``, with declared capabilities.
+
+Both backends answer vector searches with ``db.index.vector.queryNodes`` (statements
+``vector_search`` / ``vector_knn`` in ``cypher/topology.cypher``). What only Neo4j + GDS
+can do in the database (stage-1 Personalized PageRank, kNN synonymy, k-means) is a
+:class:`Capability`; a caller checks ``backend.capabilities`` and otherwise runs its own
+code (the in-process topology, the vector-index kNN). A backend knows nothing of
+retrieval structures: it takes ids and returns ids and scores.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+class GraphStore(Protocol):
+    """What a backend uses of :class:`pathweave.store.graph_store.GraphStore` (defined there; a
+    protocol here so that backends do not import the store that holds them)."""
+
+    tenant: str
+    backend: Backend
+
+    def run(self, name: str, **params) -> list[dict]:
+        """Run a named statement for the tenant."""
+
+
+class Capability(str, enum.Enum):
+    """What a backend can compute inside the database."""
+
+    VECTOR_SEARCH = "vector_search"  # db.index.vector.queryNodes (both backends)
+    PPR = "ppr"  # stage-1 Personalized PageRank (GDS pageRank with sourceNodes)
+    KNN = "knn"  # synonymy kNN over all entity embeddings (gds.knn)
+    KMEANS = "kmeans"  # entity clusters (gds.kmeans)
+
+
+#: (label, property) pairs that carry an embedder-sized vector index (spec §0; Triple: the
+#: fact texts of the HippoRAG 2 baseline; Run: APR's fact runs (``embedding``) and question
+#: and answer runs (``memory_embedding``), the coarse candidates of spec §3).
+VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
+    ("Passage", "embedding"),
+    ("Proposition", "embedding"),
+    ("Entity", "embedding"),
+    ("Relation", "embedding"),
+    ("Triple", "embedding"),
+    ("Run", "embedding"),
+    ("Run", "memory_embedding"),
+)
+
+
+#: Full-text (Lucene) indexes: label -> the string properties indexed together (lexical
+#: hits beside the vector hits).
+FULLTEXT_INDEXES: dict[str, tuple[str, ...]] = {
+    "Passage": ("title", "text"),
+    "Proposition": ("text",),
+    "Entity": ("name",),
+}
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A graph store reached over Bolt. ``name``: ``arcadedb`` | ``neo4j``."""
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    def create_vector_indexes(self, dimensions: int) -> None:
+        """Create the cosine vector indexes of :data:`VECTOR_INDEXES` idempotently."""
+
+    def vector_index_name(self, label: str, prop: str = "embedding") -> str:
+        """The index name ``db.index.vector.queryNodes`` takes for ``label.prop``."""
+
+    def create_fulltext_indexes(self) -> None:
+        """Create the full-text indexes of :data:`FULLTEXT_INDEXES` idempotently."""
+
+    def fulltext_index_name(self, label: str) -> str:
+        """The index name ``db.index.fulltext.queryNodes`` takes for ``label``."""
+
+    def personalized_pagerank(self, store: GraphStore, seeds: Mapping[str, float], damping: float,
+                              version: int) -> dict[str, float] | None:
+        """Only with :attr:`Capability.PPR`: ``{passage_id: score}`` of the tenant's PPR graph
+        at ``version``, or None while that version's projection is not ready."""
+
+    def write_synonyms(self, store: GraphStore, threshold: float, max_per_entity: int) -> int:
+        """Only with :attr:`Capability.KNN`: write the tenant's SYNONYM edges, return the count."""
+
+    def kmeans_entities(self, store: GraphStore, k: int, entity_ids: Sequence[str] | None = None,
+                        seed: int = 42) -> dict[str, int]:
+        """Only with :attr:`Capability.KMEANS`: ``{entity_id: cluster}``."""
+
+    def graph_changed(self, store: GraphStore) -> None:
+        """Called after every recorded graph change (Neo4j: schedule the re-projection)."""
+
+    def close(self) -> None:
+        """Release what the backend holds (the driver is the store's)."""
+
+
+def cosine_of(score: float) -> float:
+    """The raw cosine of a vector index's normalized score ``(1 + cos) / 2``."""
+    return 2.0 * float(score) - 1.0
+
+
+def ask_wider(found: int, mine: int, asked: int, need: int, last: int, max_k: int) -> bool:
+    """Whether a search of a vector index shared by every tenant must be asked again with a
+    larger k: it returned ``found`` rows (``last`` the time before, -1 on the first ask) for
+    ``asked`` places, ``mine`` of them this tenant's, and ``need`` of the tenant's are
+    wanted. Yes while fewer than ``need`` are the tenant's and ``asked < max_k``, if all
+    places came back (more may lie beyond) or other tenants' nodes took at least half the
+    places and the answer grew (an approximate index crowded by other tenants'
+    near-duplicates returns fewer than asked).
+
+    A tenant beside one other with the same documents is not crowded: its twin takes as
+    many places as its own nodes, few of them, and a wider ask finds nothing new (MuSiQue,
+    150 documents ingested twice: with "any other tenant's node" as the rule the second
+    tenant's 3,116 synonymy and alias asks were all repeated at k = 64, for the same
+    SYNONYM and ALIAS_OF edges)."""
+    if mine >= need or asked >= max_k:
+        return False
+    return found >= asked or (2 * (found - mine) >= asked and found > last)
+
+
+def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
+                  max_k: int = 100_000, prop: str = "embedding") -> list[tuple[str, float]]:
+    """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``
+    in the index on ``label.prop``: ``[(id, cosine)]``, best first.
+
+    The index is shared by every tenant of the database, so the search widens (x4 each
+    time, at most ``max_k``) while :func:`ask_wider` says so: a small tenant gets its ``k``
+    results however large the others are.
+    """
+    return _nearest(store, "vector_search", label, vector, k, max_k, prop)[0]
+
+
+def versioned_vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
+                            max_k: int = 100_000) -> tuple[list[tuple[str, float]], int | None]:
+    """:func:`vector_search` on ``label.embedding`` plus the tenant's graph version, read by
+    the same statement (``vector_search_versioned``): ``(hits, version)``; version None when
+    the index gave no rows or the tenant has no version yet (ask
+    :meth:`~pathweave.store.graph_store.GraphStore.graph_version`)."""
+    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding",
+                          meta_id=store.meta_id)
+    return hits, next((int(row["version"]) for row in rows if row["version"] is not None), None)
+
+
+def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, k: int, max_k: int, prop: str,
+             **params) -> tuple[list[tuple[str, float]], list[dict]]:
+    """The widening search of :func:`vector_search` with ``statement``: the tenant's ``k``
+    best ``(id, cosine)`` and the rows of the last round."""
+    index = store.backend.vector_index_name(label, prop)
+    return _widening(store, statement, k, max_k, cosine_of, index=index,
+                     vector=np.asarray(vector, dtype=float).tolist(), **params)
+
+
+def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: int = 100_000) -> list[tuple[str, float]]:
+    """The tenant's ``k`` best ``label`` nodes of the full-text index for the Lucene ``query``
+    (:func:`pathweave.retrieval.lexical.lucene_query`): ``[(id, relevance)]``, best first
+    (statement ``fulltext_search``; widened like :func:`vector_search`, the index being shared
+    by every tenant). Empty for an empty query."""
+    if not query:
+        return []
+    return _widening(store, "fulltext_search", k, max_k, float, index=store.backend.fulltext_index_name(label),
+                     query=query)[0]
+
+
+def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, **params
+              ) -> tuple[list[tuple[str, float]], list[dict]]:
+    """Ask ``statement`` for ``k`` places, x4 while :func:`ask_wider` says so: the tenant's
+    ``k`` best ``(id, score(row score))`` and the rows of the last round."""
+    if k <= 0:
+        return [], []
+    asked, last = k, -1
+    while True:
+        rows = store.run(statement, k=asked, **params)
+        mine = [(row["id"], score(row["score"])) for row in rows if row["tenant"] == store.tenant]
+        if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
+            mine.sort(key=lambda item: -item[1])
+            return mine[:k], rows
+        asked, last = min(max_k, asked * 4), len(rows)
+
+
+def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.ndarray, k: int,
+               min_cosine: float, batch: int = 256, max_k: int = 10_000, first_k: int = 16) -> list[dict]:
+    """For each ``ids[i]`` with ``vectors[i]`` (``(n, d)`` float32, L2-normalized): up to ``k``
+    of the tenant's ``label`` nodes with cosine >= ``min_cosine``, itself included, as rows
+    ``{src, dst, norm_name, cosine}``. One ``vector_knn`` statement per ``batch`` vectors.
+
+    Most vectors have few neighbours above the threshold, so each is first asked for
+    ``first_k`` places, and asked again with a larger k (x4, at most ``max_k``) while
+    :func:`ask_wider` says so (all places taken above the threshold, or crowded by other
+    tenants) until its ``k + 1`` best of the tenant are known. This is about twice as quick as
+    asking each vector for ``k + 1`` places at once, with nearly the same pairs (the index is
+    approximate); figures in docs/benchmarks.md."""
+    index = store.backend.vector_index_name(label)
+    min_score = (1.0 + min_cosine) / 2.0
+    out: list[dict] = []
+    todo = list(range(len(ids)))
+    asked = min(k + 1, first_k)
+    returned: dict[int, int] = {}  # rows the index gave each vector last time
+    while todo:
+        again: list[int] = []
+        for start in range(0, len(todo), batch):
+            chunk = todo[start:start + batch]
+            rows = store.run("vector_knn", index=index, k=asked, min_score=min_score,
+                             rows=[{"id": str(i), "vector": np.asarray(vectors[i], dtype=float).tolist()}
+                                   for i in chunk])
+            hits: dict[int, list[dict]] = {i: [] for i in chunk}
+            for row in rows:
+                hits[int(row["src"])].append(row)
+            for i, found in hits.items():
+                mine = [r for r in found if r["tenant"] == store.tenant]
+                wider = ask_wider(len(found), len(mine), asked, k + 1, returned.get(i, -1), max_k)
+                returned[i] = len(found)
+                if wider:
+                    again.append(i)
+                    continue
+                mine.sort(key=lambda r: -r["score"])
+                out.extend({"src": ids[i], "dst": r["dst"], "norm_name": r["norm_name"] or "",
+                            "cosine": cosine_of(r["score"])} for r in mine[:k + 1])
+        todo, asked = again, min(max_k, asked * 4)
+    return out

@@ -1,0 +1,221 @@
+"""The graph store: named Cypher statements over Bolt (official ``neo4j`` driver).
+
+The same code serves the managed ArcadeDB server (default) and Neo4j; what differs
+lives behind :class:`pathweave.store.backends.Backend` (``store.backend``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from neo4j import Driver
+
+from pathweave.store.statements import load_all, statement
+from pathweave.store.backends.base import Backend
+
+_SCHEMA_PREFIX = "constraint_"
+T = TypeVar("T")
+
+
+CONFLICT_RETRIES = 8
+"""How often :meth:`GraphStore.execute_write` runs a transaction again after a write conflict."""
+
+
+class WriteConflict(RuntimeError):
+    """Raised by a transaction's own work when a record it wrote earlier in the same
+    transaction is not found again: on ArcadeDB, a concurrent transaction committed the node
+    this one's MERGE created (both made it), and the index lookup no longer sees this one's
+    copy. :meth:`GraphStore.execute_write` runs the transaction again; its MERGE then
+    matches the committed node."""
+
+
+def _conflict(exc: BaseException) -> bool:
+    """A write conflict of ArcadeDB's optimistic transactions: two writers changed one record,
+    or both created the node a MERGE looked for (the second commit finds its key taken, or
+    the transaction no longer finds its own copy: :class:`WriteConflict`; run again, its
+    MERGE matches the first one's node)."""
+    if isinstance(exc, WriteConflict):
+        return True
+    text = str(exc).lower()
+    return "concurrentmodification" in text or "duplicated key" in text
+
+
+def batched(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """Consecutive slices of ``rows`` of at most ``size`` items."""
+    for start in range(0, len(rows), max(1, size)):
+        yield rows[start:start + size]
+
+
+class GraphStore:
+    """A connection to one store database, scoped to one tenant.
+
+    ``run(name, **params)`` executes the named statement of ``cypher/`` and
+    returns its records as dicts; the tenant is passed as ``$tenant``.
+    """
+
+    def __init__(self, driver: Driver, database: str, backend: Backend, tenant: str,
+                 batch_size: int = 500, dimensions: int = 384) -> None:
+        self.driver = driver
+        self.dimensions = dimensions
+        self.database = database
+        self.backend = backend
+        self.tenant = tenant
+        self.batch_size = batch_size
+
+    @property
+    def meta_id(self) -> str:
+        """Id of the tenant's Meta node (graph version counter)."""
+        return f"meta:{self.tenant}"
+
+    def run(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """Run named statement ``name`` in an auto-commit transaction; records as dicts."""
+        params.setdefault("tenant", self.tenant)
+        with self.driver.session(database=self.database) as session:
+            return [record.data() for record in session.run(statement(name), params)]
+
+    def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:
+        """Write ``rows`` with named UNWIND statement ``name`` in batches (one managed
+        transaction each: the driver retries transient errors such as write conflicts)."""
+        written = 0
+        for chunk in batched(rows, self.batch_size):
+            written += len(chunk)
+            self.run_in_transaction([(name, {"rows": list(chunk), **params})])
+        return written
+
+    def run_in_transaction(self, steps: Iterable[tuple[str, dict[str, Any]]],
+                           on_step: Callable[[str, float], None] | None = None) -> None:
+        """Run named statements ``(name, params)`` in ONE write transaction: all or nothing.
+        ``on_step(name, seconds)`` after each statement (ingestion's profile; a retried
+        transaction reports its statements again). ``steps`` is read once into a list: the
+        driver re-runs the transaction on a transient error, and a generator would then be
+        exhausted and commit nothing."""
+        steps = list(steps)
+
+        def work(tx):
+            for name, params in steps:
+                started = time.perf_counter()
+                tx.run(statement(name), {"tenant": self.tenant, **params}).consume()
+                if on_step is not None:
+                    on_step(name, time.perf_counter() - started)
+
+        with self.driver.session(database=self.database) as session:
+            session.execute_write(work)
+
+    def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
+        """Run ``work(run)`` in ONE managed write transaction (retried on transient errors and
+        on write conflicts, so ``work`` must start over cleanly): ``run(name, **params) -> rows``
+        runs named statements inside it for the tenant. Returns what ``work`` returns.
+
+        The driver retries what Neo4j reports as transient (lock timeouts, deadlocks); a write
+        conflict of ArcadeDB's optimistic transactions (two writers changed one record, e.g.
+        the tenant's graph-version node) is retried here, at most :data:`CONFLICT_RETRIES`
+        times with a short random pause."""
+        def transaction(tx):
+            def run(name: str, **params: Any) -> list[dict[str, Any]]:
+                return [r.data() for r in tx.run(statement(name), {"tenant": self.tenant, **params})]
+            return work(run)
+
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with self.driver.session(database=self.database) as session:
+                    return session.execute_write(transaction)
+            except Exception as exc:
+                if attempt == CONFLICT_RETRIES or not _conflict(exc):
+                    raise
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def write_all(self, steps: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> None:
+        """Write several named UNWIND batches in ONE transaction (used per group of
+        documents, so a failure leaves nothing partial of them)."""
+        self.run_in_transaction(
+            (name, {"rows": list(chunk)}) for name, rows in steps for chunk in batched(rows, self.batch_size)
+        )
+
+    def existing(self, name: str, ids: Sequence[str]) -> set[str]:
+        """Ids among ``ids`` that statement ``name`` finds in the store."""
+        found: set[str] = set()
+        for chunk in batched(list(ids), 2000):
+            found.update(row["id"] for row in self.run(name, ids=list(chunk)))
+        return found
+
+    def graph_version(self) -> int:
+        """The tenant's graph version (0 before any ingestion)."""
+        rows = self.run("graph_version", meta_id=self.meta_id)
+        return int(rows[0]["version"]) if rows else 0
+
+    def record_change(self, added: Sequence[str] = (), removed: Sequence[str] = (),
+                      removed_entities: Sequence[str] = (), entities: Sequence[str] = (),
+                      aliases: Sequence[str] = (), keep: int = 1000) -> int:
+        """Bump the tenant's graph version and record what changed, in a write transaction of
+        its own (retried on conflicts; :meth:`record_change_in` says what is recorded);
+        returns the new version. Then tells the backend."""
+        version = self.execute_write(lambda run: self.record_change_in(
+            run, added, removed, removed_entities, entities, aliases, keep))
+        self.backend.graph_changed(self)
+        return version
+
+    def record_change_in(self, run: Callable[..., list[dict[str, Any]]], added: Sequence[str] = (),
+                         removed: Sequence[str] = (), removed_entities: Sequence[str] = (),
+                         entities: Sequence[str] = (), aliases: Sequence[str] = (), keep: int = 1000) -> int:
+        """Inside the caller's write transaction (``run`` of :meth:`execute_write`): bump the
+        tenant's graph version and record what changed (statement ``record_graph_change``):
+        passage ids ``added`` / ``removed``, entity ids ``removed_entities``, ``entities``
+        whose SYNONYM edges were written and ``aliases`` whose ALIAS_OF edge was written or
+        removed (alias consolidation, spec §3). Query processes apply these records to their
+        topology (:mod:`pathweave.graph.topology`) instead of re-reading the tenant; the last
+        ``keep`` records are kept. Returns the new version; the caller calls
+        ``backend.graph_changed(store)`` after the commit."""
+        version = int(run("record_graph_change", meta_id=self.meta_id, added=list(added), removed=list(removed),
+                          removed_entities=list(removed_entities), entities=list(entities),
+                          aliases=list(aliases))[0]["version"])
+        run("prune_graph_changes", version=version, keep=keep)
+        return version
+
+    def counts(self) -> dict[str, int]:
+        """Node counts by label and relationship counts by type for the tenant."""
+        out = {row["label"]: int(row["n"]) for row in self.run("count_nodes")}
+        out.update({f"rel:{row['type']}": int(row["n"]) for row in self.run("count_relationships")})
+        return out
+
+    DOCUMENT_GRAPH = ("Document", "Passage", "Proposition", "rel:PART_OF", "rel:NEXT",
+                      "rel:STATES", "rel:MENTIONS", "rel:ASSERTS", "rel:RELATES", "rel:SYNONYM", "rel:ALIAS_OF",
+                      "rel:HAS_RUN")
+    """The :meth:`counts` keys that only ingestion writes (queries write records, sessions,
+    answers and APR's memory runs; jobs and document states are bookkeeping)."""
+
+    def document_counts(self) -> dict[str, int]:
+        """The counts of the tenant's document graph, what its documents alone determine:
+        :data:`DOCUMENT_GRAPH` of :meth:`counts` plus ``Entity`` (mentioned, or joined by RELATES),
+        ``Relation`` (of an asserted triple), ``Triple`` (asserted by a passage), ``Run`` (fact
+        runs) and ``rel:EDGE`` (theirs). Two stores that ingested the same documents have
+        equal document counts however many queries each answered (SYNONYM and ALIAS_OF come
+        from the approximate vector index: nearly equal)."""
+        counts = self.counts()
+        out = {key: counts.get(key, 0) for key in self.DOCUMENT_GRAPH}
+        row = self.run("count_document_apr")[0]
+        out.update({"Entity": int(row["entities"]), "Relation": int(row["relations"]), "Triple": int(row["triples"]),
+                    "Run": int(row["runs"]), "rel:EDGE": int(row["edges"])})
+        return out
+
+    def ensure_schema(self, dimensions: int) -> None:
+        """Create constraints, vector and full-text indexes idempotently."""
+        for name in sorted(load_all()):
+            if name.startswith(_SCHEMA_PREFIX):
+                self.run(name)
+        self.backend.create_vector_indexes(dimensions)
+        self.backend.create_fulltext_indexes()
+
+    def close(self) -> None:
+        """Release the backend's resources (e.g. the GDS client) and the driver."""
+        self.backend.close()
+        self.driver.close()
+
+    def __enter__(self) -> "GraphStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
