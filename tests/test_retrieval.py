@@ -204,13 +204,13 @@ def test_queries_run_with_one_blas_thread(retriever, monkeypatch):
 
 def test_warm_up_runs_unrecorded_title_queries(retriever, store, monkeypatch):
     before, asked = store.counts(), []
-    query = retriever.query
+    query = Retriever.query
 
-    def spy(question, **kwargs):
+    def spy(self, question, **kwargs):
         asked.append((question, kwargs.get("write_record")))
-        return query(question, **kwargs)
+        return query(self, question, **kwargs)
 
-    monkeypatch.setattr(retriever, "query", spy)
+    monkeypatch.setattr(Retriever, "query", spy)
     assert retriever.warm_up(queries=3) > 0
     assert len(asked) == 3 and all(q.startswith("What is known about ") and w is False for q, w in asked)
     assert store.counts() == before  # nothing recorded

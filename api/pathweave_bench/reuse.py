@@ -342,8 +342,8 @@ def selector_rows(retriever: Retriever, later: list[tuple[str, set[str]]], doc_o
     if policy is not None:  # mode apr asks the policy when no actions are given
         settings = retriever.settings.model_copy(update={"selector": retriever.settings.selector.model_copy(
             update={"policy_path": Path(policy)})})
-        chooser = Retriever(retriever.store, retriever.embedder, settings)
-        chooser.question_parser = retriever.resources.question_parser
+        chooser = Retriever(retriever.store, retriever.embedder, settings,
+                            question_parser=retriever.resources.question_parser)
         rows["dpo"] = _summary([_measure(chooser, text, gold, None, doc_of) for text, gold in later], counter, texts)
     return rows
 

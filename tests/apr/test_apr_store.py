@@ -34,9 +34,8 @@ EXTRA = SourceDocument("einstein.txt", "Albert Einstein",
 
 @pytest.fixture()
 def retriever(store, embedder, extractor, settings):
-    r = Retriever(store, embedder, settings.model_copy(update={"tenant": store.tenant}))
-    r.question_parser = question_parser(extractor)
-    return r
+    return Retriever(store, embedder, settings.model_copy(update={"tenant": store.tenant}),
+                     question_parser=question_parser(extractor))
 
 
 def codes(store) -> dict[str, int]:
@@ -205,7 +204,7 @@ def test_the_facts_channel_starts_from_proprags_top_passages(pipeline, retriever
     top = retriever.query(question, k=1, write_record=False).passages
     narrow = settings.apr.model_copy(update={"facts_passages": 1})
     one = Retriever(store, retriever.embedder, settings.model_copy(update={"tenant": store.tenant, "apr": narrow}))
-    facts = [run for run in retrieve(one, question).context.runs if run.channel == "facts"]
+    facts = [run for run in retrieve(one.resources, question).context.runs if run.channel == "facts"]
     assert facts and {p for run in facts for p in run.passage_ids} == {top[0].passage_id}
     # the mode's passages are the ones the facts channel started from, in PropRAG's order
     proprag = [hit.passage_id for hit in retriever.query(question, k=3, write_record=False).passages]
@@ -214,7 +213,7 @@ def test_the_facts_channel_starts_from_proprags_top_passages(pipeline, retriever
     everywhere = settings.apr.model_copy(update={"facts_source": "index"})
     paper = Retriever(store, retriever.embedder, settings.model_copy(update={"tenant": store.tenant,
                                                                              "apr": everywhere}))
-    passages = {p for run in retrieve(paper, question).context.runs if run.channel == "facts" for p in run.passage_ids}
+    passages = {p for run in retrieve(paper.resources, question).context.runs if run.channel == "facts" for p in run.passage_ids}
     assert len(passages) > 1  # the coarse search over all runs reaches the other documents' runs
 
 

@@ -32,6 +32,8 @@ class Retriever:
     (``resources``; the arguments are theirs) and dispatches a request to its mode.
     Thread-safe."""
 
+    __slots__ = ("resources",)  # what a mode uses is set on the resources, never on the retriever
+
     def __init__(self, store: GraphStore, embedder, settings: Settings, cache: TopologyCache | None = None,
                  llm=None, question_parser=None) -> None:
         self.resources = QueryResources(store, embedder, settings, cache, llm)
