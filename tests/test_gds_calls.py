@@ -454,7 +454,7 @@ def test_neo4j_backend_capabilities_follow_gds():
 
 
 def test_open_store_neo4j_branch(monkeypatch, tmp_path):
-    from pathweave.store.graph_store import graph_store as store_module
+    from pathweave import runtime as store_module
     from pathweave.store.statements import load_all
     from pathweave.settings import Settings
 
@@ -485,7 +485,7 @@ def test_open_store_neo4j_branch(monkeypatch, tmp_path):
 
 
 def test_open_store_neo4j_missing_database(monkeypatch, tmp_path):
-    from pathweave.store.graph_store import graph_store as store_module
+    from pathweave import runtime as store_module
     from pathweave.settings import Settings
 
     missing = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Database.DatabaseNotFound", message="no db")

@@ -116,7 +116,9 @@ def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
         else:
             enqueue.append(doc)
     if done:
-        run("doc_status_already_done", rows=_status_rows(done, queued_at), job_id=job_id)
+        marked = run("doc_status_already_done", rows=_status_rows(done, queued_at), job_id=job_id)[0]["n"]
+        if marked < sum(1 for doc in done if heads[doc["doc_id"]].get("status") is None):
+            raise WriteConflict("a locked document head was not found again in this transaction")
     versions = _versions_of_locked(run, "doc_accept", [d["doc_id"] for d in enqueue],
                                   rows=_status_rows(enqueue, queued_at, payload=True), job_id=job_id) if enqueue else {}
     return [{**doc, "version": versions[doc["doc_id"]]} for doc in enqueue], done

@@ -45,8 +45,9 @@ def is_transient(exc: BaseException) -> bool:
     from neo4j.exceptions import AuthError, DriverError, ServiceUnavailable, SessionExpired, TransientError
 
     from pathweave.servers.processes import ServerError
+    from pathweave.store.graph_store import WriteConflict
 
-    if isinstance(exc, (StoreUnavailable, ServiceUnavailable, SessionExpired, TransientError, ServerError,
+    if isinstance(exc, (StoreUnavailable, ServiceUnavailable, SessionExpired, TransientError, ServerError, WriteConflict,
                         AuthError, ConnectionError, TimeoutError, httpx.TransportError)):
         return True
     text = str(exc).lower()

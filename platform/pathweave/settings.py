@@ -66,6 +66,7 @@ ENV_PREFIX = "PATHWEAVE_"
 
 NOT_SETTINGS = frozenset({
     "PATHWEAVE_CONFIG",  # the TOML file of these settings
+    "PATHWEAVE_CYPHER_DIR",  # no longer read (the statements ship in the wheel); ignored for one release
     "PATHWEAVE_SERVER_PASSWORD",  # handed by pathweave.servers.store_server to the store server process it starts
     "PATHWEAVE_API_BIND",  # docker-compose: the host address the API port is published on
     "PATHWEAVE_TOOLS_CACHE",  # tools/check-compose.sh

@@ -48,9 +48,10 @@ from pathweave.servers.processes import (
 )
 
 
-class LLMServerError(ServerError):
-    """The managed model server could not be started, reached or stopped (the model server's
-    :class:`~pathweave.servers.processes.ServerError`)."""
+class LLMServerError(RuntimeError):
+    """The managed model server could not be started, reached or stopped. Not a
+    :class:`~pathweave.servers.processes.ServerError`: that one means the store is away
+    (transient), while a model that cannot start is the caller's to report."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ def status(data_dir: Path) -> LLMServerInfo | None:
         state.unlink(missing_ok=True)
         return None
     command = _cmdline(pid)  # a reused pid is no model server
-    if not pid_alive(pid) or ("pathweave.servers.llm_server" not in command and "llama_cpp.server" not in command):
+    if not pid_alive(pid) or not any(module in command for module in (
+            "pathweave.servers.llm_server", "pathweave.llm.server", "llama_cpp.server")):
         state.unlink(missing_ok=True)
         return None
     return LLMServerInfo(pid=pid, port=int(data["port"]), model=str(data["model"]))
@@ -123,8 +125,14 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None) -> LLMServ
         model_path = assemble(llm.model, directory / "models")
     except (ModelUnavailable, ValueError) as exc:
         raise LLMServerError(str(exc)) from None
-    if running is not None:
-        stop(data_dir)
+
+    def current() -> LLMServerInfo | None:
+        """Under the start lock: this model's server, after stopping one of another model."""
+        info = status(data_dir)
+        if info is not None and info.model != llm.model:
+            stop(data_dir)
+            return None
+        return info
 
     def launch() -> subprocess.Popen:
         port = llm.server_port or free_port()
@@ -142,21 +150,15 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None) -> LLMServ
             env={**os.environ, "OMP_WAIT_POLICY": "passive"},  # spinning threads starve shared cores
         )
         log.close()
-        write_json(directory / "server.json", {"pid": process.pid, "port": port, "model": llm.model, "owner": chosen})
         return process
 
-    def ready() -> LLMServerInfo | None:
+    def ready() -> LLMServerInfo | None:  # server.json appears once /v1/models answers (_announce)
         info = status(data_dir)
-        try:
-            return info if info is not None and httpx.get(f"{info.base_url}/models", timeout=2.0).status_code == 200 \
-                else None
-        except httpx.HTTPError:
-            return None
+        return info if info is not None and info.model == llm.model else None
 
     try:
         return start_once(directory, lambda process: wait_ready("model server", directory, llm.start_timeout_s,
-                                                                process, ready, poll_s=0.5), launch,
-                          lambda: info if (info := status(data_dir)) is not None and info.model == llm.model else None)
+                                                                process, ready, poll_s=0.5), launch, current)
     except ServerError as exc:
         raise LLMServerError(str(exc)) from None
 
@@ -185,12 +187,28 @@ def _watchdog(lifetime: Lifetime, grace_s: float = WATCHDOG_GRACE_S) -> None:
     os._exit(0)
 
 
+def _announce(directory: Path, port: int, model: str, owner: int) -> None:
+    """Write ``server.json`` (this pid, ``port``, ``model``, ``owner``) once the server in this
+    process answers ``/v1/models``: a server is never handed out before it is ready."""
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2.0).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    write_json(directory / "server.json", {"pid": os.getpid(), "port": port, "model": model, "owner": owner})
+
+
 def _serve(owner: int, directory: Path, args: list[str]) -> None:
     """Entry point of the managed model server process (``python -m pathweave.servers.llm_server
     OWNER DIR -- ARGS``): a daemon watchdog thread (:func:`_watchdog`) stops the process when
-    ``owner`` (non-zero) has exited (checked every second) or ``directory`` is gone (every 5 s);
-    then ``llama_cpp.server``'s main serves with ``ARGS`` in this process."""
+    ``owner`` (non-zero) has exited (checked every second) or ``directory`` is gone (every 5 s),
+    and another (:func:`_announce`) writes ``server.json`` once the server answers; then
+    ``llama_cpp.server``'s main serves with ``ARGS`` in this process."""
     threading.Thread(target=_watchdog, args=(Lifetime(directory, owner),), name="watchdog", daemon=True).start()
+    port, model = int(args[args.index("--port") + 1]), args[args.index("--model_alias") + 1]
+    threading.Thread(target=_announce, args=(directory, port, model, owner), name="announce", daemon=True).start()
     from llama_cpp.server.__main__ import main
 
     sys.argv = [sys.argv[0], *args]

@@ -193,27 +193,32 @@ def read_json(path: Path) -> dict | None:
 def starting(directory: Path) -> Iterator[bool]:
     """Hold ``directory/starting.lock`` (this pid, 0600) while starting the server of
     ``directory``: yields True when this process is to start it, False when another live
-    process holds the lock (wait for that one's server instead). A lock left behind by a
-    process that died is replaced; the lock is removed on exit when it was taken here."""
+    process holds the lock (wait for that one's server instead). The lock appears with its pid
+    already in it (a hard link of a written file), so no reader ever sees it empty; a lock left
+    behind by a process that died is replaced; the lock is removed on exit when it was taken here."""
     lock = directory / "starting.lock"
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            text = lock.read_text().strip()
-            if text.isdigit() and pid_alive(int(text)):
-                yield False
-                return
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        try:
-            yield True
-        finally:
-            lock.unlink(missing_ok=True)
-        return
-    yield False
+    mine = directory / f".starting.{os.getpid()}.{secrets.token_hex(4)}"
+    with os.fdopen(os.open(mine, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(str(os.getpid()))
+    try:
+        for _ in range(2):
+            try:
+                os.link(mine, lock)
+            except FileExistsError:
+                text = lock.read_text().strip()
+                if text.isdigit() and pid_alive(int(text)):
+                    yield False
+                    return
+                lock.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            try:
+                yield True
+            finally:
+                lock.unlink(missing_ok=True)
+            return
+        yield False
+    finally:
+        mine.unlink(missing_ok=True)
 
 
 def stop_requested() -> Callable[[], bool]:
@@ -370,6 +375,12 @@ SERVER_MODULES = {"pathweave.servers.store_server": "arcadedb", "pathweave.serve
 """The ``python -m`` module of each managed server process and its kind (``llama_cpp.server``:
 a model server started before it had an owner)."""
 
+LEGACY_MODULES = {"pathweave.store_server": "pathweave.servers.store_server",
+                  "pathweave.neo4j_server": "pathweave.servers.neo4j_server",
+                  "pathweave.llm.server": "pathweave.servers.llm_server"}
+"""The modules of servers started by the release before the core's packages (same arguments),
+recognized for one release so that an upgrade finds the servers still running."""
+
 
 @dataclass(frozen=True)
 class ManagedServer:
@@ -421,11 +432,12 @@ def managed_servers() -> list[ManagedServer]:
 
 def _managed_server(process, argv: list[str]) -> ManagedServer | None:
     """The :class:`ManagedServer` of ``process`` when its ``argv`` is ``python -m <server module> ...``."""
-    module = next((argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "-m"), None)
+    started = next((argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "-m"), None)
+    module = LEGACY_MODULES.get(started, started)
     kind = SERVER_MODULES.get(module)
     if kind is None:
         return None
-    args = argv[argv.index(module) + 1:]
+    args = argv[argv.index(started) + 1:]
     owner, processes, extra = 0, [process], {}
     if module == "pathweave.servers.store_server":  # DIR BOLT HTTP HEAP [OWNER]
         directory = Path(args[0])
