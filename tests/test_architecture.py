@@ -132,3 +132,11 @@ def test_the_core_is_its_packages_and_a_few_modules():
     for package in packages:
         doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
         assert doc and len(doc.split()) >= 8, f"pathweave.{package.name} has no docstring naming its role"
+
+
+def test_every_mode_of_the_vocabulary_has_its_strategy_and_options():
+    from pathweave.model import MODE_OPTIONS, MODES
+    from pathweave.query.modes import STRATEGIES
+
+    assert tuple(STRATEGIES) == MODES and set(MODE_OPTIONS) == set(MODES)
+    assert all(STRATEGIES[mode].options == MODE_OPTIONS[mode] for mode in MODES)

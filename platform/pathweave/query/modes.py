@@ -9,7 +9,6 @@ Every mode is one class behind the protocol
 from __future__ import annotations
 
 from pathweave.apr.retrieval import APRMode
-from pathweave.model import MODES
 from pathweave.retrieval.dense import DenseMode
 from pathweave.retrieval.hipporag import HippoRAG2Mode
 from pathweave.retrieval.proprag import PropRAGMode
@@ -20,8 +19,6 @@ STRATEGIES: dict[str, RetrievalMode] = {
     strategy.name: strategy for strategy in (PropRAGMode(), DenseMode(), HippoRAG2Mode(), APRMode(), PruneRAGMode())
 }
 """Mode name -> its strategy (stateless, shared by every query of the process)."""
-
-assert tuple(STRATEGIES) == MODES, "pathweave.model.RETRIEVAL_MODES and STRATEGIES list the same modes"
 
 
 def strategy(mode: str) -> RetrievalMode:

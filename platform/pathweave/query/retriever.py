@@ -36,8 +36,7 @@ class Retriever:
 
     def __init__(self, store: GraphStore, embedder, settings: Settings, cache: TopologyCache | None = None,
                  llm=None, question_parser=None) -> None:
-        self.resources = QueryResources(store, embedder, settings, cache, llm)
-        self.resources.question_parser = question_parser  # None: APR's fallback (one "asks" triple)
+        self.resources = QueryResources(store, embedder, settings, cache, llm, question_parser)
 
     @property
     def store(self) -> GraphStore:

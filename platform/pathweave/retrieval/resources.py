@@ -46,7 +46,7 @@ class QueryResources:
     shared through ``cache`` (one per process serves every tenant)."""
 
     def __init__(self, store: GraphStore, embedder: Embedder, settings: Settings,
-                 cache: TopologyCache | None = None, llm=None) -> None:
+                 cache: TopologyCache | None = None, llm=None, question_parser=None) -> None:
         self.store = store
         self._llm = llm  # an LLMClient, a function returning one, or None: connected on first use
         self.embedder = embedder
@@ -57,9 +57,9 @@ class QueryResources:
         self.cache = cache
         self.records = RecordWriter(store)
         self._embedder_checked: int | None = None  # the graph version whose embedder record was checked
-        # question -> (triples, entity names): the configured extractor, set by the layer that
+        # question -> (triples, entity names): the configured extractor, given by the layer that
         # owns it (CLI, API, benchmarks); None = APR's fallback (one "asks" triple per question)
-        self.question_parser = None
+        self.question_parser = question_parser
 
     def llm_client(self):
         """The LLM client of the LLM modes: the one given (or the given function's), else one
