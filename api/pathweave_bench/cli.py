@@ -64,6 +64,9 @@ def bench_musique(
     embedder: str = typer.Option("", help="Comma list of catalog embedders (e.g. minilm,bge-small): each one's rows "
                                           "side by side, with the paired per-question difference to the first "
                                           "(default: the configured embedder)."),
+    reembed_from: Optional[str] = typer.Option(None, help="Also ingest with this catalog embedder and switch the "
+                                               "tenant to each --embedder with `pathweave reembed`: its recall beside "
+                                               "the clean ingest's, paired per question."),
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
     from pathweave.embedding.catalog import UnknownEmbedder, get
@@ -77,7 +80,13 @@ def bench_musique(
             get(name)
     except UnknownEmbedder as error:
         raise typer.BadParameter(str(error), param_hint="--embedder") from None
-    run_musique(data, out, questions, _comma_list(extractions), budgets, rescore, _backends(backend), embedders or None)
+    try:
+        if reembed_from:
+            get(reembed_from)
+    except UnknownEmbedder as error:
+        raise typer.BadParameter(str(error), param_hint="--reembed-from") from None
+    run_musique(data, out, questions, _comma_list(extractions), budgets, rescore, _backends(backend), embedders or None,
+                reembed_from)
 
 
 @bench_app.command("calibrate")

@@ -222,11 +222,22 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
         for n, r in rows.items()}}
 
 
+def paired_difference(row: dict, base: dict) -> dict:
+    """The per-question paired difference ``row - base`` of one mode's results (``evaluate``'s
+    dicts over the same questions): mean and standard error of R@2 and R@5. The 100 questions
+    are one sample, so the SE of the paired mean is what tells a gain from noise."""
+    entry = {}
+    for metric in ("recall_at_2", "recall_at_5"):
+        diff = np.asarray(row["per_question"][metric]) - np.asarray(base["per_question"][metric])
+        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+        entry[metric] = {"mean": round(float(diff.mean()), 4), "se": round(se, 4)}
+    return entry
+
+
 def paired_differences(results: dict, reference: str) -> dict:
     """For every row keyed ``<extraction>@<embedder>[@backend]`` whose embedder is not
-    ``reference``: the per-question paired difference to the same extraction, mode and backend
-    with ``reference`` (mean and standard error of R@2 and R@5; the 100 questions are one
-    sample, so the SE of the paired mean is what tells a gain from noise)."""
+    ``reference``: the per-question paired difference (:func:`paired_difference`) to the same
+    extraction, mode and backend with ``reference``."""
     out: dict = {}
     for key, modes in results.items():
         parts = key.split("@")
@@ -236,20 +247,46 @@ def paired_differences(results: dict, reference: str) -> dict:
         if base is None:
             continue
         for mode, row in modes.items():
-            if mode not in base or "per_question" not in row:
-                continue
-            entry = {}
-            for metric in ("recall_at_2", "recall_at_5"):
-                diff = np.asarray(row["per_question"][metric]) - np.asarray(base[mode]["per_question"][metric])
-                se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-                entry[metric] = {"mean": round(float(diff.mean()), 4), "se": round(se, 4)}
-            out.setdefault(key, {})[mode] = entry
+            if mode in base and "per_question" in row:
+                out.setdefault(key, {})[mode] = paired_difference(row, base[mode])
+    return out
+
+
+def reembedded_rows(base, backend: str, source: str, target, documents: list[SourceDocument],
+                    questions: list[dict], clean: dict, console: Console) -> dict:
+    """``pathweave reembed`` measured: a tenant ingested with the ``source`` embedder, switched
+    in place to ``target`` (the settings of the clean run), then asked the questions in the
+    retrieval modes that need no LLM. Returns ``{"ingest_s", "reembed_s", "vectors", "synonyms",
+    "aliases", "results": {mode: evaluate's dict}, "paired": {mode: paired difference to
+    clean}}``; ``clean``: the clean ingest's results by mode."""
+    from pathweave_ingest.console import run_ingest
+    from pathweave_ingest.reembed import reembed
+
+    tenant = f"bench-reembed-{source}-{target.models.embedder}"
+    settings = with_backend(base.with_embedder(source), backend)
+    with open_store(settings, tenant=tenant) as store:
+        report = run_ingest(store, settings.model_copy(update={"tenant": tenant}), documents, [], None,
+                            label=f"ingest with {source}", keep_texts=True)
+    out: dict = {"ingest_s": round(report.seconds, 1)}
+    with open_store(target, tenant=tenant) as store:
+        console.print(f"[dim]re-embedding tenant {tenant}: {source} -> {target.models.embedder}[/]")
+        started = time.perf_counter()
+        done = reembed(store, get_embedder(target), target)
+        out |= {"reembed_s": round(time.perf_counter() - started, 1), "vectors": done.vectors,
+                "synonyms": done.synonyms, "aliases": done.aliases, "results": {}, "paired": {}}
+        retriever = Retriever(store, get_query_embedder(target), target)
+        retriever.warm_up()
+        for mode in RETRIEVAL_ONLY:
+            console.print(f"[dim]querying {len(questions)} questions: re-embedded / {mode}[/]")
+            out["results"][mode] = evaluate(retriever, questions, mode, console)
+            out["paired"][mode] = paired_difference(out["results"][mode], clean[mode])
     return out
 
 
 def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[str] | None = None,
                 budgets: list[int] | None = None, rescore_tops: list[int] | None = None,
-                backends: list[str] | None = None, embedders: list[str] | None = None) -> dict:
+                backends: list[str] | None = None, embedders: list[str] | None = None,
+                reembed_from: str | None = None) -> dict:
     """Run the benchmark; returns (and writes) the results dict. ``rescore_tops``: extra
     proprag runs with these re-scoring depths M (rows ``proprag_m<M>``). ``backends``: the
     managed stores to run on, one after the other on the same corpus (``arcadedb``,
@@ -258,7 +295,9 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
     ``embedders``: catalog embedders compared side by side (each with its calibrated
     thresholds, its own tenants); with more than one the rows are keyed
     ``<extraction>@<embedder>[@<backend>]`` and ``paired`` holds each embedder's per-question
-    differences to the first one's."""
+    differences to the first one's. ``reembed_from``: also ingest the default extraction with
+    this embedder and switch it in place to each of ``embedders`` (:func:`reembedded_rows`;
+    ``results["reembed"]``, keyed like the rows)."""
     from pathweave_ingest.console import run_ingest
 
     console = stdout_console()
@@ -278,6 +317,7 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
             results["selection_synthetic"] = synthetic_solve_stats(sizes=(50, 100, 200), trials=20, budget=400)
         names = embedders or [base.models.embedder]
         results["embedders"] = names
+        results["reembed_from"] = reembed_from
         runs = [(backend, name, extraction) for backend in backends for name in names
                 for extraction in extractions or ["default", "imported"]]
         for backend, name, extraction in runs:
@@ -339,6 +379,9 @@ def run_musique(data: Path | None, out: Path, limit: int = 0, extractions: list[
                     variant = Retriever(store, embedder, settings.model_copy(update={"retrieval": params}),
                                         cache=retriever.resources.cache)
                     results["results"][key][f"proprag_m{m}"] = evaluate(variant, questions, "proprag", console)
+                if reembed_from and extraction == "default" and name != reembed_from:
+                    results.setdefault("reembed", {})[key] = reembedded_rows(
+                        base, backend, reembed_from, settings, documents, questions, results["results"][key], console)
                 if budgets:
                     console.print(f"[dim]token-budgeted context: {key}, budgets {budgets}[/]")
                     results.setdefault("context", {})[key] = evaluate_budgets(retriever, questions, budgets)
@@ -386,6 +429,18 @@ def print_table(results: dict, console: Console) -> None:
                 paired.add_row(key, mode, *(f"{entry[m]['mean']:+.3f} ± {entry[m]['se']:.3f}"
                                             for m in ("recall_at_2", "recall_at_5")))
         console.print(paired)
+    if results.get("reembed"):
+        table = Table(title=f"pathweave reembed from {results['reembed_from']}: the switched tenant against a "
+                            "clean ingest with the same embedder (paired per-question difference, mean ± SE)")
+        for column in ("row", "re-embed s", "mode", "R@2", "R@5", "ΔR@2", "ΔR@5"):
+            table.add_column(column)
+        for key, entry in results["reembed"].items():
+            for mode, r in entry["results"].items():
+                table.add_row(key, f"{entry['reembed_s']:.0f}", mode, f"{r['recall_at_2']:.3f}",
+                              f"{r['recall_at_5']:.3f}", *(f"{entry['paired'][mode][m]['mean']:+.3f} ± "
+                                                           f"{entry['paired'][mode][m]['se']:.3f}"
+                                                           for m in ("recall_at_2", "recall_at_5")))
+        console.print(table)
 
 
 def print_context_table(results: dict, console: Console) -> None:
