@@ -97,7 +97,8 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
        s.job_id AS job_id, s.title AS title, s.source AS source, s.queued_at AS queued_at,
        s.started_at AS started_at, s.finished_at AS finished_at, s.seconds AS seconds,
        s.passages AS passages, s.propositions AS propositions, s.entities AS entities,
-       s.triples AS triples, s.version AS version, s.applied_version AS applied_version;
+       s.triples AS triples, s.version AS version, s.applied_version AS applied_version,
+       s.bookmarks AS bookmarks;
 
 // name: doc_claim
 // A worker takes documents (compare-and-set): only the newest accepted version ($rows'
@@ -152,12 +153,15 @@ RETURN s.doc_id AS doc_id, version;
 
 // name: doc_status_done
 // The version finished (only if it is still the newest). rows: {doc_id, version,
-// finished_at, seconds, passages, propositions, entities, triples}. Returns those set.
+// finished_at, seconds, passages, propositions, entities, triples, bookmarks}; bookmarks:
+// the worker's after the version's write committed (Neo4j; empty on ArcadeDB), so a reader
+// in another process can wait for that state. Returns those set.
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant AND s.version = row.version
 SET s.status = 'done', s.error = null, s.finished_at = row.finished_at, s.seconds = row.seconds,
     s.passages = row.passages, s.propositions = row.propositions, s.entities = row.entities,
-    s.triples = row.triples, s.applied_version = row.version, s.lease_until = null, s.payload = null
+    s.triples = row.triples, s.applied_version = row.version, s.lease_until = null, s.payload = null,
+    s.bookmarks = row.bookmarks
 RETURN s.doc_id AS doc_id;
 
 // name: doc_status_retry

@@ -51,9 +51,24 @@ export NEO4J_PASSWORD="${NEO4J_PASSWORD:-compose-config-check}"
 "$compose" -f docker-compose.yml config --quiet
 "$compose" -f docker-compose.yml --profile gpu config --quiet
 services="$("$compose" -f docker-compose.yml --profile gpu config --services | sort | tr '\n' ' ')"
-expected="api neo4j redis worker worker-gpu "
+expected="api neo4j proxy redis worker worker-gpu "
 if [ "$services" != "$expected" ]; then
     echo "check-compose: services are '$services', expected '$expected'" >&2
     exit 1
 fi
-echo "docker compose config: OK ($services)"
+# `up --scale api=3 --scale worker=3` needs services without a fixed host port or container
+# name (compose refuses to start a second copy of either); the proxy publishes the API's port
+PATHWEAVE_API_REPLICAS=3 "$compose" -f docker-compose.yml config --format json | "${PYTHON:-python3}" -c '
+import json, sys
+config = json.load(sys.stdin)["services"]
+for name in ("api", "worker"):
+    service = config[name]
+    fixed = [p for p in service.get("ports", []) if p.get("published")]
+    if fixed or service.get("container_name"):
+        sys.exit(f"check-compose: {name} cannot be scaled: fixed host port {fixed} or container_name")
+if config["api"].get("deploy", {}).get("replicas") != 3:
+    sys.exit("check-compose: PATHWEAVE_API_REPLICAS does not set the API replicas")
+if not any(p.get("target") == 8000 for p in config["proxy"].get("ports", [])):
+    sys.exit("check-compose: the proxy does not publish the API port")
+'
+echo "docker compose config: OK ($services; api and worker scale)"

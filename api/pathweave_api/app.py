@@ -22,7 +22,7 @@ from fastapi.openapi.utils import get_openapi
 
 from pathweave.settings import ApiSettings, Settings, WorkerSettings, get_settings
 from pathweave_api import explorer, metrics, problems
-from pathweave_api.keys import KeyStore, key_store_for
+from pathweave_api.keys import REGISTRY, KeyStore, key_store_for
 from pathweave_api.limits import BodyLimitMiddleware
 from pathweave_api.models import DocumentPut, DocumentsRequest
 from pathweave_api.problems import Problem
@@ -42,7 +42,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     ws = worker_settings or settings.worker
     owns_runtime = runtime is None
     runtime = runtime or Runtime(settings, ws)
-    keys = keys or key_store_for(api, settings.data_dir)
+    keys = keys or key_store_for(api, lambda: runtime.store(REGISTRY))
     svc = Services(settings, api, ws, runtime, keys, owns_runtime)
 
     @asynccontextmanager
@@ -84,6 +84,10 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
 
     app.add_middleware(BodyLimitMiddleware, limit_for=body_limit)
     app.add_middleware(metrics.MetricsMiddleware)
+    if api.trusted_proxy_list:  # outermost: the client address every other part sees
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=api.trusted_proxy_list)
 
     query_body = query.query_model(api)
     app.include_router(documents.router(api))

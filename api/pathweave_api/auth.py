@@ -1,7 +1,8 @@
 """Authentication of ``/v1`` requests (FastAPI dependencies :data:`QueryKey`,
-:data:`IngestKey`; scope ``admin`` includes both): the bearer API key, verified against the key store
-(argon2id), failed attempts throttled per key id and client address, then the key's rate
-limit, then its scope; 401/429/403 problems otherwise."""
+:data:`IngestKey`; scope ``admin`` includes both): the bearer API key, verified against the
+keys in the graph store (argon2id), failed attempts throttled per key id and client address
+(the address the trusted proxies report), then the key's rate limit, then its scope;
+401/429/403 problems otherwise, 503 when the store cannot be reached."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def principal(request: Request, svc: ServicesDep,
             raise too_many("too many failed authentication attempts for this key or client", "auth-throttled",
                            wait)
     try:
-        key = svc.keys.authenticate(token, kdf_slot=svc.auth_throttle.kdf_slot)
+        key = svc.guard(svc.keys.authenticate, token, kdf_slot=svc.auth_throttle.kdf_slot)
     except KdfBusy:
         metrics.RATE_LIMITED.inc()
         raise too_many("too many API keys being verified at once", "auth-busy", 1.0) from None

@@ -4,34 +4,43 @@ also submit, replace and delete documents and read jobs; ``admin`` may do everyt
 (keys themselves are managed with ``pathweave keys``). Keys made before scopes existed
 are ``admin``.
 
-Stored in a small SQLite file (mode 0600) with the secret hashed by argon2id
-(a password KDF; ``argon2-cffi`` defaults: 64 MiB, 3 passes, or
-``PATHWEAVE_API_ARGON2_*``); the plain token is shown once, at
-creation. Verification looks the key id up (so a guessed token costs no KDF
-run unless its id exists), checks it is not revoked, then verifies the
-secret. A successful verification is remembered in memory for
-``api_key_cache_s`` seconds (keyed by a SHA-256 of the token, never stored);
-revocation is read from the file on every request, so it takes effect at once
-in every process.
+Kept in the graph store (``cypher/keys.cypher``, under the registry tenant
+:data:`REGISTRY`), the store every API replica, worker and ``pathweave keys`` shares: a key
+created through one works in all, and a revocation holds in all from their next request.
+The secret is stored only as its argon2id hash (a password KDF; ``argon2-cffi`` defaults:
+64 MiB, 3 passes, or ``PATHWEAVE_API_ARGON2_*``); the plain token is shown once, at creation.
+Verification reads the key by id (so a guessed token costs no KDF run unless its id exists),
+checks it is not revoked, then verifies the secret. A successful verification is remembered
+in memory for ``api_key_cache_s`` seconds (keyed by a SHA-256 of the token, never stored);
+revocation is read from the store on every request.
+
+The SQLite key file of earlier versions (``api.keys_file``, default
+``<data_dir>/api/keys.sqlite3``) is imported once: :func:`import_key_file` copies its keys
+(hashes and revocations as they were) and renames it ``*.imported``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import logging
 import re
 import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-from pathweave.settings import ApiSettings
+from pathweave.settings import ApiSettings, Settings
+
+log = logging.getLogger("pathweave_api")
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TOKEN = re.compile(r"^pw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
@@ -39,18 +48,8 @@ _TOKEN = re.compile(r"^pw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,128})$")
 SCOPES = ("query", "ingest", "admin")
 """Key scopes, each allowing what the ones before it allow."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    name TEXT NOT NULL DEFAULT '',
-    secret_hash TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    revoked_at TEXT,
-    rate_limit_per_s REAL,
-    scope TEXT NOT NULL DEFAULT 'admin'
-)
-"""
+REGISTRY = "_keys"
+"""The tenant the keys are stored under (not a valid tenant name, so no tenant's data)."""
 
 
 @dataclass(frozen=True)
@@ -78,45 +77,96 @@ def valid_tenant(tenant: str) -> bool:
     return bool(TENANT_PATTERN.match(tenant or ""))
 
 
-def key_store_for(api: ApiSettings, data_dir: Path) -> "KeyStore":
-    """The :class:`KeyStore` the ``api`` settings describe (its file, cache and argon2 cost)."""
+def check_new_key(tenant: str, rate_limit_per_s: float | None, scope: str) -> None:
+    """Raise ValueError when a key with these values cannot be made: an invalid tenant name
+    (letters, digits, ``_.-``, at most 64, not starting with ``_.-``), a negative rate limit
+    or an unknown scope."""
+    if not valid_tenant(tenant):
+        raise ValueError("tenant must be 1-64 characters: letters, digits, '_', '.', '-' (not first)")
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}; use {', '.join(SCOPES)}")
+    if rate_limit_per_s is not None and rate_limit_per_s < 0:
+        raise ValueError("rate limit must be >= 0")
+
+
+def key_store_for(api: ApiSettings, store: Callable[[], Any]) -> "KeyStore":
+    """The :class:`KeyStore` the ``api`` settings describe (cache and argon2 cost) over
+    ``store()``, which gives the graph store (any tenant's handle: the registry's is derived)."""
     hasher = PasswordHasher(time_cost=api.argon2_time_cost, memory_cost=api.argon2_memory_kib,
                             parallelism=api.argon2_parallelism)
-    return KeyStore(api.keys_path(data_dir), api.key_cache_s, hasher)
+    return KeyStore(store, api.key_cache_s, hasher)
+
+
+@contextmanager
+def open_key_store(settings: Settings) -> Iterator["KeyStore"]:
+    """A :class:`KeyStore` on the configured store (starting the managed server on demand),
+    with the key file of earlier versions imported first; closed on exit. For commands and
+    benchmarks; the API uses its runtime's connection."""
+    from pathweave.runtime import open_store
+
+    with open_store(settings, tenant=REGISTRY) as graph:
+        keys = key_store_for(settings.api, lambda: graph)
+        import_key_file(keys, settings.api.keys_path(settings.data_dir))
+        yield keys
+
+
+def import_key_file(keys: "KeyStore", path: Path) -> int:
+    """Copy the keys of an earlier version's SQLite key file at ``path`` into the store (ids,
+    hashes, scopes and revocations as they were; a key id already stored is left alone),
+    then rename the file ``<name>.imported``. Returns how many keys the file held (0 when
+    there is no file). A file that cannot be read raises and is left in place."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    with closing(sqlite3.connect(path, timeout=10)) as db:
+        db.row_factory = sqlite3.Row
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        rows = [dict(row) for row in db.execute("SELECT * FROM api_keys")] if "api_keys" in tables else []
+    imported = [{"key_id": row["key_id"], "key_tenant": row["tenant"], "name": row.get("name") or "",
+                 "secret_hash": row["secret_hash"], "created_at": row["created_at"],
+                 "revoked_at": row.get("revoked_at"), "rate_limit_per_s": row.get("rate_limit_per_s"),
+                 "scope": row.get("scope") or "admin"} for row in rows]  # keys from before scopes: admin
+    if imported:
+        keys.registry().write("api_key_import", imported)
+    try:
+        path.rename(path.with_name(path.name + ".imported"))
+    except FileNotFoundError:  # another process imported it at the same time (the MERGE is idempotent)
+        pass
+    if imported:
+        log.warning("imported %d API key(s) from %s into the store", len(imported), path)
+    return len(imported)
 
 
 class KeyStore:
-    """The key file. Thread-safe (one SQLite connection per call)."""
+    """The API keys in the graph store. Thread-safe.
 
-    def __init__(self, path: str | Path, cache_s: float = 300.0, hasher: PasswordHasher | None = None) -> None:
-        self.path = Path(path)
+    ``store()`` gives the graph store (called on every operation, so a reconnected runtime is
+    followed); errors of the store propagate (the API answers 503 on transient ones)."""
+
+    def __init__(self, store: Callable[[], Any], cache_s: float = 300.0, hasher: PasswordHasher | None = None) -> None:
+        self.store = store
         self.cache_s = cache_s
         self._hasher = hasher or PasswordHasher()  # argon2id; verify reads the parameters from each hash
         self._verified: dict[str, tuple[str, str, float]] = {}  # sha256(token) -> (key_id, hash, until)
         self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.chmod(self.path.parent, 0o700)
-        except OSError:
-            pass
-        if not self.path.exists():
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
-            os.close(fd)
-        with self._connect() as db:
-            db.execute(_SCHEMA)
-            columns = {row["name"] for row in db.execute("PRAGMA table_info(api_keys)")}
-            if "scope" not in columns:  # a key file from before scopes: its keys become admin
-                db.execute("ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'admin'")
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=10)
-        db.row_factory = sqlite3.Row
-        return db
+    def registry(self):
+        """The graph store's handle for the key registry (tenant :data:`REGISTRY`)."""
+        from pathweave.store.graph_store import GraphStore
+
+        base = self.store()
+        if base.tenant == REGISTRY:
+            return base
+        return GraphStore(base.driver, base.database, base.backend, REGISTRY, base.batch_size, base.dimensions)
 
     @staticmethod
-    def _record(row: sqlite3.Row) -> ApiKey:
-        return ApiKey(row["key_id"], row["tenant"], row["name"], row["created_at"], row["revoked_at"],
-                      row["rate_limit_per_s"], row["scope"])
+    def _record(row: dict) -> ApiKey:
+        return ApiKey(row["key_id"], row["key_tenant"], row["name"] or "", row["created_at"], row["revoked_at"],
+                      row["rate_limit_per_s"], row["scope"] or "admin")
+
+    def _row(self, key_id: str) -> dict | None:
+        rows = self.registry().run("api_key_get", key_id=key_id)
+        return rows[0] if rows else None
 
     def create(self, tenant: str, name: str = "", rate_limit_per_s: float | None = None,
                scope: str = "admin") -> tuple[str, ApiKey]:
@@ -124,42 +174,34 @@ class KeyStore:
         token is not stored and cannot be shown again.
 
         Raises ValueError on an invalid tenant name (letters, digits, ``_.-``, at most 64), a
-        negative rate limit or an unknown scope.
+        negative rate limit or an unknown scope (nothing is written then).
         """
-        if not valid_tenant(tenant):
-            raise ValueError("tenant must be 1-64 characters: letters, digits, '_', '.', '-' (not first)")
-        if scope not in SCOPES:
-            raise ValueError(f"unknown scope {scope!r}; use {', '.join(SCOPES)}")
-        if rate_limit_per_s is not None and rate_limit_per_s < 0:
-            raise ValueError("rate limit must be >= 0")
+        check_new_key(tenant, rate_limit_per_s, scope)
         key_id = secrets.token_hex(8)
         secret = secrets.token_urlsafe(32)
         record = ApiKey(key_id, tenant, name[:200], datetime.now(timezone.utc).isoformat(), None, rate_limit_per_s,
                         scope)
-        with self._connect() as db:
-            db.execute(
-                "INSERT INTO api_keys (key_id, tenant, name, secret_hash, created_at, rate_limit_per_s, scope) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key_id, tenant, record.name, self._hasher.hash(secret), record.created_at, rate_limit_per_s, scope),
-            )
+        secret_hash = self._hasher.hash(secret)
+        self.registry().execute_write(lambda run: run(
+            "api_key_create", key_id=key_id, key_tenant=tenant, key_name=record.name, secret_hash=secret_hash,
+            created_at=record.created_at, scope=scope,
+            rate_limit_per_s=None if rate_limit_per_s is None else float(rate_limit_per_s)))
         return f"pw_{key_id}_{secret}", record
 
     def list(self, include_revoked: bool = True) -> list[ApiKey]:
-        with self._connect() as db:
-            rows = db.execute("SELECT * FROM api_keys ORDER BY created_at").fetchall()
-        keys = [self._record(row) for row in rows]
+        """Every key, oldest first (``include_revoked=False``: the active ones)."""
+        keys = [self._record(row) for row in self.registry().run("api_key_list")]
         return keys if include_revoked else [k for k in keys if k.active]
 
     def get(self, key_id: str) -> ApiKey | None:
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        row = self._row(key_id)
         return self._record(row) if row else None
 
     def revoke(self, key_id: str) -> bool:
         """Revoke a key (False when there is no such active key)."""
-        with self._connect() as db:
-            changed = db.execute("UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
-                                 (datetime.now(timezone.utc).isoformat(), key_id)).rowcount
+        revoked_at = datetime.now(timezone.utc).isoformat()
+        changed = self.registry().execute_write(
+            lambda run: int(run("api_key_revoke", key_id=key_id, revoked_at=revoked_at)[0]["n"]))
         with self._lock:
             self._verified = {k: v for k, v in self._verified.items() if v[0] != key_id}
         return bool(changed)
@@ -181,13 +223,12 @@ class KeyStore:
         """The active key of ``token``, or None (unknown, malformed, revoked or wrong secret).
 
         ``kdf_slot``: a context-manager factory held around the KDF run (bounds concurrent
-        argon2 verifications; it may raise to refuse the run)."""
+        argon2 verifications; it may raise to refuse the run). Store errors propagate."""
         match = _TOKEN.match(token or "")
         if not match:
             return None
         key_id, secret = match.groups()
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        row = self._row(key_id)
         if row is None or row["revoked_at"] is not None:
             return None
         digest = hashlib.sha256(token.encode()).hexdigest()

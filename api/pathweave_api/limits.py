@@ -1,14 +1,18 @@
-"""Request body size limit (ASGI middleware) and the per-key rate limiter."""
+"""Request body size limit (ASGI middleware), the per-key rate limit and the
+failed-authentication throttle (counted in Redis when replicas share it)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable
 
 from pathweave_api.problems import PROBLEM_MEDIA_TYPE, ApiProblem
+
+log = logging.getLogger("pathweave_api")
 
 
 class BodyLimitMiddleware:
@@ -78,61 +82,75 @@ async def _reject(send, scope, status: int, detail: str, kind: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class TokenBuckets:
-    """Token buckets by name, each with its ``capacity`` (tokens) and ``rate`` (tokens/s
-    refilled); a bucket not yet seen is full. Thread-safe. At most ``max_entries`` buckets
-    are kept: beyond that, the full ones are forgotten (a full bucket is the default)."""
+class Counters:
+    """Moving-window counters (the ``limits`` library) in one storage: a Redis URL, shared by
+    every API replica, so N replicas give one limit and not N; or ``memory://``, this
+    process's own. A storage that cannot be reached counts nothing (logged, at most once a
+    minute): the API keeps answering, and a failed authentication still costs an argon2 run.
 
-    def __init__(self, max_entries: int = 100_000) -> None:
-        self.max_entries = max_entries
-        self._buckets: dict[str, tuple[float, float, float, float]] = {}  # name -> (tokens, at, capacity, rate)
-        self._lock = threading.Lock()
+    Names are prefixed ``pathweave:``. Thread-safe (the library's storages are)."""
 
-    def _level(self, name: str, capacity: float, rate: float, now: float) -> float:
-        tokens, at, _, _ = self._buckets.get(name, (capacity, now, capacity, rate))
-        return min(capacity, tokens + (now - at) * rate)
+    def __init__(self, url: str = "memory://") -> None:
+        from limits.storage import storage_from_string
+        from limits.strategies import MovingWindowRateLimiter
 
-    def wait(self, name: str, capacity: float, rate: float) -> float:
-        """Seconds until bucket ``name`` holds a whole token (0: it does now)."""
-        with self._lock:
-            level = self._level(name, capacity, rate, time.monotonic())
-        return 0.0 if level >= 1.0 else (1.0 - level) / rate
+        self.url = url
+        self.storage = storage_from_string(url)
+        self._limiter = MovingWindowRateLimiter(self.storage)
+        self._warned = 0.0
 
-    def take(self, name: str, capacity: float, rate: float) -> float:
-        """Take one token: 0 when there was one, else the seconds until there is one
-        (nothing taken)."""
-        now = time.monotonic()
-        with self._lock:
-            level = self._level(name, capacity, rate, now)
-            taken = level >= 1.0
-            self._store(name, level - 1.0 if taken else level, now, capacity, rate)
-        return 0.0 if taken else (1.0 - level) / rate
+    @staticmethod
+    def item(amount: float, seconds: float):
+        """``amount`` hits per ``seconds`` (both rounded to whole numbers, at least 1)."""
+        from limits import RateLimitItemPerSecond
 
-    def spend(self, name: str, capacity: float, rate: float) -> None:
-        """Spend one token whether or not there is one (the bucket stays at 0 at least)."""
-        now = time.monotonic()
-        with self._lock:
-            self._store(name, max(0.0, self._level(name, capacity, rate, now) - 1.0), now, capacity, rate)
+        return RateLimitItemPerSecond(max(1, round(amount)), max(1, round(seconds)))
 
-    def _store(self, name: str, tokens: float, now: float, capacity: float, rate: float) -> None:
-        if len(self._buckets) >= self.max_entries and name not in self._buckets:
-            self._buckets = {n: entry for n, entry in self._buckets.items()
-                             if self._level(n, entry[2], entry[3], now) < entry[2]}
-        self._buckets[name] = (tokens, now, capacity, rate)
+    def _guarded(self, fn, default):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - the counters' storage is away: count nothing
+            if time.monotonic() - self._warned > 60:
+                self._warned = time.monotonic()
+                log.warning("rate-limit storage %s unreachable (%s: %s); limits not counted",
+                            self.url.split("@")[-1], type(exc).__name__, str(exc)[:200])
+            return default
+
+    def wait(self, item, name: str) -> float:
+        """Seconds until ``name`` may be hit again under ``item`` (0: now); nothing counted."""
+        def check() -> float:
+            if self._limiter.test(item, "pathweave", name):
+                return 0.0
+            return max(0.01, self._limiter.get_window_stats(item, "pathweave", name).reset_time - time.time())
+        return self._guarded(check, 0.0)
+
+    def hit(self, item, name: str) -> float:
+        """Count one hit of ``name``: 0 when it fit under ``item``, else the seconds until one
+        fits (nothing counted then)."""
+        def take() -> float:
+            if self._limiter.hit(item, "pathweave", name):
+                return 0.0
+            return max(0.01, self._limiter.get_window_stats(item, "pathweave", name).reset_time - time.time())
+        return self._guarded(take, 0.0)
+
+    def clear(self, item, name: str) -> None:
+        """Forget ``name``'s hits under ``item``."""
+        self._guarded(lambda: self._limiter.clear(item, "pathweave", name), None)
 
 
 class RateLimiter:
-    """Requests per key: a token bucket of ``burst`` requests refilled at ``rate`` per s.
-    Thread-safe."""
+    """Requests per key: at most ``burst`` requests in any window of ``burst / rate``
+    seconds (rounded to whole seconds), counted in :class:`Counters`."""
 
-    def __init__(self) -> None:
-        self._buckets = TokenBuckets()
+    def __init__(self, counters: Counters | None = None) -> None:
+        self.counters = counters or Counters()
 
     def acquire(self, key: str, rate: float, burst: int) -> float:
         """0 when the request may proceed, else seconds until it may (rate 0 = unlimited)."""
         if rate <= 0:
             return 0.0
-        return self._buckets.take(key, float(burst), rate)
+        window = max(1, round(burst / rate))
+        return self.counters.hit(Counters.item(max(burst, rate * window), window), f"rate:{key}")
 
 
 def retry_after_header(seconds: float) -> str:
@@ -149,38 +167,41 @@ class AuthThrottle:
     """Failed authentication, throttled per key id and per client address, and a bound on
     concurrent KDF (argon2) runs. Thread-safe.
 
-    Each key id and each client address has a bucket of ``burst`` failures refilled at
-    ``burst / window_s`` per second: once a bucket is empty, attempts with that key id (not
-    yet verified in this process) or from that address are refused with 429 before any KDF
-    runs, until a failure's worth has refilled. ``kdf_slots`` bounds how many secrets are
-    verified at the same time (each argon2 run holds its memory cost, 64 MiB by default);
-    a verification that finds no free slot within ``kdf_wait_s`` is refused with 429 too.
+    Each key id may fail ``per_key`` times and each client address ``per_address`` times
+    in any ``window_s`` seconds (counted in :class:`Counters`, shared by every replica when
+    they are in Redis): beyond that, attempts with that key id (not yet verified in this
+    process) or from that address are refused with 429 before any KDF runs, until the
+    oldest failure leaves the window. The address is the client's as the trusted proxies
+    report it (``api.trusted_proxies``), so clients behind one proxy do not share one count.
+    ``kdf_slots`` bounds how many secrets are verified at the same time in this process
+    (each argon2 run holds its memory cost, 64 MiB by default); a verification that finds
+    no free slot within ``kdf_wait_s`` is refused with 429 too.
     """
 
     def __init__(self, per_key: int, per_address: int, window_s: float, kdf_slots: int,
-                 kdf_wait_s: float = 2.0, max_entries: int = 100_000) -> None:
+                 kdf_wait_s: float = 2.0, counters: Counters | None = None) -> None:
         self.per_key = per_key
         self.per_address = per_address
         self.window_s = window_s
         self.kdf_wait_s = kdf_wait_s
-        self._failures = TokenBuckets(max_entries)  # "k:<id>" / "a:<addr>" -> failures left
+        self.counters = counters or Counters()
         self._kdf = threading.BoundedSemaphore(kdf_slots)
 
-    def _buckets(self, key_id: str | None, address: str | None) -> list[tuple[str, float, float]]:
-        """``(name, capacity, rate)`` of the buckets an attempt counts against."""
-        named = [(f"k:{key_id}", self.per_key) if key_id else None,
-                 (f"a:{address}", self.per_address) if address else None]
-        return [(name, float(capacity), capacity / self.window_s) for name, capacity in filter(None, named)
-                if capacity > 0]
+    def _limits(self, key_id: str | None, address: str | None) -> list[tuple[object, str]]:
+        """``(item, name)`` of the counts an attempt falls under."""
+        named = [(f"fail-key:{key_id}", self.per_key) if key_id else None,
+                 (f"fail-addr:{address}", self.per_address) if address else None]
+        return [(Counters.item(allowed, self.window_s), name) for name, allowed in filter(None, named)
+                if allowed > 0]
 
     def wait(self, key_id: str | None, address: str | None) -> float:
         """Seconds until an attempt by ``key_id`` from ``address`` may be checked (0: now)."""
-        return max((self._failures.wait(*bucket) for bucket in self._buckets(key_id, address)), default=0.0)
+        return max((self.counters.wait(item, name) for item, name in self._limits(key_id, address)), default=0.0)
 
     def failed(self, key_id: str | None, address: str | None) -> None:
         """Count one failed attempt against ``key_id`` (when the id exists) and ``address``."""
-        for bucket in self._buckets(key_id, address):
-            self._failures.spend(*bucket)
+        for item, name in self._limits(key_id, address):
+            self.counters.hit(item, name)
 
     def kdf_slot(self) -> "_Slot":
         """A context manager holding one KDF slot; raises :class:`KdfBusy` when none frees up."""
@@ -202,3 +223,4 @@ class _Slot:
 
     def __exit__(self, *exc) -> None:
         self.semaphore.release()
+

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
 from pathweave.model import (Answer, AprContext, BudgetedContext, Mode, PassageHit, PruneTree, QueryResult,
                              ReasoningPath, SeedEntity)
@@ -200,6 +200,10 @@ class JobResponse(BaseModel):
     progress: JobProgress
     finished_at: str | None = None
     documents: list[DocumentState]
+    bookmarks: list[str] = Field(default_factory=list, description=(
+        "Neo4j bookmarks of the job's finished documents: pass them as a query's `consistency` and the query "
+        "sees at least those documents on whichever replica and cluster member serves it (empty on ArcadeDB, "
+        "whose single server always does)."))
 
 
 class DocumentList(BaseModel):
@@ -248,6 +252,10 @@ class QueryBody(QueryRequest):
     token_budget: json_int(16, 100_000) | None = Field(None, description="Context token budget.")
     session_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
                                    description=QueryRequest.model_fields["session_id"].description)
+    consistency: list[Annotated[str, StringConstraints(min_length=1, max_length=1000, pattern=r"^[!-~]+$")]] | None = \
+        Field(None, max_length=64, description=(
+            "Bookmarks (a job's `bookmarks`): the query reads at least the state they name, e.g. the documents of "
+            "a job that reads done, whichever replica answers (Neo4j; accepted and not needed on ArcadeDB)."))
 
     @field_validator("question")
     @classmethod

@@ -13,8 +13,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from pathweave.settings import ApiSettings, Settings, WorkerSettings
-from pathweave_api.keys import KeyStore
-from pathweave_api.limits import AuthThrottle, RateLimiter
+from pathweave_api.keys import KeyStore, import_key_file
+from pathweave_api.limits import AuthThrottle, Counters, RateLimiter
 from pathweave_api.problems import ApiProblem
 from pathweave.errors import is_transient
 from pathweave_ingest import jobs
@@ -101,9 +101,10 @@ class Services:
         self.runtime = runtime
         self.keys = keys
         self.owns_runtime = owns_runtime
-        self.limiter = RateLimiter()
+        counters = Counters(api.limits_url(ws.broker_url or ""))  # shared by the replicas when in Redis
+        self.limiter = RateLimiter(counters)
         self.auth_throttle = AuthThrottle(api.auth_failures_per_key, api.auth_failures_per_address,
-                                          api.auth_failure_window_s, api.auth_max_concurrent_kdf)
+                                          api.auth_failure_window_s, api.auth_max_concurrent_kdf, counters=counters)
         self._dispatcher = None
         self._lock = threading.Lock()
         self.warm_error: str | None = None
@@ -178,6 +179,7 @@ class Services:
         while not self._stopping.is_set():
             try:
                 self.runtime.warm(extractor=self.needs_extractor)
+                import_key_file(self.keys, self.api.keys_path(self.settings.data_dir))
                 self.warm_error = None
                 return
             except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried

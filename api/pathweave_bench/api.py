@@ -156,7 +156,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     (:func:`same_graph`)."""
     from pathweave.servers import store_server
     from pathweave.settings import ApiSettings, WorkerSettings, get_settings
-    from pathweave_api.keys import key_store_for
+    from pathweave_bench.service import create_key
     from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads
     from pathweave_ingest.loaders import SourceDocument
     from pathweave_ingest.tasks import InProcessQueue
@@ -191,14 +191,12 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             redis_url = f"redis://127.0.0.1:{port}/0"
         wait_for(lambda: broker_answers(redis_url), 30, "redis")
         store_server.start(settings)  # the shared store server of this run
-        api = ApiSettings(keys_file=workdir / "keys.sqlite3")
-        keys = key_store_for(api, workdir)
         worker_tenant, inproc_tenant = "bench-worker", "bench-inprocess"
-        token, _ = keys.create(worker_tenant, "bench", rate_limit_per_s=0)
-        headers = {"Authorization": f"Bearer {token}"}
         env = {**os.environ, "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_WORKER_BROKER_URL": redis_url,
-               "PATHWEAVE_WORKER_QUEUE": queue, "PATHWEAVE_API_KEYS_FILE": str(api.keys_file),
-               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+               "PATHWEAVE_WORKER_QUEUE": queue, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "TOKENIZERS_PARALLELISM": "false"}
+        token = create_key(env, worker_tenant, "bench", "admin")
+        headers = {"Authorization": f"Bearer {token}"}
 
         # 1. the Celery worker(s), fed through the API
         worker_logs = [workdir / f"worker-{n}.log" for n in range(workers)]

@@ -403,7 +403,7 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     try:
         store_server.start(settings, owner=os.getpid())  # this run's store: it stops when the run ends
         service.start_redis()
-        token, replay_token = register_keys(service.keys_file, workdir)
+        token, replay_token = register_keys(service)
         service.start_worker()
         service.start_api()
         register = Register(service.url, token, replay_token, ids, writes, writers, think_s)
@@ -432,15 +432,11 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     return results
 
 
-def register_keys(keys_file: Path, data_dir: Path) -> tuple[str, str]:
-    """Ingest-scoped keys (no rate limit) of :data:`TENANT` and of its replay tenant."""
-    from pathweave.settings import ApiSettings
-    from pathweave_api.keys import key_store_for
-
-    keys = key_store_for(ApiSettings(keys_file=keys_file), data_dir)
-    token, _ = keys.create(TENANT, "history", rate_limit_per_s=0, scope="ingest")
-    replay_token, _ = keys.create(f"{TENANT}-replay", "replay", rate_limit_per_s=0, scope="ingest")
-    return token, replay_token
+def register_keys(service) -> tuple[str, str]:
+    """Ingest-scoped keys (no rate limit) of :data:`TENANT` and of its replay tenant, made in
+    ``service``'s store (:meth:`~pathweave_bench.service.Service.create_key`)."""
+    return (service.create_key(TENANT, "history", "ingest"),
+            service.create_key(f"{TENANT}-replay", "replay", "ingest"))
 
 
 def _wait_running(client: httpx.Client, history: History, timeout: float) -> None:

@@ -37,8 +37,7 @@ class Service:
         self.url = f"http://127.0.0.1:{self.api_port}"
         self.logs = {"api": workdir / "api.log", "worker": workdir / "worker.log", "redis": workdir / "redis.log",
                      "store": self.store_dir / "server.log", "llm": workdir / "llm" / "server.log"}
-        self.keys_file = workdir / "keys.sqlite3"
-        self.env = service_env(workdir, self.keys_file, f"redis://127.0.0.1:{self.redis_port}/0",
+        self.env = service_env(workdir, f"redis://127.0.0.1:{self.redis_port}/0",
                                PATHWEAVE_WORKER_QUEUE="pathweave.soak", PATHWEAVE_STORE_BACKEND=backend)
         self.redis = self.api = self.worker = None
 
@@ -53,6 +52,10 @@ class Service:
 
         wait_for(lambda: broker_answers(self.env["PATHWEAVE_WORKER_BROKER_URL"]), 30, "redis", self.redis,
                  self.logs["redis"])
+
+    def create_key(self, tenant: str, name: str, scope: str) -> str:
+        """A new key of the service (:func:`create_key` in its environment): its token."""
+        return create_key(self.env, tenant, name, scope)
 
     def start_worker(self, wait: bool = True):
         size = self.logs["worker"].stat().st_size if self.logs["worker"].exists() else 0
@@ -95,13 +98,27 @@ class Service:
         return {"killed": pid}
 
 
-def service_env(data_dir: Path, keys_file: Path, broker_url: str, **extra: str) -> dict[str, str]:
+def service_env(data_dir: Path, broker_url: str, **extra: str) -> dict[str, str]:
     """The environment of a service process of the run: this one's without its ``PATHWEAVE_*``
-    settings, then the run's data dir, key file and broker (empty: none), offline models."""
+    settings, then the run's data dir and broker (empty: none), offline models."""
     return {**{k: v for k, v in os.environ.items() if not k.startswith("PATHWEAVE_")},
-            "PATHWEAVE_DATA_DIR": str(data_dir), "PATHWEAVE_API_KEYS_FILE": str(keys_file),
-            "PATHWEAVE_WORKER_BROKER_URL": broker_url, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "passive", **extra}
+            "PATHWEAVE_DATA_DIR": str(data_dir), "PATHWEAVE_WORKER_BROKER_URL": broker_url, "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "passive", **extra}
+
+
+def create_key(env: dict[str, str], tenant: str, name: str, scope: str, rate_limit: str = "0") -> str:
+    """A key for ``tenant`` (``rate_limit`` requests/s, "0": none) made by ``pathweave keys
+    create`` (a process of its own, as an operator would run it) with ``env``'s settings: its
+    token. Raises RuntimeError with the command's output when it fails."""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "pathweave_cli", "keys", "create", "--tenant", tenant, "--name", name,
+                           "--scope", scope, "--rate-limit", rate_limit, "--json"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"pathweave keys create failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["token"]
 
 
 def api_command(port: int) -> list[str]:

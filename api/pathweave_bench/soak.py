@@ -63,7 +63,7 @@ from pathweave_bench.api import same_graph
 from pathweave_bench.common import (ChildProcesses, default_data_dir, git_commit, http_ready, machine_info,
                                     publish_results, wait_for)
 from pathweave_bench.history import HISTORY_WRITERS, Register, register_keys
-from pathweave_bench.service import APPROXIMATE_SLACK, Service, api_command, service_env
+from pathweave_bench.service import APPROXIMATE_SLACK, Service, api_command, create_key, service_env
 
 TENANT = "soak"
 FAULT_WINDOW_S = 90.0
@@ -170,8 +170,7 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
     """Run the soak benchmark (see the module doc); returns (and writes) the results dict.
     Raises RuntimeError when the service does not start."""
     from pathweave.servers import store_server
-    from pathweave.settings import ApiSettings, get_settings
-    from pathweave_api.keys import key_store_for
+    from pathweave.settings import get_settings
 
     console = stdout_console()
     data = Path(data) if data else default_data_dir()
@@ -198,9 +197,8 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
     try:
         store_server.start(settings, owner=os.getpid())  # this run's store: it stops when the run ends
         service.start_redis()
-        keys = key_store_for(ApiSettings(keys_file=service.keys_file), workdir)
-        query_token, _ = keys.create(TENANT, "soak queries", rate_limit_per_s=0, scope="query")
-        ingest_token, _ = keys.create(TENANT, "soak documents", rate_limit_per_s=0, scope="ingest")
+        query_token = service.create_key(TENANT, "soak queries", "query")
+        ingest_token = service.create_key(TENANT, "soak documents", "ingest")
         console.print("[dim]starting the API and the worker (models load once each)[/]")
         service.start_worker()
         service.start_api()
@@ -211,7 +209,7 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         wait_for(lambda: jobs_settled(ingest, [accepted["job_id"]]), 600, "seed documents", interval=2.0)
         console.print(f"[dim]soak: {minutes} min, faults {schedule}[/]")
         if history_writes:  # the history checker's writers, spread over the run, and its reader
-            token, replay_token = register_keys(service.keys_file, workdir)
+            token, replay_token = register_keys(service)
             register = Register(service.url, token, replay_token, writes=history_writes, writers=HISTORY_WRITERS,
                                 think_s=minutes * 60 * HISTORY_WRITERS / history_writes, read_pause_s=1.0)
         journal.started = time.monotonic()
@@ -257,7 +255,7 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         results["tracebacks"] = tracebacks(service.logs, journal)
         results["operations"] = Counter(op["op"] for op in journal.operations)
         console.print(f"[dim]replaying {len(journal.operations)} accepted document operations into a fresh store[/]")
-        results["graph"] = replay_and_compare(settings, journal.operations, replay_dir, keys_file=service.keys_file)
+        results["graph"] = replay_and_compare(settings, journal.operations, replay_dir)
     finally:
         if register is not None:
             register.stop()
@@ -514,7 +512,7 @@ def tracebacks(logs: dict[str, Path], journal: Journal) -> dict:
             "unexplained_first": unexplained[:20]}
 
 
-def replay_and_compare(settings, operations: list[dict], directory: Path, keys_file: Path) -> dict:
+def replay_and_compare(settings, operations: list[dict], directory: Path) -> dict:
     """Replay the accepted document operations, in their order, through a second API (no
     broker: its in-process queue) into a fresh store in ``directory``; each PUT and DELETE waits
     for the jobs before it. Compares the two document graphs
@@ -527,15 +525,11 @@ def replay_and_compare(settings, operations: list[dict], directory: Path, keys_f
     processes = ChildProcesses()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = service_env(directory, keys_file, "")  # no broker: the API's in-process queue
-    from pathweave_api.keys import key_store_for
-    from pathweave.settings import ApiSettings
-
-    token, _ = key_store_for(ApiSettings(keys_file=keys_file), directory).create(TENANT, "replay", rate_limit_per_s=0,
-                                                                                 scope="ingest")
+    env = service_env(directory, "")  # no broker: the API's in-process queue
     started = time.monotonic()
     try:
         store_server.start(replay, owner=os.getpid())
+        token = create_key(env, TENANT, "replay", "ingest")
         api = processes.start(api_command(port), env, directory / "api.log")
         wait_for(lambda: http_ready(url), 300, "replay API", api, directory / "api.log")
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600) as client:

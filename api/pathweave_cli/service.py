@@ -17,10 +17,11 @@ from pathweave.terminal import console, stdout_console
 
 
 def _key_store():
+    """The keys in the configured store (a context manager; the old key file imported first)."""
     from pathweave.settings import get_settings
-    from pathweave_api.keys import key_store_for
+    from pathweave_api.keys import open_key_store
 
-    return key_store_for(get_settings().api, get_settings().data_dir)
+    return open_key_store(get_settings())
 
 
 def serve(
@@ -38,7 +39,8 @@ def serve(
 
     api = get_settings().api
     try:
-        keys = _key_store().list(include_revoked=False)
+        with _key_store() as store:
+            keys = store.list(include_revoked=False)
     except Exception:  # noqa: BLE001 - the app reports it at startup
         keys = []
     if not keys:
@@ -99,7 +101,8 @@ def worker(
     main(loglevel=loglevel, hostname=hostname)
 
 
-keys_app = typer.Typer(help="API keys (each bound to one tenant; stored argon2-hashed).", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys (each bound to one tenant; stored argon2-hashed in the graph store, shared by "
+                            "every API replica).", no_args_is_help=True)
 
 
 @keys_app.command("create")
@@ -113,11 +116,15 @@ def keys_create(
     as_json: bool = typer.Option(False, "--json", help="Print {token, key_id, tenant, scope} as JSON."),
 ) -> None:
     """Create a key and print its token (shown once: it is stored only as a hash)."""
+    from pathweave_api.keys import check_new_key
+
     try:
-        token, record = _key_store().create(tenant, name, rate_limit, scope)
+        check_new_key(tenant, rate_limit, scope)  # before the store is opened (or started)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
+    with _key_store() as store:
+        token, record = store.create(tenant, name, rate_limit, scope)
     if as_json:
         sys.stdout.write(json.dumps({"token": token, "key_id": record.key_id, "tenant": record.tenant,
                                      "name": record.name, "scope": record.scope}) + "\n")
@@ -130,10 +137,12 @@ def keys_create(
 @keys_app.command("list")
 def keys_list(
     all_keys: bool = typer.Option(False, "--all", help="Include revoked keys."),
+    tenant: Optional[str] = typer.Option(None, help="Only this tenant's keys."),
     as_json: bool = typer.Option(False, "--json", help="JSON lines."),
 ) -> None:
     """List keys (ids, tenants, names; never tokens or hashes)."""
-    keys = _key_store().list(include_revoked=all_keys)
+    with _key_store() as store:
+        keys = [key for key in store.list(include_revoked=all_keys) if tenant is None or key.tenant == tenant]
     if as_json:
         for key in keys:
             sys.stdout.write(json.dumps({"key_id": key.key_id, "tenant": key.tenant, "name": key.name,
@@ -150,7 +159,9 @@ def keys_list(
 @keys_app.command("revoke")
 def keys_revoke(key_id: str = typer.Argument(..., help="The key id (from `keys list`).")) -> None:
     """Revoke a key: every API process refuses it from the next request on."""
-    if not _key_store().revoke(key_id):
+    with _key_store() as store:
+        revoked = store.revoke(key_id)
+    if not revoked:
         console.print(f"[red]error:[/] no active key {key_id}")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")

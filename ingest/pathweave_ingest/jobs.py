@@ -156,6 +156,9 @@ def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
         },
         "finished_at": max((d["finished_at"] or "" for d in documents), default=None) if total and finished == total else None,
         "documents": documents,
+        # what a reader elsewhere passes to see the job's documents (Neo4j: the workers' bookmarks)
+        "bookmarks": sorted({b for doc_id in doc_ids for b in (statuses.get(doc_id) or {}).get("bookmarks") or []
+                             if (statuses.get(doc_id) or {}).get("status") == "done"}),
     }
 
 

@@ -226,11 +226,12 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
     if done:
         counts = {row["doc_id"]: row for row in store.run("document_counts", ids=[d["doc_id"] for d in done])}
         finished = now_iso()
+        bookmarks = store.last_bookmarks()  # after the versions' writes and the counts read of them
         rows = []
         for d in done:
             c = counts.get(d["doc_id"], {})
             rows.append({"doc_id": d["doc_id"], "version": int(d["version"]), "finished_at": finished,
-                         "seconds": seconds,
+                         "seconds": seconds, "bookmarks": bookmarks,
                          **{k: int(c.get(k) or 0) for k in ("passages", "propositions", "entities", "triples")}})
         marked = lifecycle.finish(store, rows)
         outcome.superseded.extend(d["doc_id"] for d in done if d["doc_id"] not in marked)  # a newer one came

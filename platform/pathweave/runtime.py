@@ -242,7 +242,12 @@ class QueryRuntime:
         """The store failed with a transient error: drop the connection (at most once per
         :data:`RECONNECT_INTERVAL_S`), so the next :meth:`store` connects to wherever the
         managed server runs now (a worker or another process may have restarted it on other
-        ports; it is started again when it is down). Returns whether it reset."""
+        ports; it is started again when it is down). Returns whether it reset. A configured
+        server (``store.uri``, e.g. a cluster's ``neo4j://`` routing address) keeps its
+        driver, which finds the members again by itself: closing it would fail the requests
+        in flight on the others."""
+        if self.settings.store.uri:
+            return False
         with self._lock:
             now = time.monotonic()
             if now - self._last_lost < RECONNECT_INTERVAL_S:

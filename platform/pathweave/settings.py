@@ -251,6 +251,9 @@ class QuerySettings(_Section):
         50_000, description="Node rows (texts, vectors) cached per tenant (LRU entries, about 2 KB each).")
     write_reasoning: bool = Field(
         True, description="Write each query's reasoning record to the graph (true or false).")
+    record_before_answer: bool = Field(
+        True, description="Write a query's reasoning record before the query answers, so every API replica can read "
+                          "it at once; false = on a background writer (only the replica that answered waits for it).")
 
 
 class SelectionSettings(_Section):
@@ -439,7 +442,8 @@ class ApiSettings(_Section):
         1, ge=1, description="uvicorn processes (each with its own models, snapshot and rate limits).")
 
     keys_file: Path | None = Field(
-        None, description="SQLite file of the API keys (argon2id hashes); unset = <data_dir>/api/keys.sqlite3.")
+        None, description="SQLite key file of earlier versions, imported into the store once (then renamed "
+                          "*.imported); unset = <data_dir>/api/keys.sqlite3. Keys live in the graph store.")
     key_cache_s: float = Field(
         300.0, ge=0, description="Seconds a verified key stays verified in memory (revocation is checked always).")
     argon2_time_cost: int = Field(
@@ -472,11 +476,32 @@ class ApiSettings(_Section):
     auth_max_concurrent_kdf: int = Field(
         2, ge=1, description="Secrets verified at once (each argon2 run holds argon2_memory_kib).")
 
+    limits_storage: str = Field(
+        "", description="Where rate limits and failed-authentication counts are kept: a redis:// URL shared by every "
+                        "API replica; empty = the worker's broker URL when it is Redis, else this process's memory.")
+    trusted_proxies: str = Field(
+        "", description="Comma list of the addresses or CIDR networks of the reverse proxies in front of the API (a "
+                        "load balancer): the client address is then read from their X-Forwarded-For; empty = none.")
+
     preload: bool = Field(True, description="Load the models and connect at startup, in the background.")
     docs: bool = Field(True, description="Serve /docs and /redoc.")
 
+    def limits_url(self, broker_url: str) -> str:
+        """The ``limits`` storage URL: ``limits_storage``, else ``broker_url`` when it is a Redis
+        URL, else ``memory://`` (this process's own counts)."""
+        if self.limits_storage.strip():
+            return self.limits_storage.strip()
+        if broker_url.startswith(("redis://", "rediss://", "redis+unix://")):
+            return broker_url
+        return "memory://"
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        """``trusted_proxies`` as a list (empty: no proxy is trusted)."""
+        return [entry.strip() for entry in self.trusted_proxies.split(",") if entry.strip()]
+
     def keys_path(self, data_dir: Path) -> Path:
-        """The API keys' SQLite file: ``keys_file`` or ``<data_dir>/api/keys.sqlite3``."""
+        """The earlier versions' SQLite key file: ``keys_file`` or ``<data_dir>/api/keys.sqlite3``."""
         return self.keys_file or Path(data_dir) / "api" / "keys.sqlite3"
 
 

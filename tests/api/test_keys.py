@@ -1,41 +1,48 @@
-"""API keys: argon2id hashes at rest, tenant binding, revocation, and the
+"""API keys: argon2id hashes in the graph store, tenant binding, revocation seen by every
+key store on the store, the import of an earlier version's SQLite key file, and the
 ``keys create|list|revoke`` commands."""
 
 from __future__ import annotations
 
 import json
-import os
-import stat
+import sqlite3
+import uuid
 
 import pytest
+from argon2 import PasswordHasher
 from typer.testing import CliRunner
 
-from pathweave_api.keys import KeyStore
+from pathweave_api.keys import REGISTRY, KeyStore, import_key_file
+
+FAST = dict(time_cost=1, memory_cost=1024, parallelism=1)
 
 
 @pytest.fixture()
-def key_store(tmp_path):
-    from argon2 import PasswordHasher
+def key_store(base_store):
+    return KeyStore(lambda: base_store, hasher=PasswordHasher(**FAST))
 
-    return KeyStore(tmp_path / "keys.sqlite3", hasher=PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
+
+def unique(prefix: str = "acme") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def test_tokens_are_stored_only_as_argon2_hashes(key_store):
-    token, record = key_store.create("acme", "ci")
-    assert token.startswith(f"pw_{record.key_id}_")
-    raw = key_store.path.read_bytes()
+    tenant = unique()
+    token, record = key_store.create(tenant, "ci")
     secret = token.split("_", 2)[2]
-    assert secret.encode() not in raw and token.encode() not in raw
-    assert b"$argon2id$" in raw
-    assert stat.S_IMODE(os.stat(key_store.path).st_mode) == 0o600
-    assert key_store.authenticate(token).tenant == "acme"
-    assert key_store.authenticate(token).tenant == "acme"  # cached verification
+    [row] = key_store.registry().run("api_key_get", key_id=record.key_id)
+    assert row["secret_hash"].startswith("$argon2id$")
+    assert all(secret not in str(value) for value in row.values())
+    assert key_store.registry().tenant == REGISTRY
+    assert key_store.authenticate(token).tenant == tenant
+    assert key_store.authenticate(token).tenant == tenant  # cached verification
 
 
 def test_wrong_malformed_and_revoked_tokens(key_store):
-    token, record = key_store.create("acme")
-    other, _ = key_store.create("globex")
-    assert key_store.authenticate(other).tenant == "globex"
+    tenant = unique()
+    token, record = key_store.create(tenant)
+    other, other_record = key_store.create(unique("globex"))
+    assert key_store.authenticate(other).key_id == other_record.key_id
     assert key_store.authenticate(token[:-1] + ("x" if token[-1] != "x" else "y")) is None
     assert key_store.authenticate("") is None
     assert key_store.authenticate("pw_nothex_secretsecretsecretsecret") is None
@@ -43,51 +50,92 @@ def test_wrong_malformed_and_revoked_tokens(key_store):
     assert key_store.revoke(record.key_id) and not key_store.revoke(record.key_id)
     assert key_store.authenticate(token) is None
     assert key_store.authenticate(other) is not None
-    assert [k.key_id for k in key_store.list(include_revoked=False)] == [key_store.list()[1].key_id]
+    active = {k.key_id for k in key_store.list(include_revoked=False)}
+    assert other_record.key_id in active and record.key_id not in active
+    assert key_store.get(record.key_id).revoked_at is not None
 
 
-def test_revocation_is_seen_by_another_process_store(key_store):
-    token, record = key_store.create("acme")
-    second = KeyStore(key_store.path)  # e.g. the API process
-    assert second.authenticate(token) is not None
+def test_revocation_is_seen_by_another_key_store_at_once(key_store, base_store):
+    token, record = key_store.create(unique())
+    second = KeyStore(lambda: base_store, cache_s=300)  # e.g. another API replica
+    assert second.authenticate(token) is not None  # verified: cached in the second one
     key_store.revoke(record.key_id)  # e.g. `pathweave keys revoke` in a shell
-    assert second.authenticate(token) is None
+    assert second.authenticate(token) is None  # revocation is read from the store every time
 
 
-@pytest.mark.parametrize("tenant", ["", "-x", "a b", "x" * 65, "t/../u", "ten'ant"])
+def test_a_key_file_of_an_earlier_version_is_imported_once(key_store, tmp_path):
+    """Keys of the SQLite file (from before scopes, too) keep their ids, hashes and
+    revocations; the file is renamed, and a second import finds nothing to do."""
+    hasher = PasswordHasher(**FAST)
+    tenant, key_id, revoked_id, secret = unique(), uuid.uuid4().hex[:16], uuid.uuid4().hex[:16], "s" * 43
+    old = tmp_path / "keys.sqlite3"
+    with sqlite3.connect(old) as db:
+        db.execute("CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL "
+                   "DEFAULT '', secret_hash TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, "
+                   "rate_limit_per_s REAL)")
+        db.execute("INSERT INTO api_keys VALUES (?, ?, 'old', ?, '2026-01-01', NULL, 2.5)",
+                   (key_id, tenant, hasher.hash(secret)))
+        db.execute("INSERT INTO api_keys VALUES (?, ?, 'gone', ?, '2026-01-01', '2026-02-01', NULL)",
+                   (revoked_id, tenant, hasher.hash(secret)))
+    db.close()
+    assert import_key_file(key_store, old) == 2
+    assert not old.exists() and (tmp_path / "keys.sqlite3.imported").exists()
+    key = key_store.authenticate(f"pw_{key_id}_{secret}")
+    assert key is not None and (key.tenant, key.scope, key.rate_limit_per_s) == (tenant, "admin", 2.5)
+    assert key_store.authenticate(f"pw_{revoked_id}_{secret}") is None
+    assert import_key_file(key_store, old) == 0
+
+
+def test_scopes(key_store):
+    tenant = unique()
+    query, record = key_store.create(tenant, "tool", scope="query")
+    assert record.scope == "query" and key_store.authenticate(query).scope == "query"
+    assert [key_store.create(tenant, scope=s)[1].allows("ingest") for s in ("query", "ingest", "admin")] == \
+        [False, True, True]
+    before = len(key_store.list())
+    with pytest.raises(ValueError, match="unknown scope 'root'"):
+        key_store.create(tenant, scope="root")
+    with pytest.raises(ValueError, match="rate limit"):
+        key_store.create(tenant, rate_limit_per_s=-1)
+    assert len(key_store.list()) == before  # bad input writes nothing
+
+
+@pytest.mark.parametrize("tenant", ["", "-x", "a b", "x" * 65, "t/../u", "ten'ant", "_keys"])
 def test_invalid_tenant_names(key_store, tenant):
     with pytest.raises(ValueError):
         key_store.create(tenant)
 
 
-def test_keys_cli(tmp_path, monkeypatch):
+def test_keys_cli(base_store, tmp_path, monkeypatch):
     from pathweave.settings import get_settings
-    from pathweave_api.keys import key_store_for
 
-    monkeypatch.setenv("PATHWEAVE_API_KEYS_FILE", str(tmp_path / "cli-keys.sqlite3"))
+    monkeypatch.setenv("PATHWEAVE_API_KEYS_FILE", str(tmp_path / "none.sqlite3"))
     monkeypatch.setenv("PATHWEAVE_API_ARGON2_TIME_COST", "1")
     monkeypatch.setenv("PATHWEAVE_API_ARGON2_MEMORY_KIB", "1024")
     get_settings.cache_clear()
+    tenant = unique()
     try:
         from pathweave_cli.main import app
 
         runner = CliRunner()
-        created = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--name", "ci", "--json"])
+        created = runner.invoke(app, ["keys", "create", "--tenant", tenant, "--name", "ci", "--json"])
         assert created.exit_code == 0, created.output
         info = json.loads(created.stdout.strip().splitlines()[-1])
-        assert info["tenant"] == "acme" and info["token"].startswith("pw_")
-        plain = runner.invoke(app, ["keys", "create", "--tenant", "acme"])
+        assert info["tenant"] == tenant and info["token"].startswith("pw_")
+        plain = runner.invoke(app, ["keys", "create", "--tenant", tenant])
         assert plain.exit_code == 0 and plain.stdout.strip().splitlines()[-1].startswith("pw_")
-        listed = runner.invoke(app, ["keys", "list", "--json"])
-        rows = [json.loads(line) for line in listed.stdout.strip().splitlines()]
+        mine = ["keys", "list", "--json", "--tenant", tenant]
+        rows = [json.loads(line) for line in runner.invoke(app, mine).stdout.strip().splitlines()]
         assert len(rows) == 2 and all("token" not in r and "secret_hash" not in r for r in rows)
         assert runner.invoke(app, ["keys", "revoke", info["key_id"]]).exit_code == 0
         assert runner.invoke(app, ["keys", "revoke", info["key_id"]]).exit_code == 1
-        assert len(runner.invoke(app, ["keys", "list", "--json"]).stdout.strip().splitlines()) == 1
-        assert len(runner.invoke(app, ["keys", "list", "--all", "--json"]).stdout.strip().splitlines()) == 2
+        assert len(runner.invoke(app, mine).stdout.strip().splitlines()) == 1
+        assert len(runner.invoke(app, mine + ["--all"]).stdout.strip().splitlines()) == 2
         assert runner.invoke(app, ["keys", "create", "--tenant", "bad tenant"]).exit_code == 2
-        store = key_store_for(get_settings().api, tmp_path)
-        assert store.authenticate(info["token"]) is None
+        assert runner.invoke(app, ["keys", "create", "--tenant", "_keys"]).exit_code == 2  # the registry's name
+        keys = KeyStore(lambda: base_store, hasher=PasswordHasher(**FAST))  # e.g. the API
+        assert keys.authenticate(info["token"]) is None
+        assert keys.authenticate(plain.stdout.strip().splitlines()[-1]).tenant == tenant
     finally:
         get_settings.cache_clear()
 
@@ -109,41 +157,21 @@ def test_the_pathweave_command_has_every_command():
     assert all(name in help_text for name in ("musique", "scale", "api", "select", "qa", "extract", "reuse"))
 
 
-def test_scopes_and_a_key_file_from_before_scopes(key_store, tmp_path):
-    import sqlite3
-
-    query, record = key_store.create("acme", "tool", scope="query")
-    assert record.scope == "query" and key_store.authenticate(query).scope == "query"
-    assert [key_store.create("acme", scope=s)[1].allows("ingest") for s in ("query", "ingest", "admin")] == \
-        [False, True, True]
-    with pytest.raises(ValueError, match="unknown scope 'root'"):
-        key_store.create("acme", scope="root")
-    # a key file written before scopes: its keys become admin, new keys get their scope
-    old = tmp_path / "old-keys.sqlite3"
-    with sqlite3.connect(old) as db:
-        db.execute("CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL "
-                   "DEFAULT '', secret_hash TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, "
-                   "rate_limit_per_s REAL)")
-        db.execute("INSERT INTO api_keys VALUES ('0123456789abcdef', 'acme', 'old', 'x', '2026-01-01', NULL, NULL)")
-    migrated = KeyStore(old)
-    assert migrated.get("0123456789abcdef").scope == "admin"
-    assert migrated.create("acme", scope="ingest")[1].scope == "ingest"
-
-
-def test_keys_cli_scope(tmp_path, monkeypatch):
+def test_keys_cli_scope(base_store, monkeypatch):
     from pathweave.settings import get_settings
 
-    monkeypatch.setenv("PATHWEAVE_API_KEYS_FILE", str(tmp_path / "cli-keys.sqlite3"))
     get_settings.cache_clear()
+    tenant = unique()
     try:
         from pathweave_cli.main import app
 
         runner = CliRunner()
-        created = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scope", "query", "--json"])
+        created = runner.invoke(app, ["keys", "create", "--tenant", tenant, "--scope", "query", "--json"])
         assert created.exit_code == 0 and json.loads(created.stdout.strip().splitlines()[-1])["scope"] == "query"
-        listed = [json.loads(line) for line in runner.invoke(app, ["keys", "list", "--json"]).stdout.splitlines()]
+        listed = [json.loads(line) for line in
+                  runner.invoke(app, ["keys", "list", "--json", "--tenant", tenant]).stdout.splitlines()]
         assert [row["scope"] for row in listed] == ["query"]
-        refused = runner.invoke(app, ["keys", "create", "--tenant", "acme", "--scope", "root"])
+        refused = runner.invoke(app, ["keys", "create", "--tenant", tenant, "--scope", "root"])
         assert refused.exit_code == 2 and "unknown scope" in refused.output
     finally:
         get_settings.cache_clear()

@@ -127,8 +127,6 @@ def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_50
 
     from pathweave.servers import store_server
     from pathweave.servers.processes import read_json
-    from pathweave.settings import ApiSettings
-    from pathweave_api.keys import key_store_for
     from pathweave_bench.service import Service
 
     own = settings.model_copy(update={"data_dir": tmp_path})
@@ -140,10 +138,9 @@ def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_50
 
     try:
         service.start_redis()
-        keys = key_store_for(ApiSettings(keys_file=service.keys_file), tmp_path)
-        token, _ = keys.create("shared", "tests", rate_limit_per_s=0, scope="ingest")
         service.start_worker()  # its warm-up starts the store on demand: the store is the worker's
         assert (read_json(service.store_dir / "owner.json") or {}).get("owner") == service.worker.pid
+        token = service.create_key("shared", "tests", "ingest")  # `pathweave keys create`, into the store
         service.start_api()
         client = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         job = client.post("/v1/documents", json={"documents": [

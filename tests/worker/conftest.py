@@ -16,36 +16,8 @@ from pathlib import Path
 import pytest
 
 from pathweave.servers.processes import free_port, stop_process
-from pathweave_ingest.worker import broker_answers as redis_answers
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def broker_url(tmp_path_factory):
-    """``PATHWEAVE_TEST_BROKER_URL``, else Redis on 127.0.0.1:6379 (db 15), else a private redis-server."""
-    candidates = [os.environ.get("PATHWEAVE_TEST_BROKER_URL"), "redis://127.0.0.1:6379/15"]
-    for url in filter(None, candidates):
-        if redis_answers(url):
-            yield url
-            return
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no Redis: run tools/start-redis.sh (installs and starts redis-server on 127.0.0.1)")
-    port = free_port()
-    directory = tmp_path_factory.mktemp("redis")
-    process = subprocess.Popen([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-                                "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        deadline = time.monotonic() + 20
-        while not redis_answers(url):
-            assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 @pytest.fixture(scope="session")

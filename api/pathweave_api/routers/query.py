@@ -47,6 +47,22 @@ def _unless_reembedding(guard, call, *args):
     return result
 
 
+def read_after(svc: Services, store, bookmarks: list[str]) -> None:
+    """Make this process read at least the state ``bookmarks`` name (a job's, written by a
+    worker elsewhere): one read of the tenant's graph version after them, which puts them in
+    the process's bookmark manager, so every later read carries them. A bookmark the store
+    does not know is a 422; one it has not reached in time, a 503 with Retry-After."""
+    from neo4j.exceptions import ClientError
+
+    try:
+        svc.guard(store.run, "graph_version", read_after=bookmarks, meta_id=store.meta_id)
+    except ClientError as exc:
+        if "bookmark" in (exc.code or "").lower():
+            raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.message})",
+                             "validation-error") from None
+        raise
+
+
 def run_query(svc: Services, tenant: str, req: QueryBody) -> QueryResponse:
     """Run the query (:meth:`pathweave.query.retriever.Retriever.query`: with ``answer``
     or mode ``prunerag``, also the LLM's answer) and build the ``QueryResponse`` from the
@@ -58,6 +74,8 @@ def run_query(svc: Services, tenant: str, req: QueryBody) -> QueryResponse:
 
     retriever = svc.guard(svc.runtime.retriever, tenant)
     started = time.perf_counter()
+    if req.consistency:
+        read_after(svc, retriever.store, req.consistency)
     try:
         result = _unless_reembedding(svc.guard, retriever.query, req)
     except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message

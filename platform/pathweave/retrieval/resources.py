@@ -140,10 +140,11 @@ class QueryResources:
         return hits
 
     def submit_record(self, result: QueryResult) -> None:
-        """Write ``result``'s reasoning record: off the query path on the record writer,
-        except for a context sent in a session, written now (the session's next query reads
-        what it was sent)."""
-        if result.context is not None and result.context.session_id:
+        """Write ``result``'s reasoning record: now, on the query's thread, when setting
+        ``query.record_before_answer`` is on (any process reading the store finds it once the
+        query has answered) or for a context sent in a session (the session's next query
+        reads what it was sent); otherwise off the query path on the record writer."""
+        if self.settings.query.record_before_answer or (result.context is not None and result.context.session_id):
             self.records.write_now(result.model_copy())
         else:
             self.records.submit(result.model_copy())

@@ -7,13 +7,15 @@ lives behind :class:`pathweave.store.backends.Backend` (``store.backend``).
 from __future__ import annotations
 
 import random
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from neo4j import Driver
 
-from pathweave.store.statements import load_all, statement
+from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
 
 _SCHEMA_PREFIX = "constraint_"
@@ -43,6 +45,22 @@ def _conflict(exc: BaseException) -> bool:
     return "concurrentmodification" in text or "duplicated key" in text
 
 
+_BOOKMARK_MANAGERS: "weakref.WeakKeyDictionary[Driver, Any]" = weakref.WeakKeyDictionary()
+_BOOKMARK_LOCK = threading.Lock()
+
+
+def bookmark_manager(driver: Driver):
+    """The one bookmark manager of ``driver`` (so of the process's connection): every
+    :class:`GraphStore` on it, whatever its tenant, shares it."""
+    from neo4j import GraphDatabase
+
+    with _BOOKMARK_LOCK:
+        manager = _BOOKMARK_MANAGERS.get(driver)
+        if manager is None:
+            manager = _BOOKMARK_MANAGERS[driver] = GraphDatabase.bookmark_manager()
+        return manager
+
+
 def batched(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     """Consecutive slices of ``rows`` of at most ``size`` items."""
     for start in range(0, len(rows), max(1, size)):
@@ -64,17 +82,50 @@ class GraphStore:
         self.backend = backend
         self.tenant = tenant
         self.batch_size = batch_size
+        self.bookmarks = bookmark_manager(driver) if backend.name == "neo4j" else None
+
+    def _session(self, bookmarks: Sequence[str] = ()):
+        """A session of the store's database. On Neo4j it shares the process's bookmark
+        manager (every transaction sees what this process committed before it, on whichever
+        cluster member serves it), and starts after ``bookmarks`` too (another process's
+        commits: :meth:`last_bookmarks`)."""
+        if self.bookmarks is None:
+            return self.driver.session(database=self.database)
+        from neo4j import Bookmarks
+
+        extra = Bookmarks.from_raw_values(list(bookmarks)) if bookmarks else None
+        return self.driver.session(database=self.database, bookmark_manager=self.bookmarks, bookmarks=extra)
+
+    def last_bookmarks(self) -> list[str]:
+        """The bookmarks of what this process has committed and read so far (Neo4j; empty on
+        ArcadeDB, a single server that serves every read after the commits before it). Another
+        process passes them to :meth:`run` to read at least that state."""
+        if self.bookmarks is None:
+            return []
+        return sorted(self.bookmarks.get_bookmarks())
 
     @property
     def meta_id(self) -> str:
         """Id of the tenant's Meta node (graph version counter)."""
         return f"meta:{self.tenant}"
 
-    def run(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        """Run named statement ``name`` in an auto-commit transaction; records as dicts."""
+    def run(self, name: str, *, read_after: Sequence[str] = (), **params: Any) -> list[dict[str, Any]]:
+        """Run named statement ``name``; records as dicts. On Neo4j in a managed transaction of
+        its access mode (:func:`~pathweave.store.statements.access_mode`: reads may go to a
+        follower, writes to the leader; the driver retries transient errors and leader
+        switches, which the statements' idempotence makes safe), after the process's own
+        commits and ``read_after`` (bookmarks of another process's, :meth:`last_bookmarks`).
+        ArcadeDB, and ``CALL … IN TRANSACTIONS``: an auto-commit transaction."""
         params.setdefault("tenant", self.tenant)
-        with self.driver.session(database=self.database) as session:
-            return [record.data() for record in session.run(statement(name), params)]
+        text = statement(name)
+        mode = access_mode(name) if self.bookmarks is not None else "auto"
+        with self._session(read_after) as session:
+            if mode == "auto":
+                return [record.data() for record in session.run(text, params)]
+
+            def work(tx):
+                return [record.data() for record in tx.run(text, params)]
+            return session.execute_read(work) if mode == "read" else session.execute_write(work)
 
     def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:
         """Write ``rows`` with named UNWIND statement ``name`` in batches (one managed
@@ -101,7 +152,7 @@ class GraphStore:
                 if on_step is not None:
                     on_step(name, time.perf_counter() - started)
 
-        with self.driver.session(database=self.database) as session:
+        with self._session() as session:
             session.execute_write(work)
 
     def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
@@ -120,7 +171,7 @@ class GraphStore:
 
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                with self.driver.session(database=self.database) as session:
+                with self._session() as session:
                     return session.execute_write(transaction)
             except Exception as exc:
                 if attempt == CONFLICT_RETRIES or not _conflict(exc):

@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 
 _HEADER = re.compile(r"^//\s*name:\s*([A-Za-z0-9_]+)\s*$", re.MULTILINE)
+_WRITES = re.compile(r"\b(CREATE|MERGE|SET|DELETE|REMOVE|DROP|DETACH)\b", re.IGNORECASE)
+_OWN_TRANSACTIONS = re.compile(r"\bIN\s+TRANSACTIONS\b", re.IGNORECASE)
 
 
 def cypher_dir() -> Path:
@@ -68,6 +70,19 @@ def load_all(directory: str | None = None) -> dict[str, str]:
                 raise ValueError(f"{path}: statement {name!r} already defined in another file")
             statements[name] = body
     return statements
+
+
+@lru_cache(maxsize=1024)
+def access_mode(name: str) -> str:
+    """How statement ``name`` runs: ``"read"`` (no clause that writes: a managed read
+    transaction, which a cluster may serve from a follower), ``"write"`` (CREATE, MERGE, SET,
+    DELETE, REMOVE, DROP: a managed write transaction on the leader) or ``"auto"`` (``CALL {…}
+    IN TRANSACTIONS`` commits its own batches: an auto-commit transaction). KeyError as
+    :func:`statement`."""
+    text = statement(name)
+    if _OWN_TRANSACTIONS.search(text):
+        return "auto"
+    return "write" if _WRITES.search(text) else "read"
 
 
 #: The test suite's record of the statements run (``PATHWEAVE_TEST_CYPHER_TRACE``: a file
