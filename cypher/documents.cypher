@@ -98,7 +98,7 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
        s.started_at AS started_at, s.finished_at AS finished_at, s.seconds AS seconds,
        s.passages AS passages, s.propositions AS propositions, s.entities AS entities,
        s.triples AS triples, s.version AS version, s.applied_version AS applied_version,
-       s.bookmarks AS bookmarks;
+       s.bookmarks AS bookmarks, s.worker AS worker;
 
 // name: doc_claim
 // A worker takes documents (compare-and-set): only the newest accepted version ($rows'
@@ -106,7 +106,8 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
 // or under this very task chain (resumed after a transient store error). rows: {doc_id,
 // version, count, resumed}: count 1 for a new attempt, 0 for a resumed one (only this
 // process's own, $worker). $now and
-// $lease_until: ms since the epoch. Returns the documents taken.
+// $lease_until: ms since the epoch. Returns the documents taken with their payloads (JSON, kept
+// on the head since the version was accepted: a queued batch carries references only).
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id})
 WHERE s.tenant = $tenant AND s.version = row.version
@@ -114,7 +115,7 @@ WHERE s.tenant = $tenant AND s.version = row.version
        OR (s.status = 'running' AND ((row.resumed AND s.worker = $worker) OR coalesce(s.lease_until, 0) < $now)))
 SET s.status = 'running', s.attempts = coalesce(s.attempts, 0) + row.count, s.started_at = $started_at,
     s.worker = $worker, s.lease_until = $lease_until
-RETURN s.doc_id AS doc_id;
+RETURN s.doc_id AS doc_id, s.payload AS payload;
 
 // name: doc_lease_renew
 // The worker running documents extends their lease. rows: {doc_id, version}; $lease_until

@@ -23,3 +23,20 @@ def test_every_repository_statement_is_parameterized_and_loadable():
     assert statement("graph_version").startswith("MATCH (m:Meta")
     with pytest.raises(KeyError, match="no Cypher statement"):
         statement("drop_everything")
+
+
+def test_each_statement_runs_in_the_transaction_its_clauses_need():
+    """Reads (a cluster may serve them from a follower), writes (the leader) and the two
+    statements that commit their own batches (auto-commit): a statement that writes is never
+    taken for a read (the Neo4j run also fails such a statement: a read transaction refuses
+    writes)."""
+    from pathweave.store.statements import access_mode, load_all
+
+    modes = {name: access_mode(name) for name in load_all()}
+    assert {name for name, mode in modes.items() if mode == "auto"} == {"neo4j_import_synonyms", "neo4j_drop_tenant"}
+    assert [modes[n] for n in ("doc_claim", "api_key_create", "record_graph_change", "constraint_api_key",
+                               "reembed_write_passages")] == ["write"] * 5
+    assert [modes[n] for n in ("api_key_get", "vector_search", "fulltext_search", "graph_version", "job_get",
+                               "doc_status_get")] == ["read"] * 6
+    assert [modes[n] for n in ("doc_status_done", "doc_status_retry", "doc_status_failed", "doc_accept",
+                               "doc_lease_renew", "api_key_revoke", "api_key_import")] == ["write"] * 7

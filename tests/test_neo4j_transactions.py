@@ -62,6 +62,36 @@ def test_ingestion_and_queries_over_a_routing_uri_in_managed_transactions(routed
         assert counts["read"] > reads  # the query read through execute_read
 
 
+def test_a_statement_that_meets_a_leader_switch_is_run_again_once(routed, monkeypatch):
+    """``GraphStore.run`` of a writing statement in its managed transaction: the session
+    expires on its first try (before the commit); the driver runs it again, and the graph
+    holds it once."""
+    from neo4j import ManagedTransaction
+    from neo4j.exceptions import SessionExpired
+
+    from pathweave.runtime import open_store
+
+    settings, counts = routed
+    tenant = f"t{uuid.uuid4().hex[:10]}"
+    real_run, tries = ManagedTransaction.run, []
+
+    def run(self, query, parameters=None, **kwargs):
+        if "record_graph_change" in str(parameters or {}) or (parameters or {}).get("added") == ["p9"]:
+            tries.append(1)
+            if len(tries) == 1:
+                raise SessionExpired("leader switch (injected)")
+        return real_run(self, query, parameters, **kwargs)
+
+    with open_store(settings, tenant=tenant) as store:
+        monkeypatch.setattr(ManagedTransaction, "run", run)
+        writes = counts["write"]
+        rows = store.run("record_graph_change", meta_id=store.meta_id, added=["p9"], removed=[], removed_entities=[],
+                         entities=[], aliases=[])
+        monkeypatch.setattr(ManagedTransaction, "run", real_run)
+        assert len(tries) == 2 and counts["write"] == writes + 1  # one execute_write, its work run twice
+        assert int(rows[0]["version"]) == 1 and store.graph_version() == 1
+
+
 def test_a_transient_error_in_a_managed_transaction_is_retried_with_nothing_lost_or_doubled(routed):
     from neo4j.exceptions import SessionExpired
 
@@ -97,3 +127,20 @@ def test_a_read_waits_for_another_processes_bookmarks(routed, base_store):
         assert bookmarks and not set(bookmarks) <= set(reader.last_bookmarks())
         assert int(reader.run("graph_version", read_after=bookmarks, meta_id=reader.meta_id)[0]["version"]) == 1
         assert reader.last_bookmarks()  # the session's bookmark is the process's now
+
+
+def test_a_projection_over_the_allowed_heap_share_is_refused_before_it_is_loaded(pipeline, store):
+    """GDS's own memory estimate on the real server, against the configured share: refused
+    with an error naming the setting, nothing in the catalog; within the share it projects."""
+    from pathweave.store.backends import gds as gds_ops
+    from pathweave_ingest.loaders import SourceDocument
+
+    pipeline.ingest([SourceDocument("a", "Warsaw", "Warsaw is the capital of Poland. The Vistula flows through it.")])
+    gds, version = store.backend._client(), store.graph_version()
+    with pytest.raises(gds_ops.ProjectionTooLarge, match="PATHWEAVE_STORE_GDS_MAX_HEAP_PERCENT"):
+        gds_ops.project_ppr_graph(gds, store.run, store.tenant, version, max_heap_percent=1e-9)
+    name = gds_ops.ppr_graph_name(store.tenant, version)
+    assert not gds.graph.exists(name)
+    graph = gds_ops.project_ppr_graph(gds, store.run, store.tenant, version, max_heap_percent=100.0)
+    assert graph is not None and graph.name == name
+    gds.graph.drop(name, fail_if_missing=False)

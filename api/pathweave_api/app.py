@@ -42,7 +42,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     ws = worker_settings or settings.worker
     owns_runtime = runtime is None
     runtime = runtime or Runtime(settings, ws)
-    keys = keys or key_store_for(api, lambda: runtime.store(REGISTRY))
+    keys = keys or key_store_for(api, lambda: runtime.store(REGISTRY), api.keys_path(settings.data_dir))
     svc = Services(settings, api, ws, runtime, keys, owns_runtime)
 
     @asynccontextmanager

@@ -6,7 +6,8 @@ are ``admin``.
 
 Kept in the graph store (``cypher/keys.cypher``, under the registry tenant
 :data:`REGISTRY`), the store every API replica, worker and ``pathweave keys`` shares: a key
-created through one works in all, and a revocation holds in all from their next request.
+created through one works in all, and a revocation holds in all from their next request (on
+a Neo4j cluster keys are read on the leader, never from a follower that may lag).
 The secret is stored only as its argon2id hash (a password KDF; ``argon2-cffi`` defaults:
 64 MiB, 3 passes, or ``PATHWEAVE_API_ARGON2_*``); the plain token is shown once, at creation.
 Verification reads the key by id (so a guessed token costs no KDF run unless its id exists),
@@ -15,14 +16,15 @@ in memory for ``api_key_cache_s`` seconds (keyed by a SHA-256 of the token, neve
 revocation is read from the store on every request.
 
 The SQLite key file of earlier versions (``api.keys_file``, default
-``<data_dir>/api/keys.sqlite3``) is imported once: :func:`import_key_file` copies its keys
-(hashes and revocations as they were) and renames it ``*.imported``.
+``<data_dir>/api/keys.sqlite3``) is imported on first use: :func:`import_key_file` copies its
+keys (hashes and revocations as they were) and keeps the file as ``*.imported``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import secrets
 import sqlite3
@@ -89,51 +91,64 @@ def check_new_key(tenant: str, rate_limit_per_s: float | None, scope: str) -> No
         raise ValueError("rate limit must be >= 0")
 
 
-def key_store_for(api: ApiSettings, store: Callable[[], Any]) -> "KeyStore":
+def key_store_for(api: ApiSettings, store: Callable[[], Any], key_file: Path | None = None) -> "KeyStore":
     """The :class:`KeyStore` the ``api`` settings describe (cache and argon2 cost) over
-    ``store()``, which gives the graph store (any tenant's handle: the registry's is derived)."""
+    ``store()``, which gives the graph store (any tenant's handle: the registry's is derived).
+    ``key_file``: an earlier version's SQLite key file, imported on first use."""
     hasher = PasswordHasher(time_cost=api.argon2_time_cost, memory_cost=api.argon2_memory_kib,
                             parallelism=api.argon2_parallelism)
-    return KeyStore(store, api.key_cache_s, hasher)
+    return KeyStore(store, api.key_cache_s, hasher, key_file)
 
 
 @contextmanager
 def open_key_store(settings: Settings) -> Iterator["KeyStore"]:
     """A :class:`KeyStore` on the configured store (starting the managed server on demand),
-    with the key file of earlier versions imported first; closed on exit. For commands and
-    benchmarks; the API uses its runtime's connection."""
+    importing the key file of earlier versions on first use; closed on exit. For commands
+    and benchmarks; the API uses its runtime's connection."""
     from pathweave.runtime import open_store
 
     with open_store(settings, tenant=REGISTRY) as graph:
-        keys = key_store_for(settings.api, lambda: graph)
-        import_key_file(keys, settings.api.keys_path(settings.data_dir))
-        yield keys
+        yield key_store_for(settings.api, lambda: graph, settings.api.keys_path(settings.data_dir))
 
 
-def import_key_file(keys: "KeyStore", path: Path) -> int:
-    """Copy the keys of an earlier version's SQLite key file at ``path`` into the store (ids,
-    hashes, scopes and revocations as they were; a key id already stored is left alone),
-    then rename the file ``<name>.imported``. Returns how many keys the file held (0 when
-    there is no file). A file that cannot be read raises and is left in place."""
+def import_key_file(registry, path: Path) -> int:
+    """Copy the keys of an earlier version's SQLite key file at ``path`` into the store
+    (``registry``: the graph store of tenant :data:`REGISTRY`; ids, hashes, scopes and
+    revocations as they were; a key id already stored is left alone) and keep the file as
+    ``<name>.imported``. Returns how many keys it held (0: no file, or another process is
+    importing it).
+
+    The file is first claimed by an atomic rename, so of several processes starting at once
+    one imports it; when the import fails the file is put back (the next start tries again)
+    and the error is raised. Stop processes of the earlier version before: a key one of them
+    writes to the file after the claim is not imported."""
     path = Path(path)
-    if not path.is_file():
-        return 0
-    with closing(sqlite3.connect(path, timeout=10)) as db:
-        db.row_factory = sqlite3.Row
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        rows = [dict(row) for row in db.execute("SELECT * FROM api_keys")] if "api_keys" in tables else []
-    imported = [{"key_id": row["key_id"], "key_tenant": row["tenant"], "name": row.get("name") or "",
-                 "secret_hash": row["secret_hash"], "created_at": row["created_at"],
-                 "revoked_at": row.get("revoked_at"), "rate_limit_per_s": row.get("rate_limit_per_s"),
-                 "scope": row.get("scope") or "admin"} for row in rows]  # keys from before scopes: admin
-    if imported:
-        keys.registry().write("api_key_import", imported)
+    claimed = path.with_name(f"{path.name}.importing-{os.getpid()}-{threading.get_ident()}")
     try:
-        path.rename(path.with_name(path.name + ".imported"))
-    except FileNotFoundError:  # another process imported it at the same time (the MERGE is idempotent)
-        pass
+        path.rename(claimed)
+    except FileNotFoundError:
+        return 0
+    try:
+        with closing(sqlite3.connect(f"file:{claimed}?mode=ro", uri=True, timeout=10)) as db:
+            db.row_factory = sqlite3.Row
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            rows = [dict(row) for row in db.execute("SELECT * FROM api_keys")] if "api_keys" in tables else []
+        imported = [{"key_id": row["key_id"], "key_tenant": row["tenant"], "name": row.get("name") or "",
+                     "secret_hash": row["secret_hash"], "created_at": row["created_at"],
+                     "revoked_at": row.get("revoked_at"), "rate_limit_per_s": row.get("rate_limit_per_s"),
+                     "scope": row.get("scope") or "admin"} for row in rows]  # keys from before scopes: admin
+        if imported:
+            registry.write("api_key_import", imported)
+    except BaseException:
+        claimed.rename(path)
+        raise
+    done, n = path.with_name(path.name + ".imported"), 1
+    while done.exists():  # an earlier import's copy is kept too
+        done, n = path.with_name(f"{path.name}.imported.{n}"), n + 1
+    claimed.rename(done)
     if imported:
-        log.warning("imported %d API key(s) from %s into the store", len(imported), path)
+        log.warning("imported %d API key(s) from %s into the store (the file is kept as %s)", len(imported), path,
+                    done.name)
     return len(imported)
 
 
@@ -143,21 +158,35 @@ class KeyStore:
     ``store()`` gives the graph store (called on every operation, so a reconnected runtime is
     followed); errors of the store propagate (the API answers 503 on transient ones)."""
 
-    def __init__(self, store: Callable[[], Any], cache_s: float = 300.0, hasher: PasswordHasher | None = None) -> None:
+    def __init__(self, store: Callable[[], Any], cache_s: float = 300.0, hasher: PasswordHasher | None = None,
+                 key_file: Path | None = None) -> None:
         self.store = store
         self.cache_s = cache_s
+        self.key_file = key_file
         self._hasher = hasher or PasswordHasher()  # argon2id; verify reads the parameters from each hash
         self._verified: dict[str, tuple[str, str, float]] = {}  # sha256(token) -> (key_id, hash, until)
         self._lock = threading.Lock()
+        self._import_lock = threading.Lock()
+        self._imported = key_file is None
 
     def registry(self):
-        """The graph store's handle for the key registry (tenant :data:`REGISTRY`)."""
+        """The graph store's handle for the key registry (tenant :data:`REGISTRY`); the first
+        call imports ``key_file`` (:func:`import_key_file`: once per process; a failure is
+        logged, the file left for the next start, and the keys in the store still serve)."""
         from pathweave.store.graph_store import GraphStore
 
         base = self.store()
-        if base.tenant == REGISTRY:
-            return base
-        return GraphStore(base.driver, base.database, base.backend, REGISTRY, base.batch_size, base.dimensions)
+        registry = base if base.tenant == REGISTRY else GraphStore(
+            base.driver, base.database, base.backend, REGISTRY, base.batch_size, base.dimensions)
+        if not self._imported:
+            with self._import_lock:
+                if not self._imported:
+                    self._imported = True
+                    try:
+                        import_key_file(registry, self.key_file)
+                    except Exception:  # noqa: BLE001 - an unreadable old file must not stop the service
+                        log.exception("the API key file %s was not imported (left in place)", self.key_file)
+        return registry
 
     @staticmethod
     def _record(row: dict) -> ApiKey:
@@ -165,7 +194,7 @@ class KeyStore:
                       row["rate_limit_per_s"], row["scope"] or "admin")
 
     def _row(self, key_id: str) -> dict | None:
-        rows = self.registry().run("api_key_get", key_id=key_id)
+        rows = self.registry().run("api_key_get", key_id=key_id, on_leader=True)  # a revocation, at once
         return rows[0] if rows else None
 
     def create(self, tenant: str, name: str = "", rate_limit_per_s: float | None = None,
@@ -190,7 +219,7 @@ class KeyStore:
 
     def list(self, include_revoked: bool = True) -> list[ApiKey]:
         """Every key, oldest first (``include_revoked=False``: the active ones)."""
-        keys = [self._record(row) for row in self.registry().run("api_key_list")]
+        keys = [self._record(row) for row in self.registry().run("api_key_list", on_leader=True)]
         return keys if include_revoked else [k for k in keys if k.active]
 
     def get(self, key_id: str) -> ApiKey | None:

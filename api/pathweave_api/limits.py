@@ -85,18 +85,28 @@ async def _reject(send, scope, status: int, detail: str, kind: str) -> None:
 class Counters:
     """Moving-window counters (the ``limits`` library) in one storage: a Redis URL, shared by
     every API replica, so N replicas give one limit and not N; or ``memory://``, this
-    process's own. A storage that cannot be reached counts nothing (logged, at most once a
-    minute): the API keeps answering, and a failed authentication still costs an argon2 run.
+    process's own. While a shared storage cannot be reached (each call waits at most
+    ``timeout_s`` for it), this process counts on its own in memory, logged at most once a
+    minute: limits hold per replica meanwhile, and the API keeps answering.
 
-    Names are prefixed ``pathweave:``. Thread-safe (the library's storages are)."""
+    Names are prefixed ``pathweave:``. Thread-safe (the library's storages are). Raises
+    ValueError (the URL's password masked) for a URL the library cannot use."""
 
-    def __init__(self, url: str = "memory://") -> None:
-        from limits.storage import storage_from_string
+    def __init__(self, url: str = "memory://", timeout_s: float = 0.25) -> None:
+        from limits.storage import MemoryStorage, storage_from_string
         from limits.strategies import MovingWindowRateLimiter
 
-        self.url = url
-        self.storage = storage_from_string(url)
-        self._limiter = MovingWindowRateLimiter(self.storage)
+        from pathweave.settings import masked_url
+
+        self.url = masked_url(url)
+        options = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s} \
+            if url.startswith(("redis://", "rediss://", "redis+unix://")) else {}
+        try:
+            storage = storage_from_string(url, **options)
+        except Exception as exc:  # noqa: BLE001 - the library's message holds the URL, password and all
+            raise ValueError(f"rate-limit storage {self.url} cannot be used: {type(exc).__name__}") from None
+        self._shared = MovingWindowRateLimiter(storage)
+        self._local = MovingWindowRateLimiter(MemoryStorage())
         self._warned = 0.0
 
     @staticmethod
@@ -106,41 +116,38 @@ class Counters:
 
         return RateLimitItemPerSecond(max(1, round(amount)), max(1, round(seconds)))
 
-    def _guarded(self, fn, default):
+    def _count(self, fn):
+        """``fn(limiter)`` on the shared storage, or on this process's own while it is away."""
         try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001 - the counters' storage is away: count nothing
+            return fn(self._shared)
+        except Exception as exc:  # noqa: BLE001 - the storage is away: count here meanwhile
             if time.monotonic() - self._warned > 60:
                 self._warned = time.monotonic()
-                log.warning("rate-limit storage %s unreachable (%s: %s); limits not counted",
-                            self.url.split("@")[-1], type(exc).__name__, str(exc)[:200])
-            return default
+                log.warning("rate-limit storage %s unreachable (%s); counting in this process meanwhile",
+                            self.url, type(exc).__name__)
+            return fn(self._local)
+
+    @staticmethod
+    def _wait(limiter, item, name: str) -> float:
+        return max(0.01, limiter.get_window_stats(item, "pathweave", name).reset_time - time.time())
 
     def wait(self, item, name: str) -> float:
         """Seconds until ``name`` may be hit again under ``item`` (0: now); nothing counted."""
-        def check() -> float:
-            if self._limiter.test(item, "pathweave", name):
-                return 0.0
-            return max(0.01, self._limiter.get_window_stats(item, "pathweave", name).reset_time - time.time())
-        return self._guarded(check, 0.0)
+        return self._count(lambda limiter: 0.0 if limiter.test(item, "pathweave", name)
+                           else self._wait(limiter, item, name))
 
     def hit(self, item, name: str) -> float:
         """Count one hit of ``name``: 0 when it fit under ``item``, else the seconds until one
         fits (nothing counted then)."""
-        def take() -> float:
-            if self._limiter.hit(item, "pathweave", name):
-                return 0.0
-            return max(0.01, self._limiter.get_window_stats(item, "pathweave", name).reset_time - time.time())
-        return self._guarded(take, 0.0)
-
-    def clear(self, item, name: str) -> None:
-        """Forget ``name``'s hits under ``item``."""
-        self._guarded(lambda: self._limiter.clear(item, "pathweave", name), None)
+        return self._count(lambda limiter: 0.0 if limiter.hit(item, "pathweave", name)
+                           else self._wait(limiter, item, name))
 
 
 class RateLimiter:
     """Requests per key: at most ``burst`` requests in any window of ``burst / rate``
-    seconds (rounded to whole seconds), counted in :class:`Counters`."""
+    seconds, counted in :class:`Counters`. The window is a whole number of seconds (at least
+    1) and the count is raised to ``rate`` times it when that is more than ``burst``: rate 5
+    with burst 1 allows 5 requests in any second."""
 
     def __init__(self, counters: Counters | None = None) -> None:
         self.counters = counters or Counters()

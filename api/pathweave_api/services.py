@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from pathweave.settings import ApiSettings, Settings, WorkerSettings
-from pathweave_api.keys import KeyStore, import_key_file
+from pathweave_api.keys import KeyStore
 from pathweave_api.limits import AuthThrottle, Counters, RateLimiter
 from pathweave_api.problems import ApiProblem
 from pathweave.errors import is_transient
@@ -30,11 +30,13 @@ class CeleryDispatcher:
     mode = "celery"
 
     def __init__(self, ws: WorkerSettings) -> None:
-        from pathweave_ingest.worker import TASK_NAME, make_celery
+        from pathweave_ingest.worker import TASK_NAME, batch_priority, make_celery, queue_keys
 
         self.ws = ws
         self.task_name = TASK_NAME
         self.app = make_celery(ws)
+        self._priority = batch_priority
+        self._keys = queue_keys(ws.queue)
 
     def check(self, batches: int) -> None:
         """Raise when the broker is unreachable (before anything is written)."""
@@ -42,14 +44,17 @@ class CeleryDispatcher:
             conn.ensure_connection(max_retries=1, timeout=3)
 
     def submit_all(self, tenant: str, job_id: str, batches: list[list[dict]]) -> None:
-        for batch in batches:
-            self.app.send_task(self.task_name, args=[tenant, job_id, batch], queue=self.ws.queue)
+        """Publish each batch (document references, :func:`pathweave_ingest.jobs.batches_of`)
+        at its :func:`~pathweave_ingest.worker.batch_priority`."""
+        for index, batch in enumerate(batches):
+            self.app.send_task(self.task_name, args=[tenant, job_id, batch], queue=self.ws.queue,
+                               priority=self._priority(index))
 
     def depth(self) -> int | None:
         try:
             with self.app.connection_for_read() as conn:
                 client = conn.default_channel.client
-                return int(client.llen(self.ws.queue))
+                return sum(int(client.llen(key)) for key in self._keys)
         except Exception:  # noqa: BLE001 - metrics only
             return None
 
@@ -179,7 +184,6 @@ class Services:
         while not self._stopping.is_set():
             try:
                 self.runtime.warm(extractor=self.needs_extractor)
-                import_key_file(self.keys, self.api.keys_path(self.settings.data_dir))
                 self.warm_error = None
                 return
             except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried

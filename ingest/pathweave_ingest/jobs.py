@@ -104,8 +104,22 @@ def requeue(store: GraphStore, job_id: str, batch_size: int, queue: str, failed:
     return Submission(job_id, store.execute_write(work), [])
 
 
-def batches_of(docs: list[dict[str, str]], size: int) -> list[list[dict[str, str]]]:
-    return [docs[i:i + size] for i in range(0, len(docs), max(1, size))]
+REFERENCE_KEYS = ("doc_id", "version", "key", "content_hash")
+"""What a queued batch carries of each document: its id and accepted version, and what tells
+whether the graph already holds that content. The text is read from the store by the worker
+that claims the version (the payload kept on the document's head since it was accepted), so
+messages stay small however large the documents are."""
+
+
+def reference(payload: dict[str, Any]) -> dict[str, Any]:
+    """A document's reference in a queued batch (:data:`REFERENCE_KEYS` of its payload)."""
+    return {key: payload[key] for key in REFERENCE_KEYS if key in payload}
+
+
+def batches_of(docs: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """``docs`` (payloads with their ``version``) as batches of at most ``size`` references."""
+    refs = [reference(doc) for doc in docs]
+    return [refs[i:i + size] for i in range(0, len(refs), max(1, size))]
 
 
 def mark_failed(store: GraphStore, docs: list[dict[str, Any]], error: str) -> None:
@@ -156,10 +170,21 @@ def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
         },
         "finished_at": max((d["finished_at"] or "" for d in documents), default=None) if total and finished == total else None,
         "documents": documents,
-        # what a reader elsewhere passes to see the job's documents (Neo4j: the workers' bookmarks)
-        "bookmarks": sorted({b for doc_id in doc_ids for b in (statuses.get(doc_id) or {}).get("bookmarks") or []
-                             if (statuses.get(doc_id) or {}).get("status") == "done"}),
+        "bookmarks": job_bookmarks([statuses[d] for d in doc_ids if d in statuses]),
     }
+
+
+def job_bookmarks(rows: list[dict[str, Any]]) -> list[str]:
+    """What a reader elsewhere passes to see a job's documents (Neo4j): of each worker, the
+    bookmarks it held when it finished its last document of the job (they cover its earlier
+    commits), so a job of any size gives one or two per worker. Empty on ArcadeDB."""
+    latest: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.get("status") == "done" and row.get("bookmarks"):
+            worker = row.get("worker") or ""
+            if worker not in latest or (row.get("finished_at") or "") > (latest[worker].get("finished_at") or ""):
+                latest[worker] = row
+    return sorted({bookmark for row in latest.values() for bookmark in row["bookmarks"]})
 
 
 def list_documents(store: GraphStore, status: str | None = None, limit: int = 50,

@@ -208,17 +208,22 @@ def fence(run: Run, versions: dict[str, int]) -> None:
 
 
 def claim(store: GraphStore, docs: list[dict[str, Any]], resumed: Collection[str], worker: str,
-          lease_s: float) -> set[str]:
-    """Take ``docs`` (payloads with their ``version``) for ``worker`` (compare-and-set):
-    queued at that version, or running under an expired lease or under this task chain
-    (``resumed``). Attempts grow by one unless resumed. Returns the ids taken."""
+          lease_s: float) -> list[dict[str, Any]]:
+    """Take ``docs`` (references or payloads with their ``version``) for ``worker``
+    (compare-and-set): queued at that version, or running under an expired lease or under
+    this task chain (``resumed``). Attempts grow by one unless resumed. Returns the payloads
+    taken, in ``docs``' order: the one kept on the head, read in the same transaction, with
+    the reference's fields over it (a batch queued by an earlier version carries the whole
+    payload itself)."""
     if not docs:
-        return set()
+        return []
     now = now_ms()
     rows = [{"doc_id": d["doc_id"], "version": int(d["version"]), "count": 0 if d["doc_id"] in resumed else 1,
              "resumed": d["doc_id"] in resumed} for d in docs]
-    return {row["doc_id"] for row in store.run("doc_claim", rows=rows, now=now, started_at=now_iso(),
-                                                worker=worker, lease_until=now + int(lease_s * 1000))}
+    taken = {row["doc_id"]: row["payload"] for row in store.run(
+        "doc_claim", rows=rows, now=now, started_at=now_iso(), worker=worker, lease_until=now + int(lease_s * 1000))}
+    return [{**(json.loads(taken[d["doc_id"]]) if taken[d["doc_id"]] else {}), **d}
+            for d in docs if d["doc_id"] in taken]
 
 
 def finish(store: GraphStore, rows: list[dict[str, Any]]) -> set[str]:

@@ -45,7 +45,7 @@ from typing import Any
 from pathweave.errors import StoreUnavailable, is_transient
 from pathweave.store.graph_store import GraphStore
 from pathweave_ingest import lifecycle
-from pathweave_ingest.jobs import now_iso, to_source
+from pathweave_ingest.jobs import now_iso, reference, to_source
 from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.worker_runtime import Runtime
 
@@ -177,9 +177,10 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
         outcome.failed.extend(lifecycle.fail(store, gave_up, f"gave up after {ws.max_doc_attempts} attempts: the "
                                              "worker stopped while processing this document (crash, kill or "
                                              "out of memory)"))
-    taken = lifecycle.claim(store, todo, resumed, WORKER_NAME, ws.lease_s)
-    outcome.skipped.extend(d["doc_id"] for d in todo if d["doc_id"] not in taken)  # another delivery took it
-    todo = [d for d in todo if d["doc_id"] in taken]
+    taken = lifecycle.claim(store, todo, resumed, WORKER_NAME, ws.lease_s)  # their payloads, from the store
+    claimed = {d["doc_id"] for d in taken}
+    outcome.skipped.extend(d["doc_id"] for d in todo if d["doc_id"] not in claimed)  # another delivery took it
+    todo = taken
     # links (synonymy, aliases) an attempt that died after its swap left undone, whatever version
     # came since (the entities it created are "stored" to the next version, which never links them)
     unlinked = [d["doc_id"] for d in todo if (states.get(d["doc_id"]) or {}).get("links_pending")]
@@ -343,7 +344,8 @@ def attempt(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str
         log.exception("batch of %d for %s (job %s) failed", len(documents), tenant, job_id)
         failed = give_up(runtime, tenant, documents, f"internal error: {type(exc).__name__}: {exc}")
         return Attempt(BatchOutcome(failed=failed), [], [], 0.0, exc)
-    return Attempt(outcome, outcome.retry, [], jittered(ws.backoff(retries)) if outcome.retry else 0.0)
+    again = [reference(d) for d in outcome.retry]  # the texts stay in the store, not in the message
+    return Attempt(outcome, again, [], jittered(ws.backoff(retries)) if again else 0.0)
 
 
 def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[str, str]],

@@ -52,6 +52,25 @@ def broker_answers(url: str) -> bool:
 TASK_NAME = "pathweave.ingest_batch"
 
 
+PRIORITIES = 10
+"""Message priorities of the ingestion queue (0 is served first)."""
+
+
+def batch_priority(index: int) -> int:
+    """The priority of a job's ``index``-th batch (0-based): 0 for its first, then one step
+    lower each time the index doubles (1, 2-3, 4-7, ... 256 and on: 9). A job of one batch
+    (a single PUT) is served before the 2nd to last batches of every bulk import already
+    queued, by whatever tenant, so one tenant's 10,000 documents do not hold up another's
+    one; a bulk import still runs whenever nothing smaller waits."""
+    return min(PRIORITIES - 1, max(0, index).bit_length())
+
+
+def queue_keys(queue: str) -> list[str]:
+    """The Redis lists of ``queue``, one per priority (the transport's naming: priority 0
+    is the queue's own name, the others ``<queue>:<priority>``)."""
+    return [queue] + [f"{queue}:{priority}" for priority in range(1, PRIORITIES)]
+
+
 def celery_config(ws: WorkerSettings) -> dict:
     """The Celery configuration for ``ws`` (shared by the worker and the API's producer)."""
     return {
@@ -67,8 +86,8 @@ def celery_config(ws: WorkerSettings) -> dict:
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
-        "result_expires": 7 * 24 * 3600,
-        "task_track_started": True,
+        "task_ignore_result": True,  # a job's state is in the store; nothing reads task results
+        "result_expires": 3600,
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
         "broker_transport_options": {
@@ -77,6 +96,11 @@ def celery_config(ws: WorkerSettings) -> dict:
             "unacked_restore_throttle": 1,
             "socket_timeout": 30,
             "socket_connect_timeout": 5,
+            # priorities 0 (first) .. 9 as one Redis list each, the lower drained first: a job's
+            # later batches go behind every job's first ones (:func:`batch_priority`)
+            "priority_steps": list(range(PRIORITIES)),
+            "sep": ":",
+            "queue_order_strategy": "priority",
         },
         "result_backend_transport_options": {"socket_timeout": 30, "socket_connect_timeout": 5},
         "task_publish_retry_policy": {"max_retries": 3, "interval_start": 0, "interval_step": 0.5,

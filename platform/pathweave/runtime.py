@@ -70,7 +70,10 @@ def _open_neo4j(uri: str, user: str, password: str, database: str, settings: Set
     # server notifications (unknown labels in an empty tenant, the id() deprecation) stay off
     # the console: tools/cypher-lint reports them for every statement at test time
     driver = GraphDatabase.driver(uri, auth=(user, password), notifications_min_severity="OFF")
-    backend = Neo4jBackend(driver, database, project_after_changes=settings.retrieval.stage1_ppr == "gds")
+    gds_uri = settings.store.gds_uri.strip()
+    backend = Neo4jBackend(driver, database, project_after_changes=settings.retrieval.stage1_ppr == "gds",
+                           gds_endpoint=(gds_uri, (user, password)) if gds_uri else None,
+                           max_heap_percent=settings.store.gds_max_heap_percent)
     store = GraphStore(driver, database, backend, tenant or settings.tenant, settings.store.write_batch_size,
                        dimensions)
     try:

@@ -145,6 +145,12 @@ class StoreSettings(_Section):
     server_heap: str = Field("2g", description="JVM heap of the managed server (a Java size: 2g, 512m).")
     server_pagecache: str = Field(
         "512m", description="Page cache of the managed Neo4j, holding store files in memory (a Java size: 512m, 2g).")
+    gds_uri: str = Field(
+        "", description="Neo4j URI the Graph Data Science calls go to (a cluster's secondary, e.g. "
+                        "bolt://neo4j-secondary:7687), with the same user and password; empty = the store's own.")
+    gds_max_heap_percent: float = Field(
+        50.0, gt=0, le=100, description="Largest share of the GDS server's heap a PPR projection's memory estimate may "
+                                        "take (%); a larger one is refused (stage 1 then runs in process).")
 
 
 class ModelSettings(_Section):
@@ -803,9 +809,14 @@ def _mask(key: str, value: Any) -> Any:
         return {k: _mask(k, v) for k, v in value.items()}
     if isinstance(value, str) and value and SECRET_KEY.search(key):
         return "***"
-    if isinstance(value, str):  # URLs with a password: scheme://user:***@host
-        return re.sub(r"(://[^/:@]*:)[^@/]+@", r"\1***@", value)
+    if isinstance(value, str):
+        return masked_url(value)
     return value
+
+
+def masked_url(value: str) -> str:
+    """``value`` with the password of any URL in it replaced: ``scheme://user:***@host``."""
+    return re.sub(r"(://[^/:@]*:)[^@/]+@", r"\1***@", value)
 
 
 def masked(settings: Settings) -> dict[str, Any]:

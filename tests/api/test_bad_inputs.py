@@ -274,3 +274,22 @@ def test_list_bad_query_params(client, quiet_tenant, query):
 def test_unknown_route_and_method(client):
     assert_problem(client.get("/v1/nothing"), 404, "no route")
     assert_problem(client.put("/v1/query", json={}), 405, "not allowed")
+
+
+# ---------------------------------------------------------------------------- query consistency
+
+
+def test_query_consistency_bookmarks_are_checked(client, new_tenant, base_store):
+    """``consistency``: bookmarks a job answered. Too many, or not text, is a 422 on every
+    store; a string Neo4j does not know as a bookmark is a 422 there (ArcadeDB's single
+    server needs none and ignores them)."""
+    _, headers = new_tenant("bookmarks")
+    ask = {"question": "Which river flows through Warsaw?", "k": 2}
+    assert_problem(client.post("/v1/query", headers=headers, json={**ask, "consistency": ["b"] * 65}), 422,
+                   "consistency")
+    assert_problem(client.post("/v1/query", headers=headers, json={**ask, "consistency": [7]}), 422)
+    forged = client.post("/v1/query", headers=headers, json={**ask, "consistency": ["not-a-bookmark"]})
+    if base_store.backend.name == "neo4j":
+        assert_problem(forged, 422, "bookmark")
+    else:
+        assert forged.status_code == 200, forged.text

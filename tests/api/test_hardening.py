@@ -79,7 +79,7 @@ def test_resubmitting_a_running_document_queues_a_newer_version(client, new_tena
     payload = jobs.payloads(tenant, [jobs.to_source({**doc, "source": "test"})])
     first = jobs.new_job_id()
     [running] = jobs.create_job(store, first, payload, 4, "celery").to_enqueue
-    assert lifecycle.claim(store, [running], (), "elsewhere:1", lease_s=600) == {running["doc_id"]}
+    assert [d["doc_id"] for d in lifecycle.claim(store, [running], (), "elsewhere:1", lease_s=600)] == [running["doc_id"]]
 
     response = client.post("/v1/documents", headers=headers, json={"documents": [doc]})
     assert response.status_code == 202, response.text
@@ -127,6 +127,25 @@ def test_failed_authentication_is_throttled_per_key_id(throttled_app, keys):
 def test_failed_authentication_is_throttled_per_client_address(throttled_app):
     _, client = throttled_app
     statuses = [client.get("/v1/documents", headers={"Authorization": f"Bearer pw_{i:016x}_{'A' * 43}"}).status_code
+                for i in range(10)]
+    assert statuses[:8] == [401] * 8 and statuses[8:] == [429, 429], statuses
+
+
+def test_a_forwarded_address_from_an_untrusted_peer_is_ignored(settings, api_settings, worker_settings, runtime,
+                                                                keys):
+    """Only a trusted proxy names the client: a client that sends X-Forwarded-For itself
+    (here from the test client's address, not the trusted 10.0.0.1) is still counted as
+    itself, so it cannot spread its failures over made-up addresses."""
+    from fastapi.testclient import TestClient
+
+    from pathweave_api.app import create_app
+
+    app = create_app(settings, api_settings.model_copy(update={
+        "auth_failures_per_address": 8, "auth_failure_window_s": 60.0, "trusted_proxies": "10.0.0.1"}),
+        worker_settings, runtime=runtime, keys=keys)
+    client = TestClient(app)
+    statuses = [client.get("/v1/documents", headers={"Authorization": f"Bearer pw_{i:016x}_{'B' * 43}",
+                                                     "X-Forwarded-For": f"192.0.2.{i}"}).status_code
                 for i in range(10)]
     assert statuses[:8] == [401] * 8 and statuses[8:] == [429, 429], statuses
 

@@ -63,13 +63,11 @@ def test_revocation_is_seen_by_another_key_store_at_once(key_store, base_store):
     assert second.authenticate(token) is None  # revocation is read from the store every time
 
 
-def test_a_key_file_of_an_earlier_version_is_imported_once(key_store, tmp_path):
-    """Keys of the SQLite file (from before scopes, too) keep their ids, hashes and
-    revocations; the file is renamed, and a second import finds nothing to do."""
-    hasher = PasswordHasher(**FAST)
-    tenant, key_id, revoked_id, secret = unique(), uuid.uuid4().hex[:16], uuid.uuid4().hex[:16], "s" * 43
-    old = tmp_path / "keys.sqlite3"
-    with sqlite3.connect(old) as db:
+def _old_key_file(path, tenant: str, hasher, secret: str) -> tuple[str, str]:
+    """A key file of an earlier version (from before scopes): one active key (2.5 requests/s)
+    and one revoked; their ids."""
+    key_id, revoked_id = uuid.uuid4().hex[:16], uuid.uuid4().hex[:16]
+    with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL "
                    "DEFAULT '', secret_hash TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, "
                    "rate_limit_per_s REAL)")
@@ -78,12 +76,44 @@ def test_a_key_file_of_an_earlier_version_is_imported_once(key_store, tmp_path):
         db.execute("INSERT INTO api_keys VALUES (?, ?, 'gone', ?, '2026-01-01', '2026-02-01', NULL)",
                    (revoked_id, tenant, hasher.hash(secret)))
     db.close()
-    assert import_key_file(key_store, old) == 2
-    assert not old.exists() and (tmp_path / "keys.sqlite3.imported").exists()
-    key = key_store.authenticate(f"pw_{key_id}_{secret}")
+    return key_id, revoked_id
+
+
+def test_a_key_file_of_an_earlier_version_is_imported_on_first_use(base_store, tmp_path):
+    """Keys of the SQLite file keep their ids, hashes and revocations; the file is kept
+    beside as ``*.imported``, and the next process finds nothing to import."""
+    hasher, tenant, secret = PasswordHasher(**FAST), unique(), "s" * 43
+    old = tmp_path / "keys.sqlite3"
+    key_id, revoked_id = _old_key_file(old, tenant, hasher, secret)
+    keys = KeyStore(lambda: base_store, hasher=hasher, key_file=old)
+    key = keys.authenticate(f"pw_{key_id}_{secret}")
     assert key is not None and (key.tenant, key.scope, key.rate_limit_per_s) == (tenant, "admin", 2.5)
-    assert key_store.authenticate(f"pw_{revoked_id}_{secret}") is None
-    assert import_key_file(key_store, old) == 0
+    assert keys.authenticate(f"pw_{revoked_id}_{secret}") is None
+    assert not old.exists() and (tmp_path / "keys.sqlite3.imported").exists()
+    assert import_key_file(keys.registry(), old) == 0  # the next process: nothing left to import
+
+
+def test_processes_importing_one_key_file_at_once_import_it_once(base_store, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    hasher, tenant, secret = PasswordHasher(**FAST), unique(), "s" * 43
+    old = tmp_path / "keys.sqlite3"
+    key_id, _ = _old_key_file(old, tenant, hasher, secret)
+    registry = KeyStore(lambda: base_store).registry()
+    with ThreadPoolExecutor(4) as pool:
+        counts = list(pool.map(lambda _: import_key_file(registry, old), range(4)))
+    assert sorted(counts) == [0, 0, 0, 2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.sqlite3.imported"]
+    assert KeyStore(lambda: base_store, hasher=hasher).authenticate(f"pw_{key_id}_{secret}").tenant == tenant
+
+
+def test_an_unreadable_key_file_is_left_in_place_and_the_keys_in_the_store_serve(key_store, base_store, tmp_path):
+    token, _ = key_store.create(unique())
+    broken = tmp_path / "keys.sqlite3"
+    broken.write_bytes(b"not a database")
+    keys = KeyStore(lambda: base_store, hasher=PasswordHasher(**FAST), key_file=broken)
+    assert keys.authenticate(token) is not None  # the import failed (logged), the service goes on
+    assert broken.read_bytes() == b"not a database"  # put back for the next start
 
 
 def test_scopes(key_store):

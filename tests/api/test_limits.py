@@ -56,10 +56,24 @@ def test_two_replicas_share_the_counts_in_redis(broker_url):
     assert throttle_b.wait(key, None) > 0 and throttle_a.wait(key, None) > 0
 
 
-def test_an_unreachable_storage_counts_nothing():
+def test_an_unreachable_storage_counts_in_the_process_meanwhile():
+    """Redis away (nothing listens at its address): each replica counts on its own, without
+    waiting on the storage longer than its timeout."""
     from pathweave.servers.processes import free_port
 
-    counters = Counters(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    counters = Counters(f"redis://:secret@127.0.0.1:{free_port()}/0")  # nothing listens there
     limiter = RateLimiter(counters)
-    assert [limiter.acquire("k", rate=1.0, burst=1) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert AuthThrottle(1, 1, 60.0, 1, counters=counters).wait("k", "10.0.0.1") == 0.0
+    started = time.monotonic()
+    assert [limiter.acquire("k", rate=1.0, burst=2) == 0.0 for _ in range(3)] == [True, True, False]
+    assert time.monotonic() - started < 5.0
+    throttle = AuthThrottle(1, 1, 60.0, 1, counters=counters)
+    throttle.failed("k", "10.0.0.1")
+    assert throttle.wait("k", None) > 0 and "secret" not in counters.url
+
+
+def test_a_storage_url_it_cannot_use_is_refused_with_its_password_masked():
+    import pytest
+
+    with pytest.raises(ValueError) as refused:
+        Counters("nosuchscheme://user:hunter2@host:1/0")
+    assert "hunter2" not in str(refused.value) and "***" in str(refused.value)

@@ -64,7 +64,7 @@ def died_while_running(store, batch, crashed_ids):
     """A delivery that died mid-batch: every document of ``batch`` running under a lease
     that has run out, the attempts of ``crashed_ids`` counted (the others resumed)."""
     resumed = [d["doc_id"] for d in batch if d["doc_id"] not in crashed_ids]
-    assert lifecycle.claim(store, batch, resumed, "dead:1", lease_s=-1.0) == {d["doc_id"] for d in batch}
+    assert {d["doc_id"] for d in lifecycle.claim(store, batch, resumed, "dead:1", lease_s=-1.0)} == {d["doc_id"] for d in batch}
 
 
 def _submit(store, documents, batch_size=8):

@@ -13,7 +13,7 @@ from pathweave_api.auth import QueryKey
 from pathweave_api.bodies import json_body
 from pathweave_api.models import TEXT_PATTERN, QueryBody, QueryResponse, json_int
 from pathweave_api.problems import ApiProblem, errors
-from pathweave_api.services import Services, ServicesDep
+from pathweave_api.services import Services, ServicesDep, guard
 
 
 def query_model(api: ApiSettings) -> type[QueryBody]:
@@ -47,15 +47,16 @@ def _unless_reembedding(guard, call, *args):
     return result
 
 
-def read_after(svc: Services, store, bookmarks: list[str]) -> None:
+def read_after(store, bookmarks: list[str]) -> None:
     """Make this process read at least the state ``bookmarks`` name (a job's, written by a
     worker elsewhere): one read of the tenant's graph version after them, which puts them in
     the process's bookmark manager, so every later read carries them. A bookmark the store
-    does not know is a 422; one it has not reached in time, a 503 with Retry-After."""
+    does not know is a 422; one it has not reached in time, a 503 with Retry-After (the
+    connection is kept: nothing is wrong with it)."""
     from neo4j.exceptions import ClientError
 
     try:
-        svc.guard(store.run, "graph_version", read_after=bookmarks, meta_id=store.meta_id)
+        guard(store.run, "graph_version", read_after=bookmarks, meta_id=store.meta_id)
     except ClientError as exc:
         if "bookmark" in (exc.code or "").lower():
             raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.message})",
@@ -75,7 +76,7 @@ def run_query(svc: Services, tenant: str, req: QueryBody) -> QueryResponse:
     retriever = svc.guard(svc.runtime.retriever, tenant)
     started = time.perf_counter()
     if req.consistency:
-        read_after(svc, retriever.store, req.consistency)
+        read_after(retriever.store, req.consistency)
     try:
         result = _unless_reembedding(svc.guard, retriever.query, req)
     except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message

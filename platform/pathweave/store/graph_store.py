@@ -109,16 +109,22 @@ class GraphStore:
         """Id of the tenant's Meta node (graph version counter)."""
         return f"meta:{self.tenant}"
 
-    def run(self, name: str, *, read_after: Sequence[str] = (), **params: Any) -> list[dict[str, Any]]:
+    def run(self, name: str, *, read_after: Sequence[str] = (), on_leader: bool = False,
+            **params: Any) -> list[dict[str, Any]]:
         """Run named statement ``name``; records as dicts. On Neo4j in a managed transaction of
         its access mode (:func:`~pathweave.store.statements.access_mode`: reads may go to a
         follower, writes to the leader; the driver retries transient errors and leader
         switches, which the statements' idempotence makes safe), after the process's own
-        commits and ``read_after`` (bookmarks of another process's, :meth:`last_bookmarks`).
-        ArcadeDB, and ``CALL … IN TRANSACTIONS``: an auto-commit transaction."""
+        commits. ``read_after``: bookmarks of another process's commits (:meth:`last_bookmarks`)
+        to wait for, once, in an auto-commit transaction (a bookmark the cluster has not reached
+        in the server's wait is an error, not retried). ``on_leader``: a read that must see
+        every commit of every process (e.g. a key's revocation) runs where writes do. ArcadeDB,
+        and ``CALL … IN TRANSACTIONS``: an auto-commit transaction."""
         params.setdefault("tenant", self.tenant)
         text = statement(name)
-        mode = access_mode(name) if self.bookmarks is not None else "auto"
+        mode = access_mode(name) if self.bookmarks is not None and not read_after else "auto"
+        if on_leader and mode == "read":
+            mode = "write"
         with self._session(read_after) as session:
             if mode == "auto":
                 return [record.data() for record in session.run(text, params)]

@@ -116,9 +116,15 @@ def graph_size(run: Run) -> tuple[int, int]:
     return int(rows[0]["node_count"] or 0), int(rows[0]["relationship_count"] or 0)
 
 
+class ProjectionTooLarge(RuntimeError):
+    """A projection's memory estimate exceeds the share of the GDS server's heap it may take
+    (``store.gds_max_heap_percent``): refused before anything is loaded."""
+
+
 def estimate_ppr_memory(gds: Any, nodes: int, relationships: int, damping: float) -> Any | None:
     """GDS memory estimate (``gds.pageRank.stats.estimate`` on a fictive graph of this
-    size, graph included), logged; None when the server cannot estimate (advisory only)."""
+    size, graph included), logged; None when the server cannot estimate (then nothing is
+    refused on its account)."""
     fictive = {
         "nodeProjection": "*",
         "relationshipProjection": {REL_TYPE: {"type": "*", "orientation": "UNDIRECTED", "properties": WEIGHT}},
@@ -149,17 +155,26 @@ def load_ppr_graph(gds: Any, run: Run, tenant: str, version: int) -> PprGraph | 
     return PprGraph(name, int(version), gds.graph.get(name), *_node_keys(run))
 
 
-def project_ppr_graph(gds: Any, run: Run, tenant: str, version: int, damping: float = 0.75) -> PprGraph | None:
-    """Project the tenant's PPR graph for ``version`` (memory estimate logged first) and
-    drop its older versions. None when the tenant has no entity or passage yet.
+def project_ppr_graph(gds: Any, run: Run, tenant: str, version: int, damping: float = 0.75,
+                      max_heap_percent: float = 100.0) -> PprGraph | None:
+    """Project the tenant's PPR graph for ``version`` (memory estimate first) and drop its
+    older versions. None when the tenant has no entity or passage yet.
 
-    Raises the client's errors (e.g. the memory guard refusing the projection); a graph
-    of the same name projected meanwhile by another process is loaded instead.
+    Raises :class:`ProjectionTooLarge` when the estimate's upper bound exceeds
+    ``max_heap_percent`` of the server's heap (nothing is projected), and the client's errors
+    (e.g. the server's own memory guard); a graph of the same name projected meanwhile by
+    another process is loaded instead.
     """
     nodes, relationships = graph_size(run)
     if nodes == 0:
         return None
-    estimate_ppr_memory(gds, nodes, relationships, damping)
+    estimate = estimate_ppr_memory(gds, nodes, relationships, damping)
+    if estimate is not None and float(estimate.heap_percentage_max) > max_heap_percent:
+        raise ProjectionTooLarge(
+            f"the PPR graph of tenant {tenant!r} ({nodes} nodes, <= {relationships} relationships) would need "
+            f"{estimate.required_memory}, up to {float(estimate.heap_percentage_max):.1f}% of the GDS server's heap, "
+            f"over the {max_heap_percent:g}% allowed (PATHWEAVE_STORE_GDS_MAX_HEAP_PERCENT): not projected, stage 1 "
+            "runs in process; give the GDS server more heap or allow a larger share")
     name = ppr_graph_name(tenant, version)
     started = time.perf_counter()
     try:
@@ -362,10 +377,12 @@ class PprProjector:
     postpone it. Thread-safe.
     """
 
-    def __init__(self, gds: Callable[[], Any], debounce_s: float = 5.0, damping: float = 0.75) -> None:
+    def __init__(self, gds: Callable[[], Any], debounce_s: float = 5.0, damping: float = 0.75,
+                 max_heap_percent: float = 100.0) -> None:
         self._gds = gds
         self.debounce_s = debounce_s
         self.damping = damping
+        self.max_heap_percent = max_heap_percent
         self._graphs: dict[str, PprGraph] = {}
         self._pending: dict[str, tuple[int, threading.Timer]] = {}
         self._lock = threading.Lock()
@@ -409,7 +426,7 @@ class PprProjector:
         version = store.graph_version()
         gds = self._gds()
         graph = (load_ppr_graph(gds, store.run, store.tenant, version)
-                 or project_ppr_graph(gds, store.run, store.tenant, version, self.damping))
+                 or project_ppr_graph(gds, store.run, store.tenant, version, self.damping, self.max_heap_percent))
         if graph is not None:
             with self._lock:
                 self._graphs[store.tenant] = graph
@@ -425,6 +442,8 @@ class PprProjector:
     def _project(self, store: Store, version: int) -> None:
         try:
             self.project_now(store)
+        except ProjectionTooLarge as refused:  # queries fall back to the in-process PPR
+            log.error("%s", refused)
         except Exception:  # noqa: BLE001 - a background thread: log, queries fall back
             log.exception("GDS projection for tenant %r failed", store.tenant)
         finally:

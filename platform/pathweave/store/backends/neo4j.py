@@ -45,7 +45,10 @@ class Neo4jBackend:
     a warning is logged once and the GDS methods return None, so PropRAG and
     ingestion fall back to their in-process code (same results, see pathweave.store.backends.gds).
     ``debounce_s``: seconds the graph version must stay unchanged before the tenant's
-    PPR graph is re-projected. ``project_after_changes``: schedule that re-projection after
+    PPR graph is re-projected. ``gds_endpoint``: ``(uri, (user, password))`` of the server the
+    GDS calls go to (a cluster's secondary; None: the store's own, over ``driver``).
+    ``max_heap_percent``: the share of that server's heap a projection's memory estimate may
+    take before it is refused (:class:`~pathweave.store.backends.gds.ProjectionTooLarge`). ``project_after_changes``: schedule that re-projection after
     each graph change (True where stage 1 runs in GDS, ``retrieval.stage1_ppr = gds``;
     otherwise a projection is made only when a query asks for one).
     """
@@ -53,14 +56,16 @@ class Neo4jBackend:
     name = "neo4j"
 
     def __init__(self, driver: Driver, database: str, debounce_s: float = 5.0, gds: Any = None,
-                 project_after_changes: bool = True) -> None:
+                 project_after_changes: bool = True, gds_endpoint: tuple[str, tuple[str, str]] | None = None,
+                 max_heap_percent: float = 100.0) -> None:
         self.driver = driver
         self.project_after_changes = project_after_changes
         self.database = database
+        self.gds_endpoint = gds_endpoint
         self._gds = gds
         self._gds_failed = False
         self._lock = threading.Lock()
-        self.projector = gds_ops.PprProjector(self._client, debounce_s)
+        self.projector = gds_ops.PprProjector(self._client, debounce_s, max_heap_percent=max_heap_percent)
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -103,8 +108,13 @@ class Neo4jBackend:
                 try:
                     from graphdatascience import GraphDataScience
 
-                    self._gds = GraphDataScience(self.driver, database=self.database, arrow=False,
-                                                 show_progress=False)
+                    if self.gds_endpoint is None:  # the store's own server
+                        self._gds = GraphDataScience(self.driver, database=self.database, arrow=False,
+                                                     show_progress=False)
+                    else:  # a cluster's secondary: its own connection
+                        uri, auth = self.gds_endpoint
+                        self._gds = GraphDataScience(uri, auth=auth, database=self.database, arrow=False,
+                                                     show_progress=False)
                 except Exception as error:  # noqa: BLE001 - no GDS: in-process fallback
                     self._gds_failed = True
                     log.error("Graph Data Science unavailable on the Neo4j server (%s); PPR, "
