@@ -357,14 +357,15 @@ def test_projector_debounces_and_never_projects_inside_a_query():
 
 
 class FakeDriver:
-    """Records ``session(database=…).run(text, params)``; ``fail`` raises on a statement."""
+    """Records ``session(database=…).run(text, params)``, also inside a managed transaction
+    (``execute_read`` / ``execute_write`` run the work once); ``fail`` raises on a statement."""
 
     def __init__(self, fail=None):
         self.runs: list[tuple[str, str, dict]] = []
         self.fail = fail or {}
         self.closed = False
 
-    def session(self, database=None):
+    def session(self, database=None, **options):
         driver = self
 
         class Session:
@@ -373,6 +374,11 @@ class FakeDriver:
 
             def __exit__(self, *exc):
                 return False
+
+            def execute_read(self, work):
+                return work(self)
+
+            execute_write = execute_read
 
             def run(self, text, params=None):
                 driver.runs.append((database, text, dict(params or {})))
