@@ -148,14 +148,82 @@ def same_graph(counts: dict[str, int], reference: dict[str, int], tolerance: flo
     return {"same": same, "differences": differences}
 
 
+class ServiceRun:
+    """One configuration of the service under load: ``replicas`` API processes (uvicorn) and
+    ``workers`` Celery workers on the run's store and Redis, each replica on its own port (what
+    a load balancer spreads requests over)."""
+
+    def __init__(self, processes: ChildProcesses, env: dict, workdir: Path, label: str, replicas: int,
+                 workers: int) -> None:
+        self.label, self.workdir = label, workdir
+        self.worker_logs = [workdir / f"{label}-worker-{n}.log" for n in range(workers)]
+        threads = {} if workers == 1 else {"PATHWEAVE_MODELS_EMBED_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+        self.workers = [processes.start([sys.executable, "-m", "pathweave_ingest.worker"], {**env, **threads}, log)
+                        for log in self.worker_logs]
+        self.api_logs = [workdir / f"{label}-api-{n}.log" for n in range(replicas)]
+        self.urls = []
+        self.apis = []
+        for log in self.api_logs:
+            port = free_port()
+            self.apis.append(processes.start([sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app",
+                                              "--factory", "--host", "127.0.0.1", "--port", str(port),
+                                              "--log-level", "warning"], env, log))
+            self.urls.append(f"http://127.0.0.1:{port}")
+        for worker, log in zip(self.workers, self.worker_logs):
+            wait_for(lambda: "ready." in log.read_text(errors="replace"), 300, "worker", worker, log)
+        for api, url, log in zip(self.apis, self.urls, self.api_logs):
+            wait_for(lambda: http_ready(url), 300, "API server", api, log)
+
+    def ingest(self, documents: list[dict], headers: dict, tenant: str, max_documents: int) -> dict:
+        """POST the corpus spread over the replicas (at most ``max_documents`` a request), poll
+        the jobs through the replicas in turn until done: the ingestion figures."""
+        clients = [httpx.Client(base_url=url, headers=headers, timeout=120) for url in self.urls]
+        try:
+            started = time.perf_counter()
+            jobs, batches = [], 0
+            for n, start in enumerate(range(0, len(documents), max_documents)):
+                response = clients[n % len(clients)].post(
+                    "/v1/documents", json={"documents": documents[start:start + max_documents]})
+                if response.status_code != 202:
+                    raise RuntimeError(f"POST /v1/documents: {response.status_code} {response.text[:500]}")
+                jobs.append(response.json()["job_id"])
+                batches += response.json()["batches"]
+            turn = iter(range(10**9))
+
+            def finished() -> list[dict] | None:
+                states = [clients[next(turn) % len(clients)].get(f"/v1/jobs/{job}").json() for job in jobs]
+                return states if all(j["status"] not in ("queued", "running") for j in states) else None
+
+            done = wait_for(finished, 7200, f"{self.label} ingestion", self.workers[0], self.worker_logs[0],
+                            interval=2.0)
+            seconds = time.perf_counter() - started
+        finally:
+            for client in clients:
+                client.close()
+        passages = sum(j["progress"]["passages"] for j in done)
+        return {"documents": sum(j["total"] for j in done), "failed": sum(j["counts"]["failed"] for j in done),
+                "passages": passages, "seconds": round(seconds, 1), "passages_per_s": round(passages / seconds, 2),
+                "batches": batches, "replicas": len(self.urls), "workers": len(self.workers),
+                "profile": batch_profile([line for log in self.worker_logs
+                                          for line in log.read_text(errors="replace").splitlines()], tenant)}
+
+    def stop_workers(self) -> None:
+        for worker in self.workers:
+            stop_process(worker)  # nothing else ingests while the next run is timed
+
+    def tracebacks(self) -> int:
+        return sum(log.read_text(errors="replace").count("Traceback") for log in self.api_logs)
+
+
 def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: int = 0, mode: str = "proprag",
-                  redis_url: str | None = None, workers: int = 1) -> dict:
-    """Run the benchmark; returns (and writes) the results dict. ``workers``: Celery worker
-    processes ingesting the worker tenant together (each with its share of the cores for the
-    embedder); the graph they write is compared with the in-process tenant's
-    (:func:`same_graph`)."""
+                  redis_url: str | None = None, workers: int = 1, replicas: int = 1) -> dict:
+    """Run the benchmark; returns (and writes) the results dict. The service runs as one API
+    replica with one Celery worker; with ``replicas`` or ``workers`` above 1, also as that many
+    of each (another tenant, the same corpus: ``ingest.scaled`` and ``query.scaled_<clients>``,
+    requests spread over the replicas), beside the one-and-one figures of the same run. Each
+    service tenant's graph is compared with the in-process one (:func:`same_graph`)."""
     from pathweave.servers import store_server
-    from pathweave.settings import ApiSettings, WorkerSettings, get_settings
+    from pathweave.settings import WorkerSettings, get_settings
     from pathweave_bench.service import create_key
     from pathweave_ingest.jobs import batches_of, create_job, job_status, new_job_id, payloads
     from pathweave_ingest.loaders import SourceDocument
@@ -174,12 +242,15 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     settings = get_settings().model_copy(update={"data_dir": workdir})
     processes = ChildProcesses()
     queue = f"pathweave.bench.{uuid.uuid4().hex[:8]}"
+    scaled = replicas > 1 or workers > 1
     results: dict = {"machine": machine_info(), "commit": git_commit(), "documents": len(documents),
-                     "questions": len(asked), "mode": mode, "workers": workers, "ingest": {}, "query": {},
+                     "questions": len(asked), "mode": mode, "workers": workers, "replicas": replicas,
+                     "ingest": {}, "query": {},
                      # other processes on the machine skew every figure: the 1-minute load average
                      # (runnable processes) when each measurement started and ended
                      "load_avg_1m": {"start": round(os.getloadavg()[0], 2)}}
     runtime = None
+    runs: list[ServiceRun] = []
     try:
         if redis_url is None:
             binary = shutil.which("redis-server")
@@ -191,57 +262,28 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             redis_url = f"redis://127.0.0.1:{port}/0"
         wait_for(lambda: broker_answers(redis_url), 30, "redis")
         store_server.start(settings)  # the shared store server of this run
-        worker_tenant, inproc_tenant = "bench-worker", "bench-inprocess"
+        worker_tenant, scaled_tenant, inproc_tenant = "bench-worker", "bench-scaled", "bench-inprocess"
         env = {**os.environ, "PATHWEAVE_DATA_DIR": str(workdir), "PATHWEAVE_WORKER_BROKER_URL": redis_url,
                "PATHWEAVE_WORKER_QUEUE": queue, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false"}
-        token = create_key(env, worker_tenant, "bench", "admin")
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {create_key(env, worker_tenant, 'bench', 'admin')}"}
+        scaled_headers = {"Authorization": f"Bearer {create_key(env, scaled_tenant, 'bench', 'admin')}"}
+        max_documents = settings.api.max_documents
 
-        # 1. the Celery worker(s), fed through the API
-        worker_logs = [workdir / f"worker-{n}.log" for n in range(workers)]
-        threads = {} if workers == 1 else {"PATHWEAVE_MODELS_EMBED_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
-        started_workers = [processes.start([sys.executable, "-m", "pathweave_ingest.worker"], {**env, **threads}, log)
-                           for log in worker_logs]
-        api_port = free_port()
-        api_log = workdir / "api.log"
-        api_server = processes.start([sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory",
-                                      "--host", "127.0.0.1", "--port", str(api_port), "--log-level", "warning"],
-                                     env, api_log)
-        url = f"http://127.0.0.1:{api_port}"
-        console.print("[dim]starting the worker and the API server (models load once each)[/]")
-        for worker, worker_log in zip(started_workers, worker_logs):
-            wait_for(lambda: "ready." in worker_log.read_text(errors="replace"), 300, "worker", worker, worker_log)
-
-        wait_for(lambda: http_ready(url), 300, "API server", api_server, api_log)
-        console.print(f"[dim]ingesting {len(documents)} passages through {workers} worker(s)[/]")
-        with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
-            results["load_avg_1m"]["ingest_worker_start"] = round(os.getloadavg()[0], 2)
-            started = time.perf_counter()
-            job_urls, batches = [], 0
-            for start in range(0, len(documents), api.max_documents):  # requests of at most 1000 documents
-                response = client.post("/v1/documents", json={"documents": documents[start:start + api.max_documents]})
-                if response.status_code != 202:
-                    raise RuntimeError(f"POST /v1/documents: {response.status_code} {response.text[:500]}")
-                job_urls.append(f"/v1/jobs/{response.json()['job_id']}")
-                batches += response.json()["batches"]
-
-            def finished() -> list[dict] | None:
-                states = [client.get(u).json() for u in job_urls]
-                return states if all(j["status"] not in ("queued", "running") for j in states) else None
-
-            jobs_done = wait_for(finished, 7200, "worker ingestion", started_workers[0], worker_logs[0], interval=2.0)
-            seconds = time.perf_counter() - started
-        done_passages = sum(j["progress"]["passages"] for j in jobs_done)
-        results["ingest"]["worker"] = {
-            "documents": sum(j["total"] for j in jobs_done), "failed": sum(j["counts"]["failed"] for j in jobs_done),
-            "passages": done_passages, "seconds": round(seconds, 1),
-            "passages_per_s": round(done_passages / seconds, 2), "batches": batches,
-            "profile": batch_profile([line for log in worker_logs
-                                      for line in log.read_text(errors="replace").splitlines()], worker_tenant)}
-        results["load_avg_1m"]["ingest_worker_end"] = round(os.getloadavg()[0], 2)
-        for worker in started_workers:
-            stop_process(worker)  # nothing else ingests while the in-process run is timed
+        # 1. the service as one API replica and one Celery worker; then (when asked) as more of each
+        configurations = [("worker", worker_tenant, headers, 1, 1)]
+        if scaled:
+            configurations.append(("scaled", scaled_tenant, scaled_headers, replicas, workers))
+        for label, tenant, auth, n_replicas, n_workers in configurations:
+            console.print(f"[dim]starting {n_replicas} API replica(s) and {n_workers} worker(s) (models load once "
+                          "each)[/]")
+            run = ServiceRun(processes, env, workdir, label, n_replicas, n_workers)
+            runs.append(run)
+            console.print(f"[dim]ingesting {len(documents)} passages through {n_workers} worker(s)[/]")
+            results["load_avg_1m"][f"ingest_{label}_start"] = round(os.getloadavg()[0], 2)
+            results["ingest"][label] = run.ingest(documents, auth, tenant, max_documents)
+            results["load_avg_1m"][f"ingest_{label}_end"] = round(os.getloadavg()[0], 2)
+            run.stop_workers()
 
         # 2. the same corpus in-process (the API's no-broker path), another tenant
         ws = WorkerSettings(broker_url="")
@@ -276,8 +318,10 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             "seconds": round(seconds, 1), "passages_per_s": round(job["progress"]["passages"] / seconds, 2),
             "batches": len(batches), "profile": batch_profile(batch_lines.lines, inproc_tenant)}
         results["load_avg_1m"]["ingest_inprocess_end"] = round(os.getloadavg()[0], 2)
-        # the worker(s) wrote the same graph as the single in-process runner (another tenant)
+        # the workers wrote the same graph as the single in-process runner (another tenant)
         results["ingest"]["same_graph"] = same_graph(runtime.store(worker_tenant).counts(), store.counts())
+        if scaled:
+            results["ingest"]["scaled_same_graph"] = same_graph(runtime.store(scaled_tenant).counts(), store.counts())
 
         # 3. queries: HTTP (API server) vs in-process Retriever, same questions, same graph
         retriever = runtime.retriever(worker_tenant)
@@ -286,7 +330,7 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                           list(dict.fromkeys(d["title"] for d in documents if d["title"]))[:50]]
         for question in warm_questions:
             retriever.query(question, mode=mode, k=5, write_record=False)
-        with httpx.Client(base_url=url, headers=headers, timeout=120,
+        with httpx.Client(base_url=runs[0].urls[0], headers=headers, timeout=120,
                           limits=httpx.Limits(max_connections=16)) as client:
             for question in warm_questions:
                 client.post("/v1/query", json={"question": question, "mode": mode, "k": 5}).raise_for_status()
@@ -311,7 +355,9 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
                 results["query"][f"api_{clients}"] = api_figures
                 results["query"][f"inprocess_{clients}"] = local_figures
                 results["load_avg_1m"][f"query_{clients}_end"] = round(os.getloadavg()[0], 2)
-        results["api_log_tracebacks"] = api_log.read_text(errors="replace").count("Traceback")
+        if scaled:
+            results["query"].update(_spread_queries(runs[1].urls, scaled_headers, asked, warm_questions, mode, console))
+        results["api_log_tracebacks"] = sum(run.tracebacks() for run in runs)
     finally:
         if runtime is not None:
             runtime.close()
@@ -321,20 +367,69 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
     return publish_results(out, "api.json", results, print_table, console)
 
 
+def _spread_queries(urls: list[str], headers: dict, asked: list[str], warm: list[str], mode: str,
+                    console: Console) -> dict:
+    """The questions over the replicas at ``urls`` (each client thread sends to the next
+    replica in turn, as a load balancer would) with 1 and 8 clients, after the warm-up
+    questions on every replica: ``{"scaled_<clients>": figures}``."""
+    clients_of = [httpx.Client(base_url=url, headers=headers, timeout=120, limits=httpx.Limits(max_connections=16))
+                  for url in urls]
+    turn, lock = iter(range(10**9)), threading.Lock()
+    try:
+        for client in clients_of:
+            for question in warm:
+                client.post("/v1/query", json={"question": question, "mode": mode, "k": 5}).raise_for_status()
+
+        def spread(question: str) -> tuple[bool, float]:
+            with lock:
+                client = clients_of[next(turn) % len(clients_of)]
+            response = client.post("/v1/query", json={"question": question, "mode": mode, "k": 5})
+            if response.status_code != 200:
+                return False, 0.0
+            return True, float(response.json()["timings_ms"].get("total", 0.0))
+
+        out = {}
+        for clients in (1, 8):
+            console.print(f"[dim]{len(asked)} queries ({mode}), {clients} client(s) over {len(urls)} replica(s)[/]")
+            samples, wall = _run_concurrent(spread, asked, clients)
+            walls = [s[0] for s in samples]
+            out[f"scaled_{clients}"] = {
+                "clients": clients, "replicas": len(urls), "queries": len(samples),
+                "errors": sum(not s[1] for s in samples), "p50_ms": round(percentile_ms(walls, 50), 1),
+                "p95_ms": round(percentile_ms(walls, 95), 1),
+                "queries_per_s": round(len(samples) / wall, 2) if wall else 0.0}
+        return out
+    finally:
+        for client in clients_of:
+            client.close()
+
+
 def print_table(results: dict, console: Console) -> None:
     machine = results["machine"]
     table = Table(title=f"pathweave bench api: {results['documents']} passages, {results['questions']} questions "
                         f"({results['mode']}), {machine['cores']} cores, {machine['cpu']}")
-    for column in ("measure", "through the service", "in-process", "unit"):
+    for column in ("measure", "through the service", "in-process (or as said)", "unit"):
         table.add_column(column)
     worker, local = results["ingest"]["worker"], results["ingest"]["inprocess"]
-    workers = results.get("workers", 1)
-    table.add_row(f"ingestion ({workers} worker(s) vs in-process queue)", f"{worker['passages_per_s']:.1f}",
+    table.add_row("ingestion (1 replica, 1 worker vs in-process queue)", f"{worker['passages_per_s']:.1f}",
                   f"{local['passages_per_s']:.1f}", "passages/s")
     same = results["ingest"].get("same_graph")
     if same is not None:
         table.add_row("same graph as in-process (SYNONYM, ALIAS_OF within 1 %)", str(same["same"]),
                       json.dumps(same["differences"]), "")
+    scaled = results["ingest"].get("scaled")
+    if scaled is not None:
+        name = f"{scaled['replicas']} replica(s), {scaled['workers']} worker(s)"
+        table.add_row(f"ingestion ({name} vs 1 and 1)", f"{scaled['passages_per_s']:.1f}",
+                      f"{worker['passages_per_s']:.1f}", "passages/s")
+        same = results["ingest"]["scaled_same_graph"]
+        table.add_row(f"same graph as in-process ({name})", str(same["same"]), json.dumps(same["differences"]), "")
+        for clients in (1, 8):
+            spread, one = results["query"][f"scaled_{clients}"], results["query"][f"api_{clients}"]
+            table.add_row(f"throughput, {clients} client(s), {name} vs 1 replica", f"{spread['queries_per_s']:.1f}",
+                          f"{one['queries_per_s']:.1f}", "queries/s")
+            table.add_row(f"query p50, {clients} client(s), {name} vs 1 replica", f"{spread['p50_ms']:.0f}",
+                          f"{one['p50_ms']:.0f}", "ms")
     for clients in (1, 8):
         api, proc = results["query"][f"api_{clients}"], results["query"][f"inprocess_{clients}"]
         table.add_row(f"query p50, {clients} client(s)", f"{api['p50_ms']:.0f}", f"{proc['p50_ms']:.0f}", "ms")

@@ -224,15 +224,18 @@ def bench_api(
     mode: str = typer.Option("proprag", help="Retrieval mode of the timed queries."),
     redis_url: Optional[str] = typer.Option(None, help="Broker for the worker run (default: start a private "
                                                        "redis-server on a free port)."),
-    workers: int = typer.Option(1, min=1, help="Celery worker processes ingesting together (the cores split "
+    workers: int = typer.Option(1, min=1, help="Celery worker processes of the scaled service (the cores split "
                                                "between their embedders)."),
+    replicas: int = typer.Option(1, min=1, help="API processes of the scaled service, the requests spread over "
+                                                "them."),
 ) -> None:
-    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through Celery workers
+    """API query p50/p95 at 1 and 8 clients and ingestion passages/s through a Celery worker
     with its per-stage profile, each beside the in-process figure of the same run (MuSiQue
-    corpus); the workers' graph is compared with the in-process one."""
+    corpus); with --replicas/--workers above 1, the service as that many API replicas and
+    workers too, beside one of each. Every service graph is compared with the in-process one."""
     from pathweave_bench.api import run_api_bench
 
-    run_api_bench(data, out, passages, questions, mode, redis_url, workers)
+    run_api_bench(data, out, passages, questions, mode, redis_url, workers, replicas)
 
 
 @bench_app.command("select")
