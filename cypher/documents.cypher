@@ -167,9 +167,12 @@ RETURN s.doc_id AS doc_id;
 
 // name: doc_status_retry
 // A failed attempt that will be retried: back to queued with the last error (only if the
-// version is still the newest). rows: {doc_id, version, attempts, error}
+// version is still the newest and still running under $worker: a worker whose lease ran out
+// and whose document another worker finished meanwhile changes nothing). rows: {doc_id,
+// version, attempts, error}
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant AND s.version = row.version
+MATCH (s:DocumentStatus {doc_id: row.doc_id})
+WHERE s.tenant = $tenant AND s.version = row.version AND s.status = 'running' AND s.worker = $worker
 SET s.status = 'queued', s.error = row.error, s.attempts = row.attempts, s.lease_until = null
 RETURN s.doc_id AS doc_id;
 

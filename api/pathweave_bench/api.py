@@ -359,11 +359,13 @@ def run_api_bench(data: Path | None, out: Path, passages: int = 0, questions: in
             results["query"].update(_spread_queries(runs[1].urls, scaled_headers, asked, warm_questions, mode, console))
         results["api_log_tracebacks"] = sum(run.tracebacks() for run in runs)
     finally:
-        if runtime is not None:
-            runtime.close()
-        processes.stop_all()
-        store_server.stop(settings)
-        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            if runtime is not None:
+                runtime.close()
+        finally:  # whatever the runtime's close raised, nothing the run started is left running
+            processes.stop_all()
+            store_server.stop(settings)
+            shutil.rmtree(workdir, ignore_errors=True)
     return publish_results(out, "api.json", results, print_table, console)
 
 

@@ -222,8 +222,13 @@ def claim(store: GraphStore, docs: list[dict[str, Any]], resumed: Collection[str
              "resumed": d["doc_id"] in resumed} for d in docs]
     taken = {row["doc_id"]: row["payload"] for row in store.run(
         "doc_claim", rows=rows, now=now, started_at=now_iso(), worker=worker, lease_until=now + int(lease_s * 1000))}
-    return [{**(json.loads(taken[d["doc_id"]]) if taken[d["doc_id"]] else {}), **d}
-            for d in docs if d["doc_id"] in taken]
+    claimed = [{**(json.loads(taken[d["doc_id"]]) if taken[d["doc_id"]] else {}), **d}
+               for d in docs if d["doc_id"] in taken]
+    textless = [d for d in claimed if "text" not in d]  # accepted by a release that kept no payload
+    if textless:
+        fail(store, textless, "the text of this version is not in the store (accepted before payloads were kept): "
+                              "send the document again")
+    return [d for d in claimed if "text" in d]
 
 
 def finish(store: GraphStore, rows: list[dict[str, Any]]) -> set[str]:
@@ -232,10 +237,10 @@ def finish(store: GraphStore, rows: list[dict[str, Any]]) -> set[str]:
     return {row["doc_id"] for row in store.run("doc_status_done", rows=rows)} if rows else set()
 
 
-def retry(store: GraphStore, rows: list[dict[str, Any]]) -> set[str]:
+def retry(store: GraphStore, rows: list[dict[str, Any]], worker: str) -> set[str]:
     """Back to ``queued`` with the error for rows ``{doc_id, version, attempts, error}``
-    whose version is still the newest; returns those."""
-    return {row["doc_id"] for row in store.run("doc_status_retry", rows=rows)} if rows else set()
+    whose version is still the newest and still running under ``worker``; returns those."""
+    return {row["doc_id"] for row in store.run("doc_status_retry", rows=rows, worker=worker)} if rows else set()
 
 
 def fail(store: GraphStore, docs: Iterable[dict[str, Any]], error: str) -> list[str]:

@@ -253,7 +253,7 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
         gone = lifecycle.fail(store, [d], error)
         (outcome.failed if gone else outcome.superseded).append(d["doc_id"])
     if retry_rows:
-        again = lifecycle.retry(store, retry_rows)
+        again = lifecycle.retry(store, retry_rows, WORKER_NAME)
         outcome.retry.extend(d for d in failed if d["doc_id"] in again)
         outcome.superseded.extend(row["doc_id"] for row in retry_rows if row["doc_id"] not in again)
 

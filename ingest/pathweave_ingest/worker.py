@@ -66,9 +66,12 @@ def batch_priority(index: int) -> int:
 
 
 def queue_keys(queue: str) -> list[str]:
-    """The Redis lists of ``queue``, one per priority (the transport's naming: priority 0
-    is the queue's own name, the others ``<queue>:<priority>``)."""
-    return [queue] + [f"{queue}:{priority}" for priority in range(1, PRIORITIES)]
+    """The Redis lists of ``queue``, one per priority, in the order they are drained (the
+    transport's naming: priority 0 is the queue's own name, the others the name, the
+    transport's separator and the priority)."""
+    from kombu.transport.redis import Channel
+
+    return [queue] + [f"{queue}{Channel.sep}{priority}" for priority in range(1, PRIORITIES)]
 
 
 def celery_config(ws: WorkerSettings) -> dict:
@@ -97,10 +100,9 @@ def celery_config(ws: WorkerSettings) -> dict:
             "socket_timeout": 30,
             "socket_connect_timeout": 5,
             # priorities 0 (first) .. 9 as one Redis list each, the lower drained first: a job's
-            # later batches go behind every job's first ones (:func:`batch_priority`)
+            # later batches go behind every job's first ones (:func:`batch_priority`); the lists'
+            # names keep the transport's own separator, which the exchange's bindings in Redis use
             "priority_steps": list(range(PRIORITIES)),
-            "sep": ":",
-            "queue_order_strategy": "priority",
         },
         "result_backend_transport_options": {"socket_timeout": 30, "socket_connect_timeout": 5},
         "task_publish_retry_policy": {"max_retries": 3, "interval_start": 0, "interval_step": 0.5,

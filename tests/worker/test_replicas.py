@@ -18,6 +18,7 @@ import pytest
 from pathlib import Path
 
 from pathweave.servers.processes import free_port, stop_process
+from pathweave_bench.common import http_ready, wait_for
 from pathweave_bench.service import create_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,16 +38,7 @@ class Replica:
                 cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 240.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.process.poll() is None, self.log.read_text(errors="replace")[-4000:]
-            assert time.monotonic() < deadline, self.log.read_text(errors="replace")[-4000:]
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+        wait_for(lambda: http_ready(self.url), timeout, "API replica", self.process, self.log, interval=0.5)
 
 
 def _bad_token() -> str:

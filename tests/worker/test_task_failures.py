@@ -276,3 +276,22 @@ def test_a_redelivered_batch_marks_documents_done_only_after_the_graph_is_repair
     assert store.counts() == clean_store.counts()
     runtime.close()
     clean.close()
+
+
+def test_a_worker_whose_lease_ran_out_cannot_requeue_what_another_finished(store):
+    """Worker A's lease ran out, worker B took the version over and finished it; A's late
+    retry finds the version no longer running under A and changes nothing (the head keeps
+    ``done``, nothing is queued without its text)."""
+    _, batch = _submit(store, GOOD[:1])
+    doc = batch[0]
+    assert lifecycle.claim(store, [jobs.reference(doc)], (), "a:1", lease_s=-1.0)  # A runs it; its lease runs out
+    taken = lifecycle.claim(store, [jobs.reference(doc)], (), "b:2", lease_s=600)  # B takes it over
+    assert [d["text"] for d in taken] == [GOOD[0].text]  # the text, read from the store in the claim
+    assert lifecycle.finish(store, [{"doc_id": doc["doc_id"], "version": doc["version"], "finished_at": jobs.now_iso(),
+                                     "seconds": 0.0, "passages": 1, "propositions": 0, "entities": 0, "triples": 0,
+                                     "bookmarks": []}]) == {doc["doc_id"]}
+    late = [{"doc_id": doc["doc_id"], "version": doc["version"], "attempts": 1, "error": "late"}]
+    assert lifecycle.retry(store, late, "a:1") == set()
+    [row] = store.run("doc_status_get", ids=[doc["doc_id"]])
+    assert row["status"] == "done"
+

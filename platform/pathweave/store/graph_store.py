@@ -84,7 +84,7 @@ class GraphStore:
         self.batch_size = batch_size
         self.bookmarks = bookmark_manager(driver) if backend.name == "neo4j" else None
 
-    def _session(self, bookmarks: Sequence[str] = ()):
+    def _session(self, bookmarks: Sequence[str] = (), read: bool = False):
         """A session of the store's database. On Neo4j it shares the process's bookmark
         manager (every transaction sees what this process committed before it, on whichever
         cluster member serves it), and starts after ``bookmarks`` too (another process's
@@ -94,7 +94,8 @@ class GraphStore:
         from neo4j import Bookmarks
 
         extra = Bookmarks.from_raw_values(list(bookmarks)) if bookmarks else None
-        return self.driver.session(database=self.database, bookmark_manager=self.bookmarks, bookmarks=extra)
+        return self.driver.session(database=self.database, bookmark_manager=self.bookmarks, bookmarks=extra,
+                                   default_access_mode="READ" if read else "WRITE")
 
     def last_bookmarks(self) -> list[str]:
         """The bookmarks of what this process has committed and read so far (Neo4j; empty on
@@ -116,7 +117,8 @@ class GraphStore:
         follower, writes to the leader; the driver retries transient errors and leader
         switches, which the statements' idempotence makes safe), after the process's own
         commits. ``read_after``: bookmarks of another process's commits (:meth:`last_bookmarks`)
-        to wait for, once, in an auto-commit transaction (a bookmark the cluster has not reached
+        to wait for, once, in an auto-commit transaction (of a read statement, on any member
+        the driver picks for reads; a bookmark the cluster has not reached
         in the server's wait is an error, not retried). ``on_leader``: a read that must see
         every commit of every process (e.g. a key's revocation) runs where writes do. ArcadeDB,
         and ``CALL … IN TRANSACTIONS``: an auto-commit transaction."""
@@ -125,7 +127,7 @@ class GraphStore:
         mode = access_mode(name) if self.bookmarks is not None and not read_after else "auto"
         if on_leader and mode == "read":
             mode = "write"
-        with self._session(read_after) as session:
+        with self._session(read_after, read=bool(read_after) and access_mode(name) == "read") as session:
             if mode == "auto":
                 return [record.data() for record in session.run(text, params)]
 

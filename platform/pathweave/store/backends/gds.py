@@ -383,6 +383,7 @@ class PprProjector:
         self.debounce_s = debounce_s
         self.damping = damping
         self.max_heap_percent = max_heap_percent
+        self._refused: dict[str, int] = {}  # tenant -> the version whose projection was refused
         self._graphs: dict[str, PprGraph] = {}
         self._pending: dict[str, tuple[int, threading.Timer]] = {}
         self._lock = threading.Lock()
@@ -406,6 +407,8 @@ class PprProjector:
         """Project the tenant's graph ``debounce_s`` seconds from now unless that version
         is already pending (a newer version restarts the timer)."""
         with self._lock:
+            if self._refused.get(store.tenant) == version:  # too large for the heap: not again
+                return
             pending = self._pending.get(store.tenant)
             if pending is not None:
                 if pending[0] >= version:
@@ -425,6 +428,11 @@ class PprProjector:
         """Project (or load) the tenant's current version synchronously (tests, CLI)."""
         version = store.graph_version()
         gds = self._gds()
+        bookmarks = getattr(store, "last_bookmarks", lambda: [])()
+        if bookmarks and hasattr(gds, "set_bookmarks"):  # GDS on a secondary reads at least this state
+            from neo4j import Bookmarks
+
+            gds.set_bookmarks(Bookmarks.from_raw_values(bookmarks))
         graph = (load_ppr_graph(gds, store.run, store.tenant, version)
                  or project_ppr_graph(gds, store.run, store.tenant, version, self.damping, self.max_heap_percent))
         if graph is not None:
@@ -444,6 +452,8 @@ class PprProjector:
             self.project_now(store)
         except ProjectionTooLarge as refused:  # queries fall back to the in-process PPR
             log.error("%s", refused)
+            with self._lock:
+                self._refused[store.tenant] = version
         except Exception:  # noqa: BLE001 - a background thread: log, queries fall back
             log.exception("GDS projection for tenant %r failed", store.tenant)
         finally:
