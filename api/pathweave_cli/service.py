@@ -38,13 +38,9 @@ def serve(
     from pathweave.settings import get_settings, masked
 
     api = get_settings().api
-    try:
-        with _key_store() as store:
-            keys = store.list(include_revoked=False)
-    except Exception:  # noqa: BLE001 - the app reports it at startup
-        keys = []
-    if not keys:
-        console.print("[yellow]no API keys yet:[/] create one with `pathweave keys create --tenant NAME`")
+    # the store is reached (and a managed one started) by the app's warm-up, not here: keys are
+    # in the store, so they are listed by `pathweave keys list`, not before the server listens
+    console.print("API keys: `pathweave keys create --tenant NAME` (in the store, valid on every replica)")
     broker = masked(get_settings())["worker"]["broker_url"]  # no password on the screen
     queue = "broker " + broker if broker else "in-process queue"
     console.print(f"serving on http://{host or api.host}:{port or api.port} ({queue})")

@@ -288,8 +288,9 @@ def test_query_consistency_bookmarks_are_checked(client, new_tenant, base_store)
     assert_problem(client.post("/v1/query", headers=headers, json={**ask, "consistency": ["b"] * 65}), 422,
                    "consistency")
     assert_problem(client.post("/v1/query", headers=headers, json={**ask, "consistency": [7]}), 422)
-    forged = client.post("/v1/query", headers=headers, json={**ask, "consistency": ["not-a-bookmark"]})
-    if base_store.backend.name == "neo4j":
-        assert_problem(forged, 422, "bookmark")
-    else:
-        assert forged.status_code == 200, forged.text
+    for forged in (["not-a-bookmark"], ["0"]):  # Neo4j: a client error, and a database error
+        answer = client.post("/v1/query", headers=headers, json={**ask, "consistency": forged})
+        if base_store.backend.name == "neo4j":
+            assert_problem(answer, 422, "bookmark")
+        else:
+            assert answer.status_code == 200, answer.text

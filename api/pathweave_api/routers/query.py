@@ -53,15 +53,12 @@ def read_after(store, bookmarks: list[str]) -> None:
     the process's bookmark manager, so every later read carries them. A bookmark the store
     does not know is a 422; one it has not reached in time, a 503 with Retry-After (the
     connection is kept: nothing is wrong with it)."""
-    from neo4j.exceptions import ClientError
+    from neo4j.exceptions import ClientError, DatabaseError
 
     try:
         guard(store.run, "graph_version", read_after=bookmarks, meta_id=store.meta_id)
-    except ClientError as exc:
-        if "bookmark" in (exc.code or "").lower():
-            raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.message})",
-                             "validation-error") from None
-        raise
+    except (ClientError, DatabaseError) as exc:  # the store cannot read what the strings say: not its bookmarks
+        raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.code})", "validation-error") from None
 
 
 def run_query(svc: Services, tenant: str, req: QueryBody) -> QueryResponse:

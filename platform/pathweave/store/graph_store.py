@@ -6,6 +6,7 @@ lives behind :class:`pathweave.store.backends.Backend` (``store.backend``).
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -17,6 +18,8 @@ from neo4j import Driver
 
 from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
+
+log = logging.getLogger(__name__)
 
 _SCHEMA_PREFIX = "constraint_"
 T = TypeVar("T")
@@ -49,6 +52,10 @@ _BOOKMARK_MANAGERS: "weakref.WeakKeyDictionary[Driver, Any]" = weakref.WeakKeyDi
 _BOOKMARK_LOCK = threading.Lock()
 
 
+BOOKMARK_TIMEOUT = "Neo.TransientError.Transaction.BookmarkTimeout"
+"""Neo4j's error for a transaction asked to start after a state its database has not reached."""
+
+
 def bookmark_manager(driver: Driver):
     """The one bookmark manager of ``driver`` (so of the process's connection): every
     :class:`GraphStore` on it, whatever its tenant, shares it."""
@@ -59,6 +66,16 @@ def bookmark_manager(driver: Driver):
         if manager is None:
             manager = _BOOKMARK_MANAGERS[driver] = GraphDatabase.bookmark_manager()
         return manager
+
+
+def forget_bookmarks(driver: Driver | None = None) -> None:
+    """Start the bookmarks of ``driver`` (None: of every connection of this process) afresh:
+    the database was replaced by an earlier state (a restore), which will never reach them."""
+    with _BOOKMARK_LOCK:
+        if driver is None:
+            _BOOKMARK_MANAGERS.clear()
+        else:
+            _BOOKMARK_MANAGERS.pop(driver, None)
 
 
 def batched(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -82,7 +99,22 @@ class GraphStore:
         self.backend = backend
         self.tenant = tenant
         self.batch_size = batch_size
-        self.bookmarks = bookmark_manager(driver) if backend.name == "neo4j" else None
+        self._bookmarked = backend.name == "neo4j"
+
+    @property
+    def bookmarks(self):
+        """The process's bookmark manager of this connection (Neo4j; None on ArcadeDB)."""
+        return bookmark_manager(self.driver) if self._bookmarked else None
+
+    def _moved_back(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the database is behind this process's own bookmarks: it was
+        replaced by an earlier state (a restore) and will never reach them. They are then
+        forgotten (logged), and the work may run again."""
+        if not self._bookmarked or getattr(exc, "code", None) != BOOKMARK_TIMEOUT:
+            return False
+        log.warning("the store is behind this process's bookmarks (restored from a backup?): starting afresh")
+        forget_bookmarks(self.driver)
+        return True
 
     def _session(self, bookmarks: Sequence[str] = (), read: bool = False):
         """A session of the store's database. On Neo4j it shares the process's bookmark
@@ -124,16 +156,25 @@ class GraphStore:
         and ``CALL … IN TRANSACTIONS``: an auto-commit transaction."""
         params.setdefault("tenant", self.tenant)
         text = statement(name)
-        mode = access_mode(name) if self.bookmarks is not None and not read_after else "auto"
+        mode = access_mode(name) if self._bookmarked and not read_after else "auto"
         if on_leader and mode == "read":
             mode = "write"
-        with self._session(read_after, read=bool(read_after) and access_mode(name) == "read") as session:
-            if mode == "auto":
-                return [record.data() for record in session.run(text, params)]
 
-            def work(tx):
-                return [record.data() for record in tx.run(text, params)]
-            return session.execute_read(work) if mode == "read" else session.execute_write(work)
+        def attempt() -> list[dict[str, Any]]:
+            with self._session(read_after, read=bool(read_after) and access_mode(name) == "read") as session:
+                if mode == "auto":
+                    return [record.data() for record in session.run(text, params)]
+
+                def work(tx):
+                    return [record.data() for record in tx.run(text, params)]
+                return session.execute_read(work) if mode == "read" else session.execute_write(work)
+
+        try:
+            return attempt()
+        except Exception as exc:
+            if read_after or not self._moved_back(exc):
+                raise
+            return attempt()
 
     def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:
         """Write ``rows`` with named UNWIND statement ``name`` in batches (one managed
@@ -160,8 +201,14 @@ class GraphStore:
                 if on_step is not None:
                     on_step(name, time.perf_counter() - started)
 
-        with self._session() as session:
-            session.execute_write(work)
+        try:
+            with self._session() as session:
+                session.execute_write(work)
+        except Exception as exc:
+            if not self._moved_back(exc):
+                raise
+            with self._session() as session:
+                session.execute_write(work)
 
     def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
         """Run ``work(run)`` in ONE managed write transaction (retried on transient errors and
@@ -182,6 +229,8 @@ class GraphStore:
                 with self._session() as session:
                     return session.execute_write(transaction)
             except Exception as exc:
+                if self._moved_back(exc) and attempt < CONFLICT_RETRIES:
+                    continue
                 if attempt == CONFLICT_RETRIES or not _conflict(exc):
                     raise
                 time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
