@@ -48,6 +48,7 @@ from pathweave.servers.processes import free_port, stop_process
 from pathweave_bench.common import (ChildProcesses, default_data_dir, git_commit, http_ready, machine_info,
                                     profile_table, publish_results, wait_for)
 from pathweave.terminal import stdout_console
+from pathweave_bench.service import api_command
 from pathweave_ingest.worker import broker_answers
 
 BATCH_LOG = re.compile(r"batch of \d+ for (?P<tenant>\S+) \(job [^)]*\): (?P<summary>\{.*\})$")
@@ -165,9 +166,7 @@ class ServiceRun:
         self.apis = []
         for log in self.api_logs:
             port = free_port()
-            self.apis.append(processes.start([sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app",
-                                              "--factory", "--host", "127.0.0.1", "--port", str(port),
-                                              "--log-level", "warning"], env, log))
+            self.apis.append(processes.start(api_command(port), env, log))
             self.urls.append(f"http://127.0.0.1:{port}")
         for worker, log in zip(self.workers, self.worker_logs):
             wait_for(lambda: "ready." in log.read_text(errors="replace"), 300, "worker", worker, log)

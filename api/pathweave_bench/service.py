@@ -122,6 +122,7 @@ def create_key(env: dict[str, str], tenant: str, name: str, scope: str, rate_lim
 
 
 def api_command(port: int) -> list[str]:
-    """The API server of a service (uvicorn on 127.0.0.1:``port``)."""
+    """The API server of a service (uvicorn on 127.0.0.1:``port``; the client address is the
+    app's to read, through ``api.trusted_proxies``, as with ``pathweave serve``)."""
     return [sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory", "--host", "127.0.0.1",
-            "--port", str(port), "--log-level", "warning"]
+            "--port", str(port), "--log-level", "warning", "--no-proxy-headers"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pathweave.servers.processes import free_port, stop_process
 from pathweave_bench.common import http_ready, wait_for
-from pathweave_bench.service import create_key
+from pathweave_bench.service import api_command, create_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,10 +32,8 @@ class Replica:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         with open(log, "ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "pathweave_api.app:create_app", "--factory", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--log-level", "warning", "--no-proxy-headers"],
-                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(api_command(self.port), cwd=REPO, env=env, stdout=out,
+                                            stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 240.0) -> None:
         wait_for(lambda: http_ready(self.url), timeout, "API replica", self.process, self.log, interval=0.5)

@@ -121,21 +121,21 @@ class GraphStore:
         manager (every transaction sees what this process committed before it, on whichever
         cluster member serves it), and starts after ``bookmarks`` too (another process's
         commits: :meth:`last_bookmarks`)."""
-        if self.bookmarks is None:
+        manager = self.bookmarks
+        if manager is None:
             return self.driver.session(database=self.database)
         from neo4j import Bookmarks
 
         extra = Bookmarks.from_raw_values(list(bookmarks)) if bookmarks else None
-        return self.driver.session(database=self.database, bookmark_manager=self.bookmarks, bookmarks=extra,
+        return self.driver.session(database=self.database, bookmark_manager=manager, bookmarks=extra,
                                    default_access_mode="READ" if read else "WRITE")
 
     def last_bookmarks(self) -> list[str]:
         """The bookmarks of what this process has committed and read so far (Neo4j; empty on
         ArcadeDB, a single server that serves every read after the commits before it). Another
         process passes them to :meth:`run` to read at least that state."""
-        if self.bookmarks is None:
-            return []
-        return sorted(self.bookmarks.get_bookmarks())
+        manager = self.bookmarks
+        return sorted(manager.get_bookmarks()) if manager is not None else []
 
     @property
     def meta_id(self) -> str:
