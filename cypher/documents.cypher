@@ -8,6 +8,14 @@
 // done | failed | deleted (the transitions: pathweave_ingest.lifecycle). Status nodes are
 // kept apart from (:Document) because the pipeline treats an existing Document as
 // ingested. Every statement filters by $tenant.
+//
+// Compare-and-set on a head: Neo4j reads committed data without locking it, so a WHERE on
+// the head's version or status, checked before the write lock is taken, may pass on a value
+// that a concurrent transaction (an accept, a DELETE) is replacing, and the write then lands
+// on the newer version. Every statement that changes a head on condition therefore takes the
+// head's write lock first (`SET s.cas = true REMOVE s.cas`: a write that leaves nothing) and
+// only then reads the version and status it compares (ArcadeDB's optimistic transactions
+// reject the conflict by themselves).
 
 // name: constraint_job
 CREATE CONSTRAINT job_id IF NOT EXISTS FOR (n:Job) REQUIRE n.job_id IS UNIQUE;
@@ -109,8 +117,10 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
 // $lease_until: ms since the epoch. Returns the documents taken with their payloads (JSON, kept
 // on the head since the version was accepted: a queued batch carries references only).
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id})
-WHERE s.tenant = $tenant AND s.version = row.version
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.cas = true REMOVE s.cas
+WITH s, row
+WHERE s.version = row.version
   AND (s.status = 'queued'
        OR (s.status = 'running' AND ((row.resumed AND s.worker = $worker) OR coalesce(s.lease_until, 0) < $now)))
 SET s.status = 'running', s.attempts = coalesce(s.attempts, 0) + row.count, s.started_at = $started_at,
@@ -121,8 +131,10 @@ RETURN s.doc_id AS doc_id, s.payload AS payload;
 // The worker running documents extends their lease. rows: {doc_id, version}; $lease_until
 // in ms since the epoch. Returns the documents whose lease it still holds.
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id})
-WHERE s.tenant = $tenant AND s.version = row.version AND s.status = 'running' AND s.worker = $worker
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.cas = true REMOVE s.cas
+WITH s, row
+WHERE s.version = row.version AND s.status = 'running' AND s.worker = $worker
 SET s.lease_until = $lease_until
 RETURN s.doc_id AS doc_id;
 
@@ -132,8 +144,10 @@ RETURN s.doc_id AS doc_id;
 // version}); the write locks the status node until the swap commits, so no newer version
 // can be accepted in between. Returns the documents whose version holds.
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id})
-WHERE s.tenant = $tenant AND s.version = row.version
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.cas = true REMOVE s.cas
+WITH s, row
+WHERE s.version = row.version
 SET s.applied_version = row.version
 RETURN s.doc_id AS doc_id;
 
@@ -158,7 +172,10 @@ RETURN s.doc_id AS doc_id, version;
 // the worker's after the version's write committed (Neo4j; empty on ArcadeDB), so a reader
 // in another process can wait for that state. Returns those set.
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant AND s.version = row.version
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.cas = true REMOVE s.cas
+WITH s, row
+WHERE s.version = row.version
 SET s.status = 'done', s.error = null, s.finished_at = row.finished_at, s.seconds = row.seconds,
     s.passages = row.passages, s.propositions = row.propositions, s.entities = row.entities,
     s.triples = row.triples, s.applied_version = row.version, s.lease_until = null, s.payload = null,
@@ -171,8 +188,10 @@ RETURN s.doc_id AS doc_id;
 // and whose document another worker finished meanwhile changes nothing). rows: {doc_id,
 // version, attempts, error}
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id})
-WHERE s.tenant = $tenant AND s.version = row.version AND s.status = 'running' AND s.worker = $worker
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.cas = true REMOVE s.cas
+WITH s, row
+WHERE s.version = row.version AND s.status = 'running' AND s.worker = $worker
 SET s.status = 'queued', s.error = row.error, s.attempts = row.attempts, s.lease_until = null
 RETURN s.doc_id AS doc_id;
 
@@ -180,8 +199,10 @@ RETURN s.doc_id AS doc_id;
 // Given up on a version, with the error (only if it is still the newest and not finished).
 // rows: {doc_id, version, error, finished_at}
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id})
-WHERE s.tenant = $tenant AND s.version = row.version AND s.status IN ['queued', 'running']
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.cas = true REMOVE s.cas
+WITH s, row
+WHERE s.version = row.version AND s.status IN ['queued', 'running']
 SET s.status = 'failed', s.error = row.error, s.finished_at = row.finished_at, s.lease_until = null
 RETURN s.doc_id AS doc_id;
 
@@ -205,8 +226,10 @@ LIMIT $limit;
 // (a person asked); a dead worker's keeps them, so a document that kills workers still runs out.
 // rows: {doc_id, version}. Returns those queued.
 UNWIND $rows AS row
-MATCH (s:DocumentStatus {doc_id: row.doc_id})
-WHERE s.tenant = $tenant AND s.version = row.version
+MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
+SET s.cas = true REMOVE s.cas
+WITH s, row
+WHERE s.version = row.version
   AND (($failed AND s.status = 'failed') OR ($queued AND s.status = 'queued')
        OR (s.status = 'running' AND coalesce(s.lease_until, 0) < $now))
 SET s.attempts = CASE WHEN s.status = 'failed' THEN 0 ELSE coalesce(s.attempts, 0) END

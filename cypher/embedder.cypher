@@ -46,7 +46,10 @@ RETURN m.embedder AS name, m.embedder_dim AS dim, m.embedder_identity AS identit
 // name: embedder_guard
 // Inside each ingestion group's write transaction: the tenant is still on $embedder and not
 // being re-embedded (an ingestion that started before `pathweave reembed` must not write
-// vectors of the old embedder behind its cursor). No row: the group is refused.
+// vectors of the old embedder behind its cursor). No row: the group is refused. The record
+// is locked before it is read (a write that leaves nothing; Neo4j reads without locks), so a
+// re-embedding that starts meanwhile waits for this transaction's commit instead of passing it.
 MATCH (m:Meta {meta_id: $meta_id})
-WHERE m.embedder = $embedder AND m.reembed_to IS NULL
+SET m.cas = true REMOVE m.cas
+WITH m WHERE m.embedder = $embedder AND m.reembed_to IS NULL
 RETURN m.embedder AS name;

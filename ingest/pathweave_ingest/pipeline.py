@@ -320,8 +320,9 @@ class Pipeline:
 
         def work(run) -> DocumentChange:
             change = DocumentChange(added_passage_ids=list(added))
-            embedder_record.guard(run, self.store, self.embedder)  # still this embedder's tenant, not re-embedding
-            old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced))
+            old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced))  # the heads' locks
+            # then the tenant's record, locked until the commit: still this embedder, not re-embedding
+            embedder_record.guard(run, self.store, self.embedder)
             timed("lookup", lambda: self._still_stored(run, batch))
             for name, params in steps:
                 timed("apr_codes" if name.startswith("apr_") else "write", lambda: run(name, **params))

@@ -98,7 +98,8 @@ def guard(run, store, embedder) -> None:
     """Inside an ingestion group's write transaction (``run``: the transaction's statement
     runner, :meth:`pathweave.store.graph_store.GraphStore.execute_write`): refuse the group when the tenant
     is no longer on ``embedder`` or is being re-embedded, so the transaction writes nothing.
-    Raises :class:`EmbedderMismatch` / :class:`ReembedInProgress`."""
+    The record stays locked until the transaction commits (a re-embedding that starts
+    meanwhile waits for it). Raises :class:`EmbedderMismatch` / :class:`ReembedInProgress`."""
     if not run("embedder_guard", meta_id=store.meta_id, embedder=embedder.name):
         record = read(store)
         if record is not None:
