@@ -38,3 +38,39 @@ CREATE CONSTRAINT answer_id IF NOT EXISTS FOR (n:Answer) REQUIRE n.answer_id IS 
 // name: constraint_tree_node
 // PruneRAG tree nodes (spec §4); node_id = "<query_id>:n<i>".
 CREATE CONSTRAINT tree_node_id IF NOT EXISTS FOR (n:TreeNode) REQUIRE n.node_id IS UNIQUE;
+
+// Not constraints: the range index on each label's tenant, so a statement that reads a whole
+// tenant (counts, topology loads, the alias and requeue sweeps) seeks its own tenant's nodes
+// instead of scanning the label across every tenant of the database. Created with the
+// constraints (idempotent); Neo4j populates an index added to an existing database in the
+// background and plans with it once it is online.
+
+// name: constraint_tenant_document
+CREATE INDEX document_tenant IF NOT EXISTS FOR (n:Document) ON (n.tenant);
+
+// name: constraint_tenant_passage
+CREATE INDEX passage_tenant IF NOT EXISTS FOR (n:Passage) ON (n.tenant);
+
+// name: constraint_tenant_proposition
+CREATE INDEX proposition_tenant IF NOT EXISTS FOR (n:Proposition) ON (n.tenant);
+
+// name: constraint_tenant_entity
+CREATE INDEX entity_tenant IF NOT EXISTS FOR (n:Entity) ON (n.tenant);
+
+// name: constraint_tenant_relation
+CREATE INDEX relation_tenant IF NOT EXISTS FOR (n:Relation) ON (n.tenant);
+
+// name: constraint_tenant_triple
+CREATE INDEX triple_tenant IF NOT EXISTS FOR (n:Triple) ON (n.tenant);
+
+// name: constraint_tenant_run
+CREATE INDEX run_tenant IF NOT EXISTS FOR (n:Run) ON (n.tenant);
+
+// name: constraint_tenant_query
+CREATE INDEX query_tenant IF NOT EXISTS FOR (n:Query) ON (n.tenant);
+
+// name: constraint_tenant_graph_change
+CREATE INDEX graph_change_tenant IF NOT EXISTS FOR (n:GraphChange) ON (n.tenant);
+
+// name: constraint_tenant_document_status
+CREATE INDEX document_status_tenant IF NOT EXISTS FOR (n:DocumentStatus) ON (n.tenant);

@@ -16,7 +16,8 @@ edges only. The query processes' topologies map aliases onto their canonical
   (union-find, :func:`union_find`), and every group that changed gets its medoid as
   canonical.
 - Layer 2 (when the tenant has more than ``kmeans_budget`` entities): groups with a member
-  below the threshold to its canonical (chains of layer 1) are split by k-means (``gds.kmeans``
+  below the threshold to its canonical (chains of layer 1; after a batch, only among the
+  groups it changed) are split by k-means (``gds.kmeans``
   where the backend declares :attr:`~pathweave.store.backends.Capability.KMEANS`, else
   scikit-learn) with the smallest k that leaves every member within the threshold of its
   cluster's medoid.
@@ -280,14 +281,21 @@ def refine(store: GraphStore, members: list[str], vectors: np.ndarray, threshold
     return [[m] for m in members]
 
 
-def refine_loose_groups(store: GraphStore, params: AliasSettings) -> list[str]:
-    """Layer 2 over the tenant's loose groups (a member's score below the threshold): each
-    is split by :func:`refine` and its clusters written with their medoids (method
-    ``kmeans``). Returns the changed ids."""
-    canonicals = [row["id"] for row in store.run("alias_loose_groups", threshold=params.threshold)]
-    if not canonicals:
+def refine_loose_groups(store: GraphStore, params: AliasSettings, among: Sequence[str] | None = None) -> list[str]:
+    """Layer 2 over loose groups (a member's score below the threshold): each is split by
+    :func:`refine` and its clusters written with their medoids (method ``kmeans``).
+    ``among``: only the groups holding one of these entity ids (those an ingestion batch
+    changed: a refined group is tight, so only a group layer 1 just changed can be loose);
+    None: every loose group of the tenant. Returns the changed ids."""
+    if among is None:
+        canonicals = [row["id"] for row in store.run("alias_loose_groups", threshold=params.threshold)]
+        groups = current_groups(store.run, canonicals) if canonicals else {}
+    else:
+        groups = {canonical: group for canonical, group in
+                  (current_groups(store.run, sorted(set(among))) if among else {}).items()
+                  if any(score < params.threshold for member, score in group.scores.items() if member != canonical)}
+    if not groups:
         return []
-    groups = current_groups(store.run, canonicals)
     _, vectors = _entities(store.run, sorted({m for g in groups.values() for m in g.members}), store.dimensions)
     clusters = []
     for group in groups.values():
@@ -309,8 +317,12 @@ def consolidate(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, name
         return []
     pairs = candidate_pairs(store, ids, vectors, names, params, synonyms)
     changed = store.execute_write(lambda run: merge_pairs(run, pairs, store.dimensions)) if pairs else []
-    if int(store.run("alias_entity_count")[0]["n"]) > params.kmeans_budget:
-        changed = sorted(set(changed) | set(refine_loose_groups(store, params)))
+    entities = int(store.run("alias_entity_count")[0]["n"])
+    if entities > params.kmeans_budget:
+        # the groups this batch changed; all loose groups once, when this batch crossed the
+        # budget (groups formed below it were never refined)
+        crossed = entities - len(ids) <= params.kmeans_budget
+        changed = sorted(set(changed) | set(refine_loose_groups(store, params, None if crossed else changed)))
     return changed
 
 

@@ -1,0 +1,58 @@
+"""Tenant-wide statements seek their tenant's nodes: every named statement that matches a
+label by ``tenant`` (not by a node's id) is planned by Neo4j with an index seek, never a
+scan of the label across all tenants of the database (the plans read with EXPLAIN, which
+runs nothing)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.neo4j_only
+
+#: ``MATCH (x:Label) WHERE x.tenant = $tenant``: a statement that reads a label by tenant.
+TENANT_WIDE = re.compile(r"MATCH \((\w+):(\w+)\)\s*WHERE \1\.tenant = \$tenant")
+SCANS = ("NodeByLabelScan", "AllNodesScan")
+#: Labels of the key registry, one tenant of its own by design (cypher/keys.cypher).
+REGISTRY_LABELS = {"ApiKey"}
+
+
+def tenant_wide_statements() -> dict[str, set[str]]:
+    """``{statement name: labels it reads by tenant}``."""
+    from pathweave.store.statements import load_all
+
+    out: dict[str, set[str]] = {}
+    for name, text in load_all().items():
+        labels = {label for _, label in TENANT_WIDE.findall(text)} - REGISTRY_LABELS
+        if labels:
+            out[name] = labels
+    return out
+
+
+def operators(plan) -> list[tuple[str, str]]:
+    """``(operator type, details)`` of every operator of an EXPLAIN plan, depth first."""
+    found = [(plan["operatorType"].split("@")[0], str(plan.get("args", {}).get("Details", "")))]
+    for child in plan.get("children", []):
+        found.extend(operators(child))
+    return found
+
+
+def test_the_tenant_wide_statements_are_found():
+    statements = tenant_wide_statements()
+    assert len(statements) >= 20
+    assert {"Passage", "Entity", "Proposition", "Document", "GraphChange"} <= set().union(*statements.values())
+
+
+def test_every_tenant_wide_statement_seeks_the_tenant_index(base_store):
+    from pathweave.store.statements import statement
+
+    scans = {}
+    with base_store.driver.session(database=base_store.database) as session:
+        for name, labels in sorted(tenant_wide_statements().items()):
+            summary = session.run("EXPLAIN " + statement(name)).consume()
+            scanned = [details for kind, details in operators(summary.plan) if kind in SCANS
+                       and any(f":{label}" in details for label in labels)]
+            if scanned:
+                scans[name] = scanned
+    assert not scans, scans
