@@ -107,6 +107,92 @@ CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
 RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, node.run_id) AS id,
        node.tenant AS tenant, score;
 
+// Exact search of a small tenant, one statement per vector index (label and property are
+// not parameters): the tenant's nodes of the label, read through the tenant index up to
+// $limit, and, when the tenant holds fewer than $limit of them, the ids and scores of those
+// that carry the vector: vector.similarity.cosine to $vector (Neo4j answers (1 + cos) / 2 like
+// the index, ArcadeDB the cosine itself). One row: size (the nodes read, at most $limit), ids,
+// scores (empty when the tenant is not that small). A small tenant whose index search other
+// tenants crowd asks this instead of widening (pathweave.store.backends.base.vector_search), so
+// its cost follows its own size, not the other tenants'.
+
+// name: vector_exact_passage
+// Passage.embedding of a small tenant, scored exactly (see above).
+MATCH (n:Passage) WHERE n.tenant = $tenant
+WITH n LIMIT $limit
+WITH collect(n) AS nodes
+RETURN size(nodes) AS size,
+       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.passage_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) < $limit
+            THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
+            ELSE [] END AS scores;
+
+// name: vector_exact_proposition
+// Proposition.embedding of a small tenant, scored exactly (see above).
+MATCH (n:Proposition) WHERE n.tenant = $tenant
+WITH n LIMIT $limit
+WITH collect(n) AS nodes
+RETURN size(nodes) AS size,
+       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.prop_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) < $limit
+            THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
+            ELSE [] END AS scores;
+
+// name: vector_exact_entity
+// Entity.embedding of a small tenant, scored exactly (see above).
+MATCH (n:Entity) WHERE n.tenant = $tenant
+WITH n LIMIT $limit
+WITH collect(n) AS nodes
+RETURN size(nodes) AS size,
+       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.entity_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) < $limit
+            THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
+            ELSE [] END AS scores;
+
+// name: vector_exact_relation
+// Relation.embedding of a small tenant, scored exactly (see above).
+MATCH (n:Relation) WHERE n.tenant = $tenant
+WITH n LIMIT $limit
+WITH collect(n) AS nodes
+RETURN size(nodes) AS size,
+       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.relation_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) < $limit
+            THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
+            ELSE [] END AS scores;
+
+// name: vector_exact_triple
+// Triple.embedding of a small tenant, scored exactly (see above).
+MATCH (n:Triple) WHERE n.tenant = $tenant
+WITH n LIMIT $limit
+WITH collect(n) AS nodes
+RETURN size(nodes) AS size,
+       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.triple_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) < $limit
+            THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
+            ELSE [] END AS scores;
+
+// name: vector_exact_run
+// Run.embedding of a small tenant, scored exactly (see above).
+MATCH (n:Run) WHERE n.tenant = $tenant
+WITH n LIMIT $limit
+WITH collect(n) AS nodes
+RETURN size(nodes) AS size,
+       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) < $limit
+            THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
+            ELSE [] END AS scores;
+
+// name: vector_exact_run_memory
+// Run.memory_embedding of a small tenant, scored exactly (see above).
+MATCH (n:Run) WHERE n.tenant = $tenant
+WITH n LIMIT $limit
+WITH collect(n) AS nodes
+RETURN size(nodes) AS size,
+       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.memory_embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) < $limit
+            THEN [n IN nodes WHERE n.memory_embedding IS NOT NULL | vector.similarity.cosine(n.memory_embedding, $vector)]
+            ELSE [] END AS scores;
+
 // name: vector_search_versioned
 // Both backends. vector_search plus the tenant's graph version (Meta node $meta_id; null
 // before the first ingestion) in the same statement: a ranking query's searches tell its

@@ -44,6 +44,7 @@ class ArcadeBackend:
     database: str
     name: str = "arcadedb"
     capabilities: frozenset[Capability] = frozenset({Capability.VECTOR_SEARCH})
+    similarity_normalized: bool = False  # vector.similarity.cosine answers the cosine itself
 
     def _sql(self, command: str) -> dict:
         response = httpx.post(

@@ -12,6 +12,7 @@ retrieval structures: it takes ids and returns ids and scores.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -52,6 +53,25 @@ VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The exact search of a small tenant for each vector index (``cypher/topology.cypher``).
+EXACT_SEARCHES: dict[tuple[str, str], str] = {
+    ("Passage", "embedding"): "vector_exact_passage",
+    ("Proposition", "embedding"): "vector_exact_proposition",
+    ("Entity", "embedding"): "vector_exact_entity",
+    ("Relation", "embedding"): "vector_exact_relation",
+    ("Triple", "embedding"): "vector_exact_triple",
+    ("Run", "embedding"): "vector_exact_run",
+    ("Run", "memory_embedding"): "vector_exact_run_memory",
+}
+
+EXACT_MAX_NODES = 5000
+"""A tenant with at most this many nodes of a label is searched exactly when other tenants
+crowd its index search: reading and scoring that many vectors costs about what two or three
+widenings of a crowded index search cost (measurements in docs/benchmarks.md)."""
+
+EXACT_LARGE_TTL_S = 600.0
+"""How long a (tenant, index) found larger than the exact search's bound is not asked again."""
+
 #: Full-text (Lucene) indexes: label -> the string properties indexed together (lexical
 #: hits beside the vector hits).
 FULLTEXT_INDEXES: dict[str, tuple[str, ...]] = {
@@ -67,6 +87,9 @@ class Backend(Protocol):
 
     name: str
     capabilities: frozenset[Capability]
+    similarity_normalized: bool
+    """Whether ``vector.similarity.cosine`` answers ``(1 + cos) / 2`` (Neo4j) rather than the
+    cosine itself (ArcadeDB)."""
 
     def create_vector_indexes(self, dimensions: int) -> None:
         """Create the cosine vector indexes of :data:`VECTOR_INDEXES` idempotently."""
@@ -124,35 +147,68 @@ def ask_wider(found: int, mine: int, asked: int, need: int, last: int, max_k: in
 
 
 def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
-                  max_k: int = 100_000, prop: str = "embedding") -> list[tuple[str, float]]:
+                  max_k: int = 100_000, prop: str = "embedding",
+                  exact_max: int = EXACT_MAX_NODES) -> list[tuple[str, float]]:
     """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``
     in the index on ``label.prop``: ``[(id, cosine)]``, best first.
 
-    The index is shared by every tenant of the database, so the search widens (x4 each
-    time, at most ``max_k``) while :func:`ask_wider` says so: a small tenant gets its ``k``
-    results however large the others are.
+    The index is shared by every tenant of the database. When other tenants' nodes crowd
+    the first answer (:func:`ask_wider`), a tenant with at most ``exact_max`` nodes of the
+    label is scored exactly instead (:func:`exact_search`: its cost follows the tenant's
+    size, not the others'); a larger one widens the index search (x4 each time, at most
+    ``max_k``), where its own nodes soon fill the places.
     """
-    return _nearest(store, "vector_search", label, vector, k, max_k, prop)[0]
+    return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact_max)[0]
 
 
 def versioned_vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
-                            max_k: int = 100_000) -> tuple[list[tuple[str, float]], int | None]:
+                            max_k: int = 100_000, exact_max: int = EXACT_MAX_NODES
+                            ) -> tuple[list[tuple[str, float]], int | None]:
     """:func:`vector_search` on ``label.embedding`` plus the tenant's graph version, read by
-    the same statement (``vector_search_versioned``): ``(hits, version)``; version None when
-    the index gave no rows or the tenant has no version yet (ask
+    the first index search's statement (``vector_search_versioned``): ``(hits, version)``;
+    version None when the index gave no rows or the tenant has no version yet (ask
     :meth:`~pathweave.store.graph_store.GraphStore.graph_version`)."""
-    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding",
+    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding", exact_max,
                           meta_id=store.meta_id)
     return hits, next((int(row["version"]) for row in rows if row["version"] is not None), None)
 
 
+_large: dict[tuple[str, str, str, str], float] = {}
+"""(database, tenant, label, property) -> until when (monotonic s) :func:`exact_search` is not
+asked for it: it was larger than the bound (at most a few entries per active tenant)."""
+
+
+def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], k: int,
+                 exact_max: int = EXACT_MAX_NODES) -> list[tuple[str, float]] | None:
+    """The tenant's ``k`` nodes of ``label`` with ``prop`` nearest to ``vector``, scored
+    exactly (statement ``vector_exact_*``: one read of at most ``exact_max + 1`` nodes
+    through the tenant index): ``[(id, cosine)]`` best first, or None when the tenant has
+    more than ``exact_max`` such nodes (then not asked again for :data:`EXACT_LARGE_TTL_S`)."""
+    key = (str(getattr(store, "database", "")), store.tenant, label, prop)
+    if _large.get(key, 0.0) > time.monotonic():
+        return None
+    row = store.run(EXACT_SEARCHES[(label, prop)], limit=int(exact_max) + 1, vector=vector)[0]
+    if int(row["size"]) > exact_max:
+        if len(_large) > 4096:  # keep it bounded: forget the expired, then the oldest
+            now = time.monotonic()
+            for old in [name for name, until in _large.items() if until <= now] or list(_large)[:1024]:
+                _large.pop(old, None)
+        _large[key] = time.monotonic() + EXACT_LARGE_TTL_S
+        return None
+    to_cosine = cosine_of if store.backend.similarity_normalized else float
+    hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"])), key=lambda hit: -hit[1])
+    return hits[:k]
+
+
 def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, k: int, max_k: int, prop: str,
-             **params) -> tuple[list[tuple[str, float]], list[dict]]:
-    """The widening search of :func:`vector_search` with ``statement``: the tenant's ``k``
-    best ``(id, cosine)`` and the rows of the last round."""
+             exact_max: int, **params) -> tuple[list[tuple[str, float]], list[dict]]:
+    """The search of :func:`vector_search` with ``statement``: the tenant's ``k`` best ``(id,
+    cosine)`` and the rows of the index's last round."""
     index = store.backend.vector_index_name(label, prop)
-    return _widening(store, statement, k, max_k, cosine_of, index=index,
-                     vector=np.asarray(vector, dtype=float).tolist(), **params)
+    values = np.asarray(vector, dtype=float).tolist()
+    exact = (lambda: exact_search(store, label, prop, values, k, exact_max)) \
+        if exact_max > 0 and (label, prop) in EXACT_SEARCHES else None
+    return _widening(store, statement, k, max_k, cosine_of, exact=exact, index=index, vector=values, **params)
 
 
 def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: int = 100_000) -> list[tuple[str, float]]:
@@ -166,10 +222,12 @@ def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: in
                      query=query)[0]
 
 
-def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, **params
+def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exact=None, **params
               ) -> tuple[list[tuple[str, float]], list[dict]]:
     """Ask ``statement`` for ``k`` places, x4 while :func:`ask_wider` says so: the tenant's
-    ``k`` best ``(id, score(row score))`` and the rows of the last round."""
+    ``k`` best ``(id, score(row score))`` and the rows of the last round. ``exact``: asked
+    (once) instead of the first widening; its hits, unless it answers None, are the result
+    (with the first round's rows)."""
     if k <= 0:
         return [], []
     asked, last = k, -1
@@ -179,6 +237,10 @@ def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, **pa
         if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
             return mine[:k], rows
+        if exact is not None:
+            hits, exact = exact(), None
+            if hits is not None:
+                return hits, rows
         asked, last = min(max_k, asked * 4), len(rows)
 
 

@@ -54,6 +54,7 @@ class Neo4jBackend:
     """
 
     name = "neo4j"
+    similarity_normalized = True  # vector.similarity.cosine answers (1 + cos) / 2
 
     def __init__(self, driver: Driver, database: str, debounce_s: float = 5.0, gds: Any = None,
                  project_after_changes: bool = True, gds_endpoint: tuple[str, tuple[str, str]] | None = None,

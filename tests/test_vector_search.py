@@ -1,0 +1,90 @@
+"""A tenant's vector search does not pay for the other tenants of the database: on the real
+store, a small tenant whose index search a large tenant crowds is scored exactly (its own
+nodes, through the tenant index) after one index round instead of widening, with the exact
+top k; a tenant over the bound widens as before, and is not asked for the exact search again
+for a while."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from pathweave.graph.vectors import encode_vector
+from pathweave.store.backends import base
+from pathweave.store.graph_store import GraphStore
+
+DIM = 384
+
+
+def tenant_store(base_store) -> GraphStore:
+    return GraphStore(base_store.driver, base_store.database, base_store.backend, f"t{uuid.uuid4().hex[:10]}",
+                      base_store.batch_size, base_store.dimensions)
+
+
+def write_entities(store: GraphStore, vectors: np.ndarray) -> list[str]:
+    ids = [f"{store.tenant}:e{i}" for i in range(len(vectors))]
+    store.write("upsert_entities", [{"entity_id": ids[i], "tenant": store.tenant, "name": f"entity {i}",
+                                     "norm_name": f"entity {i}", "type": "ORG", "embedding": v.tolist(),
+                                     "vec": encode_vector(v)} for i, v in enumerate(vectors)])
+    return ids
+
+
+def unit(matrix: np.ndarray) -> np.ndarray:
+    return (matrix / np.linalg.norm(matrix, axis=-1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture()
+def crowded(base_store):
+    """A large tenant clustered around the question's vector and a small tenant of random
+    vectors in the same database: ``(small store, its ids and vectors, large store, question)``."""
+    rng = np.random.default_rng(7)
+    question = unit(rng.standard_normal(DIM))
+    large, small = tenant_store(base_store), tenant_store(base_store)
+    write_entities(large, unit(question + 0.05 * rng.standard_normal((240, DIM))))
+    vectors = unit(rng.standard_normal((30, DIM)))
+    return small, write_entities(small, vectors), vectors, large, question
+
+
+def counting(store: GraphStore, monkeypatch) -> list[str]:
+    names: list[str] = []
+    real = store.run
+
+    def run(name, **params):
+        names.append(name)
+        return real(name, **params)
+
+    monkeypatch.setattr(store, "run", run)
+    return names
+
+
+def test_a_small_tenant_crowded_by_a_large_one_is_scored_exactly(crowded, monkeypatch):
+    small, ids, vectors, _, question = crowded
+    names = counting(small, monkeypatch)
+    hits = base.vector_search(small, "Entity", question, 5, exact_max=100)
+    assert names == ["vector_search", "vector_exact_entity"]  # one crowded index round, then exact
+    cosines = vectors @ question
+    best = np.argsort(-cosines)[:5]
+    assert [i for i, _ in hits] == [ids[j] for j in best]
+    assert np.allclose([c for _, c in hits], cosines[best], atol=1e-5)
+
+
+def test_a_tenant_over_the_bound_widens_and_is_not_asked_exactly_again(crowded, monkeypatch):
+    small, ids, vectors, _, question = crowded
+    names = counting(small, monkeypatch)
+    hits = base.vector_search(small, "Entity", question, 5, exact_max=10)  # 30 nodes: over the bound
+    assert names[:2] == ["vector_search", "vector_exact_entity"] and names.count("vector_exact_entity") == 1
+    assert names.count("vector_search") >= 2  # widened
+    assert {i for i, _ in hits} <= set(ids) and len(hits) == 5
+    names.clear()
+    base.vector_search(small, "Entity", question, 5, exact_max=10)
+    assert "vector_exact_entity" not in names  # remembered as large
+
+
+def test_a_tenant_without_nodes_of_the_label_stops_after_the_exact_search(crowded, base_store, monkeypatch):
+    _, _, _, _, question = crowded
+    empty = tenant_store(base_store)
+    names = counting(empty, monkeypatch)
+    assert base.vector_search(empty, "Entity", question, 5) == []
+    assert names == ["vector_search", "vector_exact_entity"]  # not widened to the whole index
