@@ -62,7 +62,7 @@ def counting(store: GraphStore, monkeypatch) -> list[str]:
 def test_a_small_tenant_crowded_by_a_large_one_is_scored_exactly(crowded, monkeypatch):
     small, ids, vectors, _, question = crowded
     names = counting(small, monkeypatch)
-    hits = base.vector_search(small, "Entity", question, 5, exact_max=100)
+    hits = base.vector_search(small, "Entity", question, 5)
     assert names == ["vector_search", "vector_exact_entity"]  # one crowded index round, then exact
     cosines = vectors @ question
     best = np.argsort(-cosines)[:5]
@@ -70,16 +70,24 @@ def test_a_small_tenant_crowded_by_a_large_one_is_scored_exactly(crowded, monkey
     assert np.allclose([c for _, c in hits], cosines[best], atol=1e-5)
 
 
-def test_a_tenant_over_the_bound_widens_and_is_not_asked_exactly_again(crowded, monkeypatch):
+def test_a_tenant_over_the_bound_widens_until_the_next_round_costs_more(crowded, monkeypatch):
+    """Bounds of 10 nodes or half the next round's places: 30 nodes are too many before the
+    round of 20 places (bound 10, remembered), not before the round of 80 (bound 40)."""
     small, ids, vectors, _, question = crowded
+    monkeypatch.setattr(base, "EXACT_MIN_NODES", 10)
+    monkeypatch.setattr(base, "EXACT_PER_PLACE", 0.5)
     names = counting(small, monkeypatch)
-    hits = base.vector_search(small, "Entity", question, 5, exact_max=10)  # 30 nodes: over the bound
-    assert names[:2] == ["vector_search", "vector_exact_entity"] and names.count("vector_exact_entity") == 1
-    assert names.count("vector_search") >= 2  # widened
-    assert {i for i, _ in hits} <= set(ids) and len(hits) == 5
+    hits = base.vector_search(small, "Entity", question, 5)
+    assert names == ["vector_search", "vector_exact_entity", "vector_search", "vector_exact_entity"]
+    assert [i for i, _ in hits] == [ids[j] for j in np.argsort(-(vectors @ question))[:5]]
     names.clear()
-    base.vector_search(small, "Entity", question, 5, exact_max=10)
-    assert "vector_exact_entity" not in names  # remembered as large
+    base.vector_search(small, "Entity", question, 5)
+    assert names == ["vector_search", "vector_search", "vector_exact_entity"]  # the refused bound is remembered
+    monkeypatch.setattr(base, "EXACT_PER_PLACE", 0.0)
+    names.clear()
+    widened = base.vector_search(small, "Entity", question, 5)  # the remembered bound is never exceeded: the index alone
+    assert names.count("vector_exact_entity") == 0 and names.count("vector_search") >= 3
+    assert {i for i, _ in widened} <= set(ids) and len(widened) == 5
 
 
 def test_a_tenant_without_nodes_of_the_label_stops_after_the_exact_search(crowded, base_store, monkeypatch):

@@ -64,13 +64,22 @@ EXACT_SEARCHES: dict[tuple[str, str], str] = {
     ("Run", "memory_embedding"): "vector_exact_run_memory",
 }
 
-EXACT_MAX_NODES = 5000
-"""A tenant with at most this many nodes of a label is searched exactly when other tenants
-crowd its index search: reading and scoring that many vectors costs about what two or three
-widenings of a crowded index search cost (measurements in docs/benchmarks.md)."""
+EXACT_MIN_NODES = 2000
+"""A tenant with at most this many nodes of a label is scored exactly as soon as other
+tenants crowd its first index round (about two small widenings' cost on either store)."""
+
+EXACT_MAX_NODES = 50_000
+"""The most nodes an exact search reads (its statement collects them)."""
+
+EXACT_PER_PLACE = 1.0
+"""Before each widening, the tenant is scored exactly instead when it holds at most this many
+nodes per place the next round would ask for: scoring a node exactly costs less than an index
+place on both stores (measurements in docs/benchmarks.md), so the exact search never costs
+more than the round it replaces, and it ends the search."""
 
 EXACT_LARGE_TTL_S = 600.0
-"""How long a (tenant, index) found larger than the exact search's bound is not asked again."""
+"""How long the lower bound on a tenant's size that an exact search found is remembered
+(a tenant grows; an exact search is never wrong, only slower)."""
 
 #: Full-text (Lucene) indexes: label -> the string properties indexed together (lexical
 #: hits beside the vector hits).
@@ -147,53 +156,54 @@ def ask_wider(found: int, mine: int, asked: int, need: int, last: int, max_k: in
 
 
 def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
-                  max_k: int = 100_000, prop: str = "embedding",
-                  exact_max: int = EXACT_MAX_NODES) -> list[tuple[str, float]]:
+                  max_k: int = 100_000, prop: str = "embedding", exact: bool = True) -> list[tuple[str, float]]:
     """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``
     in the index on ``label.prop``: ``[(id, cosine)]``, best first.
 
-    The index is shared by every tenant of the database. When other tenants' nodes crowd
-    the first answer (:func:`ask_wider`), a tenant with at most ``exact_max`` nodes of the
-    label is scored exactly instead (:func:`exact_search`: its cost follows the tenant's
-    size, not the others'); a larger one widens the index search (x4 each time, at most
-    ``max_k``), where its own nodes soon fill the places.
+    The index is shared by every tenant of the database. While other tenants' nodes crowd
+    the answer (:func:`ask_wider`), the search widens (x4 each time, at most ``max_k``), unless
+    the tenant is small enough to be scored exactly for less than the next round would cost
+    (``exact``; :func:`exact_search`, bounds :data:`EXACT_MIN_NODES`, :data:`EXACT_PER_PLACE`):
+    then a small tenant's search costs what its own size costs, however large the others are.
     """
-    return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact_max)[0]
+    return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact)[0]
 
 
 def versioned_vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
-                            max_k: int = 100_000, exact_max: int = EXACT_MAX_NODES
-                            ) -> tuple[list[tuple[str, float]], int | None]:
+                            max_k: int = 100_000, exact: bool = True) -> tuple[list[tuple[str, float]], int | None]:
     """:func:`vector_search` on ``label.embedding`` plus the tenant's graph version, read by
-    the first index search's statement (``vector_search_versioned``): ``(hits, version)``;
+    the first index round's statement (``vector_search_versioned``): ``(hits, version)``;
     version None when the index gave no rows or the tenant has no version yet (ask
     :meth:`~pathweave.store.graph_store.GraphStore.graph_version`)."""
-    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding", exact_max,
+    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding", exact,
                           meta_id=store.meta_id)
     return hits, next((int(row["version"]) for row in rows if row["version"] is not None), None)
 
 
-_large: dict[tuple[str, str, str, str], float] = {}
-"""(database, tenant, label, property) -> until when (monotonic s) :func:`exact_search` is not
-asked for it: it was larger than the bound (at most a few entries per active tenant)."""
+_larger: dict[tuple[str, str, str, str], tuple[int, float]] = {}
+"""(database, tenant, label, property) -> (the tenant holds more nodes than this, until when
+(monotonic s) that is believed), as exact searches found; a few entries per active tenant."""
 
 
 def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], k: int,
-                 exact_max: int = EXACT_MAX_NODES) -> list[tuple[str, float]] | None:
-    """The tenant's ``k`` nodes of ``label`` with ``prop`` nearest to ``vector``, scored
-    exactly (statement ``vector_exact_*``: one read of at most ``exact_max + 1`` nodes
-    through the tenant index): ``[(id, cosine)]`` best first, or None when the tenant has
-    more than ``exact_max`` such nodes (then not asked again for :data:`EXACT_LARGE_TTL_S`)."""
+                 bound: int) -> list[tuple[str, float]] | None:
+    """The tenant's ``k`` nodes of ``label`` with ``prop`` nearest to ``vector``, scored exactly
+    when the tenant holds at most ``bound`` (capped at :data:`EXACT_MAX_NODES`) nodes of the
+    label (statement ``vector_exact_*``: one read of at most ``bound + 1`` nodes through the
+    tenant index): ``[(id, cosine)]`` best first; None when it holds more (remembered for
+    :data:`EXACT_LARGE_TTL_S`, so a larger tenant is not read again for a bound that is no larger)."""
+    bound = min(int(bound), EXACT_MAX_NODES)
     key = (str(getattr(store, "database", "")), store.tenant, label, prop)
-    if _large.get(key, 0.0) > time.monotonic():
+    larger, until = _larger.get(key, (-1, 0.0))
+    if until > time.monotonic() and bound <= larger:
         return None
-    row = store.run(EXACT_SEARCHES[(label, prop)], limit=int(exact_max) + 1, vector=vector)[0]
-    if int(row["size"]) > exact_max:
-        if len(_large) > 4096:  # keep it bounded: forget the expired, then the oldest
+    row = store.run(EXACT_SEARCHES[(label, prop)], limit=bound + 1, vector=vector)[0]
+    if int(row["size"]) > bound:
+        if len(_larger) >= 4096:  # bounded: forget the expired, else the oldest quarter
             now = time.monotonic()
-            for old in [name for name, until in _large.items() if until <= now] or list(_large)[:1024]:
-                _large.pop(old, None)
-        _large[key] = time.monotonic() + EXACT_LARGE_TTL_S
+            for old in [name for name, (_, t) in _larger.items() if t <= now] or list(_larger)[:1024]:
+                _larger.pop(old, None)
+        _larger[key] = (bound, time.monotonic() + EXACT_LARGE_TTL_S)
         return None
     to_cosine = cosine_of if store.backend.similarity_normalized else float
     hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"])), key=lambda hit: -hit[1])
@@ -201,14 +211,14 @@ def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], 
 
 
 def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, k: int, max_k: int, prop: str,
-             exact_max: int, **params) -> tuple[list[tuple[str, float]], list[dict]]:
+             exact: bool, **params) -> tuple[list[tuple[str, float]], list[dict]]:
     """The search of :func:`vector_search` with ``statement``: the tenant's ``k`` best ``(id,
     cosine)`` and the rows of the index's last round."""
     index = store.backend.vector_index_name(label, prop)
     values = np.asarray(vector, dtype=float).tolist()
-    exact = (lambda: exact_search(store, label, prop, values, k, exact_max)) \
-        if exact_max > 0 and (label, prop) in EXACT_SEARCHES else None
-    return _widening(store, statement, k, max_k, cosine_of, exact=exact, index=index, vector=values, **params)
+    scored = (lambda bound: exact_search(store, label, prop, values, k, bound)) \
+        if exact and (label, prop) in EXACT_SEARCHES else None
+    return _widening(store, statement, k, max_k, cosine_of, exact=scored, index=index, vector=values, **params)
 
 
 def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: int = 100_000) -> list[tuple[str, float]]:
@@ -225,9 +235,10 @@ def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: in
 def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exact=None, **params
               ) -> tuple[list[tuple[str, float]], list[dict]]:
     """Ask ``statement`` for ``k`` places, x4 while :func:`ask_wider` says so: the tenant's
-    ``k`` best ``(id, score(row score))`` and the rows of the last round. ``exact``: asked
-    (once) instead of the first widening; its hits, unless it answers None, are the result
-    (with the first round's rows)."""
+    ``k`` best ``(id, score(row score))`` and the rows of the last round. ``exact(bound)``:
+    asked before each widening with the nodes the tenant may hold to be scored exactly
+    instead (max(:data:`EXACT_MIN_NODES`, the next round's places x :data:`EXACT_PER_PLACE`));
+    its hits, unless it answers None, are the result (with the last round's rows)."""
     if k <= 0:
         return [], []
     asked, last = k, -1
@@ -237,11 +248,12 @@ def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exac
         if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
             return mine[:k], rows
+        wider = min(max_k, asked * 4)
         if exact is not None:
-            hits, exact = exact(), None
+            hits = exact(max(EXACT_MIN_NODES, int(wider * EXACT_PER_PLACE)))
             if hits is not None:
                 return hits, rows
-        asked, last = min(max_k, asked * 4), len(rows)
+        asked, last = wider, len(rows)
 
 
 def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.ndarray, k: int,
