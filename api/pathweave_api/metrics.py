@@ -28,6 +28,10 @@ NODE_CACHE_ROWS = Gauge("pathweave_node_cache_rows", "Node rows (texts, vectors)
 NODE_CACHE_BYTES = Gauge("pathweave_node_cache_bytes", "Approximate bytes of those rows.")
 TOPOLOGY_PASSAGES = Gauge("pathweave_topology_passages", "Passage ids the tenants' topologies hold.")
 TOPOLOGY_ENTITIES = Gauge("pathweave_topology_entities", "Entity ids the tenants' topologies hold.")
+TOPOLOGY_BYTES = Gauge("pathweave_topology_bytes", "Approximate bytes of the tenants' topologies (their bound: "
+                       "PATHWEAVE_QUERY_TOPOLOGY_MAX_MB).")
+TOPOLOGY_TENANTS = Gauge("pathweave_topology_tenants", "Tenant topologies held.")
+TOPOLOGY_EVICTED = Gauge("pathweave_topology_evicted", "Topologies dropped over the tenant or byte bound so far.")
 READY = Gauge("pathweave_ready", "1 when the store answers and the models are loaded.")
 
 
@@ -66,4 +70,7 @@ def render(cache_stats: dict[str, int] | None = None) -> tuple[bytes, str]:
         NODE_CACHE_BYTES.set(cache_stats["node_cache_bytes"])
         TOPOLOGY_PASSAGES.set(cache_stats["passages"])
         TOPOLOGY_ENTITIES.set(cache_stats["entities"])
+        TOPOLOGY_BYTES.set(cache_stats["topology_bytes"])
+        TOPOLOGY_TENANTS.set(cache_stats["tenants"])
+        TOPOLOGY_EVICTED.set(cache_stats["evicted"])
     return generate_latest(), CONTENT_TYPE_LATEST

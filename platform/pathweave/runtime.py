@@ -191,7 +191,9 @@ class QueryRuntime:
         with self._lock:
             cache = self._cache
         if cache is None:
-            return {"tenants": 0, "node_cache_rows": 0, "node_cache_bytes": 0, "passages": 0, "entities": 0}
+            from pathweave.graph.topology import TopologyCache
+
+            return TopologyCache().stats()  # an empty cache's: every figure 0
         return cache.stats()
 
     def retriever(self, tenant: str):
@@ -207,7 +209,7 @@ class QueryRuntime:
                 if self._cache is None:
                     query = self.settings.query
                     self._cache = TopologyCache(query.topology_max_tenants, query.topology_idle_s,
-                                                query.node_cache_entries)
+                                                query.node_cache_entries, query.topology_max_mb << 20)
                 retriever = Retriever(store, self.query_embedder, self.settings, cache=self._cache,
                                       llm=self.llm_client, question_parser=self._parse_question)
                 self._retrievers[tenant] = retriever

@@ -253,6 +253,10 @@ class QuerySettings(_Section):
 
     topology_max_tenants: int = Field(16, description="Tenant topologies kept in memory (LRU).")
     topology_idle_s: float = Field(3600.0, description="Seconds after which an unused tenant topology is dropped.")
+    topology_max_mb: int = Field(
+        4096, ge=1, description="About how much memory (MiB) the tenants' topologies may take together; the least "
+                                "recently used are dropped beyond it (a single larger tenant is kept: its queries "
+                                "need it). Estimated per topology (ids, incidence lists, matrices); see /metrics.")
     node_cache_entries: int = Field(
         50_000, description="Node rows (texts, vectors) cached per tenant (LRU entries, about 2 KB each).")
     write_reasoning: bool = Field(

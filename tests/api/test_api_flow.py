@@ -225,3 +225,6 @@ def test_metrics_report_the_query_caches(client, new_tenant, ingest, docs):
     assert gauges["pathweave_node_cache_bytes"] >= 2000 * gauges["pathweave_node_cache_rows"] / 4  # vectors ~2 KB
     assert gauges["pathweave_topology_passages"] >= len(docs["core"])
     assert gauges["pathweave_topology_entities"] >= 1
+    assert gauges["pathweave_topology_tenants"] >= 1
+    assert gauges["pathweave_topology_bytes"] >= 240 * (gauges["pathweave_topology_passages"]
+                                                         + gauges["pathweave_topology_entities"])

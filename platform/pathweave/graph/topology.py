@@ -31,7 +31,8 @@ one-passage change markedly cheaper on a large tenant; figures in docs/benchmark
 
 Memory: a few integers per edge (~45 MB of matrices at 8.7k passages / 69k entities; the
 SYNONYM edges are two arrays, not a dict of Python tuples); tenants unused
-for ``idle_s`` or beyond ``max_tenants`` are evicted from :class:`TopologyCache`.
+for ``idle_s`` or beyond ``max_tenants`` or the cache's byte bound are evicted from
+:class:`TopologyCache`.
 """
 
 from __future__ import annotations
@@ -104,6 +105,30 @@ def _shift_passages(adjacency: sp.csr_matrix, n_entities: int, n_e: int, n_p: in
                              indptr[n_entities + 1:], np.full(n_p - n_old_p, indptr[-1], dtype=indptr.dtype)])
     indices = adjacency.indices + np.where(adjacency.indices >= n_entities, grow, 0).astype(adjacency.indices.dtype)
     return sp.csr_matrix((adjacency.data, indices, indptr), shape=(n_e + n_p, n_e + n_p))
+
+
+ID_BYTES = 240
+"""Estimated bytes per id a topology holds (a str of ~40 characters, its dict entry and list
+slot, and the newest view's index of it)."""
+
+ENTRY_BYTES = 120
+"""Estimated bytes per dict entry holding a small array or tuple (beside the array's data)."""
+
+
+def _view_bytes(view: TopologyView) -> int:
+    """The arrays' and sparse matrices' bytes of ``view`` and of what its queries kept."""
+    def size(value) -> int:
+        if sp.issparse(value):
+            return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
+        if isinstance(value, np.ndarray):
+            return value.nbytes
+        if isinstance(value, (tuple, list)) and value and not isinstance(value[0], str):
+            return sum(size(v) for v in value)
+        return 0
+
+    matrices = [view.states, view.prop_entities, view.synonyms, view.adjacency, view.degree, view.alive,
+                view.triple_ends, view.assertions, view.canonical, *view.extras.values()]
+    return sum(size(m) for m in matrices)
 
 
 def _empty_view() -> TopologyView:
@@ -392,6 +417,22 @@ class Topology:
                 self._view = self._build()
             return self._view
 
+    @property
+    def bytes(self) -> int:
+        """Approximate bytes this topology holds (its node cache apart), in O(1): about
+        :data:`ID_BYTES` per id (the string, its index entry and list slot, the view's copy),
+        :data:`ENTRY_BYTES` per incidence list plus 8 per entry it holds (as many as the
+        newest view's matrices have edges), the SYNONYM arrays, and the arrays and sparse
+        matrices of the newest view with what its queries kept. An estimate for the
+        cache's bound, not an account."""
+        view = self._view or self._last
+        ids = len(self.entity_ids) + len(self.passage_ids) + len(self.prop_ids) + len(self.triple_ids)
+        entries = len(self.passage_props) + len(self.prop_entities) + len(self.passage_triples) + \
+            len(self.triple_ends) + len(self.aliases) + len(self.prop_refs)
+        edges = view.states.nnz + view.prop_entities.nnz + len(view.assertions[0])
+        return (ids * ID_BYTES + entries * ENTRY_BYTES + edges * 8 + self.synonym_pairs.nbytes
+                + self.synonym_scores.nbytes + _view_bytes(view))
+
     def _canonical(self, n_e: int) -> np.ndarray:
         """``(E,)``: each entity's canonical entity (itself when it is no alias)."""
         canonical = np.arange(n_e, dtype=np.int64)
@@ -519,19 +560,24 @@ class Topology:
 
 
 class TopologyCache:
-    """Topologies of the tenants this process serves: at most ``max_tenants`` (least
-    recently used evicted), none unused for more than ``idle_s`` seconds."""
+    """Topologies of the tenants this process serves: at most ``max_tenants`` and about
+    ``max_bytes`` (:attr:`Topology.bytes`; least recently used evicted first, never the
+    topology a query is asking for), none unused for more than ``idle_s`` seconds."""
 
-    def __init__(self, max_tenants: int = 16, idle_s: float = 3600.0, node_cache_entries: int = 50_000) -> None:
+    def __init__(self, max_tenants: int = 16, idle_s: float = 3600.0, node_cache_entries: int = 50_000,
+                 max_bytes: int | None = None) -> None:
         self.max_tenants = max_tenants
         self.idle_s = idle_s
         self.node_cache_entries = node_cache_entries
+        self.max_bytes = max_bytes
+        self.evicted = 0  # topologies evicted over the bounds (not counting idle ones)
         self._topologies: OrderedDict[str, Topology] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, store: GraphStore, version: int | None = None) -> Topology:
         """The tenant's topology, refreshed to the store's graph version (``version``: as the
-        caller read it, :meth:`Topology.refresh`)."""
+        caller read it, :meth:`Topology.refresh`); then the others are evicted, least
+        recently used first, while the cache holds more than ``max_bytes``."""
         now = time.monotonic()
         with self._lock:
             for tenant in [t for t, topo in self._topologies.items() if now - topo.last_used > self.idle_s]:
@@ -542,17 +588,33 @@ class TopologyCache:
             self._topologies.move_to_end(store.tenant)
             while len(self._topologies) > self.max_tenants:
                 self._topologies.popitem(last=False)
-        topology.refresh(store, version)
+                self.evicted += 1
+        if topology.refresh(store, version) and self.max_bytes is not None:
+            self._shrink(keep=store.tenant)
         return topology
+
+    def _shrink(self, keep: str) -> None:
+        """Evict the least recently used topologies other than ``keep`` while the total is
+        over ``max_bytes`` (a single tenant larger than the bound stays: its queries need it)."""
+        with self._lock:
+            total = sum(topo.bytes for topo in self._topologies.values())
+            for tenant in list(self._topologies):
+                if total <= self.max_bytes:
+                    break
+                if tenant != keep:
+                    total -= self._topologies.pop(tenant).bytes
+                    self.evicted += 1
 
     def stats(self) -> dict[str, int]:
         """What the process holds for its tenants: ``tenants``, ``node_cache_rows``,
-        ``node_cache_bytes`` (approximate, :func:`pathweave.graph.node_cache.row_bytes`) and the
-        topologies' ``passages`` and ``entities`` (ids interned so far)."""
+        ``node_cache_bytes`` (approximate, :func:`pathweave.graph.node_cache.row_bytes`), the
+        topologies' ``topology_bytes`` (approximate, :attr:`Topology.bytes`), ``evicted``
+        (over the bounds so far), ``passages`` and ``entities`` (ids interned so far)."""
         with self._lock:
             topologies = list(self._topologies.values())
         return {"tenants": len(topologies), "node_cache_rows": sum(len(t.nodes) for t in topologies),
                 "node_cache_bytes": sum(t.nodes.bytes for t in topologies),
+                "topology_bytes": sum(t.bytes for t in topologies), "evicted": self.evicted,
                 "passages": sum(len(t.passage_ids) for t in topologies),
                 "entities": sum(len(t.entity_ids) for t in topologies)}
 

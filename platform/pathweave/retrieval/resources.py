@@ -53,7 +53,7 @@ class QueryResources:
         self.settings = settings
         if cache is None:  # not ``cache or``: an empty cache is falsy (it has a length)
             cache = TopologyCache(settings.query.topology_max_tenants, settings.query.topology_idle_s,
-                                  settings.query.node_cache_entries)
+                                  settings.query.node_cache_entries, settings.query.topology_max_mb << 20)
         self.cache = cache
         self.records = RecordWriter(store)
         self._embedder_checked: int | None = None  # the graph version whose embedder record was checked
