@@ -1,5 +1,5 @@
-"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``extract``, ``reuse``, ``scale``, ``api``,
-``soak`` and ``select``.
+"""The ``pathweave bench`` commands (typer): ``musique``, ``qa``, ``extract``, ``reuse``, ``scale``,
+``tenants``, ``api``, ``soak`` and ``select``.
 
 Each runs one benchmark module of this package on real data from ``../shared/bench``
 and prints its figures beside the baseline's, taken in the same run. The top-level
@@ -49,6 +49,28 @@ def bench_scale(
     from pathweave_bench.scale import run_scale
 
     run_scale(data, distractors or None, out, limit, keep, _backends(backend))
+
+
+@bench_app.command("tenants")
+def bench_tenants(
+    sizes: str = typer.Option("10000,30000,100000", help="Comma list: the large tenant's passages at each step."),
+    small: int = typer.Option(2000, min=1, help="The small tenant's passages."),
+    queries: int = typer.Option(100, min=2, help="Searches timed per figure."),
+    k: int = typer.Option(10, min=1, help="Nearest passages per search."),
+    out: Path = typer.Option(Path("bench-results"), help="Where tenants.json goes."),
+    backend: str = BACKEND_OPTION,
+) -> None:
+    """A small tenant's vector search beside a growing large tenant (synthetic vectors):
+    p50 / p95 and recall as shipped, against the shared index alone."""
+    from pathweave_bench.tenants import run_tenants
+
+    try:
+        steps = sorted({int(size) for size in _comma_list(sizes)})
+    except ValueError:
+        raise typer.BadParameter(f"not a comma list of integers: {sizes!r}", param_hint="--sizes") from None
+    if not steps or steps[0] < 1:
+        raise typer.BadParameter("give at least one size of 1 or more", param_hint="--sizes")
+    run_tenants(steps, small, queries, k, _backends(backend), out)
 
 
 @bench_app.command("musique")
