@@ -112,3 +112,27 @@ RETURN id;
 // Number of the tenant's entities that are no alias (what retrieval sees as distinct nodes).
 MATCH (e:Entity) WHERE e.tenant = $tenant AND NOT (e)-[:ALIAS_OF]->(:Entity)
 RETURN count(e) AS n;
+
+// name: alias_mark_unrefined
+// Alias groups were written that layer 2 has not refined (layer 1 while the tenant was within
+// the k-means budget, a removal's repair, a split): the tenant's next batch past the budget
+// refines every loose group once (pathweave_ingest.aliases.consolidate). A count on the
+// tenant's Meta node $meta_id, so concurrent marks all count.
+MERGE (m:Meta {meta_id: $meta_id})
+ON CREATE SET m.tenant = $tenant, m.version = 0
+SET m.alias_unrefined = coalesce(m.alias_unrefined, 0) + 1
+RETURN m.alias_unrefined AS unrefined;
+
+// name: alias_refine_state
+// The count of alias_mark_unrefined and the count the last tenant-wide refinement covered.
+MATCH (m:Meta {meta_id: $meta_id}) WHERE m.tenant = $tenant
+RETURN coalesce(m.alias_unrefined, 0) AS unrefined, coalesce(m.alias_refined, 0) AS refined;
+
+// name: alias_mark_refined
+// Every loose group was refined after the count $unrefined was read (a mark made meanwhile
+// stays due: the count only grows).
+MATCH (m:Meta {meta_id: $meta_id}) WHERE m.tenant = $tenant
+SET m.cas = true REMOVE m.cas
+WITH m
+SET m.alias_refined = CASE WHEN coalesce(m.alias_refined, 0) > $unrefined THEN m.alias_refined ELSE $unrefined END
+RETURN m.alias_refined AS refined;

@@ -19,13 +19,16 @@ CREATE CONSTRAINT codebook_id IF NOT EXISTS FOR (n:Codebook) REQUIRE n.codebook_
 CREATE CONSTRAINT session_key IF NOT EXISTS FOR (n:Session) REQUIRE n.session_key IS UNIQUE;
 
 // --- The codebook: codes assigned once (nodes that have one keep it: re-ingest changes nothing).
-// The counter node is written by every assigning transaction, so concurrent ingestions
-// conflict on it and the driver retries one of them: codes stay unique per tenant and kind.
+// The counter node is locked by every assigning transaction before it is read (`SET c.cas =
+// true REMOVE c.cas`, a write that leaves nothing: Neo4j reads without locks, and the counter
+// read before the lock would be a lost update), so concurrent assignments are serialized on
+// Neo4j and conflict (and are retried) on ArcadeDB: codes stay unique per tenant and kind.
 
 // name: apr_code_entities
 // Give the entities $ids that have no code the next codes of $codebook_id.
 MERGE (c:Codebook {codebook_id: $codebook_id})
 ON CREATE SET c.tenant = $tenant, c.next_code = 0
+SET c.cas = true REMOVE c.cas
 WITH c
 UNWIND $ids AS id
 MATCH (n:Entity {entity_id: id}) WHERE n.tenant = $tenant AND n.code IS NULL
@@ -42,6 +45,7 @@ RETURN k AS n;
 // Give the relations $ids that have no code the next codes of $codebook_id.
 MERGE (c:Codebook {codebook_id: $codebook_id})
 ON CREATE SET c.tenant = $tenant, c.next_code = 0
+SET c.cas = true REMOVE c.cas
 WITH c
 UNWIND $ids AS id
 MATCH (n:Relation {relation_id: id}) WHERE n.tenant = $tenant AND n.code IS NULL
@@ -58,6 +62,7 @@ RETURN k AS n;
 // Give the triples (edges of the codebook) $ids that have no code the next codes of $codebook_id.
 MERGE (c:Codebook {codebook_id: $codebook_id})
 ON CREATE SET c.tenant = $tenant, c.next_code = 0
+SET c.cas = true REMOVE c.cas
 WITH c
 UNWIND $ids AS id
 MATCH (n:Triple {triple_id: id}) WHERE n.tenant = $tenant AND n.code IS NULL
@@ -75,6 +80,7 @@ RETURN k AS n;
 // a run sent earlier in its session by this code).
 MERGE (c:Codebook {codebook_id: $codebook_id})
 ON CREATE SET c.tenant = $tenant, c.next_code = 0
+SET c.cas = true REMOVE c.cas
 WITH c
 UNWIND $ids AS id
 MATCH (n:Run {run_id: id}) WHERE n.tenant = $tenant AND n.code IS NULL

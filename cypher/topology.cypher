@@ -111,8 +111,9 @@ RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, n
 // not parameters): the tenant's nodes of the label, read through the tenant index up to
 // $limit, and, when the tenant holds fewer than $limit of them, the ids and scores of those
 // that carry the vector: vector.similarity.cosine to $vector (Neo4j answers (1 + cos) / 2 like
-// the index, ArcadeDB the cosine itself). One row: size (the nodes read, at most $limit), ids,
-// scores (empty when the tenant is not that small). A small tenant whose index search other
+// the index, ArcadeDB the cosine itself; null for a zero vector). One row: size (the nodes
+// read, at most $limit), ids, scores (empty when the tenant is not that small), and the
+// tenant's graph version (Meta node $meta_id, as vector_search_versioned reads it). A small tenant whose index search other
 // tenants crowd asks this instead of widening (pathweave.store.backends.base.vector_search), so
 // its cost follows its own size, not the other tenants'.
 
@@ -121,7 +122,8 @@ RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, n
 MATCH (n:Passage) WHERE n.tenant = $tenant
 WITH n LIMIT $limit
 WITH collect(n) AS nodes
-RETURN size(nodes) AS size,
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN size(nodes) AS size, m.version AS version,
        CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.passage_id] ELSE [] END AS ids,
        CASE WHEN size(nodes) < $limit
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
@@ -132,7 +134,8 @@ RETURN size(nodes) AS size,
 MATCH (n:Proposition) WHERE n.tenant = $tenant
 WITH n LIMIT $limit
 WITH collect(n) AS nodes
-RETURN size(nodes) AS size,
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN size(nodes) AS size, m.version AS version,
        CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.prop_id] ELSE [] END AS ids,
        CASE WHEN size(nodes) < $limit
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
@@ -143,7 +146,8 @@ RETURN size(nodes) AS size,
 MATCH (n:Entity) WHERE n.tenant = $tenant
 WITH n LIMIT $limit
 WITH collect(n) AS nodes
-RETURN size(nodes) AS size,
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN size(nodes) AS size, m.version AS version,
        CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.entity_id] ELSE [] END AS ids,
        CASE WHEN size(nodes) < $limit
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
@@ -154,7 +158,8 @@ RETURN size(nodes) AS size,
 MATCH (n:Relation) WHERE n.tenant = $tenant
 WITH n LIMIT $limit
 WITH collect(n) AS nodes
-RETURN size(nodes) AS size,
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN size(nodes) AS size, m.version AS version,
        CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.relation_id] ELSE [] END AS ids,
        CASE WHEN size(nodes) < $limit
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
@@ -165,7 +170,8 @@ RETURN size(nodes) AS size,
 MATCH (n:Triple) WHERE n.tenant = $tenant
 WITH n LIMIT $limit
 WITH collect(n) AS nodes
-RETURN size(nodes) AS size,
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN size(nodes) AS size, m.version AS version,
        CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.triple_id] ELSE [] END AS ids,
        CASE WHEN size(nodes) < $limit
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
@@ -176,7 +182,8 @@ RETURN size(nodes) AS size,
 MATCH (n:Run) WHERE n.tenant = $tenant
 WITH n LIMIT $limit
 WITH collect(n) AS nodes
-RETURN size(nodes) AS size,
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN size(nodes) AS size, m.version AS version,
        CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
        CASE WHEN size(nodes) < $limit
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
@@ -187,7 +194,8 @@ RETURN size(nodes) AS size,
 MATCH (n:Run) WHERE n.tenant = $tenant
 WITH n LIMIT $limit
 WITH collect(n) AS nodes
-RETURN size(nodes) AS size,
+OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
+RETURN size(nodes) AS size, m.version AS version,
        CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.memory_embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
        CASE WHEN size(nodes) < $limit
             THEN [n IN nodes WHERE n.memory_embedding IS NOT NULL | vector.similarity.cosine(n.memory_embedding, $vector)]

@@ -253,3 +253,57 @@ def broker_url(tmp_path_factory):
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture()
+def while_held(store):
+    """``while_held(hold, contend)``: ``hold(run)`` runs in a write transaction of ``store``
+    that stays open while ``contend()`` runs in another thread, until ``contend`` is seen
+    waiting for a lock (Neo4j: ``SHOW TRANSACTIONS`` reports a blocked transaction) or, on a
+    store whose transactions do not wait (ArcadeDB's optimistic ones conflict at commit
+    instead), for 1 s; then the holder commits. Returns ``(contend()'s result, whether it was
+    seen waiting)``; raises what either raised. Forces the interleaving a compare-and-set
+    must survive."""
+    import threading
+    import time
+
+    def interleave(hold, contend):
+        held, release, outcome, errors = threading.Event(), threading.Event(), {}, []
+
+        def holder(run):
+            hold(run)
+            held.set()
+            release.wait(30)  # every retry of the transaction waits too (nothing is left blocked)
+
+        def contender():
+            try:
+                outcome["value"] = contend()
+            except BaseException as exc:  # noqa: BLE001 - raised below
+                errors.append(exc)
+
+        def holding():
+            try:
+                store.execute_write(holder)
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        first = threading.Thread(target=holding)
+        first.start()
+        assert held.wait(30), errors
+        second = threading.Thread(target=contender)
+        second.start()
+        deadline, waited = time.monotonic() + (10.0 if BACKEND == "neo4j" else 1.0), False
+        while time.monotonic() < deadline and second.is_alive() and not waited:
+            if BACKEND == "neo4j":
+                with store.driver.session(database=store.database) as session:
+                    statuses = [r["status"] for r in session.run("SHOW TRANSACTIONS YIELD status")]
+                waited = any(str(s).startswith("Blocked") for s in statuses)
+            time.sleep(0.05)
+        release.set()
+        first.join(30)
+        second.join(30)
+        if errors:
+            raise errors[0]
+        return outcome.get("value"), waited
+
+    return interleave

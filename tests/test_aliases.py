@@ -16,8 +16,7 @@ from pathweave.graph.topology import Topology
 from pathweave.graph.vectors import decode_vectors, encode_vector
 from pathweave_cli.main import app
 from pathweave_ingest.aliases import (canonical_count, clear_tenant, consolidate, consolidate_tenant, describe_groups,
-                                      merge_pairs, neighbour_count, numbers_agree, refine_loose_groups, split,
-                                      union_find)
+                                      merge_pairs, neighbour_count, numbers_agree, split, union_find)
 from pathweave_ingest.jobs import delete_document
 from pathweave_ingest.loaders import SourceDocument
 
@@ -165,11 +164,12 @@ def test_layer2_kmeans_splits_a_chained_group(store):
     assert all(v[1] >= 0.93 for v in stored.values())
 
 
-def test_layer2_after_a_batch_refines_only_the_groups_it_changed(store):
-    """Past the budget, a batch's layer 2 splits the loose groups the batch changed and
-    leaves the others as they are (its cost follows the batch, not the tenant); the sweep
-    over the tenant (``refine_loose_groups`` without ``among``) splits every loose group."""
-    angles = np.radians([0, 18.2, 36.4, 54.6, 72.8])
+def test_layer2_sweeps_the_tenant_once_then_only_the_groups_a_batch_touches(store, monkeypatch):
+    """Two chained groups formed within the k-means budget are refined by the first batch
+    past it (a tenant-wide sweep); a later batch that chains onto one group refines that
+    group alone, without reading the tenant's loose groups; a split marks the tenant for
+    one sweep again."""
+    angles = np.radians([0, 18.2, 36.4, 54.6, 72.8, 91.0])
     first = {f"Point {n}": unit((0, np.cos(t)), (1, np.sin(t))) for n, t in zip("ABCD", angles)}
     second = {f"Place {n}": unit((2, np.cos(t)), (3, np.sin(t))) for n, t in zip("EFGH", angles)}
     ids = write_entities(store, {**first, **second})
@@ -177,20 +177,30 @@ def test_layer2_after_a_batch_refines_only_the_groups_it_changed(store):
     for chain in (first, second):
         order = [ids[n] for n in chain]
         consolidate(store, order, np.stack(list(chain.values())), {ids[n]: normalize(n) for n in chain}, layer1)
-    assert {v[2] for v in edges(store).values()} == {"knn"} and len(edges(store)) == 6  # two chained groups
-    late = {"Place I": unit((2, np.cos(angles[4])), (3, np.sin(angles[4])))}  # extends the second chain
-    ids.update(write_entities(store, late))
+    assert {v[2] for v in edges(store).values()} == {"knn"} and len(edges(store)) == 6  # two loose chains
+    names: list[str] = []
+    real_run = store.run
+    monkeypatch.setattr(store, "run", lambda name, **params: names.append(name) or real_run(name, **params))
     past_budget = layer1.model_copy(update={"kmeans_budget": 5})
-    changed = consolidate(store, [ids["Place I"]], np.stack(list(late.values())), {ids["Place I"]: "place i"},
-                          past_budget)
-    stored = edges(store)
-    first_ids = {ids[n] for n in first}
-    assert {v[2] for a, v in stored.items() if a in first_ids} == {"knn"}  # untouched: still one loose chain
-    assert {v[2] for a, v in stored.items() if a not in first_ids} == {"kmeans"}  # the batch's group: split
-    assert not first_ids & set(changed)
-    assert all(v[1] >= 0.93 for a, v in stored.items() if a not in first_ids)
-    refine_loose_groups(store, past_budget)  # the tenant-wide sweep
+
+    def add(name: str, angle: float) -> list[str]:
+        vector = unit((2, np.cos(angle)), (3, np.sin(angle)))
+        ids.update(write_entities(store, {name: vector}))
+        names.clear()
+        return consolidate(store, [ids[name]], vector[None, :], {ids[name]: normalize(name)}, past_budget)
+
+    add("Place I", angles[4])  # the first batch past the budget: every loose group
+    assert "alias_loose_groups" in names
     assert {v[2] for v in edges(store).values()} == {"kmeans"} and all(v[1] >= 0.93 for v in edges(store).values())
+    before = {a: v for a, v in edges(store).items() if a in {ids[n] for n in first}}
+    changed = add("Place J", angles[5])  # chains onto the second chain's last group only
+    assert "alias_loose_groups" not in names  # no tenant-wide read
+    assert not {ids[n] for n in first} & set(changed)
+    assert {a: v for a, v in edges(store).items() if a in {ids[n] for n in first}} == before
+    assert all(v[1] >= 0.93 for v in edges(store).values())
+    split(store, ids["Point B"])
+    add("Place K", angles[5] + 0.01)
+    assert "alias_loose_groups" in names  # the split's regrouping is looked at once
 
 
 @pytest.fixture()

@@ -279,6 +279,12 @@ def test_a_topologys_byte_estimate_follows_what_it_allocates():
     allocated = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert allocated / 2 <= topology.bytes <= allocated * 2, (topology.bytes, allocated)
+    from types import SimpleNamespace
+
+    estimate = topology.bytes
+    kept = SimpleNamespace(walk=sp.identity(20_000, format="csr"), scores=np.zeros(20_000))
+    topology.view().keep("a query's graph", kept)  # what a query kept for the next ones counts too
+    assert topology.bytes - estimate >= 20_000 * (8 + 4 + 8)
 
 
 def test_the_topology_cache_keeps_to_its_byte_bound_least_recently_used_first(base_store):
@@ -303,8 +309,7 @@ def test_the_topology_cache_keeps_to_its_byte_bound_least_recently_used_first(ba
     for store in stores[:2]:
         cache.get(store).view()
     cache.get(stores[0])  # the first is used again: the second is now the least recently used
-    cache.get(stores[2]).view()
-    cache.get(stores[2])
+    cache.get(stores[2]).view()  # loaded, then its view built: each checks the bound
     assert set(cache._topologies) <= {stores[0].tenant, stores[2].tenant} and stores[2].tenant in cache._topologies
     assert cache.stats()["topology_bytes"] <= cache.max_bytes and cache.stats()["evicted"] >= 1
     tiny = TopologyCache(max_bytes=1)

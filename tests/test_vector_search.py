@@ -62,20 +62,21 @@ def counting(store: GraphStore, monkeypatch) -> list[str]:
 def test_a_small_tenant_crowded_by_a_large_one_is_scored_exactly(crowded, monkeypatch):
     small, ids, vectors, _, question = crowded
     names = counting(small, monkeypatch)
-    hits = base.vector_search(small, "Entity", question, 5)
-    assert names == ["vector_search", "vector_exact_entity"]  # one crowded index round, then exact
+    hits = base.vector_search(small, "Entity", question, 10)
+    # one index round of 10 places, none the tenant's: widening would read about 100 more;
+    # its 30 nodes cost less, scored exactly
+    assert names == ["vector_search", "vector_exact_entity"]
     cosines = vectors @ question
-    best = np.argsort(-cosines)[:5]
+    best = np.argsort(-cosines)[:10]
     assert [i for i, _ in hits] == [ids[j] for j in best]
     assert np.allclose([c for _, c in hits], cosines[best], atol=1e-5)
 
 
-def test_a_tenant_over_the_bound_widens_until_the_next_round_costs_more(crowded, monkeypatch):
-    """Bounds of 10 nodes or half the next round's places: 30 nodes are too many before the
-    round of 20 places (bound 10, remembered), not before the round of 80 (bound 40)."""
+def test_a_tenant_over_the_bound_widens_until_the_widening_costs_more(crowded, monkeypatch):
+    """k = 5: after the round of 5 places (none the tenant's) the widening is expected to read
+    25 places, fewer than the tenant's 30 nodes (refused, remembered); after the round of 20,
+    100: scored exactly."""
     small, ids, vectors, _, question = crowded
-    monkeypatch.setattr(base, "EXACT_MIN_NODES", 10)
-    monkeypatch.setattr(base, "EXACT_PER_PLACE", 0.5)
     names = counting(small, monkeypatch)
     hits = base.vector_search(small, "Entity", question, 5)
     assert names == ["vector_search", "vector_exact_entity", "vector_search", "vector_exact_entity"]
@@ -83,7 +84,7 @@ def test_a_tenant_over_the_bound_widens_until_the_next_round_costs_more(crowded,
     names.clear()
     base.vector_search(small, "Entity", question, 5)
     assert names == ["vector_search", "vector_search", "vector_exact_entity"]  # the refused bound is remembered
-    monkeypatch.setattr(base, "EXACT_PER_PLACE", 0.0)
+    monkeypatch.setattr(base, "EXACT_PER_PLACE", 0.0)  # bound 0: never above the remembered 25
     names.clear()
     widened = base.vector_search(small, "Entity", question, 5)  # the remembered bound is never exceeded: the index alone
     assert names.count("vector_exact_entity") == 0 and names.count("vector_search") >= 3

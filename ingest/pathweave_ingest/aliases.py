@@ -16,11 +16,13 @@ edges only. The query processes' topologies map aliases onto their canonical
   (union-find, :func:`union_find`), and every group that changed gets its medoid as
   canonical.
 - Layer 2 (when the tenant has more than ``kmeans_budget`` entities): groups with a member
-  below the threshold to its canonical (chains of layer 1; after a batch, only among the
-  groups it changed) are split by k-means (``gds.kmeans``
-  where the backend declares :attr:`~pathweave.store.backends.Capability.KMEANS`, else
-  scikit-learn) with the smallest k that leaves every member within the threshold of its
-  cluster's medoid.
+  below the threshold to its canonical (chains of layer 1) are split by k-means
+  (``gds.kmeans`` where the backend declares
+  :attr:`~pathweave.store.backends.Capability.KMEANS`, else scikit-learn) with the smallest k
+  that leaves every member within the threshold of its cluster's medoid. After a batch, only
+  the groups of its entities are looked at; every loose group of the tenant once, when
+  groups were written that layer 2 has not refined (within the budget, by a removal's
+  repair or a split: counted on the tenant's Meta node).
 
 Entities a person split off (``alias_split``), names with <= 2 alphanumeric characters,
 dates (``skip_types``) and, by default, pairs whose names hold different numbers are never
@@ -317,12 +319,17 @@ def consolidate(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, name
         return []
     pairs = candidate_pairs(store, ids, vectors, names, params, synonyms)
     changed = store.execute_write(lambda run: merge_pairs(run, pairs, store.dimensions)) if pairs else []
-    entities = int(store.run("alias_entity_count")[0]["n"])
-    if entities > params.kmeans_budget:
-        # the groups this batch changed; all loose groups once, when this batch crossed the
-        # budget (groups formed below it were never refined)
-        crossed = entities - len(ids) <= params.kmeans_budget
-        changed = sorted(set(changed) | set(refine_loose_groups(store, params, None if crossed else changed)))
+    if int(store.run("alias_entity_count")[0]["n"]) <= params.kmeans_budget:
+        if changed:  # groups layer 2 has not refined
+            store.run("alias_mark_unrefined", meta_id=store.meta_id)
+        return changed
+    state = store.run("alias_refine_state", meta_id=store.meta_id)
+    unrefined, refined = (int(state[0]["unrefined"]), int(state[0]["refined"])) if state else (0, 0)
+    if unrefined > refined:  # groups written within the budget, by a repair or a split: every loose group
+        changed = sorted(set(changed) | set(refine_loose_groups(store, params)))
+        store.run("alias_mark_refined", meta_id=store.meta_id, unrefined=unrefined)
+    else:  # the groups of this batch's entities (also those an interrupted attempt changed)
+        changed = sorted(set(changed) | set(refine_loose_groups(store, params, set(changed) | set(ids))))
     return changed
 
 
@@ -435,6 +442,7 @@ def split(store: GraphStore, key: str) -> list[str]:
 
     def work(run: Run) -> list[str]:
         run("alias_mark_split", ids=off)
+        run("alias_mark_unrefined", meta_id=store.meta_id)  # the rest's new canonical may leave it loose
         changed = write_groups(run, [], off)
         return sorted(set(changed) | set(regroup(run, [rest], group.method, store.dimensions) if rest else ()))
 

@@ -145,6 +145,8 @@ def record_change(run: Run, store: GraphStore, change: DocumentChange, entities:
     written, alias edges changed) for the query processes' topologies; sets and returns
     ``change.version``. The caller tells the backend after the commit
     (``store.backend.graph_changed(store)``)."""
+    if change.counts.get("alias_groups_repaired"):  # repaired groups layer 2 has not refined
+        run("alias_mark_unrefined", meta_id=store.meta_id)
     change.version = store.record_change_in(
         run, added=change.added_passage_ids, removed=change.removed_passage_ids,
         removed_entities=change.removed_entity_ids, entities=list(entities),

@@ -320,15 +320,17 @@ class Pipeline:
 
         def work(run) -> DocumentChange:
             change = DocumentChange(added_passage_ids=list(added))
-            old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced))  # the heads' locks
-            # then the tenant's record, locked until the commit: still this embedder, not re-embedding
-            embedder_record.guard(run, self.store, self.embedder)
+            old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced))
             timed("lookup", lambda: self._still_stored(run, batch))
             for name, params in steps:
                 timed("apr_codes" if name.startswith("apr_") else "write", lambda: run(name, **params))
             timed("change", lambda: (remove_passages(run, old, change, self.store.dimensions),
-                                     run("documents_links_pending", ids=[doc_id for doc_id, _ in group]),
-                                     record_change(run, self.store, change)))
+                                     run("documents_links_pending", ids=[doc_id for doc_id, _ in group])))
+            # last, beside the change record (both lock the tenant's Meta node until the commit, after
+            # the heads and the nodes written, in the order every writer takes them): still this
+            # embedder's tenant and not being re-embedded, or the whole group rolls back
+            embedder_record.guard(run, self.store, self.embedder)
+            timed("change", lambda: record_change(run, self.store, change))
             return change
 
         change = self.store.execute_write(work)

@@ -261,3 +261,23 @@ def test_a_document_asserting_what_a_question_named_first_gets_the_same_graph(pi
     assert store.document_counts() == other.document_counts()
     assert len(with_fact) == other.document_counts()["Triple"]  # every asserted triple is in the fact index
     assert store.counts()["Triple"] < asked + other.counts()["Triple"]  # the question's triple was asserted
+
+
+def test_concurrent_code_assignments_give_distinct_codes(store, while_held):
+    """Two transactions give codes to different entities of one tenant at once (one holds the
+    codebook while the other asks): every code is distinct (the counter is read under its
+    lock, not before)."""
+    from pathweave.apr.codebook import code_steps
+
+    ids = [f"{store.tenant}:e{i}" for i in range(5)]
+    store.write("upsert_entities", [{"entity_id": i, "tenant": store.tenant, "name": i, "norm_name": i, "type": "ORG",
+                                     "embedding": [1.0] + [0.0] * (store.dimensions - 1), "vec": ""} for i in ids])
+
+    def give(run, chosen):
+        for name, params in code_steps(store.tenant, {"entity": chosen}):
+            run(name, **params)
+
+    store.execute_write(lambda run: give(run, ids[:1]))  # the codebook exists (its counter at 1)
+    while_held(lambda run: give(run, ids[1:3]), lambda: store.execute_write(lambda run: give(run, ids[3:])))
+    codes = [row["code"] for row in store.run("apr_entity_rows", ids=ids)]
+    assert sorted(codes) == [0, 1, 2, 3, 4]

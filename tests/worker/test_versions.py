@@ -217,15 +217,12 @@ def test_concurrent_first_writes_of_one_new_id_are_both_accepted(hooked):
 
 
 @pytest.mark.parametrize("step", ["done", "retry", "failed", "fence", "claim"])
-def test_a_head_change_on_condition_reads_the_version_a_concurrent_delete_commits(store, step):
+def test_a_head_change_on_condition_reads_the_version_a_concurrent_delete_commits(store, while_held, step):
     """A worker's compare-and-set on the head of version 1 (done, retry, failed, the swap's
     fence, a claim after its lease ran out) while a DELETE holds the head and is turning it
     into version 2: whichever order the store serializes them in, the head ends deleted at
     version 2 (Neo4j reads without locks, so a condition checked before the write lock would
     pass on version 1 and write over the tombstone)."""
-    import threading
-    import time
-
     from pathweave_ingest import lifecycle
 
     doc_id = f"doc:{uuid.uuid4().hex[:24]}"
@@ -233,42 +230,28 @@ def test_a_head_change_on_condition_reads_the_version_a_concurrent_delete_commit
                "text": "Travel requests are approved by Ana."}
     store.execute_write(lambda run: lifecycle.accept_in(run, "job-1", [payload], lifecycle.now_iso()))
     assert lifecycle.claim(store, [{"doc_id": doc_id, "version": 1}], (), "w1", 0.0 if step == "claim" else 60.0)
-    locked, release, errors = threading.Event(), threading.Event(), []
 
     def delete(run):
         run("doc_lock", ids=[doc_id], owner="delete")
         run("doc_mark_deleted", ids=[doc_id], finished_at=lifecycle.now_iso())
-        locked.set()
-        release.wait(10)  # the DELETE's transaction stays open while the worker's step runs
 
     def worker_step():
-        try:
-            row = {"doc_id": doc_id, "version": 1}
-            if step == "done":
-                lifecycle.finish(store, [{**row, "finished_at": lifecycle.now_iso(), "seconds": 1.0, "passages": 1,
-                                          "propositions": 1, "entities": 1, "triples": 0, "bookmarks": []}])
-            elif step == "retry":
-                lifecycle.retry(store, [{**row, "attempts": 1, "error": "attempt 1 failed"}], "w1")
-            elif step == "failed":
-                lifecycle.fail(store, [row], "gave up")
-            elif step == "fence":
+        row = {"doc_id": doc_id, "version": 1}
+        if step == "done":
+            lifecycle.finish(store, [{**row, "finished_at": lifecycle.now_iso(), "seconds": 1.0, "passages": 1,
+                                      "propositions": 1, "entities": 1, "triples": 0, "bookmarks": []}])
+        elif step == "retry":
+            lifecycle.retry(store, [{**row, "attempts": 1, "error": "attempt 1 failed"}], "w1")
+        elif step == "failed":
+            lifecycle.fail(store, [row], "gave up")
+        elif step == "fence":
+            try:
                 store.execute_write(lambda run: lifecycle.fence(run, {doc_id: 1}))
-            else:
-                lifecycle.claim(store, [row], (), "w2", 60.0)
-        except lifecycle.Superseded:
-            pass  # the fence saw version 2: the swap would roll back
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+            except lifecycle.Superseded:
+                pass  # the fence saw version 2: the swap would roll back
+        else:
+            lifecycle.claim(store, [row], (), "w2", 60.0)
 
-    deleting = threading.Thread(target=store.execute_write, args=(delete,))
-    deleting.start()
-    assert locked.wait(30)
-    stepping = threading.Thread(target=worker_step)
-    stepping.start()
-    time.sleep(0.5)  # the step reaches the head (and, on Neo4j, waits for its lock)
-    release.set()
-    deleting.join(30)
-    stepping.join(30)
-    assert not errors, errors
+    while_held(delete, worker_step)
     head = store.run("document_states", ids=[doc_id])[0]
     assert (head["status"], head["version"], head["applied_version"], head["worker"]) == ("deleted", 2, 2, None)

@@ -41,6 +41,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -117,17 +118,24 @@ ENTRY_BYTES = 120
 
 def _view_bytes(view: TopologyView) -> int:
     """The arrays' and sparse matrices' bytes of ``view`` and of what its queries kept."""
-    def size(value) -> int:
+    def size(value, depth: int = 0) -> int:
         if sp.issparse(value):
+            value = value.tocsr() if value.format not in ("csr", "csc") else value
             return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
         if isinstance(value, np.ndarray):
             return value.nbytes
+        if depth >= 3:
+            return 0
         if isinstance(value, (tuple, list)) and value and not isinstance(value[0], str):
-            return sum(size(v) for v in value)
+            return sum(size(v, depth + 1) for v in value)
+        if isinstance(value, dict):
+            return sum(size(v, depth + 1) for v in value.values())
+        if hasattr(value, "__dict__"):  # what a query kept (a walk's or a graph's matrices)
+            return sum(size(v, depth + 1) for v in vars(value).values())
         return 0
 
     matrices = [view.states, view.prop_entities, view.synonyms, view.adjacency, view.degree, view.alive,
-                view.triple_ends, view.assertions, view.canonical, *view.extras.values()]
+                view.triple_ends, view.assertions, view.canonical, view.extras]
     return sum(size(m) for m in matrices)
 
 
@@ -223,6 +231,7 @@ class Topology:
         self.aliases: dict[int, int] = {}  # alias entity -> its canonical entity
         self.last_used = time.monotonic()
         self.refresh_ms = 0.0
+        self.on_built: Callable[[str], None] | None = None  # called with the tenant after a view is built
         self._view: TopologyView | None = None
         self._last: TopologyView = _empty_view()  # the newest view built: the next one is derived from it
         self._added: set[int] = set()  # passages added since self._last
@@ -390,7 +399,7 @@ class Topology:
             if self.version < 0 or not contiguous:
                 fresh = Topology(self.tenant, self.nodes.max_entries)
                 fresh.load(store)
-                self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "_lock"})
+                self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("_lock", "on_built")})
             else:
                 for change in changes:
                     self.remove_passages(change["removed"] or [])
@@ -413,9 +422,13 @@ class Topology:
         """The matrices of the current version (built on first use after a change)."""
         with self._lock:
             self.last_used = time.monotonic()
-            if self._view is None:
+            built = self._view is None
+            if built:
                 self._view = self._build()
-            return self._view
+            view = self._view
+        if built and self.on_built is not None:
+            self.on_built(self.tenant)  # the holding cache checks its bound (outside this lock)
+        return view
 
     @property
     def bytes(self) -> int:
@@ -576,8 +589,9 @@ class TopologyCache:
 
     def get(self, store: GraphStore, version: int | None = None) -> Topology:
         """The tenant's topology, refreshed to the store's graph version (``version``: as the
-        caller read it, :meth:`Topology.refresh`); then the others are evicted, least
-        recently used first, while the cache holds more than ``max_bytes``."""
+        caller read it, :meth:`Topology.refresh`); then, and after each view a query builds,
+        the others are evicted, least recently used first, while the cache holds more than
+        ``max_bytes``."""
         now = time.monotonic()
         with self._lock:
             for tenant in [t for t, topo in self._topologies.items() if now - topo.last_used > self.idle_s]:
@@ -585,6 +599,8 @@ class TopologyCache:
             topology = self._topologies.get(store.tenant)
             if topology is None:
                 topology = self._topologies[store.tenant] = Topology(store.tenant, self.node_cache_entries)
+                if self.max_bytes is not None:
+                    topology.on_built = lambda tenant: self._shrink(keep=tenant)
             self._topologies.move_to_end(store.tenant)
             while len(self._topologies) > self.max_tenants:
                 self._topologies.popitem(last=False)

@@ -12,6 +12,7 @@ retrieval structures: it takes ids and returns ids and scores.
 from __future__ import annotations
 
 import enum
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
@@ -64,18 +65,16 @@ EXACT_SEARCHES: dict[tuple[str, str], str] = {
     ("Run", "memory_embedding"): "vector_exact_run_memory",
 }
 
-EXACT_MIN_NODES = 2000
-"""A tenant with at most this many nodes of a label is scored exactly as soon as other
-tenants crowd its first index round (about two small widenings' cost on either store)."""
-
-EXACT_MAX_NODES = 50_000
-"""The most nodes an exact search reads (its statement collects them)."""
+EXACT_MAX_NODES = 20_000
+"""The most nodes an exact search reads (its statement collects them and answers every
+score: about 1 MB)."""
 
 EXACT_PER_PLACE = 1.0
 """Before each widening, the tenant is scored exactly instead when it holds at most this many
-nodes per place the next round would ask for: scoring a node exactly costs less than an index
-place on both stores (measurements in docs/benchmarks.md), so the exact search never costs
-more than the round it replaces, and it ends the search."""
+nodes per index place the widening is expected to need (``k`` x the places asked / the
+tenant's nodes among them: the tenant's share seen so far): scoring a node exactly costs
+about what an index place costs or less on both stores (measurements in docs/benchmarks.md),
+so the exact search costs no more than the widening it replaces, and it ends the search."""
 
 EXACT_LARGE_TTL_S = 600.0
 """How long the lower bound on a tenant's size that an exact search found is remembered
@@ -162,8 +161,8 @@ def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
 
     The index is shared by every tenant of the database. While other tenants' nodes crowd
     the answer (:func:`ask_wider`), the search widens (x4 each time, at most ``max_k``), unless
-    the tenant is small enough to be scored exactly for less than the next round would cost
-    (``exact``; :func:`exact_search`, bounds :data:`EXACT_MIN_NODES`, :data:`EXACT_PER_PLACE`):
+    the tenant is small enough to be scored exactly for less than the widening is expected to
+    cost (``exact``; :func:`exact_search`, bound :data:`EXACT_PER_PLACE`):
     then a small tenant's search costs what its own size costs, however large the others are.
     """
     return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact)[0]
@@ -182,32 +181,38 @@ def versioned_vector_search(store: GraphStore, label: str, vector: np.ndarray, k
 
 _larger: dict[tuple[str, str, str, str], tuple[int, float]] = {}
 """(database, tenant, label, property) -> (the tenant holds more nodes than this, until when
-(monotonic s) that is believed), as exact searches found; a few entries per active tenant."""
+(monotonic s) that is believed), as exact searches found; at most 4,096 entries."""
+_larger_lock = threading.Lock()
 
 
 def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], k: int,
-                 bound: int) -> list[tuple[str, float]] | None:
+                 bound: int) -> tuple[list[tuple[str, float]], dict] | None:
     """The tenant's ``k`` nodes of ``label`` with ``prop`` nearest to ``vector``, scored exactly
     when the tenant holds at most ``bound`` (capped at :data:`EXACT_MAX_NODES`) nodes of the
     label (statement ``vector_exact_*``: one read of at most ``bound + 1`` nodes through the
-    tenant index): ``[(id, cosine)]`` best first; None when it holds more (remembered for
+    tenant index): ``([(id, cosine)] best first, the statement's row)`` (the row carries the
+    tenant's graph ``version``); None when it holds more (remembered for
     :data:`EXACT_LARGE_TTL_S`, so a larger tenant is not read again for a bound that is no larger)."""
     bound = min(int(bound), EXACT_MAX_NODES)
     key = (str(getattr(store, "database", "")), store.tenant, label, prop)
-    larger, until = _larger.get(key, (-1, 0.0))
+    with _larger_lock:
+        larger, until = _larger.get(key, (-1, 0.0))
     if until > time.monotonic() and bound <= larger:
         return None
-    row = store.run(EXACT_SEARCHES[(label, prop)], limit=bound + 1, vector=vector)[0]
+    row = store.run(EXACT_SEARCHES[(label, prop)], limit=bound + 1, vector=vector,
+                    meta_id=getattr(store, "meta_id", None))[0]
     if int(row["size"]) > bound:
-        if len(_larger) >= 4096:  # bounded: forget the expired, else the oldest quarter
-            now = time.monotonic()
-            for old in [name for name, (_, t) in _larger.items() if t <= now] or list(_larger)[:1024]:
-                _larger.pop(old, None)
-        _larger[key] = (bound, time.monotonic() + EXACT_LARGE_TTL_S)
+        with _larger_lock:
+            if len(_larger) >= 4096:  # bounded: forget the expired, else the oldest quarter
+                now = time.monotonic()
+                for old in [name for name, (_, t) in _larger.items() if t <= now] or list(_larger)[:1024]:
+                    del _larger[old]
+            _larger[key] = (bound, time.monotonic() + EXACT_LARGE_TTL_S)
         return None
     to_cosine = cosine_of if store.backend.similarity_normalized else float
-    hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"])), key=lambda hit: -hit[1])
-    return hits[:k]
+    hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"]) if s is not None),
+                  key=lambda hit: -hit[1])
+    return hits[:k], row
 
 
 def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, k: int, max_k: int, prop: str,
@@ -237,8 +242,8 @@ def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exac
     """Ask ``statement`` for ``k`` places, x4 while :func:`ask_wider` says so: the tenant's
     ``k`` best ``(id, score(row score))`` and the rows of the last round. ``exact(bound)``:
     asked before each widening with the nodes the tenant may hold to be scored exactly
-    instead (max(:data:`EXACT_MIN_NODES`, the next round's places x :data:`EXACT_PER_PLACE`));
-    its hits, unless it answers None, are the result (with the last round's rows)."""
+    instead (:data:`EXACT_PER_PLACE` x the places the widening is expected to need); unless
+    it answers None, its hits are the result, with its row as the rows."""
     if k <= 0:
         return [], []
     asked, last = k, -1
@@ -248,12 +253,11 @@ def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exac
         if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
             return mine[:k], rows
-        wider = min(max_k, asked * 4)
-        if exact is not None:
-            hits = exact(max(EXACT_MIN_NODES, int(wider * EXACT_PER_PLACE)))
-            if hits is not None:
-                return hits, rows
-        asked, last = wider, len(rows)
+        if exact is not None:  # the places still to read at the share seen so far
+            scored = exact(int(EXACT_PER_PLACE * k * asked / max(1, len(mine))))
+            if scored is not None:
+                return scored[0], [scored[1]]
+        asked, last = min(max_k, asked * 4), len(rows)
 
 
 def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.ndarray, k: int,
