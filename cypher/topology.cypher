@@ -109,10 +109,11 @@ RETURN coalesce(node.passage_id, node.prop_id, node.entity_id, node.triple_id, n
 
 // Exact search of a small tenant, one statement per vector index (label and property are
 // not parameters): the tenant's nodes of the label, read through the tenant index up to
-// $limit, and, when the tenant holds fewer than $limit of them, the ids and scores of those
+// $limit, and, when the tenant holds at most $bound of them, the ids and scores of those
 // that carry the vector: vector.similarity.cosine to $vector (Neo4j answers (1 + cos) / 2 like
 // the index, ArcadeDB the cosine itself; null for a zero vector). One row: size (the nodes
-// read, at most $limit), ids, scores (empty when the tenant is not that small), and the
+// read, at most $limit: the caller remembers it), ids, scores (empty when the tenant holds
+// more than $bound), and the
 // tenant's graph version (Meta node $meta_id, as vector_search_versioned reads it). A small tenant whose index search other
 // tenants crowd asks this instead of widening (pathweave.store.backends.base.vector_search), so
 // its cost follows its own size, not the other tenants'.
@@ -124,8 +125,8 @@ WITH n LIMIT $limit
 WITH collect(n) AS nodes
 OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN size(nodes) AS size, m.version AS version,
-       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.passage_id] ELSE [] END AS ids,
-       CASE WHEN size(nodes) < $limit
+       CASE WHEN size(nodes) <= $bound THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.passage_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) <= $bound
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
             ELSE [] END AS scores;
 
@@ -136,8 +137,8 @@ WITH n LIMIT $limit
 WITH collect(n) AS nodes
 OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN size(nodes) AS size, m.version AS version,
-       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.prop_id] ELSE [] END AS ids,
-       CASE WHEN size(nodes) < $limit
+       CASE WHEN size(nodes) <= $bound THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.prop_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) <= $bound
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
             ELSE [] END AS scores;
 
@@ -148,8 +149,8 @@ WITH n LIMIT $limit
 WITH collect(n) AS nodes
 OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN size(nodes) AS size, m.version AS version,
-       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.entity_id] ELSE [] END AS ids,
-       CASE WHEN size(nodes) < $limit
+       CASE WHEN size(nodes) <= $bound THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.entity_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) <= $bound
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
             ELSE [] END AS scores;
 
@@ -160,8 +161,8 @@ WITH n LIMIT $limit
 WITH collect(n) AS nodes
 OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN size(nodes) AS size, m.version AS version,
-       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.relation_id] ELSE [] END AS ids,
-       CASE WHEN size(nodes) < $limit
+       CASE WHEN size(nodes) <= $bound THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.relation_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) <= $bound
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
             ELSE [] END AS scores;
 
@@ -172,8 +173,8 @@ WITH n LIMIT $limit
 WITH collect(n) AS nodes
 OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN size(nodes) AS size, m.version AS version,
-       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.triple_id] ELSE [] END AS ids,
-       CASE WHEN size(nodes) < $limit
+       CASE WHEN size(nodes) <= $bound THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.triple_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) <= $bound
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
             ELSE [] END AS scores;
 
@@ -184,8 +185,8 @@ WITH n LIMIT $limit
 WITH collect(n) AS nodes
 OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN size(nodes) AS size, m.version AS version,
-       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
-       CASE WHEN size(nodes) < $limit
+       CASE WHEN size(nodes) <= $bound THEN [n IN nodes WHERE n.embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) <= $bound
             THEN [n IN nodes WHERE n.embedding IS NOT NULL | vector.similarity.cosine(n.embedding, $vector)]
             ELSE [] END AS scores;
 
@@ -196,8 +197,8 @@ WITH n LIMIT $limit
 WITH collect(n) AS nodes
 OPTIONAL MATCH (m:Meta {meta_id: $meta_id})
 RETURN size(nodes) AS size, m.version AS version,
-       CASE WHEN size(nodes) < $limit THEN [n IN nodes WHERE n.memory_embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
-       CASE WHEN size(nodes) < $limit
+       CASE WHEN size(nodes) <= $bound THEN [n IN nodes WHERE n.memory_embedding IS NOT NULL | n.run_id] ELSE [] END AS ids,
+       CASE WHEN size(nodes) <= $bound
             THEN [n IN nodes WHERE n.memory_embedding IS NOT NULL | vector.similarity.cosine(n.memory_embedding, $vector)]
             ELSE [] END AS scores;
 

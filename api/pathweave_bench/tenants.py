@@ -61,7 +61,7 @@ def timed_searches(store, questions: np.ndarray, k: int, exact: bool, truth: lis
     untimed search) and, with ``truth``, their mean recall@k."""
     from pathweave.store.backends import base
 
-    base._larger.clear()
+    base._sizes.clear()
     base.vector_search(store, "Passage", questions[0], k, exact=exact)
     times, recalls = [], []
     for i, question in enumerate(questions):

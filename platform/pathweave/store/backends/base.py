@@ -76,9 +76,10 @@ tenant's nodes among them: the tenant's share seen so far): scoring a node exact
 about what an index place costs or less on both stores (measurements in docs/benchmarks.md),
 so the exact search costs no more than the widening it replaces, and it ends the search."""
 
-EXACT_LARGE_TTL_S = 600.0
-"""How long the lower bound on a tenant's size that an exact search found is remembered
-(a tenant grows; an exact search is never wrong, only slower)."""
+EXACT_SIZE_TTL_S = 600.0
+"""How long the size of a tenant's label that an exact search read is trusted to skip an
+exact search it would refuse (a tenant grows or shrinks; the statement itself always decides
+on the live size, so a stale size only costs time)."""
 
 #: Full-text (Lucene) indexes: label -> the string properties indexed together (lexical
 #: hits beside the vector hits).
@@ -179,35 +180,37 @@ def versioned_vector_search(store: GraphStore, label: str, vector: np.ndarray, k
     return hits, next((int(row["version"]) for row in rows if row["version"] is not None), None)
 
 
-_larger: dict[tuple[str, str, str, str], tuple[int, float]] = {}
-"""(database, tenant, label, property) -> (the tenant holds more nodes than this, until when
-(monotonic s) that is believed), as exact searches found; at most 4,096 entries."""
-_larger_lock = threading.Lock()
+_sizes: dict[tuple[str, str, str, str], tuple[int, float]] = {}
+"""(database, tenant, label, property) -> (the tenant's nodes of the label as the last exact
+search read them, capped at ``EXACT_MAX_NODES + 1``; until when (monotonic s) that is trusted);
+at most 4,096 entries."""
+_sizes_lock = threading.Lock()
 
 
 def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], k: int,
                  bound: int) -> tuple[list[tuple[str, float]], dict] | None:
     """The tenant's ``k`` nodes of ``label`` with ``prop`` nearest to ``vector``, scored exactly
     when the tenant holds at most ``bound`` (capped at :data:`EXACT_MAX_NODES`) nodes of the
-    label (statement ``vector_exact_*``: one read of at most ``bound + 1`` nodes through the
-    tenant index): ``([(id, cosine)] best first, the statement's row)`` (the row carries the
-    tenant's graph ``version``); None when it holds more (remembered for
-    :data:`EXACT_LARGE_TTL_S`, so a larger tenant is not read again for a bound that is no larger)."""
+    label (statement ``vector_exact_*``: one read of at most ``EXACT_MAX_NODES + 1`` nodes
+    through the tenant index, scored only within the bound): ``([(id, cosine)] best first,
+    the statement's row)`` (the row carries the tenant's graph ``version``); None when it holds
+    more. The size read is remembered for :data:`EXACT_SIZE_TTL_S`, so a search that would be
+    refused is not asked."""
     bound = min(int(bound), EXACT_MAX_NODES)
     key = (str(getattr(store, "database", "")), store.tenant, label, prop)
-    with _larger_lock:
-        larger, until = _larger.get(key, (-1, 0.0))
-    if until > time.monotonic() and bound <= larger:
+    with _sizes_lock:
+        size, until = _sizes.get(key, (-1, 0.0))
+    if until > time.monotonic() and size > bound:
         return None
-    row = store.run(EXACT_SEARCHES[(label, prop)], limit=bound + 1, vector=vector,
+    row = store.run(EXACT_SEARCHES[(label, prop)], limit=EXACT_MAX_NODES + 1, bound=bound, vector=vector,
                     meta_id=getattr(store, "meta_id", None))[0]
+    with _sizes_lock:
+        if key not in _sizes and len(_sizes) >= 4096:  # bounded: forget the expired, else the oldest quarter
+            now = time.monotonic()
+            for old in [name for name, (_, t) in _sizes.items() if t <= now] or list(_sizes)[:1024]:
+                del _sizes[old]
+        _sizes[key] = (int(row["size"]), time.monotonic() + EXACT_SIZE_TTL_S)
     if int(row["size"]) > bound:
-        with _larger_lock:
-            if len(_larger) >= 4096:  # bounded: forget the expired, else the oldest quarter
-                now = time.monotonic()
-                for old in [name for name, (_, t) in _larger.items() if t <= now] or list(_larger)[:1024]:
-                    del _larger[old]
-            _larger[key] = (bound, time.monotonic() + EXACT_LARGE_TTL_S)
         return None
     to_cosine = cosine_of if store.backend.similarity_normalized else float
     hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"]) if s is not None),
