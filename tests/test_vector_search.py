@@ -73,10 +73,11 @@ def test_a_small_tenant_crowded_by_a_large_one_is_scored_exactly(crowded, monkey
 
 
 def test_a_tenant_over_the_bound_widens_until_the_widening_costs_more(crowded, monkeypatch):
-    """k = 5: after the round of 5 places (none the tenant's) the widening is expected to read
-    25 places, fewer than the tenant's 30 nodes (refused, remembered); after the round of 20,
-    100: scored exactly."""
+    """One node per expected place, k = 5: after the round of 5 places (none the tenant's) the
+    widening is expected to read 25 places, fewer than the tenant's 30 nodes (refused, the
+    size remembered); after the round of 20, 100: scored exactly."""
     small, ids, vectors, _, question = crowded
+    monkeypatch.setattr(base, "EXACT_PER_PLACE", 1.0)
     names = counting(small, monkeypatch)
     hits = base.vector_search(small, "Entity", question, 5)
     assert names == ["vector_search", "vector_exact_entity", "vector_search", "vector_exact_entity"]

@@ -69,12 +69,13 @@ EXACT_MAX_NODES = 20_000
 """The most nodes an exact search reads (its statement collects them and answers every
 score: about 1 MB)."""
 
-EXACT_PER_PLACE = 1.0
+EXACT_PER_PLACE = 4.0
 """Before each widening, the tenant is scored exactly instead when it holds at most this many
 nodes per index place the widening is expected to need (``k`` x the places asked / the
-tenant's nodes among them: the tenant's share seen so far): scoring a node exactly costs
-about what an index place costs or less on both stores (measurements in docs/benchmarks.md),
-so the exact search costs no more than the widening it replaces, and it ends the search."""
+tenant's nodes among them: the tenant's share seen so far). Scoring 2,000 nodes exactly cost
+about what widening a crowded search past some 500 places cost, on both stores
+(``pathweave bench tenants``, docs/benchmarks.md): several rounds of growing k, each with its
+own overhead, where the estimate counts only the last round's places."""
 
 EXACT_SIZE_TTL_S = 600.0
 """How long the size of a tenant's label that an exact search read is trusted to skip an
