@@ -10,7 +10,8 @@ nearest passages (query vectors drawn like the passages) are timed three ways in
 run: the search as shipped (the shared index, and the tenant's own nodes scored exactly
 once that costs less than widening further), the index alone (widening only: the
 baseline), and the index alone for the large tenant. Recall@k is against numpy's exact
-answer. Figures: p50 / p95 ms and recall; ``tenants.json`` goes to ``out``.
+answer. Figures: p50 / p95 ms, recall, and the paired difference per search (shipped minus
+index alone, mean ms and its standard error); ``tenants.json`` goes to ``out``.
 """
 
 from __future__ import annotations
@@ -70,10 +71,18 @@ def timed_searches(store, questions: np.ndarray, k: int, exact: bool, truth: lis
         times.append((time.perf_counter() - started) * 1000)
         if truth is not None:
             recalls.append(len({h for h, _ in hits} & truth[i]) / k)
-    out = {"p50_ms": round(float(np.percentile(times, 50)), 1), "p95_ms": round(float(np.percentile(times, 95)), 1)}
+    out = {"p50_ms": round(float(np.percentile(times, 50)), 1), "p95_ms": round(float(np.percentile(times, 95)), 1),
+           "times_ms": [round(x, 2) for x in times]}
     if recalls:
         out["recall"] = round(float(np.mean(recalls)), 3)
     return out
+
+
+def paired_difference(a: list[float], b: list[float]) -> dict:
+    """Mean of ``a[i] - b[i]`` (the same searches timed two ways, ms) and its standard error."""
+    diff = np.asarray(a) - np.asarray(b)
+    return {"mean": round(float(diff.mean()), 1),
+            "se": round(float(diff.std(ddof=1) / np.sqrt(len(diff))), 1) if len(diff) > 1 else 0.0}
 
 
 def run_tenants(sizes: list[int], small: int, queries: int, k: int, backends: list[str], out: Path) -> dict:
@@ -132,8 +141,10 @@ def run_tenants(sizes: list[int], small: int, queries: int, k: int, backends: li
                             "small_shipped": timed_searches(small_store, questions, k, True, truth),
                             "small_index_only": timed_searches(small_store, questions, k, False, truth),
                             "large_index": large_index}
+                    step["paired_ms"] = paired_difference(step["small_shipped"]["times_ms"],
+                                                          step["small_index_only"]["times_ms"])
                     row["steps"].append(step)
-                    console.print(step)
+                    console.print({key: value for key, value in step.items() if key.startswith(("large", "paired"))})
                 results["backends"][backend] = row
         finally:
             store_server.stop(settings)
@@ -147,14 +158,15 @@ def print_table(results: dict, console) -> None:
         table = Table(title=f"{backend}: a tenant of {results['small']:,} passages beside a large one "
                             f"(k = {results['k']}, {results['queries']} searches)")
         for column in ("large tenant", "shipped p50 / p95 ms", "recall", "index alone p50 / p95 ms", "recall",
-                       "large tenant's own p50 ms"):
+                       "shipped − index alone, mean ms ± se", "large tenant's own p50 ms"):
             table.add_column(column, justify="right")
 
         def cells(figures: dict) -> tuple[str, str]:
             return f"{figures['p50_ms']} / {figures['p95_ms']}", f"{figures['recall']:.3f}"
 
-        table.add_row("none", *cells(row["alone"]["small_shipped"]), *cells(row["alone"]["small_index_only"]), "")
+        table.add_row("none", *cells(row["alone"]["small_shipped"]), *cells(row["alone"]["small_index_only"]), "", "")
         for step in row["steps"]:
+            paired = step["paired_ms"]
             table.add_row(f"{step['large']:,}", *cells(step["small_shipped"]), *cells(step["small_index_only"]),
-                          str(step["large_index"]["p50_ms"]))
+                          f"{paired['mean']:+.1f} ± {paired['se']:.1f}", str(step["large_index"]["p50_ms"]))
         console.print(table)
