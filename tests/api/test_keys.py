@@ -182,7 +182,7 @@ def test_the_pathweave_command_has_every_command():
             "models", "reembed", "jobs"} <= names(app)
     bench = next(g.typer_instance for g in app.registered_groups if g.name == "bench")
     assert names(bench) == {"musique", "scale", "api", "select", "qa", "extract", "reuse", "soak", "calibrate",
-                            "history"}
+                            "history", "tenants"}
     help_text = CliRunner().invoke(app, ["bench", "--help"]).output
     assert all(name in help_text for name in ("musique", "scale", "api", "select", "qa", "extract", "reuse"))
 

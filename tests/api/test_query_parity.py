@@ -121,5 +121,10 @@ def test_a_proprag_query_through_the_api_reads_the_store_a_bounded_number_of_tim
     # beside them, the full-text searches of the question's names (passages, entities: issue 41), run
     # concurrently with the vector searches; widened like them
     assert calls.count("fulltext_search") >= 2, calls
-    assert not set(calls) - {"vector_search_versioned", "vector_search", "fulltext_search", "subgraph_passages",
-                             "subgraph_propositions", "subgraph_entities", "subgraph_passage_texts", "transaction"}, calls
+    # a search that other tenants of the test database crowd may score this small tenant's own
+    # nodes instead of widening (at most one exact read per search)
+    exact = [name for name in calls if name.startswith("vector_exact_")]
+    assert len(exact) <= calls.count("vector_search_versioned") + calls.count("vector_search"), calls
+    assert not set(calls) - set(exact) - {"vector_search_versioned", "vector_search", "fulltext_search",
+                                          "subgraph_passages", "subgraph_propositions", "subgraph_entities",
+                                          "subgraph_passage_texts", "transaction"}, calls
