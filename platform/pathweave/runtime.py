@@ -69,7 +69,12 @@ def _open_neo4j(uri: str, user: str, password: str, database: str, settings: Set
 
     # server notifications (unknown labels in an empty tenant, the id() deprecation) stay off
     # the console: tools/cypher-lint reports them for every statement at test time
-    driver = GraphDatabase.driver(uri, auth=(user, password), notifications_min_severity="OFF")
+    # managed transactions are retried on transient errors for up to this long: a cluster's
+    # leader switch takes seconds (the driver's 30 s); the managed local server does not come
+    # back by waiting (a request answers 503 and the next one starts it again), so 5 s
+    retry_s = 30.0 if settings.store.uri else 5.0
+    driver = GraphDatabase.driver(uri, auth=(user, password), notifications_min_severity="OFF",
+                                  max_transaction_retry_time=retry_s)
     gds_uri = settings.store.gds_uri.strip()
     backend = Neo4jBackend(driver, database, project_after_changes=settings.retrieval.stage1_ppr == "gds",
                            gds_endpoint=(gds_uri, (user, password)) if gds_uri else None,
