@@ -45,7 +45,7 @@ def _conflict(exc: BaseException) -> bool:
     if isinstance(exc, WriteConflict):
         return True
     text = str(exc).lower()
-    return "concurrentmodification" in text or "duplicated key" in text
+    return "concurrentmodification" in text or "duplicated key" in text or "concurrent change" in text
 
 
 _BOOKMARK_MANAGERS: "weakref.WeakKeyDictionary[Driver, Any]" = weakref.WeakKeyDictionary()
