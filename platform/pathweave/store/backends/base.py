@@ -54,16 +54,14 @@ VECTOR_INDEXES: tuple[tuple[str, str], ...] = (
 )
 
 
+def index_statement(prefix: str, label: str, prop: str) -> str:
+    """The name of the per-vector-index statement ``prefix`` for ``label.prop`` (label and
+    property cannot be parameters): ``<prefix>_<label>``, ``_memory`` for ``memory_embedding``."""
+    return f"{prefix}_{label.lower()}" + ("_memory" if prop == "memory_embedding" else "")
+
+
 #: The exact search of a small tenant for each vector index (``cypher/topology.cypher``).
-EXACT_SEARCHES: dict[tuple[str, str], str] = {
-    ("Passage", "embedding"): "vector_exact_passage",
-    ("Proposition", "embedding"): "vector_exact_proposition",
-    ("Entity", "embedding"): "vector_exact_entity",
-    ("Relation", "embedding"): "vector_exact_relation",
-    ("Triple", "embedding"): "vector_exact_triple",
-    ("Run", "embedding"): "vector_exact_run",
-    ("Run", "memory_embedding"): "vector_exact_run_memory",
-}
+EXACT_SEARCHES: dict[tuple[str, str], str] = {pair: index_statement("vector_exact", *pair) for pair in VECTOR_INDEXES}
 
 EXACT_MAX_NODES = 20_000
 """The most nodes an exact search reads (its statement collects them and answers every

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pathweave.store.backends import gds as gds_ops
-from pathweave.store.backends.base import FULLTEXT_INDEXES, VECTOR_INDEXES, Capability
+from pathweave.store.backends.base import FULLTEXT_INDEXES, VECTOR_INDEXES, Capability, index_statement
 from pathweave.store.statements import statement
 
 if TYPE_CHECKING:
@@ -28,14 +28,7 @@ log = logging.getLogger(__name__)
 
 #: Neo4j: the named statement creating each vector index (cypher/neo4j.cypher).
 _NEO4J_VECTOR_STATEMENTS: dict[tuple[str, str], str] = {
-    ("Passage", "embedding"): "neo4j_vector_index_passage",
-    ("Proposition", "embedding"): "neo4j_vector_index_proposition",
-    ("Entity", "embedding"): "neo4j_vector_index_entity",
-    ("Relation", "embedding"): "neo4j_vector_index_relation",
-    ("Triple", "embedding"): "neo4j_vector_index_triple",
-    ("Run", "embedding"): "neo4j_vector_index_run",
-    ("Run", "memory_embedding"): "neo4j_vector_index_run_memory",
-}
+    pair: index_statement("neo4j_vector_index", *pair) for pair in VECTOR_INDEXES}
 
 
 class Neo4jBackend:
