@@ -29,6 +29,10 @@ CONFLICT_RETRIES = 8
 """How often :meth:`GraphStore.execute_write` runs a transaction again after a write conflict."""
 
 
+CONFLICT_SIGNS = ("concurrentmodification", "duplicated key", "concurrent change", "transaction error on commit")
+"""Lower-case text of ArcadeDB's errors for a transaction rolled back by another writer's commit."""
+
+
 class WriteConflict(RuntimeError):
     """Raised by a transaction's own work when a record it wrote earlier in the same
     transaction is not found again: on ArcadeDB, a concurrent transaction committed the node
@@ -41,11 +45,12 @@ def _conflict(exc: BaseException) -> bool:
     """A write conflict of ArcadeDB's optimistic transactions: two writers changed one record,
     or both created the node a MERGE looked for (the second commit finds its key taken, or
     the transaction no longer finds its own copy: :class:`WriteConflict`; run again, its
-    MERGE matches the first one's node)."""
+    MERGE matches the first one's node). Over Bolt, ArcadeDB reports some of these only as
+    "Transaction error on commit" (its commit rolled back, the cause left out): the same."""
     if isinstance(exc, WriteConflict):
         return True
     text = str(exc).lower()
-    return "concurrentmodification" in text or "duplicated key" in text or "concurrent change" in text
+    return any(sign in text for sign in CONFLICT_SIGNS)
 
 
 _BOOKMARK_MANAGERS: "weakref.WeakKeyDictionary[Driver, Any]" = weakref.WeakKeyDictionary()
