@@ -42,10 +42,23 @@ def bench_scale(
     out: Path = typer.Option(Path("bench-results"), help="Where scale.json goes."),
     limit: int = typer.Option(0, help="Only the first N questions (0 = all)."),
     keep: Optional[Path] = typer.Option(None, help="Keep the benchmark's store in this new folder (tenant "
-                                        "'scale') instead of a removed temporary one, to query it again."),
+                                        "'scale') instead of a removed temporary one, to query it again; with "
+                                        "--passages an existing folder is continued from the passages it holds."),
+    passages: str = typer.Option("", help="Comma list of steps, e.g. 10000,30000,100000: grow one tenant to each "
+                                 "(real passages, then renamed copies) and measure there (growth.json, bench.html)."),
+    small: int = typer.Option(2000, min=1, help="With --passages: the second tenant's passages."),
     backend: str = BACKEND_OPTION,
 ) -> None:
-    """Recall, latency, memory and freshness at 1x and with distractors."""
+    """Recall, latency, memory and freshness at 1x and with distractors, or at each of --passages."""
+    if passages:
+        from pathweave_bench.growth import parse_steps, run_growth
+
+        try:
+            steps = parse_steps(passages)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--passages") from None
+        run_growth(steps, data, distractors or None, out, limit, keep, _backends(backend), small)
+        return
     from pathweave_bench.scale import run_scale
 
     run_scale(data, distractors or None, out, limit, keep, _backends(backend))

@@ -115,15 +115,33 @@ def _fresh_query(retriever: Retriever, console: Console, title: str, question: s
             "rank": rank}
 
 
-_COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query,
+def _first_query(retriever: Retriever, console: Console, question: str) -> dict:
+    """The process's first query (its tenant's topology loaded from the store): its ms."""
+    started = time.perf_counter()
+    retriever.query(question, k=5, write_record=False)
+    return {"first_query_ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
+def _modes(retriever: Retriever, console: Console, questions: list[dict], modes: list[str]) -> dict:
+    """:func:`~pathweave_bench.musique.evaluate` of each of ``modes`` (warm), without the
+    per-question lists, and the process's RSS and query caches after them."""
+    figures = {}
+    for mode in modes:
+        result = evaluate(retriever, questions, mode, console)
+        figures[mode] = {key: result[key] for key in ("recall_at_2", "recall_at_5", "p50_ms", "p95_ms")}
+    return {"modes": figures, "query_rss_mb": rss_mb(), "caches": retriever.resources.cache.stats()}
+
+
+_COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query, "first": _first_query, "modes": _modes,
+             "warm_up": lambda retriever, console, queries: retriever.warm_up(queries),
              "warm_p50": lambda retriever, console, questions: evaluate(retriever, questions, "proprag",
                                                                         console)["p50_ms"]}
 
 
-def _serve_queries(conn, settings) -> None:
+def _serve_queries(conn, settings, tenant: str) -> None:
     """Body of the query process: one store connection, one retriever, commands from ``conn``."""
     embedder = get_query_embedder(settings)
-    with open_store(settings, tenant="scale") as store:
+    with open_store(settings, tenant=tenant) as store:
         retriever = Retriever(store, embedder, settings)
         console = stdout_console()
         while True:
@@ -141,10 +159,10 @@ class QueryProcess:
     worker: it never ingests, so its RSS is what serving the tenant costs, and it learns
     of each ingestion only through the store's graph-change log."""
 
-    def __init__(self, settings) -> None:
+    def __init__(self, settings, tenant: str = "scale") -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
-        self.process = context.Process(target=_serve_queries, args=(child, settings), daemon=True)
+        self.process = context.Process(target=_serve_queries, args=(child, settings, tenant), daemon=True)
         self.process.start()
 
     def call(self, command: str, *args):

@@ -1,0 +1,228 @@
+"""``pathweave bench scale --passages 10000,30000,100000``: one tenant grown step by step.
+
+The corpus, in a fixed order: the MuSiQue passages (the questions' gold passages are there
+from the first step), the distractor passages (2WikiMultihopQA by default), then synthetic
+passages (:mod:`pathweave_bench.synthetic`: the same real passages, names consistently
+renamed, copy after copy), all through the normal ingestion pipeline. A second tenant of
+``small`` passages (the first MuSiQue passages) sits beside the large one.
+
+At each step, with the large tenant at ``N`` passages (the last 1,000 of them ingested
+apart, timed: the ingestion rate at that size):
+
+- a new query process (an API replica restarted): its first query (the topology loaded
+  from the store), then, after warm-up queries, Recall@2/5 and p50/p95 of proprag, dense
+  and hipporag2 on the MuSiQue questions, its RSS and query caches;
+- the store server's RSS and the data folder's size on disk, the GDS projection's seconds;
+- freshness: one new document, its ingest seconds, the next query's ms and the document's
+  rank (the document is removed again, so a kept store grows by the corpus alone);
+- the small tenant's proprag R@5 and p50 (and once, before the large tenant grows, the
+  same tenant alone: the reference).
+
+``--keep DIR`` keeps the store: a rerun with the same DIR continues from the passages it
+holds and measures only the steps above. Results: ``growth.json`` and ``bench.html``
+(curves against passages on a log scale, and a fit per metric extrapolated to 1,000,000
+passages: :mod:`pathweave_bench.growth_report`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from pathweave.runtime import open_store
+from pathweave.servers import store_server
+from pathweave.settings import get_settings
+from pathweave.terminal import stdout_console
+from pathweave_bench.common import (default_data_dir, git_commit, machine_info, project_now, wait_for_idle_store,
+                                    with_backend, write_results)
+from pathweave_bench.scale import FRESH_DOCUMENTS, QueryProcess, default_distractors, rss_mb
+from pathweave_bench.synthetic import renamed_copies
+from pathweave_ingest.loaders import SourceDocument
+
+LARGE, SMALL = "scale", "small"
+MODES = ["proprag", "dense", "hipporag2"]
+TIMED_PASSAGES = 1000
+"""Passages ingested apart at the end of each step, their rate the step's ingestion rate."""
+WARM_UP = 200
+"""Title queries before the timed ones in each new query process (see :data:`pathweave_bench.scale.WARM_UP_QUERIES`)."""
+
+
+def parse_steps(value: str) -> list[int]:
+    """``"10000,30000"`` -> ``[10000, 30000]`` (sorted, distinct). Raises ValueError for
+    anything but integers above :data:`TIMED_PASSAGES`."""
+    try:
+        steps = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError:
+        raise ValueError(f"comma list of passage counts expected, not {value!r}") from None
+    if not steps or steps[0] <= TIMED_PASSAGES:
+        raise ValueError(f"steps above {TIMED_PASSAGES:,} passages expected, e.g. 10000,30000,100000")
+    return steps
+
+
+def real_documents(data: Path, distractors: list[Path]) -> list[SourceDocument]:
+    """The MuSiQue corpus, then the distractor passages, as documents (sources as in ``bench scale``)."""
+    corpus = json.loads((data / "musique_train_corpus.json").read_text())
+    extra = [d for path in distractors for d in json.loads(Path(path).read_text())]
+    return ([SourceDocument(f"musique#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(corpus)]
+            + [SourceDocument(f"distractor#{i}", d["title"].strip(), d["text"].strip()) for i, d in enumerate(extra)])
+
+
+def corpus_in_order(real: list[SourceDocument]):
+    """The large tenant's documents: ``real``, then renamed copies of them, endlessly."""
+    return itertools.chain(real, renamed_copies([(d.title, d.text) for d in real]))
+
+
+def tenant_size(store) -> tuple[int, int]:
+    """``(documents, passages)`` the tenant holds."""
+    counts = {row["label"]: row["n"] for row in store.run("count_nodes")}
+    return int(counts.get("Document", 0)), int(counts.get("Passage", 0))
+
+
+def grow(store, settings, documents, target: int, passages: int, label: str) -> tuple[int, float]:
+    """Ingest the next documents of the iterator ``documents`` until the tenant holds
+    ``target`` passages (from ``passages``); returns (passages now, seconds)."""
+    from pathweave_ingest.console import run_ingest
+
+    started = time.perf_counter()
+    while passages < target:
+        batch = list(itertools.islice(documents, target - passages))  # about one passage a document
+        if not batch:
+            break
+        passages += run_ingest(store, settings, batch, [], None, label=f"{label} ({passages:,} -> {target:,})").passages_new
+    return passages, time.perf_counter() - started
+
+
+def disk_mb(path: Path) -> float:
+    """Size of the files under ``path``, MiB."""
+    return round(sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 2**20, 1)
+
+
+def _small_figures(settings, questions: list[dict]) -> dict:
+    """The small tenant's proprag R@5 and p50 in a new query process."""
+    queries = QueryProcess(settings, SMALL)
+    try:
+        queries.call("warm_up", 50)
+        return queries.call("modes", questions, ["proprag"])["modes"]["proprag"]
+    finally:
+        queries.close()
+
+
+def _freshness(store, settings, queries: QueryProcess, round_: int) -> dict:
+    """One new document into the large tenant, the query process's next query, the document removed again."""
+    from pathweave_ingest.console import run_ingest
+    from pathweave_ingest.documents import document_id
+
+    title, text, question = FRESH_DOCUMENTS[round_ % len(FRESH_DOCUMENTS)]
+    document = SourceDocument(f"fresh-step-{round_}", title, text)
+    started = time.perf_counter()
+    run_ingest(store, settings, [document], [], None, label=f"ingest one document ({title})")
+    ingest_s = round(time.perf_counter() - started, 2)
+    found = queries.call("fresh", title, question)
+    run_ingest(store, settings, [], [], None, label="remove it", remove=[document_id(LARGE, document)])
+    return {"ingest_one_s": ingest_s, "first_query_ms": found["first_query_ms"], "rank": found["rank"]}
+
+
+def measure_step(store, settings, questions: list[dict], step: int) -> dict:
+    """Everything measured at one step (see the module), the large tenant as it is."""
+    info = store_server.status(settings)
+    waited = wait_for_idle_store(info.pid if info else None)
+    projection_s = project_now(store)
+    queries = QueryProcess(settings, LARGE)  # an API replica started now: nothing loaded yet
+    try:
+        first = queries.call("first", questions[0]["question"])["first_query_ms"]
+        queries.call("warm_up", WARM_UP)
+        served = queries.call("modes", questions, MODES)
+        fresh = _freshness(store, settings, queries, step)
+        fresh["warm_p50_ms"] = served["modes"]["proprag"]["p50_ms"]
+    finally:
+        queries.close()
+    return {**served, "first_query_after_restart_ms": first, "fresh": fresh,
+            "store_rss_mb": rss_mb(info.pid) if info else None, "store_disk_mb": disk_mb(settings.data_dir),
+            "gds_projection_s": projection_s, "waited_for_idle_store_s": waited,
+            "small": _small_figures(settings, questions)}
+
+
+def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0,
+               keep: Path | None = None, backends: list[str] | None = None, small: int = 2000,
+               timed: int = TIMED_PASSAGES) -> dict:
+    """Grow the large tenant to each of ``steps`` passages on each of ``backends`` and
+    measure (see the module); returns the results and writes ``growth.json`` and
+    ``bench.html`` to ``out``. ``steps``: as :func:`parse_steps` returns them. ``keep``: the
+    store's folder, kept (created, or continued from the passages it holds). ``timed``: the
+    passages ingested apart at each step (tests make it small)."""
+    from pathweave_bench.growth_report import print_growth, write_html
+
+    console = stdout_console()
+    data = Path(data) if data else default_data_dir()
+    questions = json.loads((data / "musique_train.json").read_text())
+    questions = questions[:limit] if limit else questions
+    real = real_documents(data, distractors or default_distractors())
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    workdir = keep or Path(tempfile.mkdtemp(prefix="pathweave-bench-growth-"))
+    results: dict = {"backends": {}, "machine": machine_info(), "commit": git_commit(), "questions": len(questions),
+                     "small_passages": small, "real_documents": len(real), "timed_passages": timed}
+    try:
+        for backend in backends or ["arcadedb"]:
+            settings = with_backend(get_settings().model_copy(update={"data_dir": workdir}), backend)
+            console.print(f"[bold]backend: {backend}[/]")
+            results["backends"][backend] = run = {"steps": []}
+            try:
+                with open_store(settings, tenant=LARGE) as store, open_store(settings, tenant=SMALL) as small_store:
+                    small_docs, small_now = tenant_size(small_store)
+                    grow(small_store, settings, iter(real[small_docs:]), small, small_now, "small tenant")
+                    documents, passages = tenant_size(store)
+                    if passages == 0:
+                        run["small_alone"] = _small_figures(settings, questions)
+                        console.print(f"small tenant alone: {run['small_alone']}")
+                    corpus = itertools.islice(corpus_in_order(real), documents, None)
+                    for index, target in enumerate(steps):
+                        if passages >= target:
+                            console.print(f"[dim]{target:,}: already built ({passages:,} passages)[/]")
+                            continue
+                        passages, grow_s = grow(store, settings, corpus, target - timed, passages, "grow")
+                        before = passages
+                        passages, timed_s = grow(store, settings, corpus, target, passages, "timed")
+                        row = {"passages": passages, "grow_s": round(grow_s, 1),
+                               "ingest_passages_per_s": round((passages - before) / max(timed_s, 1e-9), 2),
+                               **measure_step(store, settings, questions, index)}
+                        run["steps"].append(row)
+                        console.print(f"{passages:,} passages: {json.dumps(row)}")
+                        write_results(out, "growth.json", results)  # a long run leaves what it measured
+            finally:
+                store_server.stop(settings)
+    finally:
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    write_results(out, "growth.json", results)
+    console.print(f"wrote {write_html(out / 'bench.html', results)}")
+    print_growth(results, console)
+    return results
+
+
+def step_table(results: dict) -> Table:
+    """One row per backend and step."""
+    table = Table(title=f"Growth ({results['questions']} MuSiQue questions) on {results['machine']['cores']} cores")
+    for column in ("backend", "passages", "proprag R@2/R@5", "p50/p95 ms proprag", "dense", "hipporag2",
+                   "first after restart ms", "API RSS MiB", "store RSS MiB", "disk MiB", "ingest p/s",
+                   "fresh rank, ms", "small R@5, p50"):
+        table.add_column(column)
+    for backend, run in results["backends"].items():
+        for r in run["steps"]:
+            m = r["modes"]
+            table.add_row(backend, f"{r['passages']:,}",
+                          f"{m['proprag']['recall_at_2']:.3f}/{m['proprag']['recall_at_5']:.3f}",
+                          f"{m['proprag']['p50_ms']:.0f}/{m['proprag']['p95_ms']:.0f}",
+                          f"{m['dense']['recall_at_5']:.3f}, {m['dense']['p50_ms']:.0f}",
+                          f"{m['hipporag2']['recall_at_5']:.3f}, {m['hipporag2']['p50_ms']:.0f}",
+                          f"{r['first_query_after_restart_ms']:.0f}", f"{r['query_rss_mb']:.0f}",
+                          f"{r['store_rss_mb']}", f"{r['store_disk_mb']:.0f}", f"{r['ingest_passages_per_s']:.1f}",
+                          f"{r['fresh']['rank']}, {r['fresh']['first_query_ms']:.0f}",
+                          f"{r['small']['recall_at_5']:.3f}, {r['small']['p50_ms']:.0f}")
+    return table

@@ -1,0 +1,94 @@
+"""``pathweave bench scale --passages``: the synthetic passages, the fits, and a short run
+on the real store (steps of tens of passages), continued from a kept store."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from pathweave_bench.growth import parse_steps, run_growth
+from pathweave_bench.growth_report import fit, write_html
+from pathweave_bench.synthetic import Renamer, invented_word, renamed_copies
+
+
+def test_a_copy_renames_each_name_the_same_way_everywhere_and_leaves_common_words():
+    one, two = Renamer(1), Renamer(2)
+    a = one.rename("Dana Weiss approved the Brannoch Viaduct in March 1871.")
+    b = one.rename("The viaduct that Weiss approved crosses the Ulvre.")
+    weiss = invented_word("Weiss", 1)
+    assert weiss in a and weiss in b and "Weiss" not in a + b
+    assert a.startswith(invented_word("Dana", 1)) and "in March 1871." in a and b.startswith("The viaduct that")
+    assert two.rename("Weiss") != one.rename("Weiss")  # copies never share a name
+    assert one.rename("Weiss's plan") == weiss + "'s plan"
+    assert len(a) == pytest.approx(len("Dana Weiss approved the Brannoch Viaduct in March 1871."), abs=6)
+
+
+def test_renamed_copies_follow_the_sources_copy_after_copy_with_stable_sources():
+    sources = [("Alpha Tower", "Alpha Tower stands in Brill."), ("Brill", "Brill is a town.")]
+    docs = [d for d, _ in zip(renamed_copies(sources), range(5))]
+    assert [d.source for d in docs] == ["synthetic#1-0", "synthetic#1-1", "synthetic#2-0", "synthetic#2-1",
+                                        "synthetic#3-0"]
+    brill = invented_word("Brill", 1)
+    assert docs[0].text.endswith(f"in {brill}.") and docs[1].title == brill  # shared entity stays shared
+    assert docs[2].title != docs[0].title
+    with pytest.raises(ValueError):
+        next(renamed_copies([]))
+
+
+def test_parse_steps_refuses_what_it_cannot_run():
+    assert parse_steps("30000, 10000,10000") == [10000, 30000]
+    for bad in ("", "10k", "500,20000"):
+        with pytest.raises(ValueError):
+            parse_steps(bad)
+
+
+def test_fits_recover_a_base_and_a_cost_per_passage_and_a_growth_exponent():
+    linear = fit([(10_000, 1_100.0), (30_000, 1_300.0), (100_000, 2_000.0)], "linear")
+    assert linear["a"] == pytest.approx(1_000) and linear["b"] == pytest.approx(0.01)
+    assert linear["at_target"] == pytest.approx(11_000)
+    power = fit([(10_000, 2 * 10_000 ** 0.5), (100_000, 2 * 100_000 ** 0.5)], "power")
+    assert power["b"] == pytest.approx(0.5) and power["at_target"] == pytest.approx(2_000)
+    assert fit([(10_000, 5.0)], "power") is None and fit([(10_000, 5.0), (20_000, None)], "linear") is None
+
+
+def _fixture_corpus(folder):
+    """Sixty invented passages in MuSiQue's format and three questions over them."""
+    corpus = [{"title": f"Harbour {i}", "text": f"Harbour {i} in the town of Velmar{i % 7} was built by the engineer "
+               f"Orla Dunmore{i % 5} in {1800 + i}."} for i in range(60)]
+    questions = [{"question": f"Who built Harbour {i}?", "paragraphs": [
+        {"title": corpus[i]["title"], "paragraph_text": corpus[i]["text"], "is_supporting": True}]} for i in (3, 17, 41)]
+    (folder / "musique_train_corpus.json").write_text(json.dumps(corpus))
+    (folder / "musique_train.json").write_text(json.dumps(questions))
+    extra = folder / "extra.json"
+    extra.write_text(json.dumps([{"title": "Quay", "text": "The quay of Velmar0 was paved in 1901."}]))
+    return extra
+
+
+def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_path, settings):
+    """Two steps (40, then 70 passages: beyond the 61 real ones, renamed copies), ten passages
+    timed at each, a 20-passage second tenant; then the kept store grown on to 90 measures
+    only the new step. On the suite's backend, in a managed store of the run's own."""
+    data = tmp_path / "data"
+    data.mkdir()
+    extra = _fixture_corpus(data)
+    keep = tmp_path / "kept"
+    results = run_growth([40, 70], data, [extra], tmp_path / "out", keep=keep, small=20, timed=10,
+                         backends=[settings.store.backend])
+    run = results["backends"][next(iter(results["backends"]))]
+    assert [s["passages"] for s in run["steps"]] == [40, 70]
+    assert run["small_alone"]["recall_at_5"] > 0
+    for step in run["steps"]:
+        assert set(step["modes"]) == {"proprag", "dense", "hipporag2"}
+        assert step["fresh"]["rank"] == 1  # the new document answers its question at once
+        assert step["ingest_passages_per_s"] > 0 and step["store_disk_mb"] > 0 and step["query_rss_mb"] > 0
+        assert step["caches"]["passages"] == step["passages"]  # what the replica serves is what was grown
+        assert step["small"]["recall_at_5"] > 0
+    page = (tmp_path / "out" / "bench.html").read_text()
+    assert page.count("<svg") >= 5 and "fitted on" in page
+    again = run_growth([70, 90], data, [extra], tmp_path / "out2", keep=keep, small=20, timed=10,
+                       backends=[settings.store.backend])
+    steps = again["backends"][next(iter(again["backends"]))]["steps"]
+    assert [s["passages"] for s in steps] == [90] and "small_alone" not in again["backends"][next(iter(again["backends"]))]
+    assert re.search(r"\d", write_html(tmp_path / "page.html", again).read_text())
