@@ -4,34 +4,48 @@ on the real store (steps of tens of passages), continued from a kept store."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from pathweave_bench.growth import parse_steps, run_growth
-from pathweave_bench.growth_report import fit, write_html
-from pathweave_bench.synthetic import Renamer, invented_word, renamed_copies
+from pathweave_bench.common import with_backend
+from pathweave_bench.growth import LARGE, corpus_in_order, parse_steps, real_documents, run_growth
+from pathweave_bench.growth_report import fit
+from pathweave_bench.synthetic import Names, Renamer, renamed_copies
 
 
 def test_a_copy_renames_each_name_the_same_way_everywhere_and_leaves_common_words():
-    one, two = Renamer(1), Renamer(2)
+    names = Names()
+    one, two = Renamer(1, names), Renamer(2, names)
     a = one.rename("Dana Weiss approved the Brannoch Viaduct in March 1871.")
     b = one.rename("The viaduct that Weiss approved crosses the Ulvre.")
-    weiss = invented_word("Weiss", 1)
+    weiss = names.invented(1, "Weiss")
     assert weiss in a and weiss in b and "Weiss" not in a + b
-    assert a.startswith(invented_word("Dana", 1)) and "in March 1871." in a and b.startswith("The viaduct that")
+    assert a.startswith(names.invented(1, "Dana")) and "in March 1871." in a and b.startswith("The viaduct that")
     assert two.rename("Weiss") != one.rename("Weiss")  # copies never share a name
     assert one.rename("Weiss's plan") == weiss + "'s plan"
-    assert len(a) == pytest.approx(len("Dana Weiss approved the Brannoch Viaduct in March 1871."), abs=6)
+    assert one.rename("the USA and Émile McAllister").split()[1].isupper()
+    assert "Émile" not in one.rename("Émile McAllister") and "McAllister" not in one.rename("Émile McAllister")
+    assert len(a) == pytest.approx(len("Dana Weiss approved the Brannoch Viaduct in March 1871."), abs=8)
+
+
+def test_no_invented_word_is_handed_out_twice():
+    """Short names have few pronounceable stand-ins: the registry still gives each (copy,
+    word) its own, so distinct entities never merge into one."""
+    names = Names()
+    words = [a + b + c for a in "BDKT" for b in "aeio" for c in "lnrs"]  # 64 three-letter names
+    given = {(copy, w): names.invented(copy, w) for copy in (1, 2, 3) for w in words}
+    assert len(set(given.values())) == len(given)
+    assert all(names.invented(c, w) == name for (c, w), name in given.items())  # and the same again
 
 
 def test_renamed_copies_follow_the_sources_copy_after_copy_with_stable_sources():
     sources = [("Alpha Tower", "Alpha Tower stands in Brill."), ("Brill", "Brill is a town.")]
     docs = [d for d, _ in zip(renamed_copies(sources), range(5))]
+    again = [d for d, _ in zip(renamed_copies(sources), range(5))]
     assert [d.source for d in docs] == ["synthetic#1-0", "synthetic#1-1", "synthetic#2-0", "synthetic#2-1",
                                         "synthetic#3-0"]
-    brill = invented_word("Brill", 1)
-    assert docs[0].text.endswith(f"in {brill}.") and docs[1].title == brill  # shared entity stays shared
+    assert docs == again  # the n-th document is the same in every run: a kept store continues
+    assert docs[0].text.endswith(f"in {docs[1].title}.")  # a shared entity stays shared
     assert docs[2].title != docs[0].title
     with pytest.raises(ValueError):
         next(renamed_copies([]))
@@ -86,9 +100,21 @@ def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_pa
         assert step["caches"]["passages"] == step["passages"]  # what the replica serves is what was grown
         assert step["small"]["recall_at_5"] > 0
     page = (tmp_path / "out" / "bench.html").read_text()
-    assert page.count("<svg") >= 5 and "fitted on" in page
+    assert page.count("<svg") >= 5 and page.count("stroke-dasharray") >= 5  # curves and their fits
     again = run_growth([70, 90], data, [extra], tmp_path / "out2", keep=keep, small=20, timed=10,
                        backends=[settings.store.backend])
-    steps = again["backends"][next(iter(again["backends"]))]["steps"]
-    assert [s["passages"] for s in steps] == [90] and "small_alone" not in again["backends"][next(iter(again["backends"]))]
-    assert re.search(r"\d", write_html(tmp_path / "page.html", again).read_text())
+    run = again["backends"][settings.store.backend]
+    assert [s["passages"] for s in run["steps"]] == [40, 70, 90]  # the kept store's earlier steps, then 90
+    assert run["small_alone"] == results["backends"][settings.store.backend]["small_alone"]
+    assert json.loads((tmp_path / "out2" / "growth.json").read_text())["backends"] == again["backends"]
+    from pathweave.runtime import open_store
+    from pathweave.servers import store_server
+
+    kept = with_backend(settings.model_copy(update={"data_dir": keep}), settings.store.backend)
+    try:
+        with open_store(kept, tenant=LARGE) as store:
+            stored = {row["source"] for row in store.run("documents_list")}
+    finally:
+        store_server.stop(kept)
+    # exactly the corpus's first 90 documents: nothing skipped or fed twice, the fresh one gone
+    assert stored == {d.source for d, _ in zip(corpus_in_order(real_documents(data, [extra])), range(90))}

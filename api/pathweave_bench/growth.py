@@ -13,13 +13,15 @@ apart, timed: the ingestion rate at that size):
   from the store), then, after warm-up queries, Recall@2/5 and p50/p95 of proprag, dense
   and hipporag2 on the MuSiQue questions, its RSS and query caches;
 - the store server's RSS and the data folder's size on disk, the GDS projection's seconds;
-- freshness: one new document, its ingest seconds, the next query's ms and the document's
-  rank (the document is removed again, so a kept store grows by the corpus alone);
+- freshness: one new document (the same at every step), its ingest seconds, the next
+  query's ms and the document's rank (the document is removed again, so a kept store
+  grows by the corpus alone);
 - the small tenant's proprag R@5 and p50 (and once, before the large tenant grows, the
   same tenant alone: the reference).
 
-``--keep DIR`` keeps the store: a rerun with the same DIR continues from the passages it
-holds and measures only the steps above. Results: ``growth.json`` and ``bench.html``
+``--keep DIR`` keeps the store and ``growth.json`` beside it: a rerun with the same DIR
+continues from the passages it holds, measures only the steps above and reports them with
+the earlier ones. Results: ``growth.json`` and ``bench.html``
 (curves against passages on a log scale, and a fit per metric extrapolated to 1,000,000
 passages: :mod:`pathweave_bench.growth_report`).
 """
@@ -86,7 +88,9 @@ def tenant_size(store) -> tuple[int, int]:
 
 def grow(store, settings, documents, target: int, passages: int, label: str) -> tuple[int, float]:
     """Ingest the next documents of the iterator ``documents`` until the tenant holds
-    ``target`` passages (from ``passages``); returns (passages now, seconds)."""
+    ``target`` passages (from ``passages``); returns (passages now, as the store counts
+    them; seconds). Raises RuntimeError when a document fails or a batch adds no passage
+    (the synthetic corpus never ends: a broken store must stop the run, not spin)."""
     from pathweave_ingest.console import run_ingest
 
     started = time.perf_counter()
@@ -94,13 +98,31 @@ def grow(store, settings, documents, target: int, passages: int, label: str) -> 
         batch = list(itertools.islice(documents, target - passages))  # about one passage a document
         if not batch:
             break
-        passages += run_ingest(store, settings, batch, [], None, label=f"{label} ({passages:,} -> {target:,})").passages_new
+        report = run_ingest(store, settings, batch, [], None, label=f"{label} ({passages:,} -> {target:,})")
+        if report.errors or not report.passages_new:
+            raise RuntimeError(f"{label}: {len(batch)} documents added {report.passages_new} passages; "
+                               f"errors: {report.errors[:3]}")
+        passages = tenant_size(store)[1]
     return passages, time.perf_counter() - started
 
 
-def disk_mb(path: Path) -> float:
-    """Size of the files under ``path``, MiB."""
-    return round(sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 2**20, 1)
+def store_disk_mb(settings) -> float:
+    """The managed store's database files (ArcadeDB's ``server/databases``, Neo4j's
+    ``neo4j/data``; not its logs, nor the models beside them), MiB. Files that vanish while
+    counted (the store compacts meanwhile) are left out."""
+    total = 0
+    for folder in (Path(settings.data_dir) / "server" / "databases", Path(settings.data_dir) / "neo4j" / "data"):
+        for path in folder.rglob("*") if folder.is_dir() else ():
+            try:
+                total += path.stat().st_size if path.is_file() else 0
+            except OSError:
+                pass
+    return round(total / 2**20, 1)
+
+
+def _store_pid(settings) -> int | None:
+    info = store_server.status(settings)
+    return info.pid if info else None
 
 
 def _small_figures(settings, questions: list[dict]) -> dict:
@@ -113,39 +135,53 @@ def _small_figures(settings, questions: list[dict]) -> dict:
         queries.close()
 
 
-def _freshness(store, settings, queries: QueryProcess, round_: int) -> dict:
-    """One new document into the large tenant, the query process's next query, the document removed again."""
+def _freshness(store, settings, queries: QueryProcess) -> dict:
+    """One new document into the large tenant (the same one at every step), the query
+    process's next query, the document removed again (also when the query fails: a kept
+    store holds the corpus alone)."""
     from pathweave_ingest.console import run_ingest
     from pathweave_ingest.documents import document_id
 
-    title, text, question = FRESH_DOCUMENTS[round_ % len(FRESH_DOCUMENTS)]
-    document = SourceDocument(f"fresh-step-{round_}", title, text)
+    title, text, question = FRESH_DOCUMENTS[0]
+    document = SourceDocument("fresh-document", title, text)
     started = time.perf_counter()
-    run_ingest(store, settings, [document], [], None, label=f"ingest one document ({title})")
-    ingest_s = round(time.perf_counter() - started, 2)
-    found = queries.call("fresh", title, question)
-    run_ingest(store, settings, [], [], None, label="remove it", remove=[document_id(LARGE, document)])
+    try:
+        run_ingest(store, settings, [document], [], None, label=f"ingest one document ({title})")
+        ingest_s = round(time.perf_counter() - started, 2)
+        found = queries.call("fresh", title, question)
+    finally:
+        run_ingest(store, settings, [], [], None, label="remove it", remove=[document_id(LARGE, document)])
     return {"ingest_one_s": ingest_s, "first_query_ms": found["first_query_ms"], "rank": found["rank"]}
 
 
-def measure_step(store, settings, questions: list[dict], step: int) -> dict:
+def measure_step(store, settings, questions: list[dict]) -> dict:
     """Everything measured at one step (see the module), the large tenant as it is."""
-    info = store_server.status(settings)
-    waited = wait_for_idle_store(info.pid if info else None)
+    waited = wait_for_idle_store(_store_pid(settings))
     projection_s = project_now(store)
     queries = QueryProcess(settings, LARGE)  # an API replica started now: nothing loaded yet
     try:
         first = queries.call("first", questions[0]["question"])["first_query_ms"]
         queries.call("warm_up", WARM_UP)
         served = queries.call("modes", questions, MODES)
-        fresh = _freshness(store, settings, queries, step)
+        fresh = _freshness(store, settings, queries)
         fresh["warm_p50_ms"] = served["modes"]["proprag"]["p50_ms"]
     finally:
         queries.close()
+    pid = _store_pid(settings)
     return {**served, "first_query_after_restart_ms": first, "fresh": fresh,
-            "store_rss_mb": rss_mb(info.pid) if info else None, "store_disk_mb": disk_mb(settings.data_dir),
+            "store_rss_mb": rss_mb(pid) if pid else None, "store_disk_mb": store_disk_mb(settings),
             "gds_projection_s": projection_s, "waited_for_idle_store_s": waited,
             "small": _small_figures(settings, questions)}
+
+
+def _merged(previous: dict, backend: str, run: dict) -> dict:
+    """``run`` with the steps (and the small tenant alone) of an earlier run of the kept
+    store on ``backend`` that this run did not measure again."""
+    before = previous.get("backends", {}).get(backend, {})
+    steps = {s["passages"]: s for s in before.get("steps", [])}
+    steps.update({s["passages"]: s for s in run["steps"]})
+    return {**before, **run, "steps": [steps[n] for n in sorted(steps)],
+            **({"small_alone": before["small_alone"]} if "small_alone" in before and "small_alone" not in run else {})}
 
 
 def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0,
@@ -168,11 +204,13 @@ def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | No
     workdir = keep or Path(tempfile.mkdtemp(prefix="pathweave-bench-growth-"))
     results: dict = {"backends": {}, "machine": machine_info(), "commit": git_commit(), "questions": len(questions),
                      "small_passages": small, "real_documents": len(real), "timed_passages": timed}
+    previous = json.loads((workdir / "growth.json").read_text()) if (workdir / "growth.json").exists() else {}
+    results["backends"] = dict(previous.get("backends", {}))  # another backend's earlier steps stay
     try:
         for backend in backends or ["arcadedb"]:
             settings = with_backend(get_settings().model_copy(update={"data_dir": workdir}), backend)
             console.print(f"[bold]backend: {backend}[/]")
-            results["backends"][backend] = run = {"steps": []}
+            run: dict = {"steps": []}
             try:
                 with open_store(settings, tenant=LARGE) as store, open_store(settings, tenant=SMALL) as small_store:
                     small_docs, small_now = tenant_size(small_store)
@@ -182,21 +220,24 @@ def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | No
                         run["small_alone"] = _small_figures(settings, questions)
                         console.print(f"small tenant alone: {run['small_alone']}")
                     corpus = itertools.islice(corpus_in_order(real), documents, None)
-                    for index, target in enumerate(steps):
+                    for target in steps:
                         if passages >= target:
                             console.print(f"[dim]{target:,}: already built ({passages:,} passages)[/]")
                             continue
                         passages, grow_s = grow(store, settings, corpus, target - timed, passages, "grow")
+                        wait_for_idle_store(_store_pid(settings))  # the timed passages meet a quiet store
                         before = passages
                         passages, timed_s = grow(store, settings, corpus, target, passages, "timed")
-                        row = {"passages": passages, "grow_s": round(grow_s, 1),
+                        row = {"passages": passages, "grow_s": round(grow_s, 1), "timed_passages": passages - before,
                                "ingest_passages_per_s": round((passages - before) / max(timed_s, 1e-9), 2),
-                               **measure_step(store, settings, questions, index)}
+                               **measure_step(store, settings, questions)}
                         run["steps"].append(row)
                         console.print(f"{passages:,} passages: {json.dumps(row)}")
-                        write_results(out, "growth.json", results)  # a long run leaves what it measured
+                        results["backends"][backend] = _merged(previous, backend, run)
+                        write_results(workdir, "growth.json", results)  # a long run leaves what it measured
             finally:
                 store_server.stop(settings)
+            results["backends"][backend] = _merged(previous, backend, run)
     finally:
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -59,12 +59,11 @@ def fit(points: list[tuple[float, float]], model: str) -> dict | None:
     y = np.array([p[1] for p in usable], dtype=float)
     if model == "linear":
         b, a = np.polyfit(n, y, 1)
-        at = a + b * TARGET
     else:
         b, log_a = np.polyfit(np.log(n), np.log(y), 1)
         a = math.exp(log_a)
-        at = a * TARGET ** b
-    return {"a": float(a), "b": float(b), "at_target": float(at), "points": [int(p[0]) for p in usable]}
+    fitted = {"a": float(a), "b": float(b), "points": [int(p[0]) for p in usable]}
+    return {**fitted, "at_target": _value(model, fitted, TARGET)}
 
 
 def fits(results: dict) -> dict[str, dict[str, dict | None]]:
@@ -74,6 +73,11 @@ def fits(results: dict) -> dict[str, dict[str, dict | None]]:
         values = [(step["passages"], metric_values(step)) for step in run["steps"]]
         out[backend] = {name: fit([(n, v[name]) for n, v in values], model) for name, (_, model) in METRICS.items()}
     return out
+
+
+def _value(model: str, fitted: dict, n: float) -> float:
+    """The fitted metric at ``n`` passages."""
+    return fitted["a"] + fitted["b"] * n if model == "linear" else fitted["a"] * n ** fitted["b"]
 
 
 def _describe(model: str, fitted: dict) -> str:
@@ -105,7 +109,8 @@ WIDTH, HEIGHT, MARGIN = 420, 240, 48
 
 
 def _chart(name: str, results: dict, fitted: dict) -> str:
-    """One SVG chart: the metric against passages (log x) per backend, the fit dashed."""
+    """One SVG chart: the metric against passages (log x) per backend, the fit dashed (cut
+    at the top of the axis: 3x the largest measured value)."""
     what, model = METRICS[name]
     series = {b: [(s["passages"], metric_values(s)[name]) for s in run["steps"]]
               for b, run in results["backends"].items()}
@@ -114,8 +119,10 @@ def _chart(name: str, results: dict, fitted: dict) -> str:
         return ""
     xs = [n for n, _ in points] + [TARGET]
     lo, hi = math.log10(min(xs)), math.log10(max(xs))
+    measured_hi = max(y for _, y in points)
     fit_ys = [f["at_target"] for f in (fitted[b][name] for b in series) if f]
-    y_hi = max([y for _, y in points] + fit_ys) * 1.1 or 1.0
+    # the fits may run far above what was measured: the axis shows up to 3x the measured top
+    y_hi = min(max([measured_hi] + fit_ys), 3 * measured_hi) * 1.1 or 1.0
 
     def x(n: float) -> float:
         return MARGIN + (math.log10(n) - lo) / max(hi - lo, 1e-9) * (WIDTH - 2 * MARGIN)
@@ -137,10 +144,10 @@ def _chart(name: str, results: dict, fitted: dict) -> str:
         parts += [f'<circle cx="{x(n):.1f}" cy="{y(v):.1f}" r="3" fill="{colour}"><title>{backend} {n:,}: {v}'
                   f'</title></circle>' for n, v in measured]
         if (f := fitted[backend][name]) and measured:
-            n0, v0 = measured[-1]
-            parts.append(f'<line x1="{x(n0):.1f}" y1="{y(v0):.1f}" x2="{x(TARGET):.1f}" y2="{y(f["at_target"]):.1f}" '
-                         f'stroke="{colour}" stroke-dasharray="4 3"><title>{backend} fit: '
-                         f'{html.escape(_describe(model, f))}</title></line>')
+            samples = [10 ** (lo + (hi - lo) * i / 40) for i in range(41)]
+            curve = " ".join(f"{x(n):.1f},{y(min(_value(model, f, n), y_hi)):.1f}" for n in samples)
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-dasharray="4 3" points="{curve}">'
+                         f'<title>{backend} fit: {html.escape(_describe(model, f))}</title></polyline>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -45,7 +45,7 @@ def is_transient(exc: BaseException) -> bool:
     from neo4j.exceptions import AuthError, DriverError, ServiceUnavailable, SessionExpired, TransientError
 
     from pathweave.servers.processes import ServerError
-    from pathweave.store.graph_store import CONFLICT_SIGNS, WriteConflict
+    from pathweave.store.graph_store import WriteConflict
 
     if isinstance(exc, (StoreUnavailable, ServiceUnavailable, SessionExpired, TransientError, ServerError, WriteConflict,
                         AuthError, ConnectionError, TimeoutError, httpx.TransportError)):
@@ -54,4 +54,4 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, DriverError) and "closed" in text:
         return True
     return any(s in text for s in ("connection refused", "connection reset", "broken pipe", "defunct connection",
-                                   *CONFLICT_SIGNS))
+                                   "concurrentmodification"))

@@ -45,8 +45,12 @@ def _conflict(exc: BaseException) -> bool:
     """A write conflict of ArcadeDB's optimistic transactions: two writers changed one record,
     or both created the node a MERGE looked for (the second commit finds its key taken, or
     the transaction no longer finds its own copy: :class:`WriteConflict`; run again, its
-    MERGE matches the first one's node). Over Bolt, ArcadeDB reports some of these only as
-    "Transaction error on commit" (its commit rolled back, the cause left out): the same."""
+    MERGE matches the first one's node). Over Bolt, ArcadeDB reports a duplicate key found at
+    commit only as "Transaction error on commit" (the cause left out), the text it also uses
+    for a commit that failed on I/O: run again too, as the driver runs a managed transaction
+    again after a commit whose outcome it did not learn (the work must be safe to repeat:
+    compare-and-set or idempotent); a persistent failure still ends after
+    :data:`CONFLICT_RETRIES`."""
     if isinstance(exc, WriteConflict):
         return True
     text = str(exc).lower()
