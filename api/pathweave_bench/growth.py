@@ -89,17 +89,18 @@ def tenant_size(store) -> tuple[int, int]:
 def grow(store, settings, documents, target: int, passages: int, label: str) -> tuple[int, float]:
     """Ingest the next documents of the iterator ``documents`` until the tenant holds
     ``target`` passages (from ``passages``); returns (passages now, as the store counts
-    them; seconds). Raises RuntimeError when a document fails or a batch adds no passage
-    (the synthetic corpus never ends: a broken store must stop the run, not spin)."""
+    them; seconds). Raises RuntimeError when a document fails or three batches in a row add
+    no passage (the synthetic corpus never ends: a broken store must stop the run, not spin)."""
     from pathweave_ingest.console import run_ingest
 
-    started = time.perf_counter()
+    started, empty = time.perf_counter(), 0
     while passages < target:
         batch = list(itertools.islice(documents, target - passages))  # about one passage a document
         if not batch:
             break
         report = run_ingest(store, settings, batch, [], None, label=f"{label} ({passages:,} -> {target:,})")
-        if report.errors or not report.passages_new:
+        empty = 0 if report.passages_new else empty + 1
+        if report.errors or empty == 3:
             raise RuntimeError(f"{label}: {len(batch)} documents added {report.passages_new} passages; "
                                f"errors: {report.errors[:3]}")
         passages = tenant_size(store)[1]
