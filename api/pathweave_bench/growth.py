@@ -156,7 +156,7 @@ def _freshness(store, settings, queries: QueryProcess) -> dict:
 
 
 def measure_step(store, settings, questions: list[dict]) -> dict:
-    """Everything measured at one step (see the module), the large tenant as it is."""
+    """The figures of one step (see the module), the large tenant as it is."""
     waited = wait_for_idle_store(_store_pid(settings))
     projection_s = project_now(store)
     queries = QueryProcess(settings, LARGE)  # an API replica started now: nothing loaded yet
