@@ -35,8 +35,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from rich.table import Table
-
 from pathweave.runtime import open_store
 from pathweave.servers import store_server
 from pathweave.settings import get_settings
@@ -246,25 +244,3 @@ def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | No
     console.print(f"wrote {write_html(out / 'bench.html', results)}")
     print_growth(results, console)
     return results
-
-
-def step_table(results: dict) -> Table:
-    """One row per backend and step."""
-    table = Table(title=f"Growth ({results['questions']} MuSiQue questions) on {results['machine']['cores']} cores")
-    for column in ("backend", "passages", "proprag R@2/R@5", "p50/p95 ms proprag", "dense", "hipporag2",
-                   "first after restart ms", "API RSS MiB", "store RSS MiB", "disk MiB", "ingest p/s",
-                   "fresh rank, ms", "small R@5, p50"):
-        table.add_column(column)
-    for backend, run in results["backends"].items():
-        for r in run["steps"]:
-            m = r["modes"]
-            table.add_row(backend, f"{r['passages']:,}",
-                          f"{m['proprag']['recall_at_2']:.3f}/{m['proprag']['recall_at_5']:.3f}",
-                          f"{m['proprag']['p50_ms']:.0f}/{m['proprag']['p95_ms']:.0f}",
-                          f"{m['dense']['recall_at_5']:.3f}, {m['dense']['p50_ms']:.0f}",
-                          f"{m['hipporag2']['recall_at_5']:.3f}, {m['hipporag2']['p50_ms']:.0f}",
-                          f"{r['first_query_after_restart_ms']:.0f}", f"{r['query_rss_mb']:.0f}",
-                          f"{r['store_rss_mb']}", f"{r['store_disk_mb']:.0f}", f"{r['ingest_passages_per_s']:.1f}",
-                          f"{r['fresh']['rank']}, {r['fresh']['first_query_ms']:.0f}",
-                          f"{r['small']['recall_at_5']:.3f}, {r['small']['p50_ms']:.0f}")
-    return table

@@ -88,8 +88,6 @@ def _describe(model: str, fitted: dict) -> str:
 
 def print_growth(results: dict, console: Console) -> None:
     """The step table and the fits with their extrapolation."""
-    from pathweave_bench.growth import step_table
-
     console.print(step_table(results))
     table = Table(title=f"Fits, extrapolated to {TARGET:,} passages per tenant")
     for column in ("backend", "metric", "model", f"at {TARGET:,}", "fitted on (passages)"):
@@ -172,3 +170,25 @@ def write_html(path: Path, results: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def step_table(results: dict) -> Table:
+    """One row per backend and step."""
+    table = Table(title=f"Growth ({results['questions']} MuSiQue questions) on {results['machine']['cores']} cores")
+    for column in ("backend", "passages", "proprag R@2/R@5", "p50/p95 ms proprag", "dense", "hipporag2",
+                   "first after restart ms", "API RSS MiB", "store RSS MiB", "disk MiB", "ingest p/s",
+                   "fresh rank, ms", "small R@5, p50"):
+        table.add_column(column)
+    for backend, run in results["backends"].items():
+        for r in run["steps"]:
+            m = r["modes"]
+            table.add_row(backend, f"{r['passages']:,}",
+                          f"{m['proprag']['recall_at_2']:.3f}/{m['proprag']['recall_at_5']:.3f}",
+                          f"{m['proprag']['p50_ms']:.0f}/{m['proprag']['p95_ms']:.0f}",
+                          f"{m['dense']['recall_at_5']:.3f}, {m['dense']['p50_ms']:.0f}",
+                          f"{m['hipporag2']['recall_at_5']:.3f}, {m['hipporag2']['p50_ms']:.0f}",
+                          f"{r['first_query_after_restart_ms']:.0f}", f"{r['query_rss_mb']:.0f}",
+                          f"{r['store_rss_mb']}", f"{r['store_disk_mb']:.0f}", f"{r['ingest_passages_per_s']:.1f}",
+                          f"{r['fresh']['rank']}, {r['fresh']['first_query_ms']:.0f}",
+                          f"{r['small']['recall_at_5']:.3f}, {r['small']['p50_ms']:.0f}")
+    return table
