@@ -93,7 +93,9 @@ def grow(store, settings, documents, target: int, passages: int, label: str) -> 
 
     started, empty = time.perf_counter(), 0
     while passages < target:
-        batch = list(itertools.islice(documents, target - passages))  # about one passage a document
+        stored_docs, stored = tenant_size(store)
+        per_document = max(1.0, stored / stored_docs) if stored_docs else 1.0  # some documents have several
+        batch = list(itertools.islice(documents, max(1, int((target - passages) / per_document))))
         if not batch:
             break
         report = run_ingest(store, settings, batch, [], None, label=f"{label} ({passages:,} -> {target:,})")
