@@ -80,10 +80,11 @@ def _fixture_corpus(folder):
     return extra
 
 
-def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_path, settings):
+def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_path, settings, base_store):
     """Two steps (40, then 70 passages: beyond the 61 real ones, renamed copies), ten passages
     timed at each, a 20-passage second tenant; then the kept store grown on to 90 measures
-    only the new step. On the suite's backend, in a managed store of the run's own."""
+    only the new step. On the suite's backend, in a managed store of the run's own
+    (``base_store``: a store-facing test, run on both backends)."""
     data = tmp_path / "data"
     data.mkdir()
     extra = _fixture_corpus(data)
