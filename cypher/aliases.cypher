@@ -6,8 +6,12 @@
 // automatic consolidation from then on. Used by pathweave_ingest.aliases and the topology.
 
 // name: alias_entity_count
-// Number of the tenant's entities (n in k = min(50, max(5, floor(sqrt(n)))); layer-2 budget).
+// Number of the tenant's entities, counted up to $cap: min(n, $cap). Callers need only
+// whether n reaches a bound (k = min(50, max(5, floor(sqrt(n)))) stops growing at 2,500;
+// the layer-2 budget; the gds.knn share), so the count stops there instead of reading
+// every entity of a large tenant on each ingestion batch.
 MATCH (e:Entity) WHERE e.tenant = $tenant
+WITH e LIMIT $cap
 RETURN count(e) AS n;
 
 // name: alias_entities

@@ -113,6 +113,7 @@ def test_synonyms_through_the_vector_index_equal_exact_knn(synonymy, store, embe
     over all entities."""
     from pathweave.store.backends import Capability
     from pathweave.text import alnum_count
+    from pathweave_ingest.aliases import entity_count
     from pathweave_ingest.pipeline import Pipeline
     from pathweave_ingest.synonyms import tenant_knn_pays
 
@@ -123,7 +124,7 @@ def test_synonyms_through_the_vector_index_equal_exact_knn(synonymy, store, embe
     documents, _ = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
     methods = set()
     for document in documents:
-        before = int(store.run("alias_entity_count")[0]["n"])
+        before = entity_count(store, 10**9)
         report = pipeline.ingest([document])
         if report.entities_new:
             methods.add(report.synonymy)
@@ -140,6 +141,8 @@ def test_synonyms_through_the_vector_index_equal_exact_knn(synonymy, store, embe
              for a, b in zip(*np.nonzero(cosine >= settings.ingest.synonym_threshold)) if a != b and ok[a] and ok[b]}
     stored = store.run("snapshot_synonyms")
     assert exact and {(min(r["src"], r["dst"]), max(r["src"], r["dst"])) for r in stored} == exact
+    # the bounded count: exact below its cap, the cap above it
+    assert entity_count(store, 10**9) == len(ids) > 3 and entity_count(store, 3) == 3
     for row in stored:
         a, b = ids.index(row["src"]), ids.index(row["dst"])
         assert row["score"] == pytest.approx(float(cosine[a, b]), abs=1e-4)

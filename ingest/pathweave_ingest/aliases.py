@@ -59,6 +59,12 @@ def neighbour_count(n: int, k_min: int = 5, k_max: int = 50) -> int:
     return min(k_max, max(k_min, math.isqrt(max(0, int(n)))))
 
 
+def entity_count(store: GraphStore, cap: int) -> int:
+    """The tenant's entities counted up to ``cap``: ``min(n, cap)``, read in time that grows
+    with ``cap``, not with the tenant (a caller asks only whether ``n`` reaches a bound)."""
+    return int(store.run("alias_entity_count", cap=max(1, int(cap)))[0]["n"])
+
+
 def numbers_agree(a: str, b: str) -> bool:
     """Whether the two names hold the same numbers ("march 1 2001" vs "march 2 2001": no)."""
     return sorted(_DIGITS.findall(a)) == sorted(_DIGITS.findall(b))
@@ -208,7 +214,7 @@ def candidate_pairs(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, 
     eligible = [i for i, e in enumerate(ids) if alnum_count(names.get(e, "")) > 2]
     if not eligible:
         return []
-    n = int(store.run("alias_entity_count")[0]["n"])
+    n = entity_count(store, params.k_max ** 2)  # k stops growing at n = k_max²
     k = neighbour_count(n, params.k_min, params.k_max)
     hits = [h for h in _neighbours(store, [ids[i] for i in eligible], np.asarray(vectors)[eligible], k,
                                    params.threshold, synonyms)
@@ -319,7 +325,7 @@ def consolidate(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, name
         return []
     pairs = candidate_pairs(store, ids, vectors, names, params, synonyms)
     changed = store.execute_write(lambda run: merge_pairs(run, pairs, store.dimensions)) if pairs else []
-    if int(store.run("alias_entity_count")[0]["n"]) <= params.kmeans_budget:
+    if entity_count(store, params.kmeans_budget + 1) <= params.kmeans_budget:
         if changed:  # groups layer 2 has not refined
             store.run("alias_mark_unrefined", meta_id=store.meta_id)
         return changed

