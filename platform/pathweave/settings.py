@@ -259,6 +259,15 @@ class QuerySettings(_Section):
                                 "need it). Estimated per topology (ids, incidence lists, matrices); see /metrics.")
     node_cache_entries: int = Field(
         50_000, description="Node rows (texts, vectors) cached per tenant (LRU entries, about 2 KB each).")
+    preload_tenants: str = Field(
+        "", description="Comma-separated tenants whose topologies an API replica loads at start-up, before "
+                        "/readyz answers ready: a restarted replica then serves no cold first query (a large "
+                        "tenant's load takes seconds to minutes). Empty: none, each loads on its first query.")
+
+    @property
+    def preload(self) -> list[str]:
+        """The tenants of ``preload_tenants``, in order, without blanks or repeats."""
+        return list(dict.fromkeys(t.strip() for t in self.preload_tenants.split(",") if t.strip()))
     write_reasoning: bool = Field(
         True, description="Write each query's reasoning record to the graph (true or false).")
     record_before_answer: bool = Field(

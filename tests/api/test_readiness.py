@@ -55,3 +55,47 @@ def test_a_second_lifespan_on_the_app_leaves_the_first_serving(app, client, new_
     response = client.post("/v1/documents", headers=headers, json={"documents": [docs["zephyria"]]})
     assert response.status_code == 202, response.text
     assert wait(headers, response.json()["job_id"])["status"] == "done"
+
+
+class GatedTopologies(Runtime):
+    """Loading a tenant's topology waits until the test opens the gate."""
+
+    def __init__(self, *args, **kwargs):
+        import threading
+
+        super().__init__(*args, **kwargs)
+        self.gate = threading.Event()
+
+    def retriever(self, tenant: str):
+        assert self.gate.wait(30), "the test never opened the gate"
+        return super().retriever(tenant)
+
+
+def test_readyz_waits_for_the_preloaded_topologies(settings, base_store, embedder, extractor, api_settings,
+                                                   worker_settings):
+    """With ``query.preload_tenants`` a replica is ready only once those tenants' topologies are
+    in memory: its first query there reads no topology from the store."""
+    from fastapi.testclient import TestClient
+
+    from pathweave_api.app import create_app
+
+    tenant = settings.tenant
+    preloading = settings.model_copy(update={"query": settings.query.model_copy(
+        update={"preload_tenants": f" {tenant}, ,{tenant}"})})
+    assert preloading.query.preload == [tenant]
+    runtime = GatedTopologies(preloading, worker_settings, embedder=embedder, extractor=extractor)
+    app = create_app(preloading, api_settings, worker_settings, runtime=runtime)
+    with TestClient(app) as client:
+        deadline = time.monotonic() + 30
+        while (waiting := client.get("/readyz").json())["detail"] != \
+                "starting: loading the topologies of query.preload_tenants":
+            assert time.monotonic() < deadline, waiting
+            time.sleep(0.1)
+        assert waiting["status"] == "unavailable" and waiting["models"] and waiting["store"]
+        assert runtime.cache_stats()["tenants"] == 0
+        runtime.gate.set()
+        while (ready := client.get("/readyz")).status_code != 200:
+            assert time.monotonic() < deadline, ready.json()
+            time.sleep(0.1)
+        assert runtime.cache_stats()["tenants"] == 1
+    runtime.close()

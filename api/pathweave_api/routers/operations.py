@@ -15,7 +15,8 @@ def healthz():
     return {"status": "ok"}
 
 @router.get("/readyz", response_model=Readiness, tags=["operations"],
-         summary="Readiness: the store answers, the models are loaded, the broker (if any) is reachable",
+         summary="Readiness: the store answers, the models (and the preloaded tenants' topologies) are loaded, "
+                 "the broker (if any) is reachable",
          responses={503: {"model": Readiness, "description": "Not ready (yet)."}})
 def readyz(response: Response, svc: ServicesDep):
     runtime = svc.runtime
@@ -34,12 +35,15 @@ def readyz(response: Response, svc: ServicesDep):
     dispatcher = svc.dispatcher
     broker = dispatcher.healthy()
     models = runtime.models_loaded(extractor=svc.needs_extractor)
-    ready = store_ok and models and broker is not False
+    topologies = svc.topologies_ready
+    ready = store_ok and models and topologies and broker is not False
     metrics.READY.set(1 if ready else 0)
     if not ready:
         response.status_code = 503
     if broker is False and detail is None:
         detail = "broker unreachable"
+    if not topologies and detail is None:
+        detail = "starting: loading the topologies of query.preload_tenants"
     return {"status": "ready" if ready else "unavailable", "store": store_ok, "models": models,
             "queue": dispatcher.mode, "broker": broker, "detail": None if ready else detail}
 

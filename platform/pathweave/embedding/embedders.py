@@ -13,6 +13,7 @@ searches them.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -23,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from pathweave.settings import Settings
+
+log = logging.getLogger(__name__)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -340,6 +343,9 @@ class CatalogEmbedder(ShardedEncoder):
 
             if "CUDAExecutionProvider" in ort.get_available_providers():
                 providers = ("CUDAExecutionProvider", "CPUExecutionProvider")
+            else:
+                log.warning("embedder %s: device %s asked, but this onnxruntime has no CUDA provider "
+                            "(install onnxruntime-gpu): embedding on the CPU", model.name, device)
         self._encoder = onnx_encoder.OnnxEncoder(model.onnx_path(models_dir), model.pooling, providers)
         self.device = "cuda" if self._encoder.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.workers = 1 if self.device == "cuda" else (workers or cpu_workers())

@@ -15,7 +15,7 @@ import enum
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -164,6 +164,10 @@ def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
     the tenant is small enough to be scored exactly for less than the widening is expected to
     cost (``exact``; :func:`exact_search`, bound :data:`EXACT_PER_PLACE`):
     then a small tenant's search costs what its own size costs, however large the others are.
+    Once a search of the tenant's ``label.prop`` ended exact, the next ones (for
+    :data:`EXACT_SIZE_TTL_S`, within the same bound) are scored exactly at once, without the
+    index rounds that showed the crowding; then the index is asked again, so a change in
+    the other tenants is noticed.
     """
     return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact)[0]
 
@@ -183,7 +187,33 @@ _sizes: dict[tuple[str, str, str, str], tuple[int, float]] = {}
 """(database, tenant, label, property) -> (the tenant's nodes of the label as the last exact
 search read them, capped at ``EXACT_MAX_NODES + 1``; until when (monotonic s) that is trusted);
 at most 4,096 entries."""
+_exact_bounds: dict[tuple[str, str, str, str], tuple[int, float]] = {}
+"""(database, tenant, label, property) -> (the bound under which a widening search of the
+tenant last ended in an exact search; until when (monotonic s) the next searches start there);
+at most 4,096 entries."""
 _sizes_lock = threading.Lock()
+
+
+def _search_key(store: GraphStore, label: str, prop: str) -> tuple[str, str, str, str]:
+    return str(getattr(store, "database", "")), store.tenant, label, prop
+
+
+def _remembered(table: dict, key: tuple) -> Any:
+    """``table[key]``'s value while its time is not up (None otherwise)."""
+    with _sizes_lock:
+        value, until = table.get(key, (None, 0.0))
+    return value if until > time.monotonic() else None
+
+
+def _remember(table: dict, key: tuple, value: Any) -> None:
+    """``table[key] = value`` for :data:`EXACT_SIZE_TTL_S`; the table holds at most 4,096
+    entries (the expired are forgotten first, else the oldest quarter)."""
+    with _sizes_lock:
+        if key not in table and len(table) >= 4096:
+            now = time.monotonic()
+            for old in [name for name, (_, t) in table.items() if t <= now] or list(table)[:1024]:
+                del table[old]
+        table[key] = (value, time.monotonic() + EXACT_SIZE_TTL_S)
 
 
 def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], k: int,
@@ -196,19 +226,13 @@ def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], 
     more. The size read is remembered for :data:`EXACT_SIZE_TTL_S`, so a search that would be
     refused is not asked."""
     bound = min(int(bound), EXACT_MAX_NODES)
-    key = (str(getattr(store, "database", "")), store.tenant, label, prop)
-    with _sizes_lock:
-        size, until = _sizes.get(key, (-1, 0.0))
-    if until > time.monotonic() and size > bound:
+    key = _search_key(store, label, prop)
+    size = _remembered(_sizes, key)
+    if size is not None and size > bound:
         return None
     row = store.run(EXACT_SEARCHES[(label, prop)], limit=EXACT_MAX_NODES + 1, bound=bound, vector=vector,
                     meta_id=getattr(store, "meta_id", None))[0]
-    with _sizes_lock:
-        if key not in _sizes and len(_sizes) >= 4096:  # bounded: forget the expired, else the oldest quarter
-            now = time.monotonic()
-            for old in [name for name, (_, t) in _sizes.items() if t <= now] or list(_sizes)[:1024]:
-                del _sizes[old]
-        _sizes[key] = (int(row["size"]), time.monotonic() + EXACT_SIZE_TTL_S)
+    _remember(_sizes, key, int(row["size"]))
     if int(row["size"]) > bound:
         return None
     to_cosine = cosine_of if store.backend.similarity_normalized else float
@@ -223,8 +247,20 @@ def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, 
     cosine)`` and the rows of the index's last round."""
     index = store.backend.vector_index_name(label, prop)
     values = np.asarray(vector, dtype=float).tolist()
-    scored = (lambda bound: exact_search(store, label, prop, values, k, bound)) \
-        if exact and (label, prop) in EXACT_SEARCHES else None
+    if not exact or (label, prop) not in EXACT_SEARCHES:
+        return _widening(store, statement, k, max_k, cosine_of, index=index, vector=values, **params)
+    key = _search_key(store, label, prop)
+    bound = _remembered(_exact_bounds, key)
+    if bound is not None:  # the last widening search of this tenant ended exact: start there
+        found = exact_search(store, label, prop, values, k, bound)
+        if found is not None:
+            return found[0], [found[1]]
+
+    def scored(bound: int):
+        found = exact_search(store, label, prop, values, k, bound)
+        if found is not None:
+            _remember(_exact_bounds, key, bound)
+        return found
     return _widening(store, statement, k, max_k, cosine_of, exact=scored, index=index, vector=values, **params)
 
 
