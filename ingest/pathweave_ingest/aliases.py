@@ -62,7 +62,7 @@ def neighbour_count(n: int, k_min: int = 5, k_max: int = 50) -> int:
 def entity_count(store: GraphStore, cap: int) -> int:
     """The tenant's entities counted up to ``cap``: ``min(n, cap)``, read in time that grows
     with ``cap``, not with the tenant (a caller asks only whether ``n`` reaches a bound)."""
-    return int(store.run("alias_entity_count", cap=max(1, int(cap)))[0]["n"])
+    return int(store.run("alias_entity_count", cap=min(max(1, int(cap)), 2**31 - 1))[0]["n"])
 
 
 def numbers_agree(a: str, b: str) -> bool:

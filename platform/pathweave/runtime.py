@@ -249,8 +249,16 @@ class QueryRuntime:
     def preload_topologies(self) -> None:
         """Load the topologies of ``query.preload_tenants`` from the store now (the API's
         warm-up, before ``/readyz`` says ready), so their first queries find them in memory."""
-        for tenant in self.settings.query.preload:
-            self.retriever(tenant).resources.topology()
+        tenants = self.settings.query.preload
+        if len(tenants) > self.settings.query.topology_max_tenants:
+            log.warning("query.preload_tenants names %d tenants, query.topology_max_tenants keeps %d: the first "
+                        "ones are evicted again", len(tenants), self.settings.query.topology_max_tenants)
+        for tenant in tenants:
+            try:
+                self.retriever(tenant).resources.topology()
+            except Exception as exc:
+                raise RuntimeError(f"preloading the topology of tenant {tenant!r}: {type(exc).__name__}: {exc}") \
+                    from exc
 
     def _forget(self) -> None:
         """Drop what depends on the connection (under the lock)."""

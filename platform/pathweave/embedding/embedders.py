@@ -288,7 +288,7 @@ class OnnxEmbedder(ShardedEncoder):
             raise FileNotFoundError(f"embedding model directory not found: {path}")
         if not onnx_encoder.supports(path) or not (path / "tokenizer.json").is_file():
             raise ValueError(f"{path} is not a mean-pooled sentence-transformers model with a tokenizer.json")
-        self.name = path.name if path != default_model_path() else "minilm"  # the catalog's MiniLM, same weights
+        self.name = "minilm" if _is_packaged_minilm(path) else path.name  # the catalog's MiniLM, same weights
         self.device, self.precision, self.runtime = "cpu", "float32", "onnx"
         self.batch_size = batch_size
         self.workers = workers or cpu_workers()
@@ -343,11 +343,17 @@ class CatalogEmbedder(ShardedEncoder):
 
             if "CUDAExecutionProvider" in ort.get_available_providers():
                 providers = ("CUDAExecutionProvider", "CPUExecutionProvider")
-            else:
-                log.warning("embedder %s: device %s asked, but this onnxruntime has no CUDA provider "
-                            "(install onnxruntime-gpu): embedding on the CPU", model.name, device)
+                try:  # onnxruntime-gpu >= 1.21: CUDA and cuDNN from torch's or the nvidia-* wheels
+                    getattr(ort, "preload_dlls", lambda: None)()
+                except Exception as exc:  # noqa: BLE001 - the session below says whether CUDA loads
+                    log.warning("onnxruntime.preload_dlls failed: %s", exc)
         self._encoder = onnx_encoder.OnnxEncoder(model.onnx_path(models_dir), model.pooling, providers)
         self.device = "cuda" if self._encoder.providers[0] == "CUDAExecutionProvider" else "cpu"
+        if device.startswith("cuda") and self.device != "cuda":
+            log.warning("embedder %s: device %s asked, but onnxruntime runs it on the CPU (%s): install "
+                        "onnxruntime-gpu with CUDA 12 and cuDNN 9 libraries", model.name, device,
+                        "no CUDA provider in this onnxruntime" if providers[0] != "CUDAExecutionProvider"
+                        else "the CUDA provider did not load")
         self.workers = 1 if self.device == "cuda" else (workers or cpu_workers())
         self._tokenizer = _tokenizer_file(model.tokenizer_path(models_dir), model.max_tokens)
         _limit_blas()

@@ -165,9 +165,10 @@ def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
     cost (``exact``; :func:`exact_search`, bound :data:`EXACT_PER_PLACE`):
     then a small tenant's search costs what its own size costs, however large the others are.
     Once a search of the tenant's ``label.prop`` ended exact, the next ones (for
-    :data:`EXACT_SIZE_TTL_S`, within the same bound) are scored exactly at once, without the
-    index rounds that showed the crowding; then the index is asked again, so a change in
-    the other tenants is noticed.
+    :data:`EXACT_SIZE_TTL_S`, within the same bound per place asked) are scored exactly at
+    once, without the index rounds that showed the crowding (an exact answer: at least as good
+    as the index's); then the index is asked again, so a change in the other tenants is
+    noticed.
     """
     return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact)[0]
 
@@ -187,10 +188,10 @@ _sizes: dict[tuple[str, str, str, str], tuple[int, float]] = {}
 """(database, tenant, label, property) -> (the tenant's nodes of the label as the last exact
 search read them, capped at ``EXACT_MAX_NODES + 1``; until when (monotonic s) that is trusted);
 at most 4,096 entries."""
-_exact_bounds: dict[tuple[str, str, str, str], tuple[int, float]] = {}
-"""(database, tenant, label, property) -> (the bound under which a widening search of the
-tenant last ended in an exact search; until when (monotonic s) the next searches start there);
-at most 4,096 entries."""
+_exact_bounds: dict[tuple[str, str, str, str], tuple[float, float]] = {}
+"""(database, tenant, label, property) -> (the bound per place asked (bound / k) under which a
+widening search of the tenant last ended in an exact search; until when (monotonic s) the next
+searches start there); at most 4,096 entries."""
 _sizes_lock = threading.Lock()
 
 
@@ -245,21 +246,23 @@ def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, 
              exact: bool, **params) -> tuple[list[tuple[str, float]], list[dict]]:
     """The search of :func:`vector_search` with ``statement``: the tenant's ``k`` best ``(id,
     cosine)`` and the rows of the index's last round."""
+    if k <= 0:
+        return [], []
     index = store.backend.vector_index_name(label, prop)
     values = np.asarray(vector, dtype=float).tolist()
     if not exact or (label, prop) not in EXACT_SEARCHES:
         return _widening(store, statement, k, max_k, cosine_of, index=index, vector=values, **params)
     key = _search_key(store, label, prop)
-    bound = _remembered(_exact_bounds, key)
-    if bound is not None:  # the last widening search of this tenant ended exact: start there
-        found = exact_search(store, label, prop, values, k, bound)
+    per_place = _remembered(_exact_bounds, key)
+    if per_place is not None:  # the last widening search of this tenant ended exact: start there
+        found = exact_search(store, label, prop, values, k, int(per_place * k))
         if found is not None:
             return found[0], [found[1]]
 
     def scored(bound: int):
         found = exact_search(store, label, prop, values, k, bound)
         if found is not None:
-            _remember(_exact_bounds, key, bound)
+            _remember(_exact_bounds, key, bound / k)
         return found
     return _widening(store, statement, k, max_k, cosine_of, exact=scored, index=index, vector=values, **params)
 
