@@ -144,8 +144,10 @@ def test_dates_and_names_with_other_numbers_are_never_merged(store):
 
 
 def test_layer2_kmeans_splits_a_chained_group(store):
-    # four points 18 degrees apart: neighbours at cos 0.951, the ends at cos 0.588
-    angles = np.radians([0, 18.2, 36.4, 54.6])
+    # four points about 18 degrees apart: neighbours at cos 0.950 / 0.941 / 0.950, the ends at cos
+    # 0.556. The middle gap is the widest, so no k-means start leaves C halfway between two
+    # centres (equal gaps let float rounding pick the tight but uneven split ABC | D)
+    angles = np.radians([0, 18.2, 38.0, 56.2])
     vec = {f"Point {name}": unit((0, np.cos(t)), (1, np.sin(t))) for name, t in zip("ABCD", angles)}
     ids = write_entities(store, vec)
     names = {ids[n]: normalize(n) for n in vec}
@@ -345,7 +347,7 @@ def test_gds_knn_and_kmeans_give_the_in_process_alias_groups(store):
     assert sorted(map(sorted, union_find([(a, b) for a, b, _ in pairs]))) == sorted(map(sorted, reference))
     assert len(reference) == 2  # the Acme and Zenith groups (Orion stands alone)
 
-    chain = np.radians([0, 18.2, 36.4, 54.6])  # neighbours at cos 0.951, the ends at 0.588
+    chain = np.radians([0, 18.2, 38.0, 56.2])  # neighbours at cos 0.950 / 0.941 / 0.950 (no equal gaps)
     points = {f"Point {c}": unit((3, np.cos(t)), (4, np.sin(t))) for c, t in zip("ABCD", chain)}
     point_ids = write_entities(store, points)
     members = sorted(point_ids.values())
