@@ -30,7 +30,7 @@ prints a summary. Without CUDA only the CPU variants run (for debugging the scri
 
 Usage::
 
-    PYTHONPATH=platform python tools/device_embed_check.py --sample sample.json \
+    PYTHONPATH=platform:api python tools/device_embed_check.py --sample sample.json \
         --model path/to/model_dir --out results/ [--limit 50]
 
 ``--sample`` is a JSON object ``{"passages": [str], "questions": [str], "source": str}``.
@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -54,17 +53,6 @@ CPU_BATCH = 32  # models.embed_batch_size's default
 CUDA_BATCH = 4 * CPU_BATCH  # get_embedder: four times as many on CUDA
 
 
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo (else platform's)."""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def environment() -> dict:
     """Versions and hardware of this machine."""
     import sentence_transformers
@@ -72,6 +60,7 @@ def environment() -> dict:
     import transformers
 
     from pathweave.embedding.embedders import cpu_has_bf16, cpu_workers
+    from pathweave_bench.common import machine_info
 
     info = {
         "python": sys.version.split()[0],
@@ -81,7 +70,7 @@ def environment() -> dict:
         "transformers": transformers.__version__,
         "cuda_available": torch.cuda.is_available(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "cpu": cpu_name(),
+        "cpu": machine_info()["cpu"],
         "cpu_cores_usable": cpu_workers(),
         "cpu_has_bf16": cpu_has_bf16(),
     }

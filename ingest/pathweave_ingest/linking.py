@@ -5,7 +5,6 @@ attempt left undone (:func:`pathweave_ingest.tasks.repair_links`): one code path
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,7 +14,7 @@ from pathweave.settings import Settings
 from pathweave.store.graph_store import GraphStore
 from pathweave_ingest.aliases import consolidate, entity_count
 from pathweave_ingest.profile import IngestProfile
-from pathweave_ingest.synonyms import TENANT_KNN_SHARE, tenant_knn_pays, write_synonyms
+from pathweave_ingest.synonyms import tenant_knn_count_bound, tenant_knn_pays, write_synonyms
 
 
 @dataclass
@@ -49,7 +48,7 @@ def link_entities(store: GraphStore, settings: Settings, ids: list[str], vectors
         written, method = None, "vector index"
         backend = store.backend
         if ingest.synonymy == "gds" and Capability.KNN in backend.capabilities and tenant_knn_pays(
-                len(ids), entity_count(store, math.ceil(len(ids) / TENANT_KNN_SHARE) + 1)):
+                len(ids), entity_count(store, tenant_knn_count_bound(len(ids)))):
             written = backend.write_synonyms(store, ingest.synonym_threshold, ingest.synonym_max)
             method = "gds.knn"
         if written is None:

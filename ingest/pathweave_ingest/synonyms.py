@@ -7,6 +7,8 @@ bulk load, :func:`tenant_knn_pays`.)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pathweave.text import alnum_count
@@ -16,6 +18,12 @@ from pathweave.text import alnum_count
 #: are at least this share of the tenant's (a first or bulk load). Figures on Neo4j 5.26 +
 #: GDS 2.13: see docs/benchmarks.md, "Synonymy on Neo4j".
 TENANT_KNN_SHARE = 0.25
+
+
+def tenant_knn_count_bound(new_entities: int) -> int:
+    """The tenant size from which :func:`tenant_knn_pays` answers no for ``new_entities``: the
+    tenant's entities need counting only up to it."""
+    return math.ceil(new_entities / TENANT_KNN_SHARE) + 1
 
 
 def tenant_knn_pays(new_entities: int, tenant_entities: int) -> bool:

@@ -237,8 +237,7 @@ class QueryRuntime:
 
     def warm(self, extractor: bool = True) -> None:
         """Load the models and connect now, not on the first request, then the topologies of
-        ``query.preload_tenants`` (loaded from the store, so a first query finds them).
-        ``extractor=False``: only what
+        ``query.preload_tenants`` (:meth:`preload_topologies`). ``extractor=False``: only what
         queries in modes other than apr need."""
         _ = self.query_embedder
         if extractor:

@@ -84,6 +84,11 @@ class DeprecatedSettingName(FutureWarning):
     A FutureWarning, so it is shown to users by default."""
 
 
+def comma_list(value: str) -> list[str]:
+    """The entries of a comma-separated setting, stripped, in order, without blanks or repeats."""
+    return list(dict.fromkeys(entry.strip() for entry in value.split(",") if entry.strip()))
+
+
 def _deprecated(old: str, new: str) -> None:
     message = f"{old} is deprecated: use {new} (the old name is read until the next release)"
     warnings.warn(message, DeprecatedSettingName, stacklevel=3)
@@ -242,7 +247,7 @@ class AliasSettings(_Section):
     @property
     def skipped_types(self) -> frozenset[str]:
         """The entity types of ``skip_types``."""
-        return frozenset(t.strip() for t in self.skip_types.split(",") if t.strip())
+        return frozenset(comma_list(self.skip_types))
 
 
 class QuerySettings(_Section):
@@ -263,16 +268,16 @@ class QuerySettings(_Section):
         "", description="Comma-separated tenants whose topologies an API replica loads at start-up, before "
                         "/readyz answers ready: a restarted replica then serves no cold first query (a large "
                         "tenant's load takes seconds to minutes). Empty: none, each loads on its first query.")
-
-    @property
-    def preload(self) -> list[str]:
-        """The tenants of ``preload_tenants``, in order, without blanks or repeats."""
-        return list(dict.fromkeys(t.strip() for t in self.preload_tenants.split(",") if t.strip()))
     write_reasoning: bool = Field(
         True, description="Write each query's reasoning record to the graph (true or false).")
     record_before_answer: bool = Field(
         True, description="Write a query's reasoning record before the query answers, so every API replica can read "
                           "it at once; false = on a background writer (only the replica that answered waits for it).")
+
+    @property
+    def preload(self) -> list[str]:
+        """The tenants of ``preload_tenants``, in order, without blanks or repeats."""
+        return comma_list(self.preload_tenants)
 
 
 class SelectionSettings(_Section):
@@ -517,7 +522,7 @@ class ApiSettings(_Section):
     @property
     def trusted_proxy_list(self) -> list[str]:
         """``trusted_proxies`` as a list (empty: no proxy is trusted)."""
-        return [entry.strip() for entry in self.trusted_proxies.split(",") if entry.strip()]
+        return comma_list(self.trusted_proxies)
 
     def keys_path(self, data_dir: Path) -> Path:
         """The earlier versions' SQLite key file: ``keys_file`` or ``<data_dir>/api/keys.sqlite3``."""
