@@ -53,7 +53,7 @@ RETURN j.job_id AS job_id, j.created_at AS created_at, j.doc_ids AS doc_ids, j.v
 UNWIND $ids AS id
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 OPTIONAL MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
-RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, s.status AS status,
+RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, d.acl AS acl, s.status AS status,
        s.attempts AS attempts, s.version AS version, s.applied_version AS applied_version,
        s.lease_until AS lease_until, s.worker AS worker, coalesce(d.links_pending, false) AS links_pending;
 
@@ -71,7 +71,7 @@ ON CREATE SET s.tenant = $tenant, s.version = 0
 SET s.locked_by = $owner
 WITH s, id
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
-RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, s.status AS status,
+RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, d.acl AS acl, s.status AS status,
        s.attempts AS attempts, coalesce(s.version, 0) AS version, s.applied_version AS applied_version;
 
 // name: doc_accept
@@ -262,7 +262,7 @@ RETURN id AS doc_id, count(DISTINCT p) AS passages, count(DISTINCT r) AS proposi
 // name: documents_list
 // Every ingested document of the tenant (the API merges in the status nodes).
 MATCH (d:Document) WHERE d.tenant = $tenant
-RETURN d.doc_id AS doc_id, d.title AS title, d.source AS source, d.ingested_at AS ingested_at;
+RETURN d.doc_id AS doc_id, d.title AS title, d.source AS source, d.ingested_at AS ingested_at, d.acl AS acl;
 
 // name: documents_with_source_prefix
 // Documents identified by their source (identity 'source') whose source starts with $prefix
@@ -407,6 +407,16 @@ WITH e, e.entity_id AS id
 DETACH DELETE e
 RETURN id;
 
+// name: document_set_acl
+// Sets the access list of the stored document $doc_id ($acl: principals; null: the whole
+// tenant may read it) and returns the ids of its passages, whose access the query
+// processes re-read (the graph change record's `access`). No row: no such document.
+MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
+SET d.acl = $acl
+WITH d
+OPTIONAL MATCH (p:Passage)-[:PART_OF]->(d)
+RETURN d.doc_id AS doc_id, collect(p.passage_id) AS passage_ids;
+
 // name: delete_document_node
 MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
 DETACH DELETE d
@@ -424,7 +434,8 @@ RETURN count(*) AS n;
 // name: api_query_get
 // A reasoning record's Query node (also when it selected nothing).
 MATCH (q:Query {query_id: $query_id}) WHERE q.tenant = $tenant
-RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at;
+RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at,
+       q.principals AS principals;
 
 // name: passage_citations
 // Where each passage of $ids comes from (citations "title, p. N" / "title > section"):
@@ -450,13 +461,14 @@ RETURN pid AS prop_id, p.passage_id AS passage_id ORDER BY p.passage_id;
 // passage when it has none).
 MATCH (d:Document {doc_id: $doc_id}) WHERE d.tenant = $tenant
 OPTIONAL MATCH (p:Passage)-[:PART_OF]->(d)
-RETURN d.title AS title, d.source AS source, d.ingested_at AS ingested_at,
+RETURN d.title AS title, d.source AS source, d.ingested_at AS ingested_at, d.acl AS acl,
        p.passage_id AS passage_id, p.position AS position, p.text AS text;
 
 // name: api_queries_recent
 // The tenant's $limit most recent reasoning records, newest first (the explorer's list page).
 MATCH (q:Query) WHERE q.tenant = $tenant
-RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at
+RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at,
+       q.principals AS principals
 ORDER BY created_at DESC
 LIMIT $limit;
 

@@ -25,12 +25,13 @@ MATCH (n:Triple) WHERE n.triple_id IN $ids AND n.embedding IS NOT NULL RETURN n.
 
 // name: existing_document_hashes
 // Which of $ids are stored, with the content hash of the stored version (a source whose
-// hash differs is replaced).
+// hash differs is replaced) and its access list (one that differs is set without re-ingesting).
 MATCH (n:Document) WHERE n.doc_id IN $ids AND n.tenant = $tenant
-RETURN n.doc_id AS id, n.content_hash AS content_hash;
+RETURN n.doc_id AS id, n.content_hash AS content_hash, n.acl AS acl;
 
 // name: upsert_documents
-// rows: {doc_id, tenant, source, title, content_hash, identity, ingested_at}; identity is
+// rows: {doc_id, tenant, source, title, content_hash, identity, ingested_at, acl}; acl: the
+// access list (principals; null: the whole tenant may read it, pathweave.access); identity is
 // 'source' (doc_id hashes tenant + source: a changed source replaces its old version) or
 // 'content' (doc_id hashes tenant + title + text).
 // A new version of a stored source keeps its Document node (the atomic swap replaces what
@@ -38,7 +39,8 @@ RETURN n.doc_id AS id, n.content_hash AS content_hash;
 UNWIND $rows AS row
 MERGE (d:Document {doc_id: row.doc_id})
 ON CREATE SET d.tenant = row.tenant, d.identity = row.identity
-SET d.source = row.source, d.title = row.title, d.content_hash = row.content_hash, d.ingested_at = row.ingested_at
+SET d.source = row.source, d.title = row.title, d.content_hash = row.content_hash, d.ingested_at = row.ingested_at,
+    d.acl = row.acl
 RETURN count(d) AS n;
 
 // name: upsert_passages

@@ -9,9 +9,12 @@ CREATE CONSTRAINT api_key_id IF NOT EXISTS FOR (n:ApiKey) REQUIRE n.key_id IS UN
 
 // name: api_key_create
 // A new key (the id is random: a clash fails on the constraint and nothing is written).
+// $principals: what its callers read (null: the whole tenant); $delegate: it may ask on
+// behalf of an end user (pathweave.access).
 CREATE (k:ApiKey {key_id: $key_id})
 SET k.tenant = $tenant, k.key_tenant = $key_tenant, k.name = $key_name, k.secret_hash = $secret_hash,
-    k.created_at = $created_at, k.rate_limit_per_s = $rate_limit_per_s, k.scope = $scope
+    k.created_at = $created_at, k.rate_limit_per_s = $rate_limit_per_s, k.scope = $scope,
+    k.principals = $principals, k.delegate = $delegate
 RETURN k.key_id AS key_id;
 
 // name: api_key_import
@@ -29,14 +32,14 @@ RETURN count(k) AS n;
 MATCH (k:ApiKey {key_id: $key_id}) WHERE k.tenant = $tenant
 RETURN k.key_id AS key_id, k.key_tenant AS key_tenant, k.name AS name, k.secret_hash AS secret_hash,
        k.created_at AS created_at, k.revoked_at AS revoked_at, k.rate_limit_per_s AS rate_limit_per_s,
-       k.scope AS scope;
+       k.scope AS scope, k.principals AS principals, coalesce(k.delegate, false) AS delegate;
 
 // name: api_key_list
 // Every key, oldest first.
 MATCH (k:ApiKey) WHERE k.tenant = $tenant
 RETURN k.key_id AS key_id, k.key_tenant AS key_tenant, k.name AS name, k.secret_hash AS secret_hash,
        k.created_at AS created_at, k.revoked_at AS revoked_at, k.rate_limit_per_s AS rate_limit_per_s,
-       k.scope AS scope
+       k.scope AS scope, k.principals AS principals, coalesce(k.delegate, false) AS delegate
 ORDER BY k.created_at, k.key_id;
 
 // name: api_key_revoke

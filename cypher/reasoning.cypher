@@ -3,9 +3,17 @@
 // (:Query)-[:SELECTED]->(:Passage|:Proposition|:Entity).
 
 // name: write_query
+// $principals: the caller's (null: unrestricted); only callers reading at least what it
+// read may read the record (read_query_principals, pathweave.access).
 MERGE (q:Query {query_id: $query_id})
-ON CREATE SET q.tenant = $tenant, q.text = $text, q.mode = $mode, q.created_at = $created_at
+ON CREATE SET q.tenant = $tenant, q.text = $text, q.mode = $mode, q.created_at = $created_at,
+              q.principals = $principals
 RETURN q.query_id AS query_id;
+
+// name: read_query_principals
+// Whether the tenant has query $query_id, and the principals of the caller that asked it.
+MATCH (q:Query {query_id: $query_id}) WHERE q.tenant = $tenant
+RETURN q.principals AS principals;
 
 // name: write_query_session
 // The session of query $query_id (a budgeted context sent in a session): the same

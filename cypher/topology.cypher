@@ -10,7 +10,8 @@
 // in-process topologies apply the change instead of re-reading the tenant. $added /
 // $removed: passage ids written / deleted; $removed_entities: entity ids deleted;
 // $entities: entity ids whose SYNONYM edges were (re)written; $aliases: entity ids whose
-// ALIAS_OF edge was written or removed (cypher/aliases.cypher). Run in a write transaction.
+// ALIAS_OF edge was written or removed (cypher/aliases.cypher); $access: passage ids whose
+// documents' access lists changed (cypher/documents.cypher). Run in a write transaction.
 MERGE (m:Meta {meta_id: $meta_id})
 ON CREATE SET m.tenant = $tenant, m.version = 0
 SET m.version = m.version + 1
@@ -18,7 +19,7 @@ WITH m
 CREATE (c:GraphChange {change_id: $meta_id + ':' + toString(m.version), tenant: $tenant,
                        version: m.version, added: $added, removed: $removed,
                        removed_entities: $removed_entities, entities: $entities,
-                       aliases: $aliases})
+                       aliases: $aliases, access: $access})
 RETURN m.version AS version;
 
 // name: prune_graph_changes
@@ -32,7 +33,8 @@ RETURN count(*) AS n;
 // The change records after version $since, oldest first.
 MATCH (c:GraphChange) WHERE c.tenant = $tenant AND c.version > $since
 RETURN c.version AS version, c.added AS added, c.removed AS removed,
-       c.removed_entities AS removed_entities, c.entities AS entities, c.aliases AS aliases
+       c.removed_entities AS removed_entities, c.entities AS entities, c.aliases AS aliases,
+       c.access AS access
 ORDER BY version;
 
 // name: topology_passage_ids
@@ -47,6 +49,15 @@ UNWIND $ids AS id
 MATCH (p:Passage {passage_id: id})-[:STATES]->(q:Proposition)
 OPTIONAL MATCH (q)-[:MENTIONS]->(e:Entity)
 RETURN id AS passage_id, q.prop_id AS prop_id, collect(e.entity_id) AS entities;
+
+// name: topology_passage_access
+// For the passages $ids: the access list of every document holding each, one row per
+// (passage, document); acl null: the whole tenant may read the document. A passage no
+// document holds has no row (nobody restricted reads it).
+UNWIND $ids AS id
+MATCH (p:Passage {passage_id: id})-[:PART_OF]->(d:Document)
+WHERE p.tenant = $tenant
+RETURN id AS passage_id, d.acl AS acl;
 
 // name: topology_passage_triples
 // For the passages $ids: the triples each asserts, with subject and object entity ids

@@ -86,7 +86,7 @@ def test_a_statement_that_meets_a_leader_switch_is_run_again_once(routed, monkey
         monkeypatch.setattr(ManagedTransaction, "run", run)
         writes = counts["write"]
         rows = store.run("record_graph_change", meta_id=store.meta_id, added=["p9"], removed=[], removed_entities=[],
-                         entities=[], aliases=[])
+                         entities=[], aliases=[], access=[])
         monkeypatch.setattr(ManagedTransaction, "run", real_run)
         assert len(tries) == 2 and counts["write"] == writes + 1  # one execute_write, its work run twice
         assert int(rows[0]["version"]) == 1 and store.graph_version() == 1
@@ -104,7 +104,7 @@ def test_a_transient_error_in_a_managed_transaction_is_retried_with_nothing_lost
         def work(run):
             attempts.append(1)
             version = int(run("record_graph_change", meta_id=store.meta_id, added=["p1"], removed=[],
-                              removed_entities=[], entities=[], aliases=[])[0]["version"])
+                              removed_entities=[], entities=[], aliases=[], access=[])[0]["version"])
             if len(attempts) == 1:  # the leader went away before the commit
                 raise SessionExpired("leader switch (injected)")
             return version

@@ -89,7 +89,8 @@ async def read_documents(request: Request, svc: Services) -> list[SourceDocument
             raise ApiProblem(413, f"documents[{index}] text is {size} bytes > limit {settings.ingest.max_file_bytes}",
                              "document-too-large")
         title = doc.title.strip()
-        docs.append(SourceDocument(doc.source or f"api:{title or 'untitled'}#{index}", title, doc.text.strip()))
+        docs.append(SourceDocument(doc.source or f"api:{title or 'untitled'}#{index}", title, doc.text.strip(),
+                                   acl=None if doc.acl is None else tuple(doc.acl)))
     return docs
 
 async def read_files(request: Request, svc: Services) -> list[SourceDocument]:

@@ -65,6 +65,8 @@ class ApiKey:
     revoked_at: str | None = None
     rate_limit_per_s: float | None = None
     scope: str = "admin"
+    principals: tuple[str, ...] | None = None  # what its callers read (None: the whole tenant)
+    delegate: bool = False  # may ask on behalf of an end user (their principals or ID token)
 
     @property
     def active(self) -> bool:
@@ -190,31 +192,39 @@ class KeyStore:
 
     @staticmethod
     def _record(row: dict) -> ApiKey:
+        principals = row.get("principals")
         return ApiKey(row["key_id"], row["key_tenant"], row["name"] or "", row["created_at"], row["revoked_at"],
-                      row["rate_limit_per_s"], row["scope"] or "admin")
+                      row["rate_limit_per_s"], row["scope"] or "admin",
+                      None if principals is None else tuple(principals), bool(row.get("delegate")))
 
     def _row(self, key_id: str) -> dict | None:
         rows = self.registry().run("api_key_get", key_id=key_id, on_leader=True)  # a revocation, at once
         return rows[0] if rows else None
 
     def create(self, tenant: str, name: str = "", rate_limit_per_s: float | None = None,
-               scope: str = "admin") -> tuple[str, ApiKey]:
+               scope: str = "admin", principals: list[str] | None = None,
+               delegate: bool = False) -> tuple[str, ApiKey]:
         """A new key for ``tenant`` with ``scope`` (:data:`SCOPES`): ``(token, record)``. The
-        token is not stored and cannot be shown again.
+        token is not stored and cannot be shown again. ``principals``: what its callers read
+        (None: the whole tenant, :mod:`pathweave.access`); ``delegate``: it may ask on behalf
+        of an end user (whose principals then replace its own).
 
         Raises ValueError on an invalid tenant name (letters, digits, ``_.-``, at most 64), a
-        negative rate limit or an unknown scope (nothing is written then).
+        negative rate limit, an unknown scope or a malformed principal (nothing is written then).
         """
         check_new_key(tenant, rate_limit_per_s, scope)
+        from pathweave.access import check_principals
+
+        principals = check_principals(principals)
         key_id = secrets.token_hex(8)
         secret = secrets.token_urlsafe(32)
         record = ApiKey(key_id, tenant, name[:200], datetime.now(timezone.utc).isoformat(), None, rate_limit_per_s,
-                        scope)
+                        scope, principals, delegate)
         secret_hash = self._hasher.hash(secret)
         self.registry().execute_write(lambda run: run(
             "api_key_create", key_id=key_id, key_tenant=tenant, key_name=record.name, secret_hash=secret_hash,
-            created_at=record.created_at, scope=scope,
-            rate_limit_per_s=None if rate_limit_per_s is None else float(rate_limit_per_s)))
+            created_at=record.created_at, scope=scope, principals=None if principals is None else list(principals),
+            delegate=bool(delegate), rate_limit_per_s=None if rate_limit_per_s is None else float(rate_limit_per_s)))
         return f"pw_{key_id}_{secret}", record
 
     def list(self, include_revoked: bool = True) -> list[ApiKey]:

@@ -47,6 +47,13 @@ def _no_nul(value: str, what: str) -> str:
     return value
 
 
+def _principals(value: list[str] | None, what: str) -> list[str] | None:
+    from pathweave.access import check_principals
+
+    checked = check_principals(value, what)
+    return None if checked is None else list(checked)
+
+
 class DocumentIn(BaseModel):
     """One document to ingest. ``text`` is plain UTF-8 text (it is chunked into passages)."""
 
@@ -58,6 +65,11 @@ class DocumentIn(BaseModel):
                       description="The document text: at least one visible character, no NUL.")
     source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).",
                                json_schema_extra={"pattern": NO_NUL_PATTERN})
+    acl: list[str] | None = Field(
+        None, max_length=1000, examples=[["group:finance", "user:4711"]],
+        description="Access list: the principals that may read the document (kind:name). Absent or null: the "
+                    "tenant's default (everyone in the tenant, unless access.private_by_default); [] : only "
+                    "callers without principals.")
 
     @field_validator("text")
     @classmethod
@@ -72,6 +84,11 @@ class DocumentIn(BaseModel):
     def _short(cls, value: str | None) -> str | None:
         return _no_nul(value, "field") if value is not None else value
 
+    @field_validator("acl")
+    @classmethod
+    def _acl(cls, value: list[str] | None) -> list[str] | None:
+        return _principals(value, "acl")
+
 
 class DocumentPut(BaseModel):
     """The content of the document with an external id (PUT /v1/documents/{external_id})."""
@@ -81,6 +98,11 @@ class DocumentPut(BaseModel):
 
     title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).")
     text: str = Field(..., min_length=1, max_length=20_000_000, description="The document text.")
+    acl: list[str] | None = Field(
+        None, max_length=1000, examples=[["group:finance", "user:4711"]],
+        description="Access list: the principals that may read the document (kind:name). Absent or null: the "
+                    "tenant's default (everyone in the tenant, unless access.private_by_default); [] : only "
+                    "callers without principals.")
 
     @field_validator("text")
     @classmethod
@@ -94,6 +116,36 @@ class DocumentPut(BaseModel):
     @classmethod
     def _short(cls, value: str) -> str:
         return _no_nul(value, "field")
+
+    @field_validator("acl")
+    @classmethod
+    def _acl(cls, value: list[str] | None) -> list[str] | None:
+        return _principals(value, "acl")
+
+
+class AclPatch(BaseModel):
+    """A document's new access list (PATCH /v1/documents/{doc_id}/acl)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"acl": ["group:finance"]}]})
+
+    acl: list[str] | None = Field(
+        ..., max_length=1000, examples=[["group:finance", "user:4711"]],
+        description="Access list: the principals that may read the document (kind:name). null: everyone in "
+                    "the tenant; [] : only "
+                    "callers without principals.")
+
+    @field_validator("acl")
+    @classmethod
+    def _acl(cls, value: list[str] | None) -> list[str] | None:
+        return _principals(value, "acl")
+
+
+class AclResponse(BaseModel):
+    """A document's access list after a PATCH, and the graph version that holds it."""
+
+    doc_id: str
+    acl: list[str] | None
+    graph_version: int
 
 
 class DocumentsRequest(BaseModel):

@@ -22,6 +22,7 @@ import typer
 from pathweave.model import MODES
 from pathweave_bench.cli import bench_app
 from pathweave_cli import service
+from pathweave_cli.acl import acl_app
 from pathweave_cli.aliases import aliases_app
 from pathweave_cli.jobs import jobs_app
 from pathweave_cli.llm import llm_app
@@ -213,22 +214,29 @@ def _print_managed_servers() -> None:
 
 
 def sync_plan(store, root: Path, documents, errors) -> dict[str, list]:
-    """What ``ingest DIR --sync`` does: ``{"new": [doc], "changed": [doc], "unchanged": [doc],
-    "removed": [{doc_id, source, title}]}``. A stored document of the folder is removed when
+    """What ``ingest DIR --sync`` does: ``{"new": [doc], "changed": [doc], "acl": [doc] (the
+    same content under another access list), "unchanged": [doc], "removed": [{doc_id, source,
+    title}]}``. A stored document of the folder is removed when
     its file (or JSON item) is gone; one whose file failed to load is kept (never removed
     because of a load error)."""
     from pathweave_ingest.documents import content_hash, document_id
 
     prefix = str(root.absolute()).rstrip(os.sep) + os.sep
     ids = {document_id(store.tenant, doc): doc for doc in documents}
-    stored = {row["id"]: row["content_hash"] for row in store.run("existing_document_hashes", ids=list(ids))}
+    rows = store.run("existing_document_hashes", ids=list(ids))
+    stored = {row["id"]: row["content_hash"] for row in rows}
+    stored_acl = {row["id"]: None if row["acl"] is None else sorted(row["acl"]) for row in rows}
     failed_files = {str(Path(e.source.split("#", 1)[0]).absolute()) for e in errors}
-    plan: dict[str, list] = {"new": [], "changed": [], "unchanged": [], "removed": []}
+    plan: dict[str, list] = {"new": [], "changed": [], "acl": [], "unchanged": [], "removed": []}
     for doc_id, doc in ids.items():
         if doc_id not in stored:
             plan["new"].append(doc)
+        elif stored[doc_id] != content_hash(doc):
+            plan["changed"].append(doc)
+        elif doc.acl is not None and sorted(doc.acl) != stored_acl[doc_id]:
+            plan["acl"].append(doc)
         else:
-            plan["changed" if stored[doc_id] != content_hash(doc) else "unchanged"].append(doc)
+            plan["unchanged"].append(doc)
     for row in store.run("documents_with_source_prefix", prefix=prefix):
         if row["doc_id"] not in ids and row["source"].split("#", 1)[0] not in failed_files:
             plan["removed"].append(row)
@@ -246,12 +254,19 @@ def ingest(
                                                           "removed; change nothing."),
     extractor: Optional[str] = typer.Option(None, help="spacy (default) | llm (PATHWEAVE_LLM_*: entities, triples, "
                                                        "propositions by the model)."),
+    acl: Optional[str] = typer.Option(None, "--acl", help="Access list of the documents no "
+                                      ".pathweave-acl.toml sidecar covers: principals, comma-separated "
+                                      "(group:finance,user:4711); default: the whole tenant."),
 ) -> None:
     """Ingest documents: load -> chunk -> extract -> embed -> write (idempotent; a changed file
-    replaces its earlier version)."""
+    replaces its earlier version). A folder's .pathweave-acl.toml (acl = ["group:..."]) sets
+    the access list of its files and subfolders."""
     from pathweave.embedding.embedder_record import EmbedderMismatch
     from pathweave.embedding.embedders import get_query_embedder
     from pathweave.runtime import open_store
+    from pathweave.access import check_principals
+    from pathweave.errors import BadRequest
+    from pathweave_ingest.acl_sidecars import with_sidecars
     from pathweave_ingest.console import run_ingest
     from pathweave_ingest.loaders import load_path
 
@@ -266,8 +281,9 @@ def ingest(
         raise typer.Exit(2)
     try:
         documents, errors = load_path(path, settings.ingest.max_file_bytes)
-    except FileNotFoundError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        documents = with_sidecars(path, documents, check_principals(acl, "--acl"))
+    except (FileNotFoundError, BadRequest) as exc:
+        console.print(f"[red]error:[/] {exc}", soft_wrap=True)  # a long path must not split the reason
         raise typer.Exit(2)
     with open_store(settings) as store:
         remove = None
@@ -275,7 +291,7 @@ def ingest(
             plan = sync_plan(store, path, documents, errors)
             if dry_run:
                 out = stdout_console()
-                for label, key in (("add", "new"), ("replace", "changed"), ("keep", "unchanged")):
+                for label, key in (("add", "new"), ("replace", "changed"), ("acl", "acl"), ("keep", "unchanged")):
                     for doc in plan[key]:
                         out.print(f"{label:8} {doc.key or doc.source}", soft_wrap=True, markup=False)
                 for row in plan["removed"]:
@@ -283,6 +299,7 @@ def ingest(
                 for error in errors:
                     console.print(f"[yellow]skip[/]     {error}", soft_wrap=True)
                 out.print(f"dry run: {len(plan['new'])} to add, {len(plan['changed'])} to replace, "
+                          f"{len(plan['acl'])} to get a new access list, "
                           f"{len(plan['removed'])} to remove, {len(plan['unchanged'])} unchanged; nothing written")
                 return
             remove = [row["doc_id"] for row in plan["removed"]]
@@ -321,9 +338,13 @@ def query(
     session_id: Optional[str] = typer.Option(None, "--session-id",
                                              help="A session: evidence it was already sent is referenced by code, not "
                                                   "re-sent (with --budget; mode apr: its runs)."),
+    as_principals: Optional[str] = typer.Option(None, "--as", help="Answer as a caller with these principals, "
+                                                "comma-separated (group:finance,user:4711): only the documents they "
+                                                "may read take part; default: every document of the tenant."),
 ) -> None:
     """Answer a question with ranked passages and the proposition paths that connect them."""
     from pathweave.embedding.embedder_record import EmbedderMismatch, ReembedInProgress
+    from pathweave.access import Access
     from pathweave.errors import BadRequest, LLMUnavailable
     from pathweave.retrieval.request import QueryRequest
     from pathweave.runtime import QueryRuntime
@@ -331,6 +352,9 @@ def query(
     try:  # checked before the store opens: a bad request fails fast and changes nothing
         request = QueryRequest.of(question, mode=mode, k=k, token_budget=budget, selection_method=select,
                                   context_style=style, session_id=session_id, answer=answer)
+        access = Access.of(as_principals)
+        if as_principals is not None and not access.restricted:
+            access = Access(frozenset())
     except BadRequest as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
@@ -339,7 +363,7 @@ def query(
     try:
         retriever = runtime.retriever(settings.tenant)
         try:
-            result = retriever.query(request)
+            result = retriever.query(request, access=access)
         except (BadRequest, LLMUnavailable, EmbedderMismatch, ReembedInProgress) as exc:  # bad input; no model;
             # another embedder's tenant, or one being re-embedded
             console.print(f"[red]error:[/] {exc}")
@@ -367,6 +391,7 @@ app.add_typer(service.keys_app, name="keys")
 app.add_typer(llm_app, name="llm")
 app.add_typer(bench_app, name="bench")
 app.add_typer(aliases_app, name="aliases")
+app.add_typer(acl_app, name="acl")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(train_app, name="train")
 app.add_typer(models_app, name="models")

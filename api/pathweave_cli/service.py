@@ -109,21 +109,30 @@ def keys_create(
                                                            "default PATHWEAVE_API_RATE_LIMIT_PER_S)."),
     scope: str = typer.Option("admin", help="query (query and read records) | ingest (also submit, replace, "
                                              "delete documents) | admin (everything)."),
+    principals: Optional[str] = typer.Option(None, "--principals", help="What its callers may read: principals, "
+                                             "comma-separated (group:finance,user:4711); default: the whole tenant."),
+    delegate: bool = typer.Option(False, "--delegate", help="It may ask on behalf of an end user (headers "
+                                  "X-Pathweave-On-Behalf-Of or X-Pathweave-Id-Token)."),
     as_json: bool = typer.Option(False, "--json", help="Print {token, key_id, tenant, scope} as JSON."),
 ) -> None:
     """Create a key and print its token (shown once: it is stored only as a hash)."""
+    from pathweave.access import check_principals
     from pathweave_api.keys import check_new_key
 
     try:
         check_new_key(tenant, rate_limit, scope)  # before the store is opened (or started)
+        checked = check_principals(principals, "--principals")
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     with _key_store() as store:
-        token, record = store.create(tenant, name, rate_limit, scope)
+        token, record = store.create(tenant, name, rate_limit, scope, None if checked is None else list(checked),
+                                     delegate)
     if as_json:
         sys.stdout.write(json.dumps({"token": token, "key_id": record.key_id, "tenant": record.tenant,
-                                     "name": record.name, "scope": record.scope}) + "\n")
+                                     "name": record.name, "scope": record.scope,
+                                     "principals": None if record.principals is None else list(record.principals),
+                                     "delegate": record.delegate}) + "\n")
         return
     console.print(f"key {record.key_id} for tenant {record.tenant!r} (scope {record.scope}) created; "
                   "the token is shown only now:")

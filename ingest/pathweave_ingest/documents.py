@@ -57,6 +57,7 @@ class DocumentChange:
     removed_entity_ids: list[str] = field(default_factory=list)
     added_passage_ids: list[str] = field(default_factory=list)
     alias_entity_ids: list[str] = field(default_factory=list)  # ALIAS_OF edge changed (removal or write)
+    access_passage_ids: list[str] = field(default_factory=list)  # their documents' access lists changed
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("passages", "propositions", "triples", "entities", "alias_groups_repaired", "relations"), 0))
     version: int | None = None
@@ -64,7 +65,7 @@ class DocumentChange:
     def merge(self, other: "DocumentChange") -> None:
         """Add ``other`` (a later transaction of the same ingestion) to this one."""
         for name in ("removed_doc_ids", "removed_passage_ids", "removed_entity_ids", "added_passage_ids",
-                     "alias_entity_ids"):
+                     "alias_entity_ids", "access_passage_ids"):
             getattr(self, name).extend(getattr(other, name))
         for key, value in other.counts.items():
             self.counts[key] = self.counts.get(key, 0) + value
@@ -90,8 +91,9 @@ def remove_passages(run: Run, passage_ids: Collection[str], change: DocumentChan
     members gets the medoid of the rest, :func:`pathweave_ingest.aliases.repair_after_removal`,
     ``dimensions``-d vectors), relations no triple uses any more and the APR fact runs no
     other passage has; adds the removed ids and counts to ``change``."""
-    passage_ids = [r["id"] for r in run("passages_without_document", ids=sorted(set(passage_ids)))] \
-        if passage_ids else []
+    candidates = sorted(set(passage_ids))
+    passage_ids = [r["id"] for r in run("passages_without_document", ids=candidates)] if candidates else []
+    change.access_passage_ids.extend(sorted(set(candidates) - set(passage_ids)))  # still held by another document
     if not passage_ids:
         return
     prop_ids = [r["id"] for r in run("delete_doc_propositions", passage_ids=passage_ids)]
@@ -142,7 +144,7 @@ def remove_documents(run: Run, doc_ids: Iterable[str], change: DocumentChange, d
 def record_change(run: Run, store: GraphStore, change: DocumentChange, entities: Sequence[str] = ()) -> int:
     """Bump the tenant's graph version inside the caller's transaction and record ``change``
     (passages added and removed, entities removed, ``entities`` whose SYNONYM edges were
-    written, alias edges changed) for the query processes' topologies; sets and returns
+    written, alias edges changed, passages whose documents' access lists changed) for the query processes' topologies; sets and returns
     ``change.version``. The caller tells the backend after the commit
     (``store.backend.graph_changed(store)``)."""
     if change.counts.get("alias_groups_repaired"):  # repaired groups layer 2 has not refined
@@ -150,5 +152,5 @@ def record_change(run: Run, store: GraphStore, change: DocumentChange, entities:
     change.version = store.record_change_in(
         run, added=change.added_passage_ids, removed=change.removed_passage_ids,
         removed_entities=change.removed_entity_ids, entities=list(entities),
-        aliases=sorted(set(change.alias_entity_ids)))
+        aliases=sorted(set(change.alias_entity_ids)), access=sorted(set(change.access_passage_ids)))
     return change.version

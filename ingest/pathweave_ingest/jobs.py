@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.store.graph_store import GraphStore
 from pathweave_ingest import lifecycle
 from pathweave_ingest.documents import content_hash, document_id
@@ -30,14 +31,16 @@ def new_job_id() -> str:
 
 def payloads(tenant: str, documents: list[SourceDocument]) -> list[dict[str, Any]]:
     """JSON-safe task payloads ``{doc_id, source, title, text, key, content_hash, segments:
-    [[text, page, section], ...]}``, duplicates (same id) dropped (the last version of a
-    source wins). ``doc_id`` is :func:`pathweave_ingest.documents.document_id`."""
+    [[text, page, section], ...], acl}`` (``acl``: the document's, None when it has none), duplicates
+    (same id) dropped (the last version of a source wins). ``doc_id`` is
+    :func:`pathweave_ingest.documents.document_id`."""
     out: dict[str, dict[str, Any]] = {}
     for doc in documents:
         doc_id = document_id(tenant, doc)
         payload = {"doc_id": doc_id, "source": doc.source, "title": doc.title, "text": doc.text,
                    "key": doc.key, "content_hash": content_hash(doc),
-                   "segments": [[s.text, s.page, s.section] for s in doc.segments]}
+                   "segments": [[s.text, s.page, s.section] for s in doc.segments],
+                   "acl": None if doc.acl is None else sorted(doc.acl)}
         if doc.key:
             out.pop(doc_id, None)
             out[doc_id] = payload
@@ -49,7 +52,9 @@ def payloads(tenant: str, documents: list[SourceDocument]) -> list[dict[str, Any
 def to_source(payload: dict[str, Any]) -> SourceDocument:
     """The :class:`SourceDocument` of a task payload (see :func:`payloads`)."""
     segments = tuple(Segment(text, page, section) for text, page, section in payload.get("segments") or ())
-    return SourceDocument(payload["source"], payload["title"], payload["text"], segments, payload.get("key"))
+    acl = payload.get("acl")
+    return SourceDocument(payload["source"], payload["title"], payload["text"], segments, payload.get("key"),
+                          acl=None if acl is None else tuple(acl))
 
 
 @dataclass
@@ -188,12 +193,18 @@ def job_bookmarks(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def list_documents(store: GraphStore, status: str | None = None, limit: int = 50,
-                   offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The tenant's documents (ingested and in flight), newest first; ``(page, total)``."""
+                   offset: int = 0, access: Access = UNRESTRICTED) -> tuple[list[dict[str, Any]], int]:
+    """The tenant's documents (ingested and in flight), newest first; ``(page, total)``. A
+    restricted ``access`` (:mod:`pathweave.access`) lists only the ingested documents it may
+    read (not those in flight, whose access list is not stored yet)."""
     merged: dict[str, dict[str, Any]] = {}
-    for row in store.run("doc_status_list"):
-        merged[row["doc_id"]] = {**_document_view(row), "ingested_at": None}
+    if not access.restricted:
+        for row in store.run("doc_status_list"):
+            merged[row["doc_id"]] = {**_document_view(row), "ingested_at": None}
     for row in store.run("documents_list"):
+        if not access.reads(row["acl"]):
+            merged.pop(row["doc_id"], None)
+            continue
         item = merged.setdefault(row["doc_id"], {**_document_view({"doc_id": row["doc_id"]}), "status": "done",
                                                  "title": row["title"], "source": row["source"]})
         item["ingested_at"] = row["ingested_at"]

@@ -73,10 +73,18 @@ class NoSuchDocument(LookupError):
 
 def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
     """Does the graph hold this payload's content (``state``: a ``document_states`` or
-    ``doc_lock`` row)? A source whose stored content hash differs is ingested but not current."""
+    ``doc_lock`` row)? A source whose stored content hash differs is ingested but not current,
+    and so is a document stored with another access list than the payload's (payloads of
+    earlier versions have none; the pipeline sets a changed list without re-ingesting)."""
     if not state or not state.get("ingested"):
         return False
+    if "acl" in payload and _acl_key(state.get("acl")) != _acl_key(payload["acl"]):
+        return False
     return not payload.get("key") or state.get("content_hash") == payload.get("content_hash")
+
+
+def _acl_key(acl: Collection[str] | None) -> tuple[str, ...] | None:
+    return None if acl is None else tuple(sorted(acl))
 
 
 def _versions_of_locked(run: Run, name: str, doc_ids: Collection[str], **params: Any) -> dict[str, int]:
@@ -144,6 +152,26 @@ def delete(store: GraphStore, doc_id: str) -> dict[str, Any]:
     (nothing written) when the tenant never had the document."""
     versions, change = remove(store, [doc_id], "delete", must_exist=True)
     return {"doc_id": doc_id, "version": versions[doc_id], "removed": dict(change.counts)}
+
+
+def set_acl(store: GraphStore, doc_id: str, acl: list[str] | None) -> dict[str, Any]:
+    """Set the access list of the stored document ``doc_id`` without re-ingesting it
+    (:mod:`pathweave.access`; None: the whole tenant may read it, ``[]``: only unrestricted
+    callers), in ONE write transaction with the graph change that makes every query
+    process's topology re-read its passages' access (effective for the next query). Returns
+    ``{doc_id, acl, version}`` (the graph version); raises :class:`NoSuchDocument` (nothing
+    written) when the tenant has no stored document ``doc_id``."""
+    def work(run: Run) -> DocumentChange:
+        rows = run("document_set_acl", doc_id=doc_id, acl=None if acl is None else list(acl))
+        if not rows:
+            raise NoSuchDocument(doc_id)
+        change = DocumentChange(access_passage_ids=[p for p in rows[0]["passage_ids"] if p])
+        record_change(run, store, change)
+        return change
+
+    change = store.execute_write(work)
+    store.backend.graph_changed(store)
+    return {"doc_id": doc_id, "acl": None if acl is None else list(acl), "version": change.version}
 
 
 def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool = False

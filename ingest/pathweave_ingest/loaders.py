@@ -47,7 +47,9 @@ class SourceDocument:
     ``segments``: the text split at page/section boundaries (empty: one segment, the
     whole text). ``key``: the stable source identity (absolute path, URL or the
     caller's external id) or None, in which case the document is identified by its
-    content (title and text) as before.
+    content (title and text) as before. ``acl``: its access list (principals,
+    :mod:`pathweave.access`); None: the tenant's default (setting
+    ``access.private_by_default``).
     """
 
     source: str
@@ -56,6 +58,7 @@ class SourceDocument:
     segments: tuple[Segment, ...] = ()
     key: str | None = None
     warnings: tuple[str, ...] = ()
+    acl: tuple[str, ...] | None = None
 
     def parts(self) -> tuple[Segment, ...]:
         """The segments, or the whole text as one segment."""

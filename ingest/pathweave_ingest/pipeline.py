@@ -67,6 +67,7 @@ class IngestReport:
     documents_replaced: int = 0
     documents_removed: int = 0
     documents_unchanged: int = 0  # given, and already stored in this version
+    documents_acl_changed: int = 0  # of the unchanged, those whose access list was set
     passages_new: int = 0
     propositions_new: int = 0
     entities_new: int = 0
@@ -93,7 +94,8 @@ class IngestReport:
         unchanged"`` (the parts that are not zero; ``"nothing to do"`` when all are)."""
         parts = [f"{n} {what}" for n, what in ((self.documents_added, "added"), (self.documents_replaced, "replaced"),
                                                 (self.documents_removed, "removed"),
-                                                (self.documents_unchanged, "unchanged")) if n]
+                                                (self.documents_unchanged, "unchanged"),
+                                                (self.documents_acl_changed, "with a new access list")) if n]
         return ", ".join(parts) or "nothing to do"
 
     @property
@@ -185,15 +187,18 @@ class Pipeline:
         self._encode_lines = report.profile.encoder(self.line_embedder.encode)
         report.warnings = [LoadError(d.source, w) for d in documents for w in d.warnings]
         unique = list({self._doc_id(d): d for d in documents}.items())
-        stored = {row["id"]: row["content_hash"] for row in self.store.run(
-            "existing_document_hashes", ids=[doc_id for doc_id, _ in unique])}
-        todo, replace = [], set()
+        rows = self.store.run("existing_document_hashes", ids=[doc_id for doc_id, _ in unique])
+        stored = {row["id"]: row["content_hash"] for row in rows}
+        stored_acl = {row["id"]: row["acl"] for row in rows}
+        todo, replace, acl_changed = [], set(), []
         for doc_id, doc in unique:
             if doc_id not in stored:
                 todo.append((doc_id, doc))
             elif doc.key and stored[doc_id] != content_hash(doc):
                 todo.append((doc_id, doc))
                 replace.add(doc_id)
+            elif self._acl(doc) != (None if stored_acl[doc_id] is None else sorted(stored_acl[doc_id])):
+                acl_changed.append((doc_id, doc))
         gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
         if todo:  # vectors will be written: the tenant's are of one embedder (refused before any write)
             embedder_record.claim(self.store, self.embedder)
@@ -201,6 +206,10 @@ class Pipeline:
         if gone:
             with report.profile.stage("change"):
                 report.change.merge(lifecycle.remove(self.store, gone, "sync")[1])
+        for doc_id, doc in acl_changed:  # the same content under another access list: set, not re-ingested
+            with report.profile.stage("change"):
+                lifecycle.set_acl(self.store, doc_id, self._acl(doc))
+            report.documents_acl_changed += 1
         entities, aliases = self._write_documents(todo, replace, versions, len(unique) - len(todo), report,
                                                   on_progress)
         with report.profile.stage("change"):
@@ -215,6 +224,13 @@ class Pipeline:
         report.documents_removed = len(report.change.removed_doc_ids)
         report.seconds = time.perf_counter() - started
         return report
+
+    def _acl(self, doc: SourceDocument) -> list[str] | None:
+        """The access list ``doc`` is stored with (sorted): its own, else the default (none:
+        the whole tenant; ``[]`` with setting ``access.private_by_default``)."""
+        if doc.acl is not None:
+            return sorted(doc.acl)
+        return [] if self.settings.access.private_by_default else None
 
     def _write_documents(self, todo: list[tuple[str, SourceDocument]], replace: set[str],
                          versions: dict[str, int] | None,
@@ -421,7 +437,7 @@ class Pipeline:
             batch.add("upsert_documents", {
                 "doc_id": doc_id, "tenant": self.tenant, "source": doc.key or doc.source, "title": doc.title,
                 "content_hash": content_hash(doc), "identity": "source" if doc.key else "content",
-                "ingested_at": now,
+                "ingested_at": now, "acl": self._acl(doc),
             })
             previous = None
             chunks = chunk_segments(doc.parts(), tokenizer, self.settings.ingest.chunk_tokens, self.settings.ingest.chunk_overlap)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 RETRIEVAL_MODES: dict[str, str] = {
     "proprag": "PropRAG: two-stage PPR over propositions and beam search over proposition paths (spec §1)",
@@ -254,3 +254,9 @@ class QueryResult(BaseModel):
     apr: AprContext | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
     graph_version: int = 0
+    _principals: list[str] | None = PrivateAttr(default=None)  # the caller's (None: unrestricted), never returned
+
+    def principals(self) -> list[str] | None:
+        """The principals of the caller this result was computed for (None: unrestricted;
+        :mod:`pathweave.access`): its reasoning record and session are theirs."""
+        return self._principals

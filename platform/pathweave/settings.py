@@ -360,6 +360,26 @@ class RetrievalSettings(_Section):
                                        "rescore_until_depth": self.rescore_until_depth_cpu})
 
 
+class AccessSettings(_Section):
+    """Section ``access`` (``PATHWEAVE_ACCESS_<FIELD>``): documents' access lists and how
+    callers' principals are had (:mod:`pathweave.access`). An end user's ID token (sent by
+    a key with scope ``delegate``) is verified against ``id_token_jwks_url`` or
+    ``id_token_public_key`` and must name ``id_token_issuer`` and ``id_token_audience``."""
+
+    private_by_default: bool = Field(
+        False, description="A document ingested without an access list is readable only by unrestricted callers "
+                           "(true), not by the whole tenant (false).")
+    id_token_issuer: str = Field("", description="Issuer (iss) an end user's ID token must name; empty: ID tokens "
+                                                 "are refused.")
+    id_token_audience: str = Field("", description="Audience (aud) an end user's ID token must name.")
+    id_token_jwks_url: str = Field("", description="JWKS URL of the issuer's signing keys (or id_token_public_key).")
+    id_token_public_key: str = Field("", description="PEM public key (or a path to one) that signs ID tokens.")
+    id_token_algorithms: str = Field("RS256,ES256", description="Signature algorithms accepted (comma-separated).")
+    id_token_principals_claim: str = Field(
+        "groups", description="Claim of the ID token listing the user's groups: each becomes a principal "
+                              "group:<name>, beside user:<sub>.")
+
+
 class WorkerSettings(_Section):
     """Section ``worker``: the ingestion workers (Celery) and the API's in-process queue.
     Every field is ``PATHWEAVE_WORKER_<FIELD>`` (e.g. ``PATHWEAVE_WORKER_BROKER_URL``,
@@ -700,6 +720,8 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(
         default_factory=LLMSettings, description="The LLM endpoint of answers, PruneRAG and LLM extraction.")
     prunerag: PruneRAGSettings = Field(default_factory=PruneRAGSettings, description="PruneRAG (spec §4).")
+    access: AccessSettings = Field(default_factory=AccessSettings,
+                                   description="Documents' access lists and callers' principals.")
     apr: AprSettings = Field(default_factory=AprSettings, description="AutoPrunedRetriever (spec §3).")
 
     @model_validator(mode="after")

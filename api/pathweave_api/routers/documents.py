@@ -1,5 +1,7 @@
-"""Routes of ``/v1/documents``: submit (JSON or files), list, read, delete, and create or
-replace by external id (PUT); :func:`submit` creates the ingestion job and enqueues it."""
+"""Routes of ``/v1/documents``: submit (JSON or files), list, read, delete, create or
+replace by external id (PUT), and change an access list (PATCH ``.../acl``); :func:`submit`
+creates the ingestion job and enqueues it. A caller with principals lists, reads, deletes and
+changes only the documents it may read (:mod:`pathweave_api.callers`)."""
 
 import dataclasses
 import math
@@ -8,13 +10,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
+from pathweave.access import Access
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
 from pathweave_api.auth import IngestKey
+from pathweave_api.callers import Caller
 from pathweave_api.bodies import json_body, media_type, read_documents, read_files, require_json
 from pathweave_api.models import (
     DOC_ID_PATTERN,
     EXTERNAL_ID_PATTERN,
+    AclPatch,
+    AclResponse,
     DeleteResponse,
     DocStatus,
     DocumentList,
@@ -25,7 +31,7 @@ from pathweave_api.models import (
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import Services, ServicesDep
 from pathweave_api.submissions import check_queue, dispatch
-from pathweave_ingest import jobs
+from pathweave_ingest import jobs, lifecycle
 from pathweave_ingest.loaders import SourceDocument
 
 
@@ -39,6 +45,25 @@ def submit(svc: Services, tenant: str, docs: list[SourceDocument]) -> dict[str, 
     sub = svc.guard(jobs.create_job, store, jobs.new_job_id(), payloads, batch_size, svc.dispatcher.mode)
     metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
     return dispatch(svc, tenant, store, sub, payloads)
+
+
+def _readable(svc: Services, store, access: Access, doc_id: str) -> bool:
+    """Whether ``access`` may read the stored document ``doc_id`` (False when there is none)."""
+    rows = svc.guard(store.run, "api_document_get", doc_id=doc_id)
+    return bool(rows) and access.reads(rows[0]["acl"])
+
+
+def _set_acl(svc: Services, tenant: str, access: Access, doc_id: str, acl: list[str] | None) -> dict[str, Any]:
+    """PATCH of an access list (:func:`pathweave_ingest.lifecycle.set_acl`): 404 when the
+    tenant has no such document or ``access`` may not read it."""
+    store = svc.store(tenant)
+    if access.restricted and not _readable(svc, store, access, doc_id):
+        raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+    try:
+        done = svc.guard(lifecycle.set_acl, store, doc_id, acl)
+    except lifecycle.NoSuchDocument:
+        raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found") from None
+    return {"doc_id": doc_id, "acl": done["acl"], "graph_version": done["version"]}
 
 
 def router(api: ApiSettings) -> APIRouter:
@@ -84,6 +109,7 @@ def router(api: ApiSettings) -> APIRouter:
     def list_documents(
         request: Request,
         key: IngestKey,
+        access: Caller,
         svc: ServicesDep,
         status: Annotated[DocStatus | None, Query(description="Only documents in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50,
@@ -93,17 +119,17 @@ def router(api: ApiSettings) -> APIRouter:
         if unknown:
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
                                   "use status, limit, offset", "validation-error")
-        page, total = svc.guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset)
+        page, total = svc.guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset, access)
         return {"documents": page, "total": total, "limit": limit, "offset": offset}
 
     @router.get("/v1/documents/{doc_id}", response_model=DocumentText, tags=["documents"],
              summary="A document and its passages", description="An ingested document with its passages' text "
              "in reading order (the reasoning explorer links passages to it).", responses=errors(404, 422))
-    def get_document(key: IngestKey, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
-            "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
+    def get_document(key: IngestKey, access: Caller, svc: ServicesDep, doc_id: Annotated[
+            str, Path(pattern=DOC_ID_PATTERN, examples=["doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
         store = svc.store(key.tenant)
         rows = svc.guard(store.run, "api_document_get", doc_id=doc_id)
-        if not rows:
+        if not rows or not access.reads(rows[0]["acl"]):
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
         passages = sorted((r for r in rows if r["passage_id"] is not None),
                           key=lambda r: (r["position"] is None, r["position"] or 0, r["passage_id"]))
@@ -121,12 +147,28 @@ def router(api: ApiSettings) -> APIRouter:
                      "the document's newest version: a write of it still queued or running is superseded "
                      "(the newest accepted write wins)."),
         responses=errors(404, 422))
-    def delete_document(key: IngestKey, svc: ServicesDep, doc_id: Annotated[str, Path(pattern=DOC_ID_PATTERN, examples=[
-            "doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
-        result = svc.guard(jobs.delete_document, svc.store(key.tenant), doc_id)
+    def delete_document(key: IngestKey, access: Caller, svc: ServicesDep, doc_id: Annotated[
+            str, Path(pattern=DOC_ID_PATTERN, examples=["doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
+        store = svc.store(key.tenant)
+        if access.restricted and not _readable(svc, store, access, doc_id):
+            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+        result = svc.guard(jobs.delete_document, store, doc_id)
         if result is None:
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
         return result
+
+    @router.patch(
+        "/v1/documents/{doc_id}/acl", response_model=AclResponse, tags=["documents"],
+        summary="Change a document's access list",
+        description=("Sets who may read the document (`acl`: principals such as `group:finance`, `user:4711`; null: "
+                     "everyone in the tenant; []: only callers without principals) without re-ingesting it, in one "
+                     "transaction: every query from the next one on sees the new list. A caller with principals "
+                     "may change only documents it may read."),
+        responses=errors(404, 422))
+    async def patch_acl(request: Request, key: IngestKey, access: Caller, svc: ServicesDep, doc_id: Annotated[
+            str, Path(pattern=DOC_ID_PATTERN, examples=["doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]) -> dict[str, Any]:
+        parsed = await json_body(request, AclPatch, '{"acl": ["group:finance"]}')
+        return await run_in_threadpool(_set_acl, svc, key.tenant, access, doc_id, parsed.acl)
 
     @router.put(
         "/v1/documents/{external_id}", status_code=202, response_model=SubmitResponse, tags=["documents"],
@@ -164,7 +206,8 @@ def router(api: ApiSettings) -> APIRouter:
             size = len(parsed.text.encode("utf-8"))
             if size > svc.settings.ingest.max_file_bytes:
                 raise ApiProblem(413, f"text is {size} bytes > limit {svc.settings.ingest.max_file_bytes}", "document-too-large")
-            docs = [SourceDocument(external_id, parsed.title.strip(), parsed.text.strip())]
+            docs = [SourceDocument(external_id, parsed.title.strip(), parsed.text.strip(),
+                                   acl=None if parsed.acl is None else tuple(parsed.acl))]
         doc = dataclasses.replace(docs[0], source=external_id, key=external_id)
         result = await run_in_threadpool(submit, svc, key.tenant, [doc])
         response.headers["Location"] = result["links"]["job"]

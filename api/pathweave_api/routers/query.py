@@ -1,16 +1,19 @@
 """Route ``POST /v1/query``: ranked passages with citations, the proposition paths, the id
 of the stored reasoning record and, when asked (or with mode ``prunerag``), the LLM's answer; the body model's limits come from the settings."""
 
+import functools
 import time
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, create_model
 
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
 from pathweave_api.auth import QueryKey
 from pathweave_api.bodies import json_body
+from pathweave_api.callers import Caller
 from pathweave_api.models import TEXT_PATTERN, QueryBody, QueryResponse, json_int
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import Services, ServicesDep, guard
@@ -61,10 +64,11 @@ def read_after(store, bookmarks: list[str]) -> None:
         raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.code})", "validation-error") from None
 
 
-def run_query(svc: Services, tenant: str, req: QueryBody) -> QueryResponse:
+def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRESTRICTED) -> QueryResponse:
     """Run the query (:meth:`pathweave.query.retriever.Retriever.query`: with ``answer``
     or mode ``prunerag``, also the LLM's answer) and build the ``QueryResponse`` from the
-    cited result alone (:meth:`QueryResponse.from_result`). The core's
+    cited result alone (:meth:`QueryResponse.from_result`), from what ``access`` may read
+    (:mod:`pathweave_api.callers`). The core's
     :class:`~pathweave.errors.BadRequest` is a 422 (``not-applicable`` for an option the
     mode does not use); no LLM to be had is a 503 ``llm-unavailable``."""
     from pathweave.embedding.embedder_record import EmbedderMismatch
@@ -75,7 +79,7 @@ def run_query(svc: Services, tenant: str, req: QueryBody) -> QueryResponse:
     if req.consistency:
         read_after(retriever.store, req.consistency)
     try:
-        result = _unless_reembedding(svc.guard, retriever.query, req)
+        result = _unless_reembedding(svc.guard, functools.partial(retriever.query, access=access), req)
     except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None
@@ -109,8 +113,8 @@ def router(body: type[QueryBody]) -> APIRouter:
                       "budget": {"summary": "With a token budget", "value": {
                           "question": "Which river flows through the capital of Poland?", "mode": "dense", "k": 3,
                           "token_budget": 512}}}}}}})
-    async def query(request: Request, key: QueryKey, svc: ServicesDep):
+    async def query(request: Request, key: QueryKey, access: Caller, svc: ServicesDep):
         req = await json_body(request, body, '{"question": "...", "mode": "proprag", "k": 5}')
-        return await run_in_threadpool(run_query, svc, key.tenant, req)
+        return await run_in_threadpool(run_query, svc, key.tenant, req, access)
 
     return router

@@ -5,8 +5,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
+from pathweave.access import Access
 from pathweave.settings import ApiSettings
 from pathweave_api.auth import QueryKey
+from pathweave_api.callers import Caller
 from pathweave_api.models import HEX32_PATTERN, QueryList, ReasoningRecord
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import ServicesDep
@@ -53,23 +55,35 @@ def _caught_up(svc, tenant: str) -> None:
         raise ApiProblem(503, f"{exc}; retry later", "records-behind", {"Retry-After": "5"}) from None
 
 
+RESTRICTED_READ_AHEAD = 10
+"""A restricted caller's list of recent queries reads this many times its page, newest
+first, and keeps the records it may read."""
+
+
+def readable(access: Access, row: dict) -> bool:
+    """Whether ``access`` may read the record of a query row (its ``principals``: the
+    asking caller's; :meth:`pathweave.access.Access.covers`)."""
+    asked = row.get("principals")
+    return access.covers(Access(None if asked is None else frozenset(asked)))
+
+
 def router(api: ApiSettings) -> APIRouter:
     """The reasoning-record routes under ``api``'s page limit."""
     router = APIRouter()
 
     @router.get("/v1/queries/{query_id}", response_model=ReasoningRecord, tags=["query"],
              summary="A query's reasoning record", responses=errors(404, 422))
-    def get_record(key: QueryKey, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
+    def get_record(key: QueryKey, access: Caller, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
         from pathweave.records.reasoning import read_reasoning_record
 
         _caught_up(svc, key.tenant)  # records are written off the query path
         store = svc.store(key.tenant)
         rows = svc.guard(store.run, "api_query_get", query_id=query_id)
-        if not rows:
+        if not rows or not readable(access, rows[0]):
             raise ApiProblem(404, f"no reasoning record {query_id} for this tenant", "not-found")
         try:
-            record = svc.guard(read_reasoning_record, store, query_id)
+            record = svc.guard(read_reasoning_record, store, query_id, access)
         except KeyError:
             record = {"query_id": query_id, "paths": [], "selected": []}
         record = svc.guard(enrich_record, store, record)
@@ -77,14 +91,17 @@ def router(api: ApiSettings) -> APIRouter:
 
     @router.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
              description="The tenant's queries (their reasoning records), newest first.", responses=errors(422))
-    def list_queries(request: Request, key: QueryKey, svc: ServicesDep,
+    def list_queries(request: Request, key: QueryKey, access: Caller, svc: ServicesDep,
                      limit: Annotated[int, Query(ge=1, le=api.max_page)] = 50):
         unknown = sorted(set(request.query_params) - {"limit"})
         if unknown:
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
                                   "use limit", "validation-error")
         _caught_up(svc, key.tenant)  # records are written off the query path
-        rows = svc.guard(svc.store(key.tenant).run, "api_queries_recent", limit=limit)
-        return {"queries": rows[:limit], "limit": limit}
+        # a restricted caller sees the records of callers it covers: read further back for them
+        rows = svc.guard(svc.store(key.tenant).run, "api_queries_recent",
+                         limit=limit if not access.restricted else min(limit * RESTRICTED_READ_AHEAD, 10_000))
+        return {"queries": [{k: v for k, v in row.items() if k != "principals"} for row in rows
+                            if readable(access, row)][:limit], "limit": limit}
 
     return router

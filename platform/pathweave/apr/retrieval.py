@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.apr.codebook import CodebookView, RunRow, code_steps
+from pathweave.errors import NotApplicable
 from pathweave.apr.prompt import Payload, PromptRun, compact_prompt
 from pathweave.apr.runs import line
 from pathweave.apr.scoring import answer_quota, coarse_score, fine_score
@@ -385,10 +387,15 @@ class APRMode(RetrievalMode):
 
     name = "apr"
 
-    def search(self, resources, request, record: bool) -> Retrieval:
+    def search(self, resources, request, record: bool, access: Access = UNRESTRICTED) -> Retrieval:
         import time
 
         from pathweave.model import QueryResult
+
+        if access.restricted:  # its codebook, runs and session memory are the tenant's, unfiltered
+            raise NotApplicable("mode apr answers unrestricted callers only (its codebook and runs are shared by "
+                                "the whole tenant); a caller with principals uses proprag, dense, hipporag2 or "
+                                "prunerag")
 
         started = time.perf_counter()
         outcome = retrieve(resources, request.question, request.session_id, write_record=record)

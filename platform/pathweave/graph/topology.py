@@ -135,7 +135,7 @@ def _view_bytes(view: TopologyView) -> int:
         return 0
 
     matrices = [view.states, view.prop_entities, view.synonyms, view.adjacency, view.degree, view.alive,
-                view.triple_ends, view.assertions, view.canonical, view.extras]
+                view.triple_ends, view.assertions, view.canonical, view.access, view.extras]
     return sum(size(m) for m in matrices)
 
 
@@ -151,6 +151,34 @@ def _empty_view() -> TopologyView:
                                 "raw_triple_ends": np.zeros((0, 2), np.int64)})
 
 
+def synonym_matrix(pairs: np.ndarray, scores: np.ndarray, canonical: np.ndarray) -> sp.csr_matrix:
+    """``(E, E)`` symmetric SYNONYM cosines between canonical entities from the stored edges
+    ``pairs (S, 2)`` with ``scores (S,)`` (the largest score where several pairs of one alias
+    group meet; none inside a group), at most 1; ``canonical (E,)`` maps each entity to its
+    alias group's canonical (itself when it is no alias)."""
+    n_e = len(canonical)
+    if not len(scores):
+        return sp.csr_matrix((n_e, n_e), dtype=np.float64)
+    mapped_pairs, scores = canonical[pairs], np.minimum(scores, 1.0)
+    mapped = (mapped_pairs != pairs).any(axis=1)  # pairs with an alias at an end
+
+    def symmetric(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> sp.csr_matrix:
+        return _csr([a, b], [b, a], (n_e, n_e), data=np.r_[s, s], binary=False)
+
+    # pairs between canonical entities are distinct already (one row per stored pair)
+    plain = symmetric(mapped_pairs[~mapped, 0], mapped_pairs[~mapped, 1], scores[~mapped])
+    if not mapped.any():
+        return plain
+    pairs, scores = mapped_pairs[mapped], scores[mapped]
+    keep = pairs[:, 0] != pairs[:, 1]
+    lo, hi = np.minimum(pairs[keep, 0], pairs[keep, 1]), np.maximum(pairs[keep, 0], pairs[keep, 1])
+    keys, scores = lo * n_e + hi, scores[keep]
+    order = np.lexsort((-scores, keys))
+    first = np.r_[True, keys[order][1:] != keys[order][:-1]] if len(order) else np.zeros(0, bool)
+    best = order[first]
+    return plain.maximum(symmetric(lo[best], hi[best], scores[best])).tocsr()
+
+
 @dataclass
 class TopologyView:
     """The matrices of one topology version (immutable; shared by concurrent queries).
@@ -160,7 +188,10 @@ class TopologyView:
     ``synonyms (E, E)`` symmetric cosine scores; ``adjacency (E + P, E + P)`` the PPR
     graph (entities first) with its weighted ``degree (E + P,)``; ``alive (P,)`` bool;
     ``canonical (E,)`` the entity each entity stands for (its alias group's canonical, else
-    itself): the matrices use canonical entities only.
+    itself): the matrices use canonical entities only. ``access (P,)`` each passage's access
+    class, an index into ``access_classes`` (the distinct access lists,
+    :func:`pathweave.access.passage_acl`); what a restricted caller sees of the view is
+    :func:`pathweave.graph.visibility.visible_view`.
     """
 
     version: int
@@ -181,6 +212,8 @@ class TopologyView:
     triple_ends: np.ndarray  # (T, 2) subject and object entity of every triple seen
     assertions: tuple[np.ndarray, np.ndarray]  # (passage, triple) pairs of alive passages
     canonical: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    access: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # (P,) access class per passage
+    access_classes: tuple = (None,)  # the access lists of the classes (None: the whole tenant)
     extras: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -229,6 +262,9 @@ class Topology:
         self.synonym_pairs = np.zeros((0, 2), dtype=np.int64)  # (S, 2) SYNONYM edges (a, b), a < b, one row each
         self.synonym_scores = np.zeros(0, dtype=np.float64)  # (S,) their cosines
         self.aliases: dict[int, int] = {}  # alias entity -> its canonical entity
+        self.passage_access: dict[int, int] = {}  # passage -> its access class (absent: class 0, the whole tenant)
+        self.access_classes: list[tuple[str, ...] | None] = [None]  # class -> its access list
+        self._access_index: dict[tuple[str, ...] | None, int] = {None: 0}
         self.last_used = time.monotonic()
         self.refresh_ms = 0.0
         self.on_built: Callable[[str], None] | None = None  # called with the tenant after a view is built
@@ -308,6 +344,7 @@ class Topology:
             self._added.discard(p)
             self._removed.add(p)
             self.passage_triples.pop(p, None)
+            self.passage_access.pop(p, None)
             self.nodes.evict(gone)
         self._view = None
 
@@ -357,6 +394,34 @@ class Topology:
                 self.aliases[a] = c
         self._view = None
 
+    def set_access(self, passage_ids: list[str], rows: list[dict]) -> None:
+        """Set the access class of ``passage_ids`` from the rows of ``topology_passage_access``
+        (``{passage_id, acl}``, one per document holding the passage): the union of its
+        documents' lists, or the whole tenant when one has none (:func:`pathweave.access.passage_acl`)."""
+        from pathweave.access import passage_acl
+
+        acls: dict[str, list] = {pid: [] for pid in passage_ids}
+        for row in rows:
+            acls.setdefault(row["passage_id"], []).append(row["acl"])
+        for pid, lists in acls.items():
+            acl = passage_acl(lists) if lists else ()
+            cls = self._access_index.get(acl)
+            if cls is None:
+                cls = self._access_index[acl] = len(self.access_classes)
+                self.access_classes.append(acl)
+            p = self._intern(self.passage_index, self.passage_ids, pid)
+            if self.passage_access.get(p, 0) != cls:
+                if cls:
+                    self.passage_access[p] = cls
+                else:
+                    self.passage_access.pop(p, None)
+                self._view = None
+
+    def _read_access(self, store: GraphStore, passage_ids: list[str]) -> None:
+        for start in range(0, len(passage_ids), FETCH_BATCH):
+            chunk = passage_ids[start:start + FETCH_BATCH]
+            self.set_access(chunk, store.run("topology_passage_access", ids=chunk))
+
     def _read_aliases(self, store: GraphStore, entity_ids: list[str]) -> None:
         rows = []
         for start in range(0, len(entity_ids), FETCH_BATCH):
@@ -369,6 +434,7 @@ class Topology:
             chunk = passage_ids[start:start + FETCH_BATCH]
             self.add_passages(store.run("topology_passage_propositions", ids=chunk),
                               store.run("topology_passage_triples", ids=chunk), chunk)
+            self.set_access(chunk, store.run("topology_passage_access", ids=chunk))
 
     def load(self, store: GraphStore) -> None:
         """Build from the store (ids only): every passage's propositions, entities and
@@ -413,6 +479,8 @@ class Topology:
                         self.set_synonyms(entities, rows)
                     if change.get("aliases"):
                         self._read_aliases(store, change["aliases"])
+                    if change.get("access"):
+                        self._read_access(store, change["access"])
                     self.version = change["version"]
             self.refresh_ms = (time.perf_counter() - started) * 1000
             return True
@@ -441,7 +509,7 @@ class Topology:
         view = self._view or self._last
         ids = len(self.entity_ids) + len(self.passage_ids) + len(self.prop_ids) + len(self.triple_ids)
         entries = len(self.passage_props) + len(self.prop_entities) + len(self.passage_triples) + \
-            len(self.triple_ends) + len(self.aliases) + len(self.prop_refs)
+            len(self.triple_ends) + len(self.aliases) + len(self.prop_refs) + len(self.passage_access)
         edges = view.states.nnz + view.prop_entities.nnz + len(view.assertions[0])
         return (ids * ID_BYTES + entries * ENTRY_BYTES + edges * 8 + self.synonym_pairs.nbytes
                 + self.synonym_scores.nbytes + _view_bytes(view))
@@ -453,31 +521,6 @@ class Topology:
             aliases = np.fromiter(self.aliases, dtype=np.int64, count=len(self.aliases))
             canonical[aliases] = np.fromiter(self.aliases.values(), dtype=np.int64, count=len(self.aliases))
         return canonical
-
-    def _synonym_matrix(self, canonical: np.ndarray) -> sp.csr_matrix:
-        """``(E, E)`` symmetric SYNONYM cosines between canonical entities (the largest score
-        where several pairs of one alias group meet; none inside a group), at most 1."""
-        n_e = len(canonical)
-        if not len(self.synonym_scores):
-            return sp.csr_matrix((n_e, n_e), dtype=np.float64)
-        pairs, scores = canonical[self.synonym_pairs], np.minimum(self.synonym_scores, 1.0)
-        mapped = (pairs != self.synonym_pairs).any(axis=1)  # pairs with an alias at an end
-
-        def symmetric(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> sp.csr_matrix:
-            return _csr([a, b], [b, a], (n_e, n_e), data=np.r_[s, s], binary=False)
-
-        # pairs between canonical entities are distinct already (one row per stored pair)
-        plain = symmetric(pairs[~mapped, 0], pairs[~mapped, 1], scores[~mapped])
-        if not mapped.any():
-            return plain
-        pairs, scores = pairs[mapped], scores[mapped]
-        keep = pairs[:, 0] != pairs[:, 1]
-        lo, hi = np.minimum(pairs[keep, 0], pairs[keep, 1]), np.maximum(pairs[keep, 0], pairs[keep, 1])
-        keys, scores = lo * n_e + hi, scores[keep]
-        order = np.lexsort((-scores, keys))
-        first = np.r_[True, keys[order][1:] != keys[order][:-1]] if len(order) else np.zeros(0, bool)
-        best = order[first]
-        return plain.maximum(symmetric(lo[best], hi[best], scores[best])).tocsr()
 
     def _build(self) -> TopologyView:
         """The next view, derived from the last one and the changes since: the rows of the
@@ -523,7 +566,7 @@ class Topology:
         fresh_rows.data[:] = 1.0
         passage_entities = _replace_rows(last.extras["passage_entities"], (n_p, n_e), removed + recomputed, fresh_rows)
         if self._synonyms_changed or len(moved) or last.synonyms.shape != (n_e, n_e):
-            synonyms = self._synonym_matrix(canonical)
+            synonyms = synonym_matrix(self.synonym_pairs, self.synonym_scores, canonical)
         else:
             synonyms = last.synonyms
         # the PPR graph: the last one with its passage block moved past the new entities, plus
@@ -544,6 +587,10 @@ class Topology:
         raw_ends = last.extras["raw_triple_ends"]
         raw_ends = np.concatenate([raw_ends, np.asarray(
             [self.triple_ends[t] for t in range(len(raw_ends), len(self.triple_ids))], dtype=np.int64).reshape(-1, 2)])
+        access = np.zeros(n_p, dtype=np.int32)
+        if self.passage_access:
+            access[np.fromiter(self.passage_access, dtype=np.int64, count=len(self.passage_access))] = \
+                np.fromiter(self.passage_access.values(), dtype=np.int32, count=len(self.passage_access))
         self._added, self._removed, self._born, self._dead = set(), set(), set(), set()
         self._synonyms_changed = False
         self._last = TopologyView(
@@ -553,8 +600,10 @@ class Topology:
             degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive,
             triple_ids=self.triple_ids, triple_index=self.triple_index, triple_ends=canonical[raw_ends],
             assertions=(triple_passages, triple_rows), canonical=canonical,
+            access=access, access_classes=tuple(self.access_classes),
             extras={"passage_entities": passage_entities,
-                    "raw_prop_entities": raw_prop_entities, "raw_triple_ends": raw_ends},
+                    "raw_prop_entities": raw_prop_entities, "raw_triple_ends": raw_ends,
+                    "synonym_pairs": self.synonym_pairs, "synonym_scores": self.synonym_scores},
         )
         return self._last
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.model import Mode, QueryResult
 from pathweave.records.citations import cite_result
 from pathweave.records.reasoning import read_reasoning_record
@@ -58,11 +59,12 @@ class Retriever:
         :class:`~pathweave.records.reasoning.RecordsBehind` when they are not."""
         self.resources.records.flush(timeout_s)
 
-    def read_record(self, query_id: str) -> dict:
+    def read_record(self, query_id: str, access: Access = UNRESTRICTED) -> dict:
         """A reasoning record of this tenant, after the pending writes (see
-        :func:`~pathweave.records.reasoning.read_reasoning_record`; KeyError when unknown)."""
+        :func:`~pathweave.records.reasoning.read_reasoning_record`; KeyError when unknown, or
+        when ``access`` does not read what its query's caller read)."""
         self.flush()
-        return read_reasoning_record(self.store, query_id)
+        return read_reasoning_record(self.store, query_id, access)
 
     def warm_up(self, queries: int = 50) -> float:
         """Run ``queries`` un-recorded queries built from the tenant's passage titles ("What is
@@ -78,11 +80,13 @@ class Retriever:
             self.query(f"What is known about {title}?", mode="dense" if i % 5 == 4 else "proprag", write_record=False)
         return time.perf_counter() - started
 
-    def query(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, **options) -> QueryResult:
+    def query(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
+              access: Access = UNRESTRICTED, **options) -> QueryResult:
         """The :class:`~pathweave.model.QueryResult` of :meth:`search`."""
-        return self.search(question, mode, k, **options).result
+        return self.search(question, mode, k, access=access, **options).result
 
-    def search(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, **options) -> Retrieval:
+    def search(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
+               access: Access = UNRESTRICTED, **options) -> Retrieval:
         """Run one query: a :class:`~pathweave.retrieval.request.QueryRequest`, or a question
         with the request's options as keywords (``token_budget``, ``selection_method``,
         ``context_style``, ``session_id``, ``answer``, ``write_record``).
@@ -92,7 +96,9 @@ class Retriever:
         tree anyway); then the reasoning record is written unless ``write_record`` is False
         (default: setting ``query.write_reasoning``). The result comes back cited: every
         passage and context line carries its reference. Returns the result with the subgraph
-        and ``(d,)`` query vector it used. Raises :class:`~pathweave.errors.BadRequest` /
+        and ``(d,)`` query vector it used. ``access``: what the caller may read
+        (:mod:`pathweave.access`); every mode retrieves, answers and records from that only
+        (mode apr refuses a restricted caller). Raises :class:`~pathweave.errors.BadRequest` /
         :class:`~pathweave.errors.NotApplicable` on a bad request (nothing read or written)
         and :class:`~pathweave.errors.LLMUnavailable` when a mode or the answer needs an LLM
         and none can be had.
@@ -104,9 +110,9 @@ class Retriever:
         if request.answer or strategy.needs_llm:
             self.resources.llm_client()  # LLMUnavailable before anything is retrieved
         if strategy.answers_itself or not request.answer:
-            retrieval = strategy.search(self.resources, request, record)
+            retrieval = strategy.search(self.resources, request, record, access)
         else:
-            retrieval = strategy.search(self.resources, request, False)
+            retrieval = strategy.search(self.resources, request, False, access)
             strategy.answer(self.resources, retrieval, self.resources.llm_client())
             timings = retrieval.result.timings_ms
             timings["answer"] = retrieval.result.answer.latency_ms

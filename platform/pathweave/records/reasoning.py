@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 from pathweave.records.answers import answer_steps, read_answer, read_tree
 from pathweave.model import QueryResult
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.records.session_ids import session_steps
 from pathweave.store.graph_store import GraphStore
 
@@ -50,10 +51,11 @@ def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
                                              "code": None, "referenced": False})
         entities = [{"id": s.entity_id, "rank": i + 1, "weight": s.weight} for i, s in enumerate(result.seeds)]
     created = datetime.now(timezone.utc).isoformat()
+    principals = result.principals()
     steps_to_run = [("write_query", {"query_id": qid, "text": result.question, "mode": result.mode,
-                                     "created_at": created})]
+                                     "created_at": created, "principals": principals})]
     if result.context is not None and result.context.session_id:
-        steps_to_run += session_steps(store, qid, result.context.session_id, created)
+        steps_to_run += session_steps(store, qid, result.context.session_id, created, principals)
     for name, rows in (("write_paths", paths), ("write_steps", steps), ("select_passages", passages),
                        ("select_propositions", list(props.values())), ("select_entities", entities)):
         if rows:
@@ -62,15 +64,21 @@ def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
     store.run_in_transaction(steps_to_run)
 
 
-def read_reasoning_record(store: GraphStore, query_id: str) -> dict:
+def read_reasoning_record(store: GraphStore, query_id: str, access: Access = UNRESTRICTED) -> dict:
     """A stored record: ``{query_id, text, paths: [{rank, score, steps}], selected: [...],
     answer, tree, runs}``; each selected passage or proposition carries its ``reference``
     (citation); ``answer``/``tree`` (see :mod:`pathweave.records.answers`) are None unless
     the query generated them; ``runs`` (mode apr, :func:`read_query_runs`):
     the session and the runs the query asked, sent and reused, else None.
 
-    Raises KeyError when the tenant has no such query.
+    Raises KeyError when the tenant has no such query, or when ``access`` does not read
+    everything the caller that asked it read (:meth:`pathweave.access.Access.covers`; the
+    same error, so a record's existence is not disclosed either).
     """
+    asked = store.run("read_query_principals", query_id=query_id)
+    if asked and not access.covers(Access(None if asked[0]["principals"] is None
+                                          else frozenset(asked[0]["principals"]))):
+        raise KeyError(f"no reasoning record {query_id!r}")
     rows = store.run("read_query_paths", query_id=query_id)
     selected = store.run("read_query_selected", query_id=query_id)
     answer, tree = read_answer(store, query_id), read_tree(store, query_id)

@@ -77,9 +77,10 @@ class SessionLines:
         return CandidateGraph(query_id=graph.query_id, nodes=nodes, edges=graph.edges)
 
 
-def read_session_lines(store: GraphStore, session_id: str) -> SessionLines:
-    """The lines session ``session_id`` of ``store``'s tenant was sent (one read)."""
-    rows = store.run("session_context_lines", session_key=session_key(store.tenant, session_id))
+def read_session_lines(store: GraphStore, session_id: str, principals: list[str] | None = None) -> SessionLines:
+    """The lines session ``session_id`` of ``store``'s tenant was sent (one read), to callers
+    with ``principals`` (None: unrestricted; :func:`pathweave.records.session_ids.session_key`)."""
+    rows = store.run("session_context_lines", session_key=session_key(store.tenant, session_id, principals))
     codes: dict[str, str] = {}
     for row in rows:  # a line referenced again keeps the code it was first sent with
         if row["id"] not in codes or _number(row["code"]) < _number(codes[row["id"]]):

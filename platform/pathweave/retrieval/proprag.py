@@ -26,6 +26,7 @@ from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
 from pathweave.settings import RetrievalSettings
 from pathweave.graph.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.graph.topology import TopologyView
+from pathweave.graph.visibility import acceptors
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +257,10 @@ class PropRAGMode(RankingMode):
         seeds = Stage1Seeds(frame.found["props"], passages, frame.found.get("entities_text", []))
         if resources.settings.apr.proprag_question_runs:
             known = dict(seeds.passages)
+            readable = acceptors(view)
             for pid, cos in earlier_question_passages(resources.store, frame.vector):
+                if readable is not None and not readable["Passage"].accepts(pid):
+                    continue
                 known[pid] = max(known.get(pid, cos), cos)
             seeds.passages = sorted(known.items(), key=lambda item: -item[1])
         frame.clock("seeds")

@@ -25,6 +25,7 @@ import json
 import time
 from typing import Callable
 
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.llm.client import LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
 from pathweave.retrieval.proprag import PropRAGMode
@@ -245,23 +246,24 @@ class PruneRAGMode(RetrievalMode):
     needs_llm = True
     answers_itself = True
 
-    def search(self, resources, request, record: bool) -> Retrieval:
+    def search(self, resources, request, record: bool, access: Access = UNRESTRICTED) -> Retrieval:
         started = time.perf_counter()
         client = resources.llm_client()
         params = resources.prunerag_params
         question = request.question
         top = max(request.k, params.top_k)
         proprag = PropRAGMode()
-        root = proprag.search(resources, QueryRequest.of(question, mode="proprag", k=top), False)
+        root = proprag.search(resources, QueryRequest.of(question, mode="proprag", k=top), False, access)
 
         def retrieve(text: str, n: int) -> list[PassageHit]:
             if text == question and n <= top:
                 return root.result.passages[:n]
-            return proprag.search(resources, QueryRequest.of(text, mode="proprag", k=n), False).result.passages
+            return proprag.search(resources, QueryRequest.of(text, mode="proprag", k=n), False, access).result.passages
 
         tree, answer = build_tree(question, client, retrieve, params)
         result = root.result.model_copy(update={"mode": "prunerag", "passages": root.result.passages[:request.k],
                                                 "tree": tree, "answer": answer})
+        result._principals = access.stored()
         result.timings_ms = {**root.result.timings_ms, "prunerag": round((time.perf_counter() - started) * 1000, 2)}
         result.timings_ms["total"] = result.timings_ms["prunerag"]
         if record:

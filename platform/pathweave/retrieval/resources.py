@@ -31,14 +31,18 @@ _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-sear
 """Runs a query's vector searches concurrently (shared by every retriever of the process)."""
 
 
-def _unversioned(store, label: str, vector: np.ndarray, k: int) -> tuple[list[tuple[str, float]], None]:
+def _versioned(store, label: str, vector: np.ndarray, k: int, accept=None) -> tuple[list[tuple[str, float]], int | None]:
+    return versioned_vector_search(store, label, vector, k, accept=accept)
+
+
+def _unversioned(store, label: str, vector: np.ndarray, k: int, accept=None) -> tuple[list[tuple[str, float]], None]:
     """:func:`~pathweave.store.backends.vector_search` shaped as ``(hits, version)`` with no version."""
-    return vector_search(store, label, vector, k), None
+    return vector_search(store, label, vector, k, accept=accept), None
 
 
-def _lexical(store, label: str, query: str, k: int) -> tuple[list[tuple[str, float]], None]:
+def _lexical(store, label: str, query: str, k: int, accept=None) -> tuple[list[tuple[str, float]], None]:
     """:func:`~pathweave.store.backends.fulltext_search` shaped as ``(hits, version)`` with no version."""
-    return fulltext_search(store, label, query, k), None
+    return fulltext_search(store, label, query, k, accept=accept), None
 
 
 class QueryResources:
@@ -95,19 +99,23 @@ class QueryResources:
         return NodeReader(self.store, topology.nodes, self.store.dimensions)
 
     def nearest(self, searches: dict[str, tuple[str, int]], vector: np.ndarray,
-                lexical: dict[str, tuple[str, int]] | None = None, question: str = ""
-                ) -> tuple[dict[str, list[tuple[str, float]]], int | None]:
+                lexical: dict[str, tuple[str, int]] | None = None, question: str = "",
+                accept: dict | None = None) -> tuple[dict[str, list[tuple[str, float]]], int | None]:
         """Run ``searches`` (``{name: (label, k)}``) for ``vector`` concurrently on the shared
         pool: ``{name: [(id, cosine)] best first}`` and the tenant's graph version the first
         search's statement read (:func:`~pathweave.store.backends.versioned_vector_search`; None when
         it read none), so the query's topology needs no round trip of its own for it.
         ``lexical`` (``{name: (label, k)}``): full-text searches for ``question``'s terms on the
-        same pool (:mod:`pathweave.retrieval.lexical`), ``[(id, relevance)]`` under their names."""
-        futures = {name: _SEARCHES.submit(versioned_vector_search if n == 0 else _unversioned, self.store, label,
-                                          vector, k)
+        same pool (:mod:`pathweave.retrieval.lexical`), ``[(id, relevance)]`` under their names.
+        ``accept`` (``{label: acceptor}``, a restricted caller's,
+        :func:`pathweave.graph.visibility.acceptors`): each search keeps only the hits its
+        label's acceptor accepts (and widens for them)."""
+        accept = accept or {}
+        futures = {name: _SEARCHES.submit(_versioned if n == 0 else _unversioned, self.store, label,
+                                          vector, k, accept.get(label))
                    for n, (name, (label, k)) in enumerate(searches.items())}
         query = lucene_query(question) if lexical else ""
-        futures.update({name: _SEARCHES.submit(_lexical, self.store, label, query, k)
+        futures.update({name: _SEARCHES.submit(_lexical, self.store, label, query, k, accept.get(label))
                         for name, (label, k) in (lexical or {}).items()})
         found = {name: future.result() for name, future in futures.items()}
         versions = [version for _, version in found.values() if version is not None]

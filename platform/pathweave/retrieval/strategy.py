@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.model import MODE_OPTIONS, QueryResult, ReasoningPath, SeedEntity
 from pathweave.retrieval.context import candidate_graph, select_context
 from pathweave.retrieval.context_codes import read_session_lines
@@ -25,6 +26,7 @@ from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.stopwatch import Stopwatch
 from pathweave.graph.subgraph import NodeReader, Subgraph, build_subgraph
 from pathweave.graph.topology import TopologyView
+from pathweave.graph.visibility import acceptors, visible_view
 
 if TYPE_CHECKING:
     from pathweave.retrieval.resources import QueryResources
@@ -66,8 +68,10 @@ class RetrievalMode:
         ``retrieval.lexical``); their hits are ``frame.found[name]``."""
         return {}
 
-    def search(self, resources: QueryResources, request: QueryRequest, record: bool) -> Retrieval:
-        """Retrieve for the checked ``request``; write the reasoning record when ``record``."""
+    def search(self, resources: QueryResources, request: QueryRequest, record: bool,
+               access: Access = UNRESTRICTED) -> Retrieval:
+        """Retrieve for the checked ``request`` from what ``access`` may read
+        (:mod:`pathweave.access`); write the reasoning record when ``record``."""
         raise NotImplementedError
 
     def answer(self, resources: QueryResources, retrieval: Retrieval, client) -> None:
@@ -129,15 +133,19 @@ class RankingMode(RetrievalMode):
         version too); their hits are ``frame.found[name]``."""
         return {}
 
-    def search(self, resources: QueryResources, request: QueryRequest, record: bool) -> Retrieval:
-        """Rank, read the ranked passages and (with a token budget) select the context. The
+    def search(self, resources: QueryResources, request: QueryRequest, record: bool,
+               access: Access = UNRESTRICTED) -> Retrieval:
+        """Rank, read the ranked passages and (with a token budget) select the context, on
+        what ``access`` may read (the topology view restricted to its readable passages,
+        :func:`pathweave.graph.visibility.visible_view`, and vector and full-text hits
+        accepted only when readable; its session is its own). The
         searches and the passages' texts are separate reads: a passage that a concurrent
         change (a new version swapped in, a deletion) removed between them comes back without
         its text, and the query runs again on the graph as it is now (at most
         :data:`RERUNS` times), so it never answers with a document's passage missing while
         the document is there."""
         for _ in range(RERUNS):
-            retrieval = self._search(resources, request)
+            retrieval = self._search(resources, request, access)
             if all(hit.text for hit in retrieval.result.passages):
                 break
         result = retrieval.result
@@ -149,31 +157,41 @@ class RankingMode(RetrievalMode):
             result.timings_ms["total"] = round(result.timings_ms["total"] + clock.timings["record"], 2)
         return retrieval
 
-    def _search(self, resources: QueryResources, request: QueryRequest) -> Retrieval:
+    def _search(self, resources: QueryResources, request: QueryRequest, access: Access) -> Retrieval:
         clock = Stopwatch()
         vector = resources.embedder.encode_query(request.question)
         clock("embed")
         budget = request.token_budget
         depth = request.k if budget is None else max(request.k, resources.settings.selection.context_passages)
         lexical = self.lexical_searches(resources, depth) if resources.settings.retrieval.lexical != "off" else {}
-        found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question)
-        clock("search")
-        topology = resources.topology(version)  # at least the version the searches saw
-        view = topology.view()  # built here on the first query after a change
-        clock("topology")
+        if access.restricted:  # the readable part first: the searches keep only its hits
+            topology = resources.topology()
+            view = visible_view(topology.view(), access)
+            clock("topology")
+            found, _ = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
+                                         accept=acceptors(view))
+            clock("search")
+        else:
+            found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question)
+            clock("search")
+            topology = resources.topology(version)  # at least the version the searches saw
+            view = topology.view()  # built here on the first query after a change
+            clock("topology")
         reader = resources.reader(topology)
         frame = QueryFrame(resources, request, view, reader, vector, uuid.uuid4().hex, depth, clock, found=found)
         ranking = self.rank(frame)
         result = QueryResult(query_id=frame.query_id, question=request.question, mode=self.name,
                              graph_version=view.version, paths=ranking.paths, seeds=ranking.seeds,
                              passages=resources.passage_hits(reader, ranking.ids, ranking.scores))
+        result._principals = access.stored()
         clock("passages")
         subgraph = ranking.subgraph
         if budget is not None and result.passages:
             if subgraph is None:
                 subgraph = build_subgraph(view, view.index_of(view.passage_index, ranking.ids, view.n_passages),
                                           reader)
-            session = read_session_lines(resources.store, request.session_id) if request.session_id else None
+            session = read_session_lines(resources.store, request.session_id, access.stored()) \
+                if request.session_id else None
             graph = candidate_graph(result, subgraph, vector, resources.settings.selection.path_weight,
                                     earlier=session.codes if session is not None else ())
             result.context = select_context(graph, budget, request.method, resources.token_counter(), request.style,

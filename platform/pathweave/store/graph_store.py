@@ -285,18 +285,20 @@ class GraphStore:
 
     def record_change_in(self, run: Callable[..., list[dict[str, Any]]], added: Sequence[str] = (),
                          removed: Sequence[str] = (), removed_entities: Sequence[str] = (),
-                         entities: Sequence[str] = (), aliases: Sequence[str] = (), keep: int = 1000) -> int:
+                         entities: Sequence[str] = (), aliases: Sequence[str] = (), keep: int = 1000,
+                         access: Sequence[str] = ()) -> int:
         """Inside the caller's write transaction (``run`` of :meth:`execute_write`): bump the
         tenant's graph version and record what changed (statement ``record_graph_change``):
         passage ids ``added`` / ``removed``, entity ids ``removed_entities``, ``entities``
         whose SYNONYM edges were written and ``aliases`` whose ALIAS_OF edge was written or
-        removed (alias consolidation, spec §3). Query processes apply these records to their
+        removed (alias consolidation, spec §3) and passage ids ``access`` whose documents' access
+        lists changed (:mod:`pathweave.access`). Query processes apply these records to their
         topology (:mod:`pathweave.graph.topology`) instead of re-reading the tenant; the last
         ``keep`` records are kept. Returns the new version; the caller calls
         ``backend.graph_changed(store)`` after the commit."""
         version = int(run("record_graph_change", meta_id=self.meta_id, added=list(added), removed=list(removed),
                           removed_entities=list(removed_entities), entities=list(entities),
-                          aliases=list(aliases))[0]["version"])
+                          aliases=list(aliases), access=list(access))[0]["version"])
         run("prune_graph_changes", version=version, keep=keep)
         return version
 

@@ -12,6 +12,7 @@ retrieval structures: it takes ids and returns ids and scores.
 from __future__ import annotations
 
 import enum
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -130,6 +131,16 @@ class Backend(Protocol):
         """Release what the backend holds (the driver is the store's)."""
 
 
+class Acceptor(Protocol):
+    """Which of an index's hits a search keeps (a restricted caller's readable nodes,
+    :func:`pathweave.graph.visibility.acceptors`): ``accepts(id)``, and ``share`` in (0, 1],
+    about the fraction of the tenant's nodes it accepts."""
+
+    share: float
+
+    def accepts(self, node_id: str) -> bool: ...
+
+
 def cosine_of(score: float) -> float:
     """The raw cosine of a vector index's normalized score ``(1 + cos) / 2``."""
     return 2.0 * float(score) - 1.0
@@ -155,7 +166,8 @@ def ask_wider(found: int, mine: int, asked: int, need: int, last: int, max_k: in
 
 
 def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
-                  max_k: int = 100_000, prop: str = "embedding", exact: bool = True) -> list[tuple[str, float]]:
+                  max_k: int = 100_000, prop: str = "embedding", exact: bool = True,
+                  accept: Acceptor | None = None) -> list[tuple[str, float]]:
     """The tenant's ``k`` nodes of ``label`` nearest to the L2-normalized ``(d,)`` ``vector``
     in the index on ``label.prop``: ``[(id, cosine)]``, best first.
 
@@ -168,18 +180,21 @@ def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
     :data:`EXACT_SIZE_TTL_S`, within the same bound per place asked) are scored exactly at
     once, without the index rounds that showed the crowding (an exact answer: at least as good
     as the index's); then the index is asked again, so a change in the other tenants is
-    noticed.
+    noticed. ``accept``: only the hits it accepts count (a restricted caller's readable
+    nodes, :func:`pathweave.graph.visibility.acceptors`); the first round asks for ``k /
+    accept.share`` places.
     """
-    return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact)[0]
+    return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact, accept)[0]
 
 
 def versioned_vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
-                            max_k: int = 100_000, exact: bool = True) -> tuple[list[tuple[str, float]], int | None]:
+                            max_k: int = 100_000, exact: bool = True, accept: Acceptor | None = None
+                            ) -> tuple[list[tuple[str, float]], int | None]:
     """:func:`vector_search` on ``label.embedding`` plus the tenant's graph version, read by
     the first index round's statement (``vector_search_versioned``): ``(hits, version)``;
     version None when the index gave no rows or the tenant has no version yet (ask
     :meth:`~pathweave.store.graph_store.GraphStore.graph_version`)."""
-    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding", exact,
+    hits, rows = _nearest(store, "vector_search_versioned", label, vector, k, max_k, "embedding", exact, accept,
                           meta_id=store.meta_id)
     return hits, next((int(row["version"]) for row in rows if row["version"] is not None), None)
 
@@ -218,14 +233,14 @@ def _remember(table: dict, key: tuple, value: Any) -> None:
 
 
 def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], k: int,
-                 bound: int) -> tuple[list[tuple[str, float]], dict] | None:
+                 bound: int, accept: Acceptor | None = None) -> tuple[list[tuple[str, float]], dict] | None:
     """The tenant's ``k`` nodes of ``label`` with ``prop`` nearest to ``vector``, scored exactly
     when the tenant holds at most ``bound`` (capped at :data:`EXACT_MAX_NODES`) nodes of the
     label (statement ``vector_exact_*``: one read of at most ``EXACT_MAX_NODES + 1`` nodes
     through the tenant index, scored only within the bound): ``([(id, cosine)] best first,
     the statement's row)`` (the row carries the tenant's graph ``version``); None when it holds
     more. The size read is remembered for :data:`EXACT_SIZE_TTL_S`, so a search that would be
-    refused is not asked."""
+    refused is not asked. ``accept``: only the nodes it accepts are returned."""
     bound = min(int(bound), EXACT_MAX_NODES)
     key = _search_key(store, label, prop)
     size = _remembered(_sizes, key)
@@ -237,13 +252,13 @@ def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], 
     if int(row["size"]) > bound:
         return None
     to_cosine = cosine_of if store.backend.similarity_normalized else float
-    hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"]) if s is not None),
-                  key=lambda hit: -hit[1])
+    hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"])
+                   if s is not None and (accept is None or accept.accepts(i))), key=lambda hit: -hit[1])
     return hits[:k], row
 
 
 def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, k: int, max_k: int, prop: str,
-             exact: bool, **params) -> tuple[list[tuple[str, float]], list[dict]]:
+             exact: bool, accept: Acceptor | None = None, **params) -> tuple[list[tuple[str, float]], list[dict]]:
     """The search of :func:`vector_search` with ``statement``: the tenant's ``k`` best ``(id,
     cosine)`` and the rows of the index's last round."""
     if k <= 0:
@@ -251,46 +266,51 @@ def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, 
     index = store.backend.vector_index_name(label, prop)
     values = np.asarray(vector, dtype=float).tolist()
     if not exact or (label, prop) not in EXACT_SEARCHES:
-        return _widening(store, statement, k, max_k, cosine_of, index=index, vector=values, **params)
+        return _widening(store, statement, k, max_k, cosine_of, accept=accept, index=index, vector=values, **params)
     key = _search_key(store, label, prop)
     per_place = _remembered(_exact_bounds, key)
     if per_place is not None:  # the last widening search of this tenant ended exact: start there
-        found = exact_search(store, label, prop, values, k, int(per_place * k))
+        found = exact_search(store, label, prop, values, k, int(per_place * k), accept)
         if found is not None:
             return found[0], [found[1]]
 
     def scored(bound: int):
-        found = exact_search(store, label, prop, values, k, bound)
+        found = exact_search(store, label, prop, values, k, bound, accept)
         if found is not None:
             _remember(_exact_bounds, key, bound / k)
         return found
-    return _widening(store, statement, k, max_k, cosine_of, exact=scored, index=index, vector=values, **params)
+    return _widening(store, statement, k, max_k, cosine_of, exact=scored, accept=accept, index=index, vector=values,
+                     **params)
 
 
-def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: int = 100_000) -> list[tuple[str, float]]:
+def fulltext_search(store: GraphStore, label: str, query: str, k: int, max_k: int = 100_000,
+                    accept: Acceptor | None = None) -> list[tuple[str, float]]:
     """The tenant's ``k`` best ``label`` nodes of the full-text index for the Lucene ``query``
     (:func:`pathweave.retrieval.lexical.lucene_query`): ``[(id, relevance)]``, best first
     (statement ``fulltext_search``; widened like :func:`vector_search`, the index being shared
-    by every tenant). Empty for an empty query."""
+    by every tenant; ``accept`` as there). Empty for an empty query."""
     if not query:
         return []
-    return _widening(store, "fulltext_search", k, max_k, float, index=store.backend.fulltext_index_name(label),
-                     query=query)[0]
+    return _widening(store, "fulltext_search", k, max_k, float, accept=accept,
+                     index=store.backend.fulltext_index_name(label), query=query)[0]
 
 
-def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exact=None, **params
-              ) -> tuple[list[tuple[str, float]], list[dict]]:
+def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exact=None,
+              accept: Acceptor | None = None, **params) -> tuple[list[tuple[str, float]], list[dict]]:
     """Ask ``statement`` for ``k`` places, x4 while :func:`ask_wider` says so: the tenant's
     ``k`` best ``(id, score(row score))`` and the rows of the last round. ``exact(bound)``:
     asked before each widening with the nodes the tenant may hold to be scored exactly
     instead (:data:`EXACT_PER_PLACE` x the places the widening is expected to need); unless
-    it answers None, its hits are the result, with its row as the rows."""
+    it answers None, its hits are the result, with its row as the rows. ``accept``: only the
+    tenant's rows it accepts count as the tenant's (the others crowd the answer like other
+    tenants' nodes); the first round asks for ``k / accept.share`` places."""
     if k <= 0:
         return [], []
-    asked, last = k, -1
+    asked, last = k if accept is None else min(max_k, math.ceil(k / accept.share)), -1
     while True:
         rows = store.run(statement, k=asked, **params)
-        mine = [(row["id"], score(row["score"])) for row in rows if row["tenant"] == store.tenant]
+        mine = [(row["id"], score(row["score"])) for row in rows
+                if row["tenant"] == store.tenant and (accept is None or accept.accepts(row["id"]))]
         if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
             return mine[:k], rows

@@ -1,0 +1,184 @@
+"""Per-document access lists through the API (real app, store, extractor and embedder):
+documents submitted with ``acl``; keys with principals, a delegate key asking on behalf of a
+user (principals or a verified ID token); every response a caller gets (query in each
+ranking mode with and without a budget, its reasoning record, the lists of queries and
+documents, a document) is walked whole for what it may not read; PATCH of an access list
+holds for the next query; a key without ``delegate`` gets 403, a forged or expired ID token
+401."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from pathweave.settings import AccessSettings
+
+DOCS = [
+    {"title": "Tidewright Guild", "text": "The Tidewright Guild repairs ships in the Harbor of Velmora. The Tidewright "
+                                          "Guild was founded in Caldris."},
+    {"title": "Project Ossifrage", "acl": ["group:red"],
+     "text": "Project Ossifrage is led by Ilsabet Quorne of the Tidewright Guild. Its budget is MARKERRED4471."},
+    {"title": "Sablewind merger", "acl": ["group:blue"],
+     "text": "The Sablewind merger was negotiated by Dorvan Prell of the Tidewright Guild. Its value is "
+             "MARKERBLUE9923."},
+    {"title": "Tolliver file", "acl": [],
+     "text": "Wenna Tolliver was dismissed from the Tidewright Guild. The file number is MARKERPRIVATE3307."},
+]
+SECRETS = {"Project Ossifrage": ["MARKERRED4471", "Quorne", "Ossifrage"],
+           "Sablewind merger": ["MARKERBLUE9923", "Prell", "Sablewind"],
+           "Tolliver file": ["MARKERPRIVATE3307", "Tolliver"]}
+ISSUER, AUDIENCE = "https://idp.example.test", "pathweave-tests"
+
+
+def strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in strings(k) + strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+@pytest.fixture(scope="module")
+def signing_key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture()
+def corpus(client, keys, ingest):
+    """A tenant holding :data:`DOCS`: ``(tenant, admin headers, {title: doc_id}, {title: [passage ids]})``."""
+    tenant = f"acc{uuid.uuid4().hex[:10]}"
+    token, _ = keys.create(tenant, "admin", 0)
+    headers = {"Authorization": f"Bearer {token}"}
+    job = ingest(headers, DOCS)
+    assert job["status"] == "done", job
+    ids = {d["title"]: d["doc_id"] for d in job["documents"]}
+    passages = {title: [p["passage_id"] for p in client.get(f"/v1/documents/{doc_id}", headers=headers)
+                        .json()["passages"]] for title, doc_id in ids.items()}
+    return tenant, headers, ids, passages
+
+
+def key(keys, tenant: str, principals=None, delegate: bool = False, scope: str = "ingest") -> dict:
+    token, _ = keys.create(tenant, "tests", 0, scope, principals, delegate)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def hidden(readable: set[str], ids: dict, passages: dict) -> list[str]:
+    return [s for title in SECRETS if title not in readable for s in SECRETS[title] + [ids[title]] + passages[title]]
+
+
+def responses(client, headers: dict, ids: dict) -> list:
+    """Everything a caller can read: queries in every ranking mode (with and without a budget),
+    their records, the lists of queries and documents, and each document."""
+    out = []
+    for mode in ("proprag", "dense", "hipporag2"):
+        for budget in (None, 300):
+            body = {"question": "Who leads work at the Tidewright Guild and what is the budget?", "mode": mode,
+                    "k": 10, **({"token_budget": budget} if budget else {})}
+            answer = client.post("/v1/query", headers=headers, json=body)
+            assert answer.status_code == 200, answer.text
+            out.append(answer.json())
+            record = client.get(f"/v1/queries/{answer.json()['query_id']}", headers=headers)
+            assert record.status_code == 200, record.text
+            out.append(record.json())
+    out.append(client.get("/v1/queries", headers=headers).json())
+    out.append(client.get("/v1/documents", headers=headers).json())
+    for doc_id in ids.values():
+        response = client.get(f"/v1/documents/{doc_id}", headers=headers)
+        out.append(response.json() if response.status_code == 200 else response.status_code)
+    return out
+
+
+def test_keys_with_principals_see_only_what_they_may_read(client, keys, corpus):
+    tenant, admin, ids, passages = corpus
+    everything = " ".join(strings(responses(client, admin, ids)))
+    assert "MARKERPRIVATE3307" in everything and "MARKERBLUE9923" in everything  # the unrestricted key
+    for principals, readable in ((["group:red"], {"Project Ossifrage"}), (["group:blue"], {"Sablewind merger"}),
+                                 (["user:zed"], set())):
+        seen = strings(responses(client, key(keys, tenant, principals), ids))
+        leaked = [h for h in hidden(readable, ids, passages) if any(h in s for s in seen)]
+        assert not leaked, (principals, leaked)
+        assert all(any(SECRETS[t][0] in s for s in seen) for t in readable)
+    red = key(keys, tenant, ["group:red"])
+    listed = client.get("/v1/documents", headers=red).json()
+    assert {d["title"] for d in listed["documents"]} == {"Tidewright Guild", "Project Ossifrage"}
+    assert client.get(f"/v1/documents/{ids['Sablewind merger']}", headers=red).status_code == 404
+    assert client.delete(f"/v1/documents/{ids['Sablewind merger']}", headers=red).status_code == 404
+    admin_query = client.post("/v1/query", headers=admin, json={"question": "Tidewright Guild"}).json()
+    assert client.get(f"/v1/queries/{admin_query['query_id']}", headers=red).status_code == 404
+
+
+def test_only_a_delegate_key_asks_on_behalf_of_a_user(client, keys, corpus, signing_key, monkeypatch):
+    tenant, admin, ids, passages = corpus
+    plain, delegate = key(keys, tenant, scope="query"), key(keys, tenant, ["group:blue"], delegate=True, scope="query")
+    body = {"question": "What is the budget of the Tidewright Guild's project?", "mode": "dense", "k": 10}
+    for header in ({"X-Pathweave-On-Behalf-Of": "group:red"}, {"X-Pathweave-Id-Token": "x.y.z"}):
+        refused = client.post("/v1/query", headers={**plain, **header}, json=body)
+        assert refused.status_code == 403 and refused.json()["type"].endswith("delegate-required"), refused.text
+    on_behalf = client.post("/v1/query", headers={**delegate, "X-Pathweave-On-Behalf-Of": "group:red"}, json=body)
+    text = " ".join(strings(on_behalf.json()))
+    assert on_behalf.status_code == 200 and "MARKERRED4471" in text and "MARKERBLUE9923" not in text
+    malformed = client.post("/v1/query", headers={**delegate, "X-Pathweave-On-Behalf-Of": "finance"}, json=body)
+    assert malformed.status_code == 422
+
+    pem = signing_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    svc = client.app.state.services
+    monkeypatch.setattr(svc, "settings", svc.settings.model_copy(update={"access": AccessSettings(
+        id_token_issuer=ISSUER, id_token_audience=AUDIENCE, id_token_public_key=pem, id_token_algorithms="RS256")}))
+
+    def token(signer=signing_key, **claims) -> str:
+        now = int(time.time())
+        payload = {"iss": ISSUER, "aud": AUDIENCE, "sub": "4711", "iat": now, "exp": now + 300,
+                   "groups": ["red"], **claims}
+        return jwt.encode(payload, signer, algorithm="RS256")
+
+    good = client.post("/v1/query", headers={**delegate, "X-Pathweave-Id-Token": token()}, json=body)
+    text = " ".join(strings(good.json()))
+    assert good.status_code == 200 and "MARKERRED4471" in text and "MARKERBLUE9923" not in text, good.text
+    forged = token(signer=rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    for bad in (forged, token(exp=int(time.time()) - 10), token(aud="another-app"), token(iss="https://evil.test"),
+                "not-a-jwt"):
+        refused = client.post("/v1/query", headers={**delegate, "X-Pathweave-Id-Token": bad}, json=body)
+        assert refused.status_code == 401 and refused.json()["type"].endswith("invalid-id-token"), refused.text
+
+
+def test_patch_of_an_access_list_holds_for_the_next_query(client, keys, corpus):
+    tenant, admin, ids, _ = corpus
+    blue = key(keys, tenant, ["group:blue"])
+    body = {"question": "Who was dismissed from the Tidewright Guild?", "mode": "dense", "k": 10}
+
+    def blue_sees_the_file() -> bool:
+        return "MARKERPRIVATE3307" in " ".join(strings(client.post("/v1/query", headers=blue, json=body).json()))
+
+    assert not blue_sees_the_file()
+    done = client.patch(f"/v1/documents/{ids['Tolliver file']}/acl", headers=admin, json={"acl": ["group:blue"]})
+    assert done.status_code == 200 and done.json()["acl"] == ["group:blue"], done.text
+    assert blue_sees_the_file()
+    assert client.patch(f"/v1/documents/{ids['Tolliver file']}/acl", headers=admin,
+                        json={"acl": []}).status_code == 200
+    assert not blue_sees_the_file()
+    assert client.patch(f"/v1/documents/{ids['Tolliver file']}/acl", headers=admin,
+                        json={"acl": ["finance"]}).status_code == 422
+    assert client.patch("/v1/documents/doc:000000000000000000000000/acl", headers=admin,
+                        json={"acl": None}).status_code == 404
+    red = key(keys, tenant, ["group:red"])  # may not change what it may not read
+    assert client.patch(f"/v1/documents/{ids['Tolliver file']}/acl", headers=red,
+                        json={"acl": ["group:red"]}).status_code == 404
+    put = client.put("/v1/documents/policies:blue-only", headers=admin,
+                     json={"title": "Blue policy", "text": "The Blue policy names MARKERPUT5521.", "acl": ["group:blue"]})
+    assert put.status_code == 202
+    client.get(f"/v1/jobs/{put.json()['job_id']}", headers=admin)
+    deadline = time.monotonic() + 60
+    while client.get(f"/v1/jobs/{put.json()['job_id']}", headers=admin).json()["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    ask = {"question": "Which policy names a marker?", "mode": "dense", "k": 10}
+    assert "MARKERPUT5521" in " ".join(strings(client.post("/v1/query", headers=blue, json=ask).json()))
+    assert "MARKERPUT5521" not in " ".join(strings(client.post("/v1/query", headers=red, json=ask).json()))
