@@ -54,6 +54,7 @@ UNWIND $ids AS id
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 OPTIONAL MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, d.acl AS acl, s.status AS status,
+       s.acl AS head_acl, coalesce(s.acl_set, false) AS head_acl_set,
        s.attempts AS attempts, s.version AS version, s.applied_version AS applied_version,
        s.lease_until AS lease_until, s.worker AS worker, coalesce(d.links_pending, false) AS links_pending;
 
@@ -72,19 +73,23 @@ SET s.locked_by = $owner
 WITH s, id
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, d.acl AS acl, s.status AS status,
-       s.attempts AS attempts, coalesce(s.version, 0) AS version, s.applied_version AS applied_version;
+       s.attempts AS attempts, coalesce(s.version, 0) AS version, s.applied_version AS applied_version,
+       s.acl AS head_acl, coalesce(s.acl_set, false) AS head_acl_set;
 
 // name: doc_accept
 // A new version of each document (status node locked by doc_lock in this transaction):
 // version + 1, queued under $job_id, attempts and lease cleared, the task payload (JSON) kept
 // until the version is done, so it can be queued again (doc_requeue). rows: {doc_id, title,
-// source, queued_at, payload}. Returns each document's new version.
+// source, queued_at, payload, acl, acl_given}: a write that names an access list makes it the
+// head's (the newest accepted list, what the write that makes a version visible stores).
+// Returns each document's new version.
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 SET s.version = coalesce(s.version, 0) + 1, s.status = 'queued', s.job_id = $job_id, s.title = row.title,
     s.source = row.source, s.queued_at = row.queued_at, s.attempts = 0, s.error = null,
     s.started_at = null, s.finished_at = null, s.seconds = null, s.lease_until = null, s.worker = null,
-    s.payload = row.payload
+    s.payload = row.payload, s.acl = CASE WHEN row.acl_given THEN row.acl ELSE s.acl END,
+    s.acl_set = coalesce(s.acl_set, false) OR row.acl_given
 RETURN s.doc_id AS doc_id, s.version AS version;
 
 // name: doc_status_already_done
@@ -155,11 +160,14 @@ RETURN s.doc_id AS doc_id;
 // A write applied without a queue (the CLI's ingest: an added or replaced document), accepted
 // as a new version in the very transaction that makes it visible, its status node locked by
 // doc_lock just before: version + 1, done; a version queued or running is superseded by it.
-// rows: {doc_id, title, source, finished_at}. Returns each document's new version.
+// rows: {doc_id, title, source, finished_at, acl, acl_given} (acl as in doc_accept).
+// Returns each document's new version.
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 WITH s, row, coalesce(s.version, 0) + 1 AS version
 SET s.version = version, s.status = 'done', s.applied_version = version, s.job_id = null,
+    s.acl = CASE WHEN row.acl_given THEN row.acl ELSE s.acl END,
+    s.acl_set = coalesce(s.acl_set, false) OR row.acl_given,
     s.title = row.title, s.source = row.source, s.queued_at = row.finished_at,
     s.started_at = row.finished_at, s.finished_at = row.finished_at, s.attempts = 0, s.error = null,
     s.seconds = null, s.lease_until = null, s.worker = null, s.payload = null, s.passages = null,
@@ -407,6 +415,20 @@ WITH e, e.entity_id AS id
 DETACH DELETE e
 RETURN id;
 
+// name: doc_head_set_acl
+// The newest accepted access list of document $doc_id (its status node, locked by doc_lock
+// in this transaction): what a write of a version still queued or running stores.
+MATCH (s:DocumentStatus {doc_id: $doc_id}) WHERE s.tenant = $tenant
+SET s.acl = $acl, s.acl_set = true
+RETURN s.doc_id AS doc_id;
+
+// name: doc_head_acl
+// The newest accepted access list of each of $ids (heads locked in this transaction):
+// acl_set false when no write or PATCH ever named one.
+UNWIND $ids AS id
+MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
+RETURN s.doc_id AS doc_id, s.acl AS acl, coalesce(s.acl_set, false) AS acl_set;
+
 // name: document_set_acl
 // Sets the access list of the stored document $doc_id ($acl: principals; null: the whole
 // tenant may read it) and returns the ids of its passages, whose access the query
@@ -438,15 +460,15 @@ RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS c
        q.principals AS principals;
 
 // name: passage_citations
-// Where each passage of $ids comes from (citations "title, p. N" / "title > section"):
-// its page or heading path and its document's title and source.
+// Where each passage of $ids comes from (citations "title, p. N" / "title > section"): its
+// page or heading path and, one row per document holding it (ordered by document id), the
+// document's id, title, source and access list (a caller cites the first it may read).
 UNWIND $ids AS id
 MATCH (p:Passage {passage_id: id}) WHERE p.tenant = $tenant
 OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
-WITH p, id, d ORDER BY d.doc_id
-WITH p, id, collect(d)[0] AS d
 RETURN id AS passage_id, p.page AS page, p.section AS section, coalesce(d.title, p.title) AS title,
-       d.source AS source;
+       d.source AS source, d.doc_id AS doc_id, d.acl AS acl, d IS NOT NULL AS held
+ORDER BY passage_id, doc_id;
 
 // name: proposition_citing_passages
 // Passages stating each proposition of $prop_ids (a context statement cites one of them).
@@ -486,7 +508,8 @@ UNWIND $ids AS id
 MATCH (p:Passage {passage_id: id}) WHERE p.tenant = $tenant
 OPTIONAL MATCH (p)-[:PART_OF]->(d:Document)
 RETURN p.passage_id AS passage_id, p.title AS title, p.text AS text, d.doc_id AS doc_id,
-       d.title AS doc_title, d.source AS source;
+       d.title AS doc_title, d.source AS source, d.acl AS acl, d IS NOT NULL AS held
+ORDER BY passage_id, doc_id;
 
 // name: api_propositions_text
 // Text of each proposition of $ids.

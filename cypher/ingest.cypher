@@ -30,17 +30,18 @@ MATCH (n:Document) WHERE n.doc_id IN $ids AND n.tenant = $tenant
 RETURN n.doc_id AS id, n.content_hash AS content_hash, n.acl AS acl;
 
 // name: upsert_documents
-// rows: {doc_id, tenant, source, title, content_hash, identity, ingested_at, acl}; acl: the
-// access list (principals; null: the whole tenant may read it, pathweave.access); identity is
+// rows: {doc_id, tenant, source, title, content_hash, identity, ingested_at, acl, keep_acl}; acl:
+// the access list (principals; null: the whole tenant may read it, pathweave.access), for a
+// stored document only unless keep_acl (a write that names none keeps the stored one); identity is
 // 'source' (doc_id hashes tenant + source: a changed source replaces its old version) or
 // 'content' (doc_id hashes tenant + title + text).
 // A new version of a stored source keeps its Document node (the atomic swap replaces what
 // hangs off it in the same transaction), so its properties are set either way.
 UNWIND $rows AS row
 MERGE (d:Document {doc_id: row.doc_id})
-ON CREATE SET d.tenant = row.tenant, d.identity = row.identity
-SET d.source = row.source, d.title = row.title, d.content_hash = row.content_hash, d.ingested_at = row.ingested_at,
-    d.acl = row.acl
+ON CREATE SET d.tenant = row.tenant, d.identity = row.identity, d.acl = row.acl
+ON MATCH SET d.acl = CASE WHEN row.keep_acl THEN d.acl ELSE row.acl END
+SET d.source = row.source, d.title = row.title, d.content_hash = row.content_hash, d.ingested_at = row.ingested_at
 RETURN count(d) AS n;
 
 // name: upsert_passages

@@ -78,7 +78,7 @@ def test_the_restricted_view_equals_a_topology_of_the_readable_passages_alone(pr
         {r for p in mine for r in PASSAGES[p][1]}
     triples = {seen.triple_ids[t] for t in seen.assertions[1]}
     assert triples == {t for p in mine for t, _, _ in PASSAGES[p][2]}
-    accept = acceptors(seen)
+    accept = acceptors(seen, access)
     if accept is not None:  # every hit it accepts is readable, and every readable one is accepted
         assert {p for p in PASSAGES if accept["Passage"].accepts(p)} == set(mine)
         assert {r for r in full.prop_index if accept["Proposition"].accepts(r)} == \
@@ -97,7 +97,7 @@ def test_a_forbidden_alias_canonical_or_synonym_link_leads_nowhere():
 
 def test_an_unrestricted_caller_or_one_reading_everything_gets_the_view_itself():
     full = topology(PASSAGES).view()
-    assert visible_view(full, UNRESTRICTED) is full and acceptors(full) is None
+    assert visible_view(full, UNRESTRICTED) is full and acceptors(full, UNRESTRICTED) is None
     everyone = Access.of(["group:a", "group:b", "user:9"])
     assert visible_view(full, everyone) is not full  # p5 (empty list) is for unrestricted callers only
     assert visible_view(full, Access.of(["group:a"])) is visible_view(full, Access.of(["group:a", "user:7"]))

@@ -12,7 +12,9 @@ with ``delegate`` may ask on behalf of an end user instead, with one of two head
   ``group:<g>`` for each ``g`` of the configured claim.
 
 Either header from a key without ``delegate`` is a 403 ``delegate-required``; a malformed
-principal a 422; a forged, expired or unverifiable token a 401 ``invalid-id-token``.
+principal a 422; a forged, expired or unverifiable token a 401 ``invalid-id-token``. A
+delegate key with principals of its own caps the user's: the user reads at most what the
+key's principals name.
 """
 
 from __future__ import annotations
@@ -41,12 +43,17 @@ def _jwks_client(url: str):
     return jwt.PyJWKClient(url, cache_keys=True, lifespan=300)
 
 
+@functools.lru_cache(maxsize=8)
+def _pem_file(path: str) -> str:
+    return Path(path).read_text()
+
+
 def _verification_key(token: str, settings: AccessSettings):
     """The key that must have signed ``token``: the configured PEM (inline or a file), else
     the issuer's JWKS entry named by the token's ``kid``."""
     pem = settings.id_token_public_key.strip()
     if pem:
-        return pem if pem.startswith("-----BEGIN") else Path(pem).read_text()
+        return pem if pem.startswith("-----BEGIN") else _pem_file(pem)
     return _jwks_client(settings.id_token_jwks_url).get_signing_key_from_jwt(token).key
 
 
@@ -59,14 +66,15 @@ def id_token_access(token: str, settings: AccessSettings) -> Access:
     ``id-token-not-configured`` when no issuer is configured."""
     import jwt
 
-    if not settings.id_token_issuer or not (settings.id_token_public_key or settings.id_token_jwks_url):
-        raise ApiProblem(401, "ID tokens are not accepted here: set access.id_token_issuer and "
-                              "access.id_token_public_key or access.id_token_jwks_url", "id-token-not-configured")
+    if not settings.id_token_issuer or not settings.id_token_audience or not (
+            settings.id_token_public_key or settings.id_token_jwks_url):
+        raise ApiProblem(401, "ID tokens are not accepted here: set access.id_token_issuer, access.id_token_audience "
+                              "and access.id_token_public_key or access.id_token_jwks_url", "id-token-not-configured")
     algorithms = [a.strip() for a in settings.id_token_algorithms.split(",") if a.strip()]
     try:
         claims = jwt.decode(token, _verification_key(token, settings), algorithms=algorithms,
-                            audience=settings.id_token_audience or None, issuer=settings.id_token_issuer,
-                            options={"require": ["exp", "iss", "sub"]})
+                            audience=settings.id_token_audience, issuer=settings.id_token_issuer,
+                            options={"require": ["exp", "iss", "aud", "sub"]})
     except (jwt.PyJWTError, ValueError, OSError) as exc:
         raise ApiProblem(401, f"invalid ID token: {exc}", "invalid-id-token",
                          {"WWW-Authenticate": 'Bearer error="invalid_token"'}) from None
@@ -87,12 +95,20 @@ def caller_access(request: Request, key: Principal, svc: ServicesDep) -> Access:
         raise ApiProblem(403, f"this API key may not ask on behalf of a user ({ON_BEHALF_HEADER} / {ID_TOKEN_HEADER}); "
                               "create one with `pathweave keys create --delegate`", "delegate-required")
     if token is not None:
-        return id_token_access(token.strip(), svc.settings.access)
+        return _capped(id_token_access(token.strip(), svc.settings.access), key)
     try:
         access = Access.of(on_behalf)
     except BadRequest as exc:
         raise ApiProblem(422, f"{ON_BEHALF_HEADER}: {exc}", "validation-error") from None
-    return access if access.restricted else Access(frozenset())
+    return _capped(access if access.restricted else Access(frozenset()), key)
+
+
+def _capped(user: Access, key) -> Access:
+    """The end user's access, within the delegate key's own principals when it has some (a
+    principal neither names is dropped: the user reads at most what the key reads)."""
+    if key.principals is None:
+        return user
+    return Access(user.principals & frozenset(key.principals))
 
 
 Caller = Annotated[Access, Depends(caller_access)]

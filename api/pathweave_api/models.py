@@ -9,6 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from pathweave.model import (Answer, AprContext, BudgetedContext, Mode, PassageHit, PruneTree, QueryResult,
                              ReasoningPath, SeedEntity)
 from pathweave.retrieval.request import QueryRequest
+from pathweave.access import PRINCIPAL_PATTERN
 from pathweave.text import INVISIBLE_CLASS, has_visible_text
 
 DOC_ID_PATTERN = r"^doc:[0-9a-f]{24}$"
@@ -47,6 +48,10 @@ def _no_nul(value: str, what: str) -> str:
     return value
 
 
+Principal = Annotated[str, Field(pattern=PRINCIPAL_PATTERN.pattern, max_length=233)]
+"""A principal (:data:`pathweave.access.PRINCIPAL_PATTERN`), in the JSON schema too."""
+
+
 def _principals(value: list[str] | None, what: str) -> list[str] | None:
     from pathweave.access import check_principals
 
@@ -65,7 +70,7 @@ class DocumentIn(BaseModel):
                       description="The document text: at least one visible character, no NUL.")
     source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).",
                                json_schema_extra={"pattern": NO_NUL_PATTERN})
-    acl: list[str] | None = Field(
+    acl: list[Principal] | None = Field(
         None, max_length=1000, examples=[["group:finance", "user:4711"]],
         description="Access list: the principals that may read the document (kind:name). Absent or null: the "
                     "tenant's default (everyone in the tenant, unless access.private_by_default); [] : only "
@@ -98,7 +103,7 @@ class DocumentPut(BaseModel):
 
     title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).")
     text: str = Field(..., min_length=1, max_length=20_000_000, description="The document text.")
-    acl: list[str] | None = Field(
+    acl: list[Principal] | None = Field(
         None, max_length=1000, examples=[["group:finance", "user:4711"]],
         description="Access list: the principals that may read the document (kind:name). Absent or null: the "
                     "tenant's default (everyone in the tenant, unless access.private_by_default); [] : only "
@@ -128,7 +133,7 @@ class AclPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"acl": ["group:finance"]}]})
 
-    acl: list[str] | None = Field(
+    acl: list[Principal] | None = Field(
         ..., max_length=1000, examples=[["group:finance", "user:4711"]],
         description="Access list: the principals that may read the document (kind:name). null: everyone in "
                     "the tenant; [] : only "

@@ -102,10 +102,25 @@ def bench_musique(
     reembed_from: Optional[str] = typer.Option(None, help="Also ingest with this catalog embedder and switch the "
                                                "tenant to each --embedder with `pathweave reembed`: its recall beside "
                                                "the clean ingest's, paired per question."),
+    acl_split: Optional[float] = typer.Option(None, "--acl-split", min=0.0, max=1.0, help="Instead: access lists. "
+                                              "This share of the documents (at random, --seed) goes to group:a, the "
+                                              "rest to group:b; group A's recall and top 5 on the shared tenant vs a "
+                                              "tenant of A's documents alone, and p50 with and without the check "
+                                              "(acl_split.json)."),
+    seed: int = typer.Option(7, help="With --acl-split: the seed of the split."),
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
     from pathweave.embedding.catalog import UnknownEmbedder, get
     from pathweave_bench.musique import run_musique
+
+    if acl_split is not None:
+        from pathweave_bench.acl_split import run_acl_split
+
+        if not 0 < acl_split < 1:
+            raise typer.BadParameter("give a share between 0 and 1 (e.g. 0.5)", param_hint="--acl-split")
+        for name in _backends(backend):
+            run_acl_split(data, out / name if len(_backends(backend)) > 1 else out, acl_split, questions, seed, name)
+        return
 
     budgets = [int(b) for b in _comma_list(budget)]
     rescore = [int(m) for m in _comma_list(rescore_top)]

@@ -71,16 +71,28 @@ class NoSuchDocument(LookupError):
     """DELETE of a document the tenant never had (nothing written)."""
 
 
-def is_current(state: dict[str, Any] | None, payload: dict[str, Any]) -> bool:
+def is_current(state: dict[str, Any] | None, payload: dict[str, Any], after_write: bool = False) -> bool:
     """Does the graph hold this payload's content (``state``: a ``document_states`` or
     ``doc_lock`` row)? A source whose stored content hash differs is ingested but not current,
-    and so is a document stored with another access list than the payload's (payloads of
-    earlier versions have none; the pipeline sets a changed list without re-ingesting)."""
+    and so is a document stored with another access list than the newest accepted one: the
+    payload's when it names one (a write being accepted), else the head's (after a write:
+    ``after_write``, the head's first, since a PATCH accepted later wins). A write that names
+    no access list keeps the stored one."""
     if not state or not state.get("ingested"):
         return False
-    if "acl" in payload and _acl_key(state.get("acl")) != _acl_key(payload["acl"]):
+    expected = _UNSET
+    if after_write and state.get("head_acl_set"):
+        expected = state.get("head_acl")
+    elif payload.get("acl") is not None:
+        expected = payload["acl"]
+    elif state.get("head_acl_set"):
+        expected = state.get("head_acl")
+    if expected is not _UNSET and _acl_key(state.get("acl")) != _acl_key(expected):
         return False
     return not payload.get("key") or state.get("content_hash") == payload.get("content_hash")
+
+
+_UNSET = object()
 
 
 def _acl_key(acl: Collection[str] | None) -> tuple[str, ...] | None:
@@ -102,6 +114,7 @@ def _status_rows(items: Iterable[dict[str, Any]], queued_at: str, payload: bool 
     """Rows of ``doc_accept`` (``payload``: with the task payload as JSON, kept until done)
     and ``doc_status_already_done``."""
     return [{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"], "queued_at": queued_at,
+             "acl": d.get("acl"), "acl_given": d.get("acl") is not None,
              **({"payload": json.dumps(d, ensure_ascii=False)} if payload else {})} for d in items]
 
 
@@ -157,21 +170,48 @@ def delete(store: GraphStore, doc_id: str) -> dict[str, Any]:
 def set_acl(store: GraphStore, doc_id: str, acl: list[str] | None) -> dict[str, Any]:
     """Set the access list of the stored document ``doc_id`` without re-ingesting it
     (:mod:`pathweave.access`; None: the whole tenant may read it, ``[]``: only unrestricted
-    callers), in ONE write transaction with the graph change that makes every query
-    process's topology re-read its passages' access (effective for the next query). Returns
-    ``{doc_id, acl, version}`` (the graph version); raises :class:`NoSuchDocument` (nothing
-    written) when the tenant has no stored document ``doc_id``."""
+    callers), in ONE write transaction: the head is locked and takes the list as the newest
+    accepted one (a version still queued or running stores it, not its own), the stored
+    document gets it, and the graph change makes every query process's topology re-read its
+    passages' access (effective for the next query). Returns ``{doc_id, acl, version}`` (the
+    graph version); raises :class:`NoSuchDocument` (nothing written) when the tenant has
+    neither a stored document ``doc_id`` nor a version of it in flight."""
+    return _set_acl(store, doc_id, None if acl is None else sorted(acl), from_head=False)
+
+
+def apply_head_acl(store: GraphStore, doc_id: str) -> dict[str, Any]:
+    """Give the stored document ``doc_id`` its head's access list, the newest accepted one (a
+    worker's write of unchanged content under a new list: a PATCH accepted since wins), as
+    :func:`set_acl` does; nothing changes when the head names none."""
+    return _set_acl(store, doc_id, None, from_head=True)
+
+
+def _set_acl(store: GraphStore, doc_id: str, value: list[str] | None, from_head: bool) -> dict[str, Any]:
     def work(run: Run) -> DocumentChange:
-        rows = run("document_set_acl", doc_id=doc_id, acl=None if acl is None else list(acl))
-        if not rows:
-            raise NoSuchDocument(doc_id)
-        change = DocumentChange(access_passage_ids=[p for p in rows[0]["passage_ids"] if p])
+        nonlocal value
+        heads = run("doc_lock", ids=[doc_id], owner="acl")
+        if not heads or (not heads[0]["ingested"] and heads[0]["status"] in (None, "deleted")):
+            raise NoSuchDocument(doc_id)  # rolls the lock's MERGE back
+        if from_head:
+            if not heads[0]["head_acl_set"]:
+                return DocumentChange()
+            value = heads[0]["head_acl"]
+        else:
+            run("doc_head_set_acl", doc_id=doc_id, acl=value)  # a version still queued or running stores it
+        rows = run("document_set_acl", doc_id=doc_id, acl=value) if heads[0]["ingested"] else []
+        change = DocumentChange(access_passage_ids=[p for p in rows[0]["passage_ids"] if p] if rows else [])
         record_change(run, store, change)
         return change
 
     change = store.execute_write(work)
     store.backend.graph_changed(store)
-    return {"doc_id": doc_id, "acl": None if acl is None else list(acl), "version": change.version}
+    return {"doc_id": doc_id, "acl": value, "version": change.version}
+
+
+def head_acls(run: Run, doc_ids: list[str]) -> dict[str, list[str] | None]:
+    """Inside a transaction that locked the heads of ``doc_ids``: the newest accepted access
+    list of each document that has one (a write or PATCH named it), ``{doc_id: acl}``."""
+    return {row["doc_id"]: row["acl"] for row in run("doc_head_acl", ids=doc_ids) if row["acl_set"]}
 
 
 def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool = False
@@ -204,7 +244,8 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
 
 def applied_in(run: Run, docs: list[dict[str, Any]]) -> list[str]:
     """Inside the write transaction that makes ``docs`` visible without a queue (the CLI's
-    ingest; ``{doc_id, title, source}``): each head is locked and takes the next version,
+    ingest; ``{doc_id, title, source, acl}``, ``acl`` None when the write names none): each
+    head is locked and takes the next version (and the access list the write names),
     ``done`` (a version queued or running meanwhile is superseded by this write). Returns the
     ids stored at that moment (the caller cuts their old version off: another writer may
     have stored one since the caller looked). Raises ValueError (nothing written) for an id
@@ -218,7 +259,8 @@ def applied_in(run: Run, docs: list[dict[str, Any]]) -> list[str]:
     finished_at = now_iso()
     _versions_of_locked(run, "doc_applied", [d["doc_id"] for d in docs],
                        rows=[{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],
-                              "finished_at": finished_at} for d in docs])
+                              "finished_at": finished_at, "acl": d.get("acl"),
+                              "acl_given": d.get("acl") is not None} for d in docs])
     return [h["doc_id"] for h in heads if h["ingested"]]
 
 

@@ -197,7 +197,8 @@ class Pipeline:
             elif doc.key and stored[doc_id] != content_hash(doc):
                 todo.append((doc_id, doc))
                 replace.add(doc_id)
-            elif self._acl(doc) != (None if stored_acl[doc_id] is None else sorted(stored_acl[doc_id])):
+            elif doc.acl is not None and sorted(doc.acl) != (None if stored_acl[doc_id] is None
+                                                             else sorted(stored_acl[doc_id])):
                 acl_changed.append((doc_id, doc))
         gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
         if todo:  # vectors will be written: the tenant's are of one embedder (refused before any write)
@@ -208,7 +209,10 @@ class Pipeline:
                 report.change.merge(lifecycle.remove(self.store, gone, "sync")[1])
         for doc_id, doc in acl_changed:  # the same content under another access list: set, not re-ingested
             with report.profile.stage("change"):
-                lifecycle.set_acl(self.store, doc_id, self._acl(doc))
+                if versions is None:  # this write is the newest
+                    lifecycle.set_acl(self.store, doc_id, sorted(doc.acl))
+                elif doc_id in versions:  # a worker's: the head's list, the newest accepted one
+                    lifecycle.apply_head_acl(self.store, doc_id)
             report.documents_acl_changed += 1
         entities, aliases = self._write_documents(todo, replace, versions, len(unique) - len(todo), report,
                                                   on_progress)
@@ -226,8 +230,10 @@ class Pipeline:
         return report
 
     def _acl(self, doc: SourceDocument) -> list[str] | None:
-        """The access list ``doc`` is stored with (sorted): its own, else the default (none:
-        the whole tenant; ``[]`` with setting ``access.private_by_default``)."""
+        """The access list ``doc`` is stored with when it is new (sorted): its own, else the
+        default (none: the whole tenant; ``[]`` with setting ``access.private_by_default``).
+        A stored document that a write names no list for keeps its own (``keep_acl``), and a
+        write's transaction stores the head's list, the newest accepted one, when it has one."""
         if doc.acl is not None:
             return sorted(doc.acl)
         return [] if self.settings.access.private_by_default else None
@@ -322,7 +328,8 @@ class Pipeline:
         for the fence, the removal and the record). Returns the group's change."""
         steps = self._steps(batch)
         fenced = {doc_id: int(versions[doc_id]) for doc_id, _ in group if doc_id in versions} if versions else {}
-        direct = [] if versions is not None else [{"doc_id": doc_id, "title": doc.title, "source": doc.source}
+        direct = [] if versions is not None else [{"doc_id": doc_id, "title": doc.title, "source": doc.source,
+                                                   "acl": None if doc.acl is None else sorted(doc.acl)}
                                                   for doc_id, doc in group]
         replaced = [doc_id for doc_id, _ in group if doc_id in replace]
         added = list(dict.fromkeys(row["passage_id"] for row in batch.rows.get("upsert_passages", [])))
@@ -337,6 +344,10 @@ class Pipeline:
         def work(run) -> DocumentChange:
             change = DocumentChange(added_passage_ids=list(added))
             old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced))
+            newest = lifecycle.head_acls(run, [doc_id for doc_id, _ in group])  # heads locked: a PATCH since wins
+            for row in batch.rows.get("upsert_documents", []):
+                if row["doc_id"] in newest:
+                    row["acl"], row["keep_acl"] = newest[row["doc_id"]], False
             timed("lookup", lambda: self._still_stored(run, batch))
             for name, params in steps:
                 timed("apr_codes" if name.startswith("apr_") else "write", lambda: run(name, **params))
@@ -437,7 +448,7 @@ class Pipeline:
             batch.add("upsert_documents", {
                 "doc_id": doc_id, "tenant": self.tenant, "source": doc.key or doc.source, "title": doc.title,
                 "content_hash": content_hash(doc), "identity": "source" if doc.key else "content",
-                "ingested_at": now, "acl": self._acl(doc),
+                "ingested_at": now, "acl": self._acl(doc), "keep_acl": doc.acl is None,
             })
             previous = None
             chunks = chunk_segments(doc.parts(), tokenizer, self.settings.ingest.chunk_tokens, self.settings.ingest.chunk_overlap)

@@ -218,8 +218,9 @@ def _ingest(runtime: Runtime, store: GraphStore, tenant: str, docs: list[dict[st
     outcome.superseded.extend(sorted(superseded))
     docs = [d for d in docs if d["doc_id"] not in superseded]
     after = {row["doc_id"]: row for row in store.run("document_states", ids=ids)}
-    done = [d for d in docs if lifecycle.is_current(after.get(d["doc_id"]), d)]  # this version is stored
-    failed = [d for d in docs if not lifecycle.is_current(after.get(d["doc_id"]), d)]
+    stored = {d["doc_id"] for d in docs if lifecycle.is_current(after.get(d["doc_id"]), d, after_write=True)}
+    done = [d for d in docs if d["doc_id"] in stored]  # this version is stored
+    failed = [d for d in docs if d["doc_id"] not in stored]
     if failed and not store_ok(store):
         raise _transient(runtime, RuntimeError("store stopped answering during the batch"))
     if done and batch_error:  # the pipeline stopped after writing them: its synonymy step may be missing,

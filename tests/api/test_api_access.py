@@ -116,7 +116,8 @@ def test_keys_with_principals_see_only_what_they_may_read(client, keys, corpus):
 
 def test_only_a_delegate_key_asks_on_behalf_of_a_user(client, keys, corpus, signing_key, monkeypatch):
     tenant, admin, ids, passages = corpus
-    plain, delegate = key(keys, tenant, scope="query"), key(keys, tenant, ["group:blue"], delegate=True, scope="query")
+    plain, delegate = key(keys, tenant, scope="query"), key(keys, tenant, delegate=True, scope="query")
+    capped = key(keys, tenant, ["group:blue"], delegate=True, scope="query")  # the user reads at most what it reads
     body = {"question": "What is the budget of the Tidewright Guild's project?", "mode": "dense", "k": 10}
     for header in ({"X-Pathweave-On-Behalf-Of": "group:red"}, {"X-Pathweave-Id-Token": "x.y.z"}):
         refused = client.post("/v1/query", headers={**plain, **header}, json=body)
@@ -126,6 +127,9 @@ def test_only_a_delegate_key_asks_on_behalf_of_a_user(client, keys, corpus, sign
     assert on_behalf.status_code == 200 and "MARKERRED4471" in text and "MARKERBLUE9923" not in text
     malformed = client.post("/v1/query", headers={**delegate, "X-Pathweave-On-Behalf-Of": "finance"}, json=body)
     assert malformed.status_code == 422
+    within = client.post("/v1/query", headers={**capped, "X-Pathweave-On-Behalf-Of": "group:red,group:blue"}, json=body)
+    text = " ".join(strings(within.json()))
+    assert within.status_code == 200 and "MARKERBLUE9923" in text and "MARKERRED4471" not in text
 
     pem = signing_key.public_key().public_bytes(serialization.Encoding.PEM,
                                                 serialization.PublicFormat.SubjectPublicKeyInfo).decode()
@@ -168,9 +172,14 @@ def test_patch_of_an_access_list_holds_for_the_next_query(client, keys, corpus):
                         json={"acl": ["finance"]}).status_code == 422
     assert client.patch("/v1/documents/doc:000000000000000000000000/acl", headers=admin,
                         json={"acl": None}).status_code == 404
-    red = key(keys, tenant, ["group:red"])  # may not change what it may not read
+    red = key(keys, tenant, ["group:red"])  # may not change what it may not read, nor widen what it reads
     assert client.patch(f"/v1/documents/{ids['Tolliver file']}/acl", headers=red,
                         json={"acl": ["group:red"]}).status_code == 404
+    assert client.patch(f"/v1/documents/{ids['Project Ossifrage']}/acl", headers=red,
+                        json={"acl": None}).status_code == 403
+    tolliver = next(d for d in DOCS if d["title"] == "Tolliver file")
+    resubmitted = client.post("/v1/documents", headers=red, json={"documents": [{**tolliver, "acl": ["group:red"]}]})
+    assert resubmitted.status_code == 403, resubmitted.text  # nor take it over by submitting it again
     put = client.put("/v1/documents/policies:blue-only", headers=admin,
                      json={"title": "Blue policy", "text": "The Blue policy names MARKERPUT5521.", "acl": ["group:blue"]})
     assert put.status_code == 202

@@ -187,7 +187,7 @@ def test_openapi_is_complete(client):
     operations = {(method.upper(), path): op for path, item in schema["paths"].items() for method, op in item.items()}
     assert set(operations) == {
         ("POST", "/v1/documents"), ("GET", "/v1/jobs/{job_id}"), ("POST", "/v1/jobs/requeue"), ("GET", "/v1/documents"),
-        ("DELETE", "/v1/documents/{doc_id}"), ("GET", "/v1/documents/{doc_id}"),
+        ("DELETE", "/v1/documents/{doc_id}"), ("GET", "/v1/documents/{doc_id}"), ("PATCH", "/v1/documents/{doc_id}/acl"),
         ("PUT", "/v1/documents/{external_id}"), ("POST", "/v1/query"),
         ("GET", "/v1/queries"), ("GET", "/v1/queries/{query_id}"), ("GET", "/healthz"), ("GET", "/readyz"),
         ("GET", "/metrics")}

@@ -25,6 +25,7 @@ def _routes(doc_id: str, job_id: str, query_id: str) -> list[tuple[str, str, str
         ("GET", "/v1/documents/{doc_id}", f"/v1/documents/{doc_id}", {}, "ingest"),
         ("PUT", "/v1/documents/{external_id}", "/v1/documents/scoped-1",
          {"json": {"title": "Scoped", "text": "Replaced text."}}, "ingest"),
+        ("PATCH", "/v1/documents/{doc_id}/acl", f"/v1/documents/{doc_id}/acl", {"json": {"acl": None}}, "ingest"),
         ("DELETE", "/v1/documents/{doc_id}", f"/v1/documents/{doc_id}", {}, "ingest"),
         ("GET", "/v1/jobs/{job_id}", f"/v1/jobs/{job_id}", {}, "ingest"),
         ("POST", "/v1/jobs/requeue", "/v1/jobs/requeue", {}, "admin"),

@@ -256,3 +256,32 @@ def test_a_head_change_on_condition_reads_the_version_a_concurrent_delete_commit
     while_held(delete, worker_step)
     head = store.run("document_states", ids=[doc_id])[0]
     assert (head["status"], head["version"], head["applied_version"], head["worker"]) == ("deleted", 2, 2, None)
+
+
+def test_a_patch_of_the_access_list_while_a_version_runs_wins_and_a_write_without_one_keeps_it(hooked):
+    """An access list changed (PATCH) while a version that named another one is being
+    ingested: the version stores the PATCH's list, the newest accepted one, and its job ends
+    done; a later version that names none keeps it (a list is never dropped by a write)."""
+    import dataclasses
+
+    from pathweave_ingest.lifecycle import set_acl
+
+    runtime, extractor = hooked
+    tenant = f"aclv{uuid.uuid4().hex[:8]}"
+    store = runtime.store(tenant)
+    job, batch = submit(store, dataclasses.replace(version("Alice Moreau"), acl=("group:blue",)))
+    doc_id = batch[0]["doc_id"]
+    extractor.hooks["Alice Moreau"] = lambda: set_acl(store, doc_id, ["group:red"])
+    outcome = run_batch(runtime, tenant, job, batch)
+    assert outcome.done == [doc_id] and doc_status(store, job)["status"] == "done"
+
+    def stored_acl():
+        return store.run("existing_document_hashes", ids=[doc_id])[0]["acl"]
+
+    assert stored_acl() == ["group:red"]
+    job, batch = submit(store, version("Bruno Keller"))  # names no list
+    assert run_batch(runtime, tenant, job, batch).done == [doc_id]
+    assert "Bruno Keller" in visible(store) and stored_acl() == ["group:red"]
+    job, batch = submit(store, dataclasses.replace(version("Bruno Keller"), acl=("group:green",)))  # same content
+    assert batch and run_batch(runtime, tenant, job, batch).done == [doc_id]
+    assert stored_acl() == ["group:green"] and doc_status(store, job)["status"] == "done"

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from pathweave.access import Access
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
 from pathweave_api.auth import IngestKey
@@ -35,10 +35,17 @@ from pathweave_ingest import jobs, lifecycle
 from pathweave_ingest.loaders import SourceDocument
 
 
-def submit(svc: Services, tenant: str, docs: list[SourceDocument]) -> dict[str, Any]:
+def submit(svc: Services, tenant: str, docs: list[SourceDocument], access: Access = UNRESTRICTED) -> dict[str, Any]:
     """Create the job of ``docs`` and enqueue its batches: the ``SubmitResponse`` body; 429 when
-    the queue is full, 503 when the broker or the store is unavailable (nothing enqueued)."""
+    the queue is full, 503 when the broker or the store is unavailable (nothing enqueued); 403
+    when a restricted ``access`` would write a stored document it may not read (nothing
+    enqueued)."""
     payloads = jobs.payloads(tenant, docs)
+    if access.restricted:
+        rows = svc.guard(svc.store(tenant).run, "existing_document_hashes", ids=[p["doc_id"] for p in payloads])
+        if any(not access.reads(row["acl"]) for row in rows):
+            raise ApiProblem(403, "a document of this submission is stored with an access list this key's "
+                                  "principals are not on; it cannot be replaced by this key", "not-permitted")
     batch_size = svc.ws.batch_size(svc.runtime.device)
     check_queue(svc, math.ceil(len(payloads) / batch_size))
     store = svc.store(tenant)
@@ -55,10 +62,13 @@ def _readable(svc: Services, store, access: Access, doc_id: str) -> bool:
 
 def _set_acl(svc: Services, tenant: str, access: Access, doc_id: str, acl: list[str] | None) -> dict[str, Any]:
     """PATCH of an access list (:func:`pathweave_ingest.lifecycle.set_acl`): 404 when the
-    tenant has no such document or ``access`` may not read it."""
+    tenant has no such document or ``access`` may not read it, 403 for any other restricted
+    caller (a reader of a document may not widen who reads it)."""
     store = svc.store(tenant)
-    if access.restricted and not _readable(svc, store, access, doc_id):
-        raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+    if access.restricted:
+        if not _readable(svc, store, access, doc_id):
+            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+        raise ApiProblem(403, "only a key without principals changes access lists", "not-permitted")
     try:
         done = svc.guard(lifecycle.set_acl, store, doc_id, acl)
     except lifecycle.NoSuchDocument:
@@ -96,10 +106,10 @@ def router(api: ApiSettings) -> APIRouter:
             "multipart/form-data": {"schema": files_schema},
         }}},
     )
-    async def submit_documents(request: Request, response: Response, key: IngestKey,
+    async def submit_documents(request: Request, response: Response, key: IngestKey, access: Caller,
                                svc: ServicesDep) -> dict[str, Any]:
         docs = await read_documents(request, svc)
-        result = await run_in_threadpool(submit, svc, key.tenant, docs)
+        result = await run_in_threadpool(submit, svc, key.tenant, docs, access)
         response.headers["Location"] = result["links"]["job"]
         return result
 
@@ -163,7 +173,7 @@ def router(api: ApiSettings) -> APIRouter:
         description=("Sets who may read the document (`acl`: principals such as `group:finance`, `user:4711`; null: "
                      "everyone in the tenant; []: only callers without principals) without re-ingesting it, in one "
                      "transaction: every query from the next one on sees the new list. A caller with principals "
-                     "may change only documents it may read."),
+                     "may not change access lists (403)."),
         responses=errors(404, 422))
     async def patch_acl(request: Request, key: IngestKey, access: Caller, svc: ServicesDep, doc_id: Annotated[
             str, Path(pattern=DOC_ID_PATTERN, examples=["doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]) -> dict[str, Any]:
@@ -190,7 +200,8 @@ def router(api: ApiSettings) -> APIRouter:
             "multipart/form-data": {"schema": put_file_schema},
         }}},
     )
-    async def put_document(request: Request, response: Response, key: IngestKey, svc: ServicesDep, external_id: Annotated[
+    async def put_document(request: Request, response: Response, key: IngestKey, access: Caller, svc: ServicesDep,
+                           external_id: Annotated[
             str, Path(pattern=EXTERNAL_ID_PATTERN, description="The caller's id of the document (its source).",
                       examples=["policies:travel-2024"])]) -> dict[str, Any]:
         media = media_type(request)
@@ -209,7 +220,7 @@ def router(api: ApiSettings) -> APIRouter:
             docs = [SourceDocument(external_id, parsed.title.strip(), parsed.text.strip(),
                                    acl=None if parsed.acl is None else tuple(parsed.acl))]
         doc = dataclasses.replace(docs[0], source=external_id, key=external_id)
-        result = await run_in_threadpool(submit, svc, key.tenant, [doc])
+        result = await run_in_threadpool(submit, svc, key.tenant, [doc], access)
         response.headers["Location"] = result["links"]["job"]
         return result
     return router

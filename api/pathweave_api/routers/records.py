@@ -5,7 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from pathweave.access import Access
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.settings import ApiSettings
 from pathweave_api.auth import QueryKey
 from pathweave_api.callers import Caller
@@ -14,9 +14,10 @@ from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import ServicesDep
 
 
-def enrich_record(store, record: dict) -> dict:
+def enrich_record(store, record: dict, access: Access = UNRESTRICTED) -> dict:
     """Add what the explorer draws to a stored record: the text of each selected node, and
-    the passages (with their documents) stating the paths' propositions or selected."""
+    the passages (with their documents) stating the paths' propositions or selected, only
+    those ``access`` may read (each with the first of its documents it may read)."""
     selected = record.get("selected", [])
     by_label: dict[str, list[str]] = {}
     for row in selected:
@@ -34,7 +35,10 @@ def enrich_record(store, record: dict) -> dict:
     passage_ids = list(dict.fromkeys([*by_label.get("Passage", []), *sorted(states)]))
     passages = []
     if passage_ids:
-        found = {r["passage_id"]: r for r in store.run("api_passages_get", ids=passage_ids)}
+        found: dict[str, dict] = {}
+        for row in store.run("api_passages_get", ids=passage_ids):
+            if row["passage_id"] not in found and (not access.restricted or (row["held"] and access.reads(row["acl"]))):
+                found[row["passage_id"]] = {k: v for k, v in row.items() if k not in ("acl", "held")}
         for pid in passage_ids:
             if pid in found:
                 passages.append({**found[pid], "states": sorted(states.get(pid, []))})
@@ -86,7 +90,7 @@ def router(api: ApiSettings) -> APIRouter:
             record = svc.guard(read_reasoning_record, store, query_id, access)
         except KeyError:
             record = {"query_id": query_id, "paths": [], "selected": []}
-        record = svc.guard(enrich_record, store, record)
+        record = svc.guard(enrich_record, store, record, access)
         return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
 
     @router.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 from pathweave.errors import BadRequest
 
-PRINCIPAL_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[^\s,]{1,200}$")
+PRINCIPAL_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[^\x00-\x20,\x7f]{1,200}$")
 """A principal: a kind (``user``, ``group``, ``role`` ...), a colon and a name without
-whitespace or commas (``group:finance``, ``user:4711``)."""
+spaces, control characters or commas (``group:finance``, ``user:4711``); the same pattern
+in Python and in the API's JSON schema."""
 
 MAX_PRINCIPALS = 1000
 """Most principals in one access list or on one caller."""

@@ -432,9 +432,10 @@ class Topology:
     def _fetch_passages(self, store: GraphStore, passage_ids: list[str]) -> None:
         for start in range(0, len(passage_ids), FETCH_BATCH):
             chunk = passage_ids[start:start + FETCH_BATCH]
+            access = store.run("topology_passage_access", ids=chunk)  # read first: no passage without its access
             self.add_passages(store.run("topology_passage_propositions", ids=chunk),
                               store.run("topology_passage_triples", ids=chunk), chunk)
-            self.set_access(chunk, store.run("topology_passage_access", ids=chunk))
+            self.set_access(chunk, access)
 
     def load(self, store: GraphStore) -> None:
         """Build from the store (ids only): every passage's propositions, entities and

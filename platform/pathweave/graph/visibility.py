@@ -23,6 +23,7 @@ classes (sparse products over the tenant's edges) and kept with the view
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -48,8 +49,26 @@ def readable_passages(view: TopologyView, access: Access) -> np.ndarray:
     """``(P,)`` bool: the alive passages of ``view`` that ``access`` reads."""
     classes = np.fromiter((access.reads(acl) for acl in view.access_classes), dtype=bool,
                           count=len(view.access_classes))
-    access_of = view.access if len(view.access) == view.n_passages else np.zeros(view.n_passages, np.int32)
-    return view.alive & classes[access_of]
+    if len(view.access) != view.n_passages:  # never the case for a built view: fail closed
+        return np.zeros(view.n_passages, dtype=bool)
+    return view.alive & classes[view.access]
+
+
+def _masks(view: TopologyView, alive: np.ndarray, states: sp.csr_matrix, raw: sp.csr_matrix,
+           triple_rows: np.ndarray) -> dict:
+    """The readable ``passages``, ``props``, ``entities`` and ``triples`` masks of ``view`` for
+    the ``alive`` passages, with their ``states`` and ``raw`` proposition-entity incidence, and
+    the ``triple_rows`` they assert; ``share``: the readable fraction of the view's alive passages."""
+    n_e = view.n_entities
+    props = np.asarray(states.sum(axis=0)).ravel() > 0
+    entities = np.asarray(raw.sum(axis=0)).ravel() > 0
+    raw_ends = view.extras["raw_triple_ends"]
+    ends = raw_ends[np.unique(triple_rows)] if len(triple_rows) else np.zeros((0, 2), np.int64)
+    entities[ends[(ends < n_e).all(axis=1)].ravel()] = True
+    triples = np.zeros(len(raw_ends), dtype=bool)
+    triples[triple_rows] = True
+    return {"passages": alive, "props": props, "entities": entities, "triples": triples,
+            "share": float(alive.sum()) / max(1, int(view.alive.sum()))}
 
 
 def restrict(view: TopologyView, passages: np.ndarray) -> TopologyView:
@@ -63,13 +82,12 @@ def restrict(view: TopologyView, passages: np.ndarray) -> TopologyView:
     states = _binary(sp.diags(alive.astype(np.float64)) @ view.states)
     props = np.asarray(states.sum(axis=0)).ravel() > 0
     raw = _binary(sp.diags(props.astype(np.float64)) @ view.extras["raw_prop_entities"])
-    entities = np.asarray(raw.sum(axis=0)).ravel() > 0
     triple_passages, triple_rows = view.assertions
     asserted = alive[triple_passages] if len(triple_passages) else np.zeros(0, bool)
     triple_passages, triple_rows = triple_passages[asserted], triple_rows[asserted]
     raw_ends = view.extras["raw_triple_ends"]
-    ends = raw_ends[np.unique(triple_rows)] if len(triple_rows) else np.zeros((0, 2), np.int64)
-    entities[ends[(ends < n_e).all(axis=1)].ravel()] = True
+    visible = _masks(view, alive, states, raw, triple_rows)
+    entities = visible["entities"]
     canonical = np.arange(n_e, dtype=np.int64)
     canonical[:len(view.canonical)] = view.canonical[:n_e]
     canonical = np.where(entities[canonical], canonical, np.arange(n_e, dtype=np.int64))
@@ -85,16 +103,13 @@ def restrict(view: TopologyView, passages: np.ndarray) -> TopologyView:
     passage_entities = _binary(states @ prop_entities)
     adjacency = sp.bmat([[cooccurrence + synonyms, passage_entities.T], [passage_entities, None]], format="csr")
     adjacency.eliminate_zeros()
-    triples = np.zeros(len(raw_ends), dtype=bool)
-    triples[triple_rows] = True
     return replace(
         view, states=states, prop_entities=prop_entities, synonyms=synonyms, adjacency=adjacency,
         degree=np.asarray(adjacency.sum(axis=1)).ravel(), alive=alive, triple_ends=canonical[raw_ends],
         assertions=(triple_passages, triple_rows), canonical=canonical,
         extras={"passage_entities": passage_entities, "raw_prop_entities": raw, "raw_triple_ends": raw_ends,
                 "synonym_pairs": pairs, "synonym_scores": scores,
-                "visible": {"passages": alive, "props": props, "entities": entities, "triples": triples,
-                            "share": float(alive.sum()) / max(1, int(view.alive.sum()))}})
+                "visible": visible})
 
 
 def visible_view(view: TopologyView, access: Access) -> TopologyView:
@@ -111,15 +126,18 @@ def visible_view(view: TopologyView, access: Access) -> TopologyView:
     kept = view.extras.get("visible_views")
     if kept is None:
         kept = view.keep("visible_views", {})
-    with view._lock:
-        found = kept.get(classes)
-    if found is not None:
-        return found
-    restricted = restrict(view, passages)
-    with view._lock:
-        if classes not in kept and len(kept) >= MAX_VISIBLE_VIEWS:
-            kept.pop(next(iter(kept)))
-        return kept.setdefault(classes, restricted)
+    building = view.extras.get("visible_lock") or view.keep("visible_lock", threading.Lock())
+    with building:  # concurrent queries of one caller build its view once
+        with view._lock:
+            found = kept.get(classes)
+        if found is not None:
+            return found
+        restricted = restrict(view, passages)
+        with view._lock:
+            if len(kept) >= MAX_VISIBLE_VIEWS:
+                kept.pop(next(iter(kept)))
+            kept[classes] = restricted
+        return restricted
 
 
 @dataclass(frozen=True)
@@ -132,13 +150,22 @@ class Acceptor:
     share: float
 
 
-def acceptors(view: TopologyView) -> dict[str, Acceptor] | None:
+def acceptors(view: TopologyView, access: Access) -> dict[str, Acceptor] | None:
     """The :class:`Acceptor` per searched label (``Passage``, ``Proposition``, ``Entity``,
-    ``Triple``) of a restricted view from :func:`visible_view`; None for a view that is not
-    restricted (every hit of the tenant is visible)."""
-    visible = view.extras.get("visible")
-    if visible is None:
+    ``Triple``) of what ``access`` sees, ``view`` being :func:`visible_view`'s for it; None
+    for an unrestricted caller (every hit of the tenant is visible). A restricted caller that
+    reads every passage of ``view`` still accepts only what ``view`` holds: a document
+    written since (whatever its access list) is not taken before its topology knows it."""
+    if not access.restricted:
         return None
+    visible = view.extras.get("visible")
+    if visible is None:  # the whole view is readable: its own masks, computed once per view
+        visible = view.extras.get("visible_all")
+        if visible is None:
+            passages, triples = view.assertions
+            asserted = view.alive[passages] if len(passages) else np.zeros(0, bool)
+            visible = view.keep("visible_all", _masks(view, view.alive, view.states,
+                                                      view.extras["raw_prop_entities"], triples[asserted]))
     share = max(visible["share"], 1e-3)
 
     def member(index: dict[str, int], mask: np.ndarray) -> Callable[[str], bool]:

@@ -119,5 +119,5 @@ class Retriever:
             timings["total"] = round(timings.get("total", 0.0) + timings["answer"], 2)
             if record:
                 strategy.write_record(self.resources, retrieval)
-        cite_result(self.store, retrieval.result)  # passages left uncited, a budgeted context's lines
+        cite_result(self.store, retrieval.result, access)  # passages left uncited, a budgeted context's lines
         return retrieval

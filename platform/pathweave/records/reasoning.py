@@ -92,21 +92,22 @@ def read_reasoning_record(store: GraphStore, query_id: str, access: Access = UNR
                                                  "score": row["score"], "steps": []})
         path["steps"].append({"order": row["step"], "prop_id": row["prop_id"],
                               "text": row["proposition"], "via": row["via"]})
-    _cite_selected(store, selected)
+    _cite_selected(store, selected, access)
     return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
             "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected,
             "answer": answer, "tree": tree, "runs": runs if has_runs else None}
 
 
-def _cite_selected(store: GraphStore, selected: list[dict]) -> None:
+def _cite_selected(store: GraphStore, selected: list[dict], access: Access = UNRESTRICTED) -> None:
     """Set ``reference`` ("title, p. N" / "title > section") on selected passages and
-    propositions (a proposition cites a selected passage stating it, else any)."""
+    propositions (a proposition cites a selected passage stating it, else any), citing only
+    documents ``access`` may read."""
     from pathweave.records.citations import passage_citations, statement_passages
 
     passages = [row["id"] for row in selected if row["label"] == "Passage"]
     statement_of = statement_passages(store, [row["id"] for row in selected if row["label"] == "Proposition"],
-                                      passages)
-    cited = passage_citations(store, passages + list(statement_of.values()))
+                                      passages, access)
+    cited = passage_citations(store, passages + list(statement_of.values()), access)
     for row in selected:
         passage = row["id"] if row["label"] == "Passage" else statement_of.get(row["id"])
         row["reference"] = cited[passage]["reference"] if passage in cited else None

@@ -257,15 +257,18 @@ class PropRAGMode(RankingMode):
         seeds = Stage1Seeds(frame.found["props"], passages, frame.found.get("entities_text", []))
         if resources.settings.apr.proprag_question_runs:
             known = dict(seeds.passages)
-            readable = acceptors(view)
+            readable = acceptors(view, frame.access)
             for pid, cos in earlier_question_passages(resources.store, frame.vector):
                 if readable is not None and not readable["Passage"].accepts(pid):
                     continue
                 known[pid] = max(known.get(pid, cos), cos)
             seeds.passages = sorted(known.items(), key=lambda item: -item[1])
         frame.clock("seeds")
+        # GDS runs on the tenant's whole projection: a restricted caller's stage 1 runs here
+        in_database = None if frame.access.restricted else \
+            in_database_ppr(resources.store, params.stage1_ppr, view, frame.ppr_timings)
         out = proprag(frame.vector, seeds, view, frame.reader, params, resources.embedder.encode, frame.clock,
-                      in_database_ppr(resources.store, params.stage1_ppr, view, frame.ppr_timings))
+                      in_database)
         subgraph = out.subgraph
         top = out.order[:frame.depth]
         paths = [

@@ -14,7 +14,8 @@ import numpy as np
 
 from pathweave.embedding import embedder_record
 from pathweave.store.backends import fulltext_search, vector_search, versioned_vector_search
-from pathweave.records.citations import format_citation
+from pathweave.access import UNRESTRICTED, Access
+from pathweave.records.citations import format_citation, passage_citations
 from pathweave.embedding.embedders import Embedder
 from pathweave.errors import LLMUnavailable
 from pathweave.model import PassageHit, QueryResult
@@ -132,12 +133,21 @@ class QueryResources:
             embedder_record.check(self.store, self.embedder)
             self._embedder_checked = version
 
-    def passage_hits(self, reader: NodeReader, ids: list[str], scores: list[float]) -> list[PassageHit]:
+    def passage_hits(self, reader: NodeReader, ids: list[str], scores: list[float],
+                     access: Access = UNRESTRICTED) -> list[PassageHit]:
         """The ranked passages ``ids`` (best first, with their ``scores``) with their texts
         and citations (page / section / reference / document source): the result's one read
-        (statement ``subgraph_passage_texts``; titles come with G_sub or the node cache)."""
+        (statement ``subgraph_passage_texts``; titles come with G_sub or the node cache). For
+        a restricted ``access`` each passage's document, source and citation are those of
+        the first of its documents it may read (one more read, ``passage_citations``: a
+        passage held by several documents is cited by a readable one)."""
         meta = reader.passages(ids)
         texts = reader.passage_texts(ids)
+        if access.restricted:
+            cited = passage_citations(self.store, ids, access)
+            meta = {pid: (title, cited[pid]["doc_id"], vec) for pid, (title, _, vec) in meta.items() if pid in cited}
+            texts = {pid: (text, page, section, cited[pid]["title"], cited[pid]["source"])
+                     for pid, (text, page, section, _, _) in texts.items() if pid in cited}
         hits = []
         for rank, (pid, score) in enumerate(zip(ids, scores), 1):
             title, doc_id, _ = meta.get(pid) or ("", "", None)

@@ -116,6 +116,7 @@ class QueryFrame:
     clock: Callable[[str], None]
     ppr_timings: dict[str, float] = field(default_factory=dict)
     found: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    access: Access = UNRESTRICTED  # what the caller may read; ``view`` is already restricted to it
 
 
 class RankingMode(RetrievalMode):
@@ -169,7 +170,7 @@ class RankingMode(RetrievalMode):
             view = visible_view(topology.view(), access)
             clock("topology")
             found, _ = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
-                                         accept=acceptors(view))
+                                         accept=acceptors(view, access))
             clock("search")
         else:
             found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question)
@@ -178,11 +179,12 @@ class RankingMode(RetrievalMode):
             view = topology.view()  # built here on the first query after a change
             clock("topology")
         reader = resources.reader(topology)
-        frame = QueryFrame(resources, request, view, reader, vector, uuid.uuid4().hex, depth, clock, found=found)
+        frame = QueryFrame(resources, request, view, reader, vector, uuid.uuid4().hex, depth, clock, found=found,
+                           access=access)
         ranking = self.rank(frame)
         result = QueryResult(query_id=frame.query_id, question=request.question, mode=self.name,
                              graph_version=view.version, paths=ranking.paths, seeds=ranking.seeds,
-                             passages=resources.passage_hits(reader, ranking.ids, ranking.scores))
+                             passages=resources.passage_hits(reader, ranking.ids, ranking.scores, access))
         result._principals = access.stored()
         clock("passages")
         subgraph = ranking.subgraph

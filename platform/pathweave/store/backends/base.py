@@ -141,6 +141,11 @@ class Acceptor(Protocol):
     def accepts(self, node_id: str) -> bool: ...
 
 
+MIN_FIRST_SHARE = 0.05
+"""A restricted search's first round asks for at most ``k / MIN_FIRST_SHARE`` places (a caller
+reading less of the tenant widens from there, x4 per round)."""
+
+
 def cosine_of(score: float) -> float:
     """The raw cosine of a vector index's normalized score ``(1 + cos) / 2``."""
     return 2.0 * float(score) - 1.0
@@ -306,7 +311,7 @@ def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exac
     tenants' nodes); the first round asks for ``k / accept.share`` places."""
     if k <= 0:
         return [], []
-    asked, last = k if accept is None else min(max_k, math.ceil(k / accept.share)), -1
+    asked, last = k if accept is None else min(max_k, math.ceil(k / max(accept.share, MIN_FIRST_SHARE))), -1
     while True:
         rows = store.run(statement, k=asked, **params)
         mine = [(row["id"], score(row["score"])) for row in rows
