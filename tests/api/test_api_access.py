@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from pathweave.settings import AccessSettings
+from test_access import strings  # the walk over a whole response (tests/test_access.py)
 
 DOCS = [
     {"title": "Tidewright Guild", "text": "The Tidewright Guild repairs ships in the Harbor of Velmora. The Tidewright "
@@ -33,16 +34,6 @@ SECRETS = {"Project Ossifrage": ["MARKERRED4471", "Quorne", "Ossifrage"],
            "Sablewind merger": ["MARKERBLUE9923", "Prell", "Sablewind"],
            "Tolliver file": ["MARKERPRIVATE3307", "Tolliver"]}
 ISSUER, AUDIENCE = "https://idp.example.test", "pathweave-tests"
-
-
-def strings(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in strings(k) + strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in strings(v)]
-    return []
 
 
 @pytest.fixture(scope="module")
