@@ -27,7 +27,7 @@ FOLDERS = {
     "": (None, {
         "caldris.txt": "Caldris is a port city on the eastern coast. Caldris hosts the archives of the Tidewright "
                        "Guild. The Tidewright Guild was founded in Caldris in 1820.",
-        "harbor.txt": "The Harbor of Velmora lies north of Caldris. The Harbor of Velmora is run by the Tidewright "
+        "harbor.txt": "The Harbor of Ostrevane lies north of Caldris. The Harbor of Ostrevane is run by the Tidewright "
                       "Guild, which repairs ships there.",
     }),
     "red": (["group:red"], {
@@ -36,15 +36,15 @@ FOLDERS = {
     }),
     "red/notes": (None, {  # no sidecar: inherits red's
         "followup.txt": "Ilsabet Quorne reported to Fennick Arlowe about the harbor dredging. Fennick Arlowe "
-                        "approved code MARKERREDNOTE2290 for the Harbor of Velmora.",
+                        "approved code MARKERREDNOTE2290 for the Harbor of Ostrevane.",
     }),
     "blue": (["group:blue"], {
         "sablewind.txt": "The Sablewind merger was negotiated by Dorvan Prell. Dorvan Prell is a partner of the "
                          "Tidewright Guild. The merger value is MARKERBLUE9923.",
     }),
     "board": (["group:red", "user:alice"], {
-        "kestrane.txt": "The board of Kestrane Holdings met in Caldris. Kestrane Holdings owns the Harbor of "
-                        "Velmora. The minutes reference MARKERALICE1150.",
+        "brivault.txt": "The board of Brivault Holdings met in Caldris. Brivault Holdings owns the Harbor of "
+                        "Ostrevane. The minutes reference MARKERALICE1150.",
     }),
     "hr": ([], {
         "tolliver.txt": "Wenna Tolliver was dismissed from the Tidewright Guild after an audit in Caldris. The "
@@ -55,12 +55,12 @@ SECRETS = {  # folder -> what only its readers may see (besides its documents' a
     "red": ["MARKERRED4471", "Ilsabet", "Quorne", "Ossifrage"],
     "red/notes": ["MARKERREDNOTE2290", "Fennick", "Arlowe"],
     "blue": ["MARKERBLUE9923", "Dorvan", "Prell", "Sablewind"],
-    "board": ["MARKERALICE1150", "Kestrane"],
+    "board": ["MARKERALICE1150", "Brivault"],
     "hr": ["MARKERPRIVATE3307", "Wenna", "Tolliver"],
 }
 ACL_OF = {"": None, "red": ["group:red"], "red/notes": ["group:red"], "blue": ["group:blue"],
           "board": ["group:red", "user:alice"], "hr": []}
-QUESTIONS = ["Who works at the Tidewright Guild?", "Who owns the Harbor of Velmora?",
+QUESTIONS = ["Who works at the Tidewright Guild?", "Who owns the Harbor of Ostrevane?",
              "What is the secret budget or code?", "Who was dismissed after an audit in Caldris?"]
 PRINCIPAL_SETS = [["group:red"], ["group:blue"], ["user:alice"], ["group:blue", "user:alice"], ["user:nobody"]]
 MODES = ("proprag", "dense", "hipporag2")
@@ -198,7 +198,7 @@ def test_a_changed_access_list_holds_for_the_next_query(base_store, retriever, c
     tenant, _, docs, _ = corpus
     store = scoped(base_store, tenant)
     blue = Access.of(["group:blue"])
-    question = "Who owns the Harbor of Velmora?"
+    question = "Who owns the Harbor of Ostrevane?"
 
     def sees_board() -> bool:
         result = retriever.query(question, "dense", k=10, access=blue, write_record=False)

@@ -146,8 +146,10 @@ def test_stage2_ppr_on_the_fetched_subgraph_equals_the_hand_built_reference(stor
     t = store.tenant
     passages = view.index_of(view.passage_index, [f"{t}:p0", f"{t}:p1"], view.n_passages)
     subgraph = build_subgraph(view, passages, NodeReader(store, topology.nodes, DIM))
-    assert subgraph.passage_titles == ["P0", "P1"] and subgraph.prop_texts == ["proposition 0", "proposition 1"]
-    np.testing.assert_allclose(subgraph.prop_emb, np.stack([vec["r0"], vec["r1"]]), atol=1e-6)
+    # G_sub's propositions come in the topology's order (the order the store returned them)
+    assert subgraph.passage_titles == ["P0", "P1"] and sorted(subgraph.prop_texts) == ["proposition 0", "proposition 1"]
+    rows = [subgraph.prop_texts.index(f"proposition {i}") for i in range(2)]
+    np.testing.assert_allclose(subgraph.prop_emb[rows], np.stack([vec["r0"], vec["r1"]]), atol=1e-6)
     names = [e.split(":")[1] for e in subgraph.entity_ids]
     assert sorted(names) == ["e0", "e1", "e2"]
     subgraph.ensure_entities([names.index("e1")])

@@ -20,7 +20,7 @@ from pathweave.settings import AccessSettings
 from test_access import strings  # the walk over a whole response (tests/test_access.py)
 
 DOCS = [
-    {"title": "Tidewright Guild", "text": "The Tidewright Guild repairs ships in the Harbor of Velmora. The Tidewright "
+    {"title": "Tidewright Guild", "text": "The Tidewright Guild repairs ships in the Harbor of Ostrevane. The Tidewright "
                                           "Guild was founded in Caldris."},
     {"title": "Project Ossifrage", "acl": ["group:red"],
      "text": "Project Ossifrage is led by Ilsabet Quorne of the Tidewright Guild. Its budget is MARKERRED4471."},
