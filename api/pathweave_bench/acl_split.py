@@ -45,7 +45,7 @@ from pathweave.servers import store_server
 from pathweave.settings import get_settings
 from pathweave.terminal import stdout_console
 from pathweave_bench.common import default_data_dir, git_commit, machine_info, with_backend
-from pathweave_bench.musique import load_musique, paragraph_title_text
+from pathweave_bench.musique import load_musique, paired_mean_se, paragraph_title_text
 from pathweave_ingest.loaders import SourceDocument
 
 MODES = ("proprag", "dense", "hipporag2")
@@ -56,12 +56,6 @@ def split(documents: list[SourceDocument], share: float, seed: int) -> list[bool
     """Which documents go to group A: each with probability ``share``, from ``seed``."""
     rng = random.Random(seed)
     return [rng.random() < share for _ in documents]
-
-
-def _paired(a: list[float], b: list[float]) -> dict:
-    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-    return {"mean": round(float(diff.mean()), 4) if len(diff) else 0.0, "se": round(se, 4), "n": len(diff)}
 
 
 def _timed(retriever: Retriever, question: str, mode: str, access: Access):
@@ -109,14 +103,14 @@ def evaluate_split(full: Retriever, alone: Retriever, questions: list[dict], a_k
         out[mode] = {
             **{f"{name}_recall_at_{k}": round(float(np.mean(rows[name][f"r{k}"])), 4) if rows[name][f"r{k}"] else None
                for name in ("restricted", "alone") for k in (2, 5)},
-            "recall_at_5_restricted_minus_alone": _paired(rows["restricted"]["r5"], rows["alone"]["r5"]),
+            "recall_at_5_restricted_minus_alone": paired_mean_se(rows["restricted"]["r5"], rows["alone"]["r5"]),
             "top5_identical": round(same_top5 / len(questions), 4), "top5_differing_questions": differing,
             "questions_without_a_gold": skipped,
             **{f"{name}_p50_ms": round(percentile_ms(rows[name]["ms"], 50), 1) for name in rows},
             **{f"{name}_p95_ms": round(percentile_ms(rows[name]["ms"], 95), 1) for name in rows},
             "p50_ratio_restricted_to_unrestricted": round(percentile_ms(rows["restricted"]["ms"], 50)
                                                           / percentile_ms(rows["unrestricted"]["ms"], 50), 3),
-            "ms_restricted_minus_unrestricted": _paired(rows["restricted"]["ms"], rows["unrestricted"]["ms"]),
+            "ms_restricted_minus_unrestricted": paired_mean_se(rows["restricted"]["ms"], rows["unrestricted"]["ms"]),
         }
     return out
 

@@ -222,15 +222,22 @@ def evaluate_selection_sizes(retriever: Retriever, questions: list[dict], passag
         for n, r in rows.items()}}
 
 
+def paired_mean_se(a, b) -> dict:
+    """Mean and standard error of the per-question paired difference ``a - b`` (same
+    questions, same order), with ``n``."""
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    return {"mean": round(float(diff.mean()), 4) if len(diff) else 0.0, "se": round(se, 4), "n": len(diff)}
+
+
 def paired_difference(row: dict, base: dict) -> dict:
     """The per-question paired difference ``row - base`` of one mode's results (``evaluate``'s
     dicts over the same questions): mean and standard error of R@2 and R@5. The 100 questions
     are one sample, so the SE of the paired mean is what tells a gain from noise."""
     entry = {}
     for metric in ("recall_at_2", "recall_at_5"):
-        diff = np.asarray(row["per_question"][metric]) - np.asarray(base["per_question"][metric])
-        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-        entry[metric] = {"mean": round(float(diff.mean()), 4), "se": round(se, 4)}
+        paired = paired_mean_se(row["per_question"][metric], base["per_question"][metric])
+        entry[metric] = {"mean": paired["mean"], "se": paired["se"]}
     return entry
 
 

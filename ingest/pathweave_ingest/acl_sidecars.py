@@ -32,10 +32,7 @@ def read_sidecar(path: Path) -> tuple[str, ...]:
         raise BadRequest(f"{path}: not a readable TOML file ({exc})") from None
     if set(data) != {"acl"} or not isinstance(data["acl"], list):
         raise BadRequest(f"{path}: must hold exactly one key, acl = [\"group:...\", ...]")
-    try:
-        return check_principals(data["acl"], f"{path}: acl") or ()
-    except BadRequest as exc:
-        raise BadRequest(str(exc)) from None
+    return check_principals(data["acl"], f"{path}: acl") or ()
 
 
 def with_sidecars(root: Path, documents: list[SourceDocument],
