@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pathweave.store.backends import fulltext_search
-from pathweave.retrieval.lexical import MAX_TERMS, lucene_query, rrf
+from pathweave.retrieval.lexical import MAX_TERMS, complete_ties, lucene_query, rrf
 from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument
 
@@ -24,6 +24,21 @@ def test_rrf_fuses_by_rank_alone():
     fused = rrf([[("a", 0.9), ("b", 0.8)], [("b", 12.0), ("c", 3.0)]])
     assert [item for item, _ in fused] == ["b", "a", "c"]
     assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_equal_scores_share_a_rank_whatever_order_the_index_listed_them_in():
+    vector = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
+    one = rrf([vector, [("x", 5.0), ("c", 1.0), ("b", 1.0)]])
+    other = rrf([vector, [("x", 5.0), ("b", 1.0), ("c", 1.0)]])
+    assert one == other and dict(one)["b"] == pytest.approx(1 / 62 + 1 / 62)
+
+
+def test_a_group_of_equal_scores_split_by_the_cut_is_left_out():
+    hits = [("x", 5.0), ("y", 2.0), ("a", 1.0), ("b", 1.0), ("c", 1.0)]
+    assert complete_ties(hits, 4) == [("x", 5.0), ("y", 2.0)]  # c tied a and b past the cut
+    assert complete_ties(hits[:4], 4) == hits[:4]  # the index had no more: the group is whole
+    assert complete_ties(hits, 2) == hits[:2]  # the cut falls between groups
+    assert complete_ties([("a", 1.0), ("b", 1.0), ("c", 1.0)], 2) == []  # a term every passage holds
 
 
 #: Where a sentence embedder misses and a full-text index does not: a code or a surname that

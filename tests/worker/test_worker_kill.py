@@ -51,7 +51,7 @@ def test_sigkill_mid_batch_then_restart_equals_clean_run(celery_api, start_worke
     assert response.status_code == 202 and response.json()["queue"] == "celery" and response.json()["batches"] == 3
     clean_job = _wait(client, clean_headers, response.json()["job_id"])
     assert clean_job["status"] == "done", clean_job
-    clean_counts = worker_runtime.store(clean_tenant).counts()
+    clean_counts = worker_runtime.store(clean_tenant).document_counts()
 
     tenant, headers = _key(keys, "killed")
     store = worker_runtime.store(tenant)
@@ -87,8 +87,10 @@ def test_sigkill_mid_batch_then_restart_equals_clean_run(celery_api, start_worke
     assert max(d["attempts"] for d in job["documents"]) == 2  # the killed batch ran twice
     # the same graph as the clean run; SYNONYM edges come from the store's approximate vector
     # index, which in the full suite's crowded store (many tenants, near-identical entities)
-    # returned 71 and 131 pairs for two identical clean ingests: they are checked for presence
-    counts, clean = dict(store.counts()), dict(clean_counts)
+    # returned 71 and 131 pairs for two identical clean ingests: they are checked for presence.
+    # The document graph, not the bookkeeping: the API's lease sweep may requeue the killed
+    # batch under a job of its own before the broker redelivers it (two Job nodes, one graph)
+    counts, clean = dict(store.document_counts()), dict(clean_counts)
     assert counts.pop("rel:SYNONYM", 0) > 0 and clean.pop("rel:SYNONYM", 0) > 0
     assert counts == clean
 

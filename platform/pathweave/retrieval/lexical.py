@@ -55,10 +55,28 @@ def lucene_query(question: str) -> str:
 
 
 def rrf(rankings: Sequence[Sequence[tuple[str, float]]], c: int = RRF_C) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion of ``rankings`` (each ``[(id, score)]`` best first; the scores are
-    not used): ``[(id, sum of 1 / (c + rank))]`` best first, ties in first-seen order."""
+    """Reciprocal rank fusion of ``rankings`` (each ``[(id, score)]`` best first):
+    ``[(id, sum of 1 / (c + rank))]`` best first, ties in first-seen order. Items of equal score
+    in a ranking share its best rank (1 + the items scored higher): the order an index lists
+    equal scores in is its own storage order, not evidence."""
     fused: dict[str, float] = {}
     for ranking in rankings:
-        for rank, (item, _) in enumerate(ranking, 1):
+        rank, last = 0, None
+        for place, (item, score) in enumerate(ranking, 1):
+            if score != last:
+                rank, last = place, score
             fused[item] = fused.get(item, 0.0) + 1.0 / (c + rank)
     return sorted(fused.items(), key=lambda pair: -pair[1])
+
+
+def complete_ties(hits: Sequence[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    """The first ``k`` of ``hits`` (``[(id, score)]`` best first, asked for ``k + 1``) without
+    the group of equal scores that the cut at ``k`` splits: which members of such a group an
+    index returns is its storage order, so keeping some would rank passages on that order (a
+    term every passage holds ties them all; two tenants or two callers holding the same
+    passages would get different ones)."""
+    hits = list(hits)
+    if len(hits) <= k:
+        return hits
+    cut = hits[k][1]
+    return [hit for hit in hits[:k] if hit[1] != cut]

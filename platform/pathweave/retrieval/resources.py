@@ -20,7 +20,7 @@ from pathweave.embedding.embedders import Embedder
 from pathweave.errors import LLMUnavailable
 from pathweave.model import PassageHit, QueryResult
 from pathweave.records.reasoning import RecordWriter
-from pathweave.retrieval.lexical import lucene_query
+from pathweave.retrieval.lexical import complete_ties, lucene_query
 from pathweave.selection import TokenCounter
 from pathweave.settings import PruneRAGSettings, Settings
 from pathweave.store.graph_store import GraphStore
@@ -42,8 +42,10 @@ def _unversioned(store, label: str, vector: np.ndarray, k: int, accept=None) -> 
 
 
 def _lexical(store, label: str, query: str, k: int, accept=None) -> tuple[list[tuple[str, float]], None]:
-    """:func:`~pathweave.store.backends.fulltext_search` shaped as ``(hits, version)`` with no version."""
-    return fulltext_search(store, label, query, k, accept=accept), None
+    """:func:`~pathweave.store.backends.fulltext_search`'s ``k`` best shaped as ``(hits,
+    version)`` with no version, less a group of equal scores split by the cut
+    (:func:`~pathweave.retrieval.lexical.complete_ties`)."""
+    return complete_ties(fulltext_search(store, label, query, k + 1, accept=accept), k), None
 
 
 class QueryResources:
