@@ -26,13 +26,14 @@ def test_answers_and_prunerag_trees_only_from_what_the_caller_may_read(base_stor
     retriever = Retriever(scoped(base_store, tenant), embedder, settings, llm=llm_client)
     question = "What is the secret budget of the project led by the Tidewright Guild member?"
     assert FOLDERS  # the corpus of tests/test_access.py
-    for principals in (["group:blue"], ["user:nobody"]):
+    # a caller reading part of the corpus, and one reading only its public part
+    for principals, mode, options in ((["group:blue"], "proprag", {"answer": True}),
+                                      (["user:nobody"], "dense", {"answer": True, "token_budget": 300}),
+                                      (["group:blue"], "prunerag", {})):
         access = Access.of(principals)
         hidden = [s for folder, acl in ACL_OF.items() if not access.reads(acl) for s in SECRETS.get(folder, [])]
-        for mode, options in (("proprag", {"answer": True}), ("dense", {"answer": True, "token_budget": 300}),
-                              ("prunerag", {})):
-            result = retriever.query(question, mode, k=5, access=access, **options)
-            text = strings(result.model_dump(mode="json")) + strings(retriever.read_record(result.query_id, access))
-            assert result.answer is not None
-            leaked = [h for h in hidden if any(h.lower() in s.lower() for s in text)]
-            assert not leaked, (principals, mode, leaked)
+        result = retriever.query(question, mode, k=5, access=access, **options)
+        text = strings(result.model_dump(mode="json")) + strings(retriever.read_record(result.query_id, access))
+        assert result.answer is not None
+        leaked = [h for h in hidden if any(h.lower() in s.lower() for s in text)]
+        assert not leaked, (principals, mode, leaked)
