@@ -1,5 +1,5 @@
 """``pathweave bench musique --acl-split``: a short run on the suite's backend (a managed
-store of its own), on invented passages in MuSiQue's format: every figure is there, group
+store per tenant), on invented passages in MuSiQue's format: every figure is there, group
 A's caller on the shared tenant finds what a tenant of A's documents alone finds, and the
 split is reproducible from its seed."""
 
@@ -38,3 +38,5 @@ def test_a_short_acl_split_run(tmp_path, settings, base_store):
         assert row["restricted_recall_at_5"] == row["alone_recall_at_5"] and row["restricted_recall_at_5"] > 0, mode
         assert row["top5_identical"] == 1.0, (mode, row["top5_differing_questions"])
         assert row["restricted_p50_ms"] > 0 and row["unrestricted_p50_ms"] > 0 and row["alone_p50_ms"] > 0
+        assert {"embed", "search", "topology", "passages"} <= set(row["stage_p50_ms"])
+        assert row["stage_p50_ms"]["search"]["restricted"] > 0 and row["stage_p50_ms"]["search"]["unrestricted"] > 0

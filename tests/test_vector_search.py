@@ -104,3 +104,13 @@ def test_a_tenant_without_nodes_of_the_label_stops_after_the_exact_search(crowde
     names = counting(empty, monkeypatch)
     assert base.vector_search(empty, "Entity", question, 5) == []
     assert names == ["vector_search", "vector_exact_entity"]  # not widened to the whole index
+
+
+@pytest.mark.parametrize("k,share", [(5, 0.5), (20, 0.3), (100, 0.5), (60, 0.9)])
+def test_a_restricted_search_first_asks_enough_places_about_forty_nine_times_in_fifty(k, share):
+    asked = base.first_ask(k, share)
+    assert k / share < asked < 2 * k / share
+    rng = np.random.default_rng(7)
+    short = np.mean(rng.binomial(asked, share, size=20_000) < k)  # readable hits among the places asked
+    assert short < 0.05
+    assert base.first_ask(k, 0.001) == base.first_ask(k, base.MIN_FIRST_SHARE) and base.first_ask(k, 1.0) == k

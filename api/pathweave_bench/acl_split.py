@@ -2,9 +2,11 @@
 
 The corpus's documents are split at random (seeded) between two groups, a share ``S`` to
 ``group:a`` and the rest to ``group:b``, so each question's gold passages are spread
-across them. Three tenants are ingested in one store:
+across them. Three tenants are ingested, each in a store of its own (a managed server per
+data directory, so no tenant's texts crowd another's indexes):
 - ``full``: every document, with its group's access list;
-- ``plain``: every document without access lists (the ingestion rate without them);
+- ``plain``: every document without access lists (the ingestion rate without them, like for
+  like: a fresh store each);
 - ``a-only``: group A's documents alone, the reference: what a separate, A-only deployment
   would return.
 
@@ -17,7 +19,8 @@ Reported:
 - R@2/R@5 against the gold passages A may read, for A on ``full`` and on ``a-only``, with
   the paired per-question difference and its standard error;
 - the share of questions whose top-5 passages are identical in the two;
-- p50 with and without the access check, with the paired difference in ms;
+- p50 with and without the access check, with the paired difference in ms, and each stage's
+  p50 with and without it (``result.timings_ms``: where the check's cost sits);
 - the ingestion rates of ``full`` and ``plain``.
 
 Questions with no gold passage in group A are left out of recall (their number is printed).
@@ -77,6 +80,7 @@ def evaluate_split(full: Retriever, alone: Retriever, questions: list[dict], a_k
         full.query(questions[0]["question"], mode=mode, k=5, access=a_caller, write_record=False)
         rows = {"restricted": {"r2": [], "r5": [], "ms": []}, "alone": {"r2": [], "r5": [], "ms": []},
                 "unrestricted": {"ms": []}}
+        stages: dict[str, dict[str, list[float]]] = {"restricted": {}, "unrestricted": {}}
         same_top5, differing, skipped = 0, [], 0
         for i, question in enumerate(questions):
             runs = [("restricted", full, a_caller), ("unrestricted", full, Access()), ("alone", alone, Access())]
@@ -87,6 +91,8 @@ def evaluate_split(full: Retriever, alone: Retriever, questions: list[dict], a_k
                 result, ms = _timed(retriever, question["question"], mode, access)
                 results[name] = result
                 rows[name]["ms"].append(ms)
+                for stage, stage_ms in (result.timings_ms if name in stages else {}).items():
+                    stages[name].setdefault(stage, []).append(stage_ms)
             gold = {paragraph_title_text(p) for p in question["paragraphs"] if p["is_supporting"]} & a_keys
             top = {name: [(hit.title, hit.text) for hit in results[name].passages]
                    for name in ("restricted", "alone")}
@@ -111,6 +117,9 @@ def evaluate_split(full: Retriever, alone: Retriever, questions: list[dict], a_k
             "p50_ratio_restricted_to_unrestricted": round(percentile_ms(rows["restricted"]["ms"], 50)
                                                           / percentile_ms(rows["unrestricted"]["ms"], 50), 3),
             "ms_restricted_minus_unrestricted": paired_mean_se(rows["restricted"]["ms"], rows["unrestricted"]["ms"]),
+            "stage_p50_ms": {stage: {name: round(percentile_ms(stages[name].get(stage, [0.0]), 50), 2)
+                                     for name in stages}
+                             for stage in sorted(set(stages["restricted"]) | set(stages["unrestricted"]))},
         }
     return out
 
@@ -130,34 +139,37 @@ def run_acl_split(data: Path | None, out: Path, share: float = 0.5, limit: int =
     in_a = split(documents, share, seed)
     a_keys = {(d.title, d.text) for d, a in zip(documents, in_a) if a}
     workdir = Path(tempfile.mkdtemp(prefix="pathweave-bench-acl-"))
-    settings = with_backend(get_settings().model_copy(update={"data_dir": workdir}), backend)
+    base = get_settings().model_copy(update={"data_dir": workdir})
     tenants = {
         "full": [dataclasses.replace(d, acl=(GROUP_A if a else GROUP_B,)) for d, a in zip(documents, in_a)],
         "plain": documents,
         "a-only": [d for d, a in zip(documents, in_a) if a],
     }
+    # a managed store per tenant: its own data directory, hence its own server
+    settings = {name: with_backend(base.model_copy(update={"data_dir": workdir / name,
+                                                           "tenant": f"bench-acl-{name}"}), backend)
+                for name in tenants}
     results: dict = {"machine": machine_info(), "commit": git_commit(), "backend": backend, "share": share,
                      "seed": seed, "questions": len(questions), "documents": len(documents),
-                     "documents_a": len(tenants["a-only"]), "ingest": {}}
+                     "documents_a": len(tenants["a-only"]), "stores": "one per tenant", "ingest": {}}
     try:
-        stores = {}
         for name, docs in tenants.items():
-            tenant = f"bench-acl-{name}"
-            with open_store(settings, tenant=tenant) as store:
-                report = run_ingest(store, settings.model_copy(update={"tenant": tenant}), docs, [], None,
-                                    label=f"ingest ({name})")
+            with open_store(settings[name]) as store:
+                report = run_ingest(store, settings[name], docs, [], None, label=f"ingest ({name})")
                 results["ingest"][name] = {"passages": report.passages_new, "seconds": round(report.seconds, 1),
                                            "passages_per_s": round(report.passages_per_s, 2)}
-            stores[name] = tenant
-        embedder = get_query_embedder(settings)
-        with open_store(settings, tenant=stores["full"]) as full_store, \
-                open_store(settings, tenant=stores["a-only"]) as alone_store:
-            full, alone = Retriever(full_store, embedder, settings), Retriever(alone_store, embedder, settings)
+            if name == "plain":  # measured for its ingestion rate only: its server stops now
+                store_server.stop(settings[name])
+        embedder = get_query_embedder(settings["full"])
+        with open_store(settings["full"]) as full_store, open_store(settings["a-only"]) as alone_store:
+            full = Retriever(full_store, embedder, settings["full"])
+            alone = Retriever(alone_store, embedder, settings["a-only"])
             console.print(f"[dim]{len(questions)} questions x {len(modes)} modes x (group A on full, unrestricted "
                           "on full, a-only)[/]")
             results["results"] = evaluate_split(full, alone, questions, a_keys, modes)
     finally:
-        store_server.stop(settings)
+        for name in tenants:
+            store_server.stop(settings[name])
         shutil.rmtree(workdir, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "acl_split.json").write_text(json.dumps(results, indent=2))
@@ -180,6 +192,11 @@ def print_split(results: dict, console) -> None:
                       f"{row['restricted_p50_ms']}", f"{row['unrestricted_p50_ms']}",
                       f"{row['p50_ratio_restricted_to_unrestricted']}x", f"{ms['mean']:+.1f} ± {ms['se']:.1f}")
     console.print(table)
+    for mode, row in results["results"].items():  # where the check's cost sits: the stages it grew most
+        grown = sorted(((ms["restricted"] - ms["unrestricted"], stage) for stage, ms in row["stage_p50_ms"].items()
+                        if stage != "total"), reverse=True)[:4]
+        console.print(f"{mode}: stage p50 with minus without the check: "
+                      + ", ".join(f"{stage} {diff:+.1f} ms" for diff, stage in grown))
     rates = ", ".join(f"{name} {row['passages_per_s']} p/s" for name, row in results["ingest"].items())
     console.print(f"ingestion: {rates}; questions without a gold passage in group A (left out of recall): "
                   f"{next(iter(results['results'].values()))['questions_without_a_gold']}")

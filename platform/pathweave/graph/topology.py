@@ -191,7 +191,9 @@ class TopologyView:
     itself): the matrices use canonical entities only. ``access (P,)`` each passage's access
     class, an index into ``access_classes`` (the distinct access lists,
     :func:`pathweave.access.passage_acl`); what a restricted caller sees of the view is
-    :func:`pathweave.graph.visibility.visible_view`.
+    :func:`pathweave.graph.visibility.visible_view`. ``extras["shared_passages"]``: the
+    passages several documents hold (a frozenset of passage rows; a restricted caller's
+    citation of one is read from the store, the others' from the node cache).
     """
 
     version: int
@@ -263,6 +265,7 @@ class Topology:
         self.synonym_scores = np.zeros(0, dtype=np.float64)  # (S,) their cosines
         self.aliases: dict[int, int] = {}  # alias entity -> its canonical entity
         self.passage_access: dict[int, int] = {}  # passage -> its access class (absent: class 0, the whole tenant)
+        self.shared_passages: set[int] = set()  # passages several documents hold (cited by a readable one)
         self.access_classes: list[tuple[str, ...] | None] = [None]  # class -> its access list
         self._access_index: dict[tuple[str, ...] | None, int] = {None: 0}
         self.last_used = time.monotonic()
@@ -345,6 +348,7 @@ class Topology:
             self._removed.add(p)
             self.passage_triples.pop(p, None)
             self.passage_access.pop(p, None)
+            self.shared_passages.discard(p)
             self.nodes.evict(gone)
         self._view = None
 
@@ -410,6 +414,10 @@ class Topology:
                 cls = self._access_index[acl] = len(self.access_classes)
                 self.access_classes.append(acl)
             p = self._intern(self.passage_index, self.passage_ids, pid)
+            if len(lists) > 1:
+                self.shared_passages.add(p)
+            else:
+                self.shared_passages.discard(p)
             if self.passage_access.get(p, 0) != cls:
                 if cls:
                     self.passage_access[p] = cls
@@ -604,7 +612,8 @@ class Topology:
             access=access, access_classes=tuple(self.access_classes),
             extras={"passage_entities": passage_entities,
                     "raw_prop_entities": raw_prop_entities, "raw_triple_ends": raw_ends,
-                    "synonym_pairs": self.synonym_pairs, "synonym_scores": self.synonym_scores},
+                    "synonym_pairs": self.synonym_pairs, "synonym_scores": self.synonym_scores,
+                    "shared_passages": frozenset(self.shared_passages)},
         )
         return self._last
 
@@ -658,6 +667,13 @@ class TopologyCache:
         if topology.refresh(store, version) and self.max_bytes is not None:
             self._shrink(keep=store.tenant)
         return topology
+
+    def held_version(self, tenant: str) -> int | None:
+        """The graph version of ``tenant``'s topology as this process holds it (no store
+        read), None when none is held yet."""
+        with self._lock:
+            topology = self._topologies.get(tenant)
+        return topology.version if topology is not None and topology.version >= 0 else None
 
     def _shrink(self, keep: str) -> None:
         """Evict the least recently used topologies other than ``keep`` while the total is

@@ -109,7 +109,7 @@ def restrict(view: TopologyView, passages: np.ndarray) -> TopologyView:
         assertions=(triple_passages, triple_rows), canonical=canonical,
         extras={"passage_entities": passage_entities, "raw_prop_entities": raw, "raw_triple_ends": raw_ends,
                 "synonym_pairs": pairs, "synonym_scores": scores,
-                "visible": visible})
+                "shared_passages": view.extras.get("shared_passages", frozenset()), "visible": visible})
 
 
 def visible_view(view: TopologyView, access: Access) -> TopologyView:

@@ -25,7 +25,7 @@ from pathweave.selection import TokenCounter
 from pathweave.settings import PruneRAGSettings, Settings
 from pathweave.store.graph_store import GraphStore
 from pathweave.graph.subgraph import NodeReader
-from pathweave.graph.topology import Topology, TopologyCache
+from pathweave.graph.topology import Topology, TopologyCache, TopologyView
 
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
@@ -92,6 +92,12 @@ class QueryResources:
         """Token counter for budgets: ``settings.selection.context_tokenizer`` or the embedder's tokenizer."""
         return TokenCounter(self.settings.selection.context_tokenizer or None)
 
+    def held_version(self) -> int | None:
+        """The graph version of the topology this process holds for the tenant (no store
+        read; None when it holds none): a restricted query's searches start from it and
+        check it against the version they read."""
+        return self.cache.held_version(self.store.tenant)
+
     def topology(self, version: int | None = None) -> Topology:
         """The tenant's topology at the store's current graph version (``version``: as this
         query's vector searches read it, :meth:`nearest`; None: read it)."""
@@ -136,20 +142,27 @@ class QueryResources:
             self._embedder_checked = version
 
     def passage_hits(self, reader: NodeReader, ids: list[str], scores: list[float],
-                     access: Access = UNRESTRICTED) -> list[PassageHit]:
+                     access: Access = UNRESTRICTED, view: TopologyView | None = None) -> list[PassageHit]:
         """The ranked passages ``ids`` (best first, with their ``scores``) with their texts
         and citations (page / section / reference / document source): the result's one read
         (statement ``subgraph_passage_texts``; titles come with G_sub or the node cache). For
         a restricted ``access`` each passage's document, source and citation are those of
-        the first of its documents it may read (one more read, ``passage_citations``: a
-        passage held by several documents is cited by a readable one)."""
+        the first of its documents it may read: read (``passage_citations``) for the
+        passages several documents hold (``view``'s ``shared_passages``; all of them
+        without a ``view``); a passage one document holds is readable only through it, the
+        document the node cache names."""
         meta = reader.passages(ids)
         texts = reader.passage_texts(ids)
         if access.restricted:
-            cited = passage_citations(self.store, ids, access)
-            meta = {pid: (title, cited[pid]["doc_id"], vec) for pid, (title, _, vec) in meta.items() if pid in cited}
-            texts = {pid: (text, page, section, cited[pid]["title"], cited[pid]["source"])
-                     for pid, (text, page, section, _, _) in texts.items() if pid in cited}
+            shared = None if view is None else view.extras.get("shared_passages")
+            asked = set(ids) if shared is None else {pid for pid in ids if view.passage_index.get(pid, -1) in shared}
+            cited = {pid: None for pid in ids if pid not in asked}
+            cited.update(passage_citations(self.store, sorted(asked), access))
+            meta = {pid: (title, doc_id if cited[pid] is None else cited[pid]["doc_id"], vec)
+                    for pid, (title, doc_id, vec) in meta.items() if pid in cited}
+            texts = {pid: (text, page, section, *((title, source) if cited[pid] is None
+                                                  else (cited[pid]["title"], cited[pid]["source"])))
+                     for pid, (text, page, section, title, source) in texts.items() if pid in cited}
         hits = []
         for rank, (pid, score) in enumerate(zip(ids, scores), 1):
             title, doc_id, _ = meta.get(pid) or ("", "", None)

@@ -166,11 +166,18 @@ class RankingMode(RetrievalMode):
         depth = request.k if budget is None else max(request.k, resources.settings.selection.context_passages)
         lexical = self.lexical_searches(resources, depth) if resources.settings.retrieval.lexical != "off" else {}
         if access.restricted:  # the readable part first: the searches keep only its hits
-            topology = resources.topology()
+            topology = resources.topology(resources.held_version())  # the held one: no read
             view = visible_view(topology.view(), access)
             clock("topology")
-            found, _ = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
-                                         accept=acceptors(view, access))
+            found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
+                                               accept=acceptors(view, access))
+            if version is None:  # the searches read no version: ask for it
+                version = resources.store.graph_version()
+            if version > view.version:  # the graph changed since the held topology: again on the new one
+                topology = resources.topology(version)
+                view = visible_view(topology.view(), access)
+                found, _ = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
+                                             accept=acceptors(view, access))
             clock("search")
         else:
             found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question)
@@ -184,7 +191,7 @@ class RankingMode(RetrievalMode):
         ranking = self.rank(frame)
         result = QueryResult(query_id=frame.query_id, question=request.question, mode=self.name,
                              graph_version=view.version, paths=ranking.paths, seeds=ranking.seeds,
-                             passages=resources.passage_hits(reader, ranking.ids, ranking.scores, access))
+                             passages=resources.passage_hits(reader, ranking.ids, ranking.scores, access, view))
         result._principals = access.stored()
         clock("passages")
         subgraph = ranking.subgraph

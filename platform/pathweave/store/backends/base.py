@@ -146,6 +146,17 @@ MIN_FIRST_SHARE = 0.05
 reading less of the tenant widens from there, x4 per round)."""
 
 
+def first_ask(k: int, share: float) -> int:
+    """The places a restricted search asks for first, to keep ``k`` hits when about ``share``
+    of the tenant's nodes are accepted (at least :data:`MIN_FIRST_SHARE`): the accepted
+    hits among ``n`` places are about binomial (mean ``n * share``, variance ``n * share *
+    (1 - share)``), so ``k / share`` places fall short half the time and each shortfall
+    costs a round asking four times as many. Two standard deviations more,
+    ``(k + 2 * sqrt(k * (1 - share))) / share``, fall short about one time in forty."""
+    share = min(1.0, max(share, MIN_FIRST_SHARE))
+    return math.ceil((k + 2.0 * math.sqrt(k * (1.0 - share))) / share)
+
+
 def cosine_of(score: float) -> float:
     """The raw cosine of a vector index's normalized score ``(1 + cos) / 2``."""
     return 2.0 * float(score) - 1.0
@@ -186,8 +197,8 @@ def vector_search(store: GraphStore, label: str, vector: np.ndarray, k: int,
     once, without the index rounds that showed the crowding (an exact answer: at least as good
     as the index's); then the index is asked again, so a change in the other tenants is
     noticed. ``accept``: only the hits it accepts count (a restricted caller's readable
-    nodes, :func:`pathweave.graph.visibility.acceptors`); the first round asks for ``k /
-    accept.share`` places.
+    nodes, :func:`pathweave.graph.visibility.acceptors`); the first round asks for
+    :func:`first_ask` places.
     """
     return _nearest(store, "vector_search", label, vector, k, max_k, prop, exact, accept)[0]
 
@@ -308,10 +319,10 @@ def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exac
     instead (:data:`EXACT_PER_PLACE` x the places the widening is expected to need); unless
     it answers None, its hits are the result, with its row as the rows. ``accept``: only the
     tenant's rows it accepts count as the tenant's (the others crowd the answer like other
-    tenants' nodes); the first round asks for ``k / accept.share`` places."""
+    tenants' nodes); the first round asks for :func:`first_ask` places."""
     if k <= 0:
         return [], []
-    asked, last = k if accept is None else min(max_k, math.ceil(k / max(accept.share, MIN_FIRST_SHARE))), -1
+    asked, last = k if accept is None else min(max_k, first_ask(k, accept.share)), -1
     while True:
         rows = store.run(statement, k=asked, **params)
         mine = [(row["id"], score(row["score"])) for row in rows
