@@ -6,8 +6,9 @@
 same task functions. Every ``/v1`` route needs an API key (``Authorization: Bearer
 pw_...``, :mod:`pathweave_api.auth`) and sees only the key's tenant. Errors are
 ``application/problem+json``. The routes live in :mod:`pathweave_api.routers`
-(documents, jobs, query, records, operations) and :mod:`pathweave_api.explorer`
-(the ``/ui`` pages); what they share is :class:`~pathweave_api.services.Services`.
+(documents, jobs, query, records, operations), :mod:`pathweave_api.explorer`
+(the ``/ui`` pages) and :mod:`pathweave_api.mcp_server` (the MCP tools at ``/mcp``); what
+they share is :class:`~pathweave_api.services.Services`.
 
 Run: ``pathweave serve`` or ``uvicorn --factory pathweave_api.app:create_app``.
 """
@@ -20,14 +21,14 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
 
-from pathweave.settings import ApiSettings, Settings, WorkerSettings, get_settings
-from pathweave_api import explorer, metrics, problems
-from pathweave_api.keys import REGISTRY, KeyStore, key_store_for
+from pathweave.settings import ApiSettings, Settings, WorkerSettings
+from pathweave_api import explorer, mcp_server, metrics, problems
+from pathweave_api.keys import KeyStore
 from pathweave_api.limits import BodyLimitMiddleware
 from pathweave_api.models import DocumentPut, DocumentsRequest
 from pathweave_api.problems import Problem
 from pathweave_api.routers import documents, jobs, operations, query, records
-from pathweave_api.services import Services
+from pathweave_api.services import build_services
 from pathweave_ingest.worker_runtime import Runtime
 
 API_VERSION = "1.0.0"
@@ -37,19 +38,16 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
                worker_settings: WorkerSettings | None = None, runtime: Runtime | None = None,
                keys: KeyStore | None = None) -> FastAPI:
     """The API application (all arguments default to the process settings)."""
-    settings = settings or get_settings()
-    api = api_settings or settings.api
-    ws = worker_settings or settings.worker
-    owns_runtime = runtime is None
-    runtime = runtime or Runtime(settings, ws)
-    keys = keys or key_store_for(api, lambda: runtime.store(REGISTRY), api.keys_path(settings.data_dir))
-    svc = Services(settings, api, ws, runtime, keys, owns_runtime)
+    svc = build_services(settings, api_settings, worker_settings, runtime, keys)
+    api = svc.api
+    mcp = None  # the MCP server at /mcp, installed below: its sessions run while the app does
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         svc.start()
         try:
-            yield
+            async with mcp.session_manager.run():
+                yield
         finally:
             await run_in_threadpool(svc.stop)
 
@@ -77,7 +75,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     problems.install(app)
 
     def body_limit(method: str, path: str) -> int:
-        if (method == "POST" and path.rstrip("/") == "/v1/documents") or \
+        if (method == "POST" and path.rstrip("/") in ("/v1/documents", "/mcp")) or \
                 (method == "PUT" and path.startswith("/v1/documents/")):
             return api.max_body_bytes
         return api.max_small_body_bytes
@@ -95,6 +93,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     app.include_router(query.router(query_body))
     app.include_router(records.router(api))
     app.include_router(operations.router)
+    mcp = mcp_server.install(app, svc, query_body)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:

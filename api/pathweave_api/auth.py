@@ -22,13 +22,22 @@ bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: B
 def principal(request: Request, svc: ServicesDep,
               creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> ApiKey:
     """The request's API key: 401 when missing or invalid, 429 when throttled or over its rate."""
-    if creds is None or not creds.credentials:
+    return authenticate(svc, creds.credentials if creds is not None else None,
+                        request.client.host if request.client else None)
+
+
+def authenticate(svc, token: str | None, address: str | None) -> ApiKey:
+    """The API key ``token`` (a bearer credential, None when the request sent none) from the
+    client ``address``, under the failed-attempt throttle and the key's rate limit: raises
+    :class:`~pathweave_api.problems.ApiProblem` 401 when missing or invalid, 429 when throttled
+    or over its rate, 503 when the store cannot be reached (the REST routes and the MCP
+    endpoint, :mod:`pathweave_api.mcp_server`)."""
+    if not token or not token.strip():
         metrics.AUTH_FAILURES.inc()
         raise ApiProblem(401, "missing API key: send 'Authorization: Bearer <key>'", "missing-api-key",
                          {"WWW-Authenticate": "Bearer"})
-    token = creds.credentials.strip()
+    token = token.strip()
     key_id = KeyStore.key_id_of(token)
-    address = request.client.host if request.client else None
     if not svc.keys.is_verified(token):  # a token verified lately is never throttled
         wait = svc.auth_throttle.wait(key_id, address)
         if wait > 0:
@@ -55,14 +64,20 @@ def principal(request: Request, svc: ServicesDep,
 Principal = Annotated[ApiKey, Depends(principal)]
 
 
+def require_scope(key: ApiKey, scope: str) -> ApiKey:
+    """``key`` when its scope includes ``scope`` (:data:`pathweave_api.keys.SCOPES`); raises
+    :class:`~pathweave_api.problems.ApiProblem` 403 ``insufficient-scope`` otherwise."""
+    if not key.allows(scope):
+        raise ApiProblem(403, f"this API key has scope {key.scope!r}; this call needs {scope!r} "
+                              f"(create one with `pathweave keys create --scope {scope}`)", "insufficient-scope")
+    return key
+
+
 def scoped(scope: str):
     """A dependency: the request's API key (:func:`principal`) when its scope includes
-    ``scope`` (:data:`pathweave_api.keys.SCOPES`), else 403 ``insufficient-scope``."""
+    ``scope`` (:func:`require_scope`)."""
     def check(key: Principal) -> ApiKey:
-        if not key.allows(scope):
-            raise ApiProblem(403, f"this API key has scope {key.scope!r}; this route needs {scope!r} "
-                                  f"(create one with `pathweave keys create --scope {scope}`)", "insufficient-scope")
-        return key
+        return require_scope(key, scope)
     return check
 
 

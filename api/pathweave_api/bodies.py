@@ -73,12 +73,19 @@ async def json_body(request: Request, model, example: str) -> Any:
 
 async def read_documents(request: Request, svc: Services) -> list[SourceDocument]:
     """The documents of a ``POST /v1/documents`` body (JSON or multipart files)."""
-    api, settings = svc.api, svc.settings
     media = media_type(request)
     if media == "multipart/form-data":
         return await read_files(request, svc)
     require_json(media, "application/json ({\"documents\": [...]}) or multipart/form-data (field 'files')")
     parsed = await json_body(request, DocumentsRequest, '{"documents": [{"title": ..., "text": ...}]}')
+    return source_documents(parsed, svc)
+
+
+def source_documents(parsed: DocumentsRequest, svc: Services) -> list[SourceDocument]:
+    """The documents of a validated ``DocumentsRequest`` (a JSON body, or the MCP tool
+    ``ingest_text``): 422 ``too-many-documents`` over ``api.max_documents``, 413
+    ``document-too-large`` for a text over ``ingest.max_file_bytes`` (UTF-8 bytes)."""
+    api, settings = svc.api, svc.settings
     if len(parsed.documents) > api.max_documents:
         raise ApiProblem(422, f"too many documents ({len(parsed.documents)} > {api.max_documents} "
                               "per request); split the submission", "too-many-documents")

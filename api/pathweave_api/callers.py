@@ -20,6 +20,7 @@ key's principals name.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -87,15 +88,23 @@ def id_token_access(token: str, settings: AccessSettings) -> Access:
 
 def caller_access(request: Request, key: Principal, svc: ServicesDep) -> Access:
     """The request's :class:`~pathweave.access.Access` (see the module's text)."""
-    on_behalf = request.headers.get(ON_BEHALF_HEADER)
-    token = request.headers.get(ID_TOKEN_HEADER)
+    return access_of(key, request.headers, svc.settings.access)
+
+
+def access_of(key, headers: Mapping[str, str], settings: AccessSettings) -> Access:
+    """What the caller with API ``key`` reads, given its request's ``headers`` (the two
+    headers of the module's text; any mapping with case-insensitive lookup, such as
+    Starlette's): raises :class:`~pathweave_api.problems.ApiProblem` 403, 422 or 401 as
+    described there."""
+    on_behalf = headers.get(ON_BEHALF_HEADER)
+    token = headers.get(ID_TOKEN_HEADER)
     if on_behalf is None and token is None:
         return Access(None if key.principals is None else frozenset(key.principals))
     if not key.delegate:
         raise ApiProblem(403, f"this API key may not ask on behalf of a user ({ON_BEHALF_HEADER} / {ID_TOKEN_HEADER}); "
                               "create one with `pathweave keys create --delegate`", "delegate-required")
     if token is not None:
-        return _capped(id_token_access(token.strip(), svc.settings.access), key)
+        return _capped(id_token_access(token.strip(), settings), key)
     try:
         access = Access.of(on_behalf)
     except BadRequest as exc:

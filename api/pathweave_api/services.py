@@ -12,8 +12,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from pathweave.settings import ApiSettings, Settings, WorkerSettings
-from pathweave_api.keys import KeyStore
+from pathweave.settings import ApiSettings, Settings, WorkerSettings, get_settings
+from pathweave_api.keys import REGISTRY, KeyStore, key_store_for
 from pathweave_api.limits import AuthThrottle, Counters, RateLimiter
 from pathweave_api.problems import ApiProblem
 from pathweave.errors import is_transient
@@ -262,3 +262,18 @@ def services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(services)]
+
+
+def build_services(settings: Settings | None = None, api_settings: ApiSettings | None = None,
+                   worker_settings: WorkerSettings | None = None, runtime: Runtime | None = None,
+                   keys: KeyStore | None = None) -> Services:
+    """What the API's routes (and the MCP tools) share, from ``settings`` (all arguments
+    default to the process settings; a runtime made here is owned, and closed, by the
+    services). Nothing starts before :meth:`Services.start`."""
+    settings = settings or get_settings()
+    api = api_settings or settings.api
+    ws = worker_settings or settings.worker
+    owns_runtime = runtime is None
+    runtime = runtime or Runtime(settings, ws)
+    keys = keys or key_store_for(api, lambda: runtime.store(REGISTRY), api.keys_path(settings.data_dir))
+    return Services(settings, api, ws, runtime, keys, owns_runtime)

@@ -385,6 +385,7 @@ def demo(tenant: str = typer.Option("demo", help="Tenant for the demo documents.
 
 
 app.command("serve")(service.serve)
+app.command("mcp")(service.mcp)
 app.command("worker")(service.worker)
 app.command("explore")(service.explore)
 app.add_typer(service.keys_app, name="keys")

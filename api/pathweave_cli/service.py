@@ -1,4 +1,5 @@
-"""The service's commands: ``pathweave serve`` (the HTTP API), ``pathweave worker``
+"""The service's commands: ``pathweave serve`` (the HTTP API), ``pathweave mcp`` (the MCP
+tools over stdio), ``pathweave worker``
 (a Celery ingestion worker), ``pathweave keys create|list|revoke`` and ``pathweave
 explore`` (the reasoning explorer's URL). :mod:`pathweave_cli.main` mounts them.
 """
@@ -47,6 +48,18 @@ def serve(
     uvicorn.run("pathweave_api.app:create_app", factory=True, host=host or api.host,
                 port=port if port is not None else api.port, workers=workers or api.workers,
                 log_level=log_level, proxy_headers=False, server_header=False, http=http_protocol())
+
+
+def mcp() -> None:
+    """Serve the MCP tools (search, answer, documents, reasoning records, ingest_text) over
+    stdio for a local MCP client, as the API key in PATHWEAVE_API_KEY (its tenant, scope and
+    principals). Over HTTP, the API serves the same tools at /mcp."""
+    import logging
+
+    from pathweave_api.mcp_server import serve_stdio
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout carries the protocol alone
+    serve_stdio()
 
 
 def explore(

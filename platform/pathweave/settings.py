@@ -70,6 +70,7 @@ NOT_SETTINGS = frozenset({
     "PATHWEAVE_SERVER_PASSWORD",  # handed by pathweave.servers.store_server to the store server process it starts
     "PATHWEAVE_API_BIND",  # docker-compose: the host address the API port is published on
     "PATHWEAVE_TOOLS_CACHE",  # tools/check-compose.sh
+    "PATHWEAVE_API_KEY",  # a caller's credential: the API key `pathweave mcp` (stdio) answers as
 })
 """``PATHWEAVE_*`` variables that are not settings (never reported as unknown); so is any
 ``PATHWEAVE_TEST_*`` (the test suite's own)."""

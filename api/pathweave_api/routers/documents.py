@@ -54,6 +54,28 @@ def submit(svc: Services, tenant: str, docs: list[SourceDocument], access: Acces
     return dispatch(svc, tenant, store, sub, payloads)
 
 
+def document_text(svc: Services, tenant: str, access: Access, doc_id: str) -> dict[str, Any]:
+    """The ``DocumentText`` body of ``GET /v1/documents/{doc_id}``: the document with its
+    passages in reading order; 404 when the tenant has none or ``access`` may not read it."""
+    rows = svc.guard(svc.store(tenant).run, "api_document_get", doc_id=doc_id)
+    if not rows or not access.reads(rows[0]["acl"]):
+        raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
+    passages = sorted((r for r in rows if r["passage_id"] is not None),
+                      key=lambda r: (r["position"] is None, r["position"] or 0, r["passage_id"]))
+    first = rows[0]
+    return {"doc_id": doc_id, "title": first["title"], "source": first["source"], "ingested_at": first["ingested_at"],
+            "passages": [{"passage_id": r["passage_id"], "position": r["position"], "text": r["text"]}
+                         for r in passages]}
+
+
+def document_page(svc: Services, tenant: str, access: Access, status: str | None, limit: int,
+                  offset: int) -> dict[str, Any]:
+    """The ``DocumentList`` body of ``GET /v1/documents``: the documents ``access`` may read
+    (in state ``status``, when given), newest first, ``limit`` from ``offset``."""
+    page, total = svc.guard(jobs.list_documents, svc.store(tenant), status, limit, offset, access)
+    return {"documents": page, "total": total, "limit": limit, "offset": offset}
+
+
 def _readable(svc: Services, store, access: Access, doc_id: str) -> bool:
     """Whether ``access`` may read the stored document ``doc_id`` (False when there is none)."""
     rows = svc.guard(store.run, "api_document_get", doc_id=doc_id)
@@ -129,25 +151,14 @@ def router(api: ApiSettings) -> APIRouter:
         if unknown:
             raise ApiProblem(422, f"unknown query parameter(s): {', '.join(repr(u[:50]) for u in unknown[:5])}; "
                                   "use status, limit, offset", "validation-error")
-        page, total = svc.guard(jobs.list_documents, svc.store(key.tenant), status, limit, offset, access)
-        return {"documents": page, "total": total, "limit": limit, "offset": offset}
+        return document_page(svc, key.tenant, access, status, limit, offset)
 
     @router.get("/v1/documents/{doc_id}", response_model=DocumentText, tags=["documents"],
              summary="A document and its passages", description="An ingested document with its passages' text "
              "in reading order (the reasoning explorer links passages to it).", responses=errors(404, 422))
     def get_document(key: IngestKey, access: Caller, svc: ServicesDep, doc_id: Annotated[
             str, Path(pattern=DOC_ID_PATTERN, examples=["doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
-        store = svc.store(key.tenant)
-        rows = svc.guard(store.run, "api_document_get", doc_id=doc_id)
-        if not rows or not access.reads(rows[0]["acl"]):
-            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
-        passages = sorted((r for r in rows if r["passage_id"] is not None),
-                          key=lambda r: (r["position"] is None, r["position"] or 0, r["passage_id"]))
-        first = rows[0]
-        return {"doc_id": doc_id, "title": first["title"], "source": first["source"],
-                "ingested_at": first["ingested_at"],
-                "passages": [{"passage_id": r["passage_id"], "position": r["position"], "text": r["text"]}
-                             for r in passages]}
+        return document_text(svc, key.tenant, access, doc_id)
 
     @router.delete(
         "/v1/documents/{doc_id}", response_model=DeleteResponse, tags=["documents"], summary="Delete a document",

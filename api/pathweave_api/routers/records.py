@@ -59,6 +59,25 @@ def _caught_up(svc, tenant: str) -> None:
         raise ApiProblem(503, f"{exc}; retry later", "records-behind", {"Retry-After": "5"}) from None
 
 
+def reasoning_record(svc, tenant: str, access: Access, query_id: str) -> dict:
+    """The ``ReasoningRecord`` body of ``GET /v1/queries/{query_id}``, once the records of
+    earlier queries are written: 404 when the tenant has no such query or ``access`` may not
+    read its record (:func:`readable`), 503 when the record writer is behind."""
+    from pathweave.records.reasoning import read_reasoning_record
+
+    _caught_up(svc, tenant)  # records are written off the query path
+    store = svc.store(tenant)
+    rows = svc.guard(store.run, "api_query_get", query_id=query_id)
+    if not rows or not readable(access, rows[0]):
+        raise ApiProblem(404, f"no reasoning record {query_id} for this tenant", "not-found")
+    try:
+        record = svc.guard(read_reasoning_record, store, query_id, access)
+    except KeyError:
+        record = {"query_id": query_id, "paths": [], "selected": []}
+    record = svc.guard(enrich_record, store, record, access)
+    return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
+
+
 RESTRICTED_READ_AHEAD = 10
 """A restricted caller's list of recent queries reads this many times its page, newest
 first, and keeps the records it may read."""
@@ -79,19 +98,7 @@ def router(api: ApiSettings) -> APIRouter:
              summary="A query's reasoning record", responses=errors(404, 422))
     def get_record(key: QueryKey, access: Caller, svc: ServicesDep, query_id: Annotated[str, Path(pattern=HEX32_PATTERN, examples=[
             "5b0c3d2e1f4a49b8a7c6d5e4f3a2b1c0"])]):
-        from pathweave.records.reasoning import read_reasoning_record
-
-        _caught_up(svc, key.tenant)  # records are written off the query path
-        store = svc.store(key.tenant)
-        rows = svc.guard(store.run, "api_query_get", query_id=query_id)
-        if not rows or not readable(access, rows[0]):
-            raise ApiProblem(404, f"no reasoning record {query_id} for this tenant", "not-found")
-        try:
-            record = svc.guard(read_reasoning_record, store, query_id, access)
-        except KeyError:
-            record = {"query_id": query_id, "paths": [], "selected": []}
-        record = svc.guard(enrich_record, store, record, access)
-        return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
+        return reasoning_record(svc, key.tenant, access, query_id)
 
     @router.get("/v1/queries", response_model=QueryList, tags=["query"], summary="The tenant's reasoning records",
              description="The tenant's queries (their reasoning records), newest first.", responses=errors(422))

@@ -1,0 +1,246 @@
+"""Pathweave as a Model Context Protocol server (the official ``mcp`` SDK's
+:class:`~mcp.server.mcpserver.MCPServer`): assistants and agents search the tenant's documents
+with the caller's API key and get passages with citations, the reasoning paths and the
+budgeted context, without glue code.
+
+Two transports serve the same tools:
+- **streamable HTTP**, on the API at ``/mcp`` (:func:`install`), stateless so that any API
+  replica answers any call. Every request carries ``Authorization: Bearer <API key>``
+  (and may carry the delegate headers of :mod:`pathweave_api.callers`); it is
+  authenticated, throttled and rate-limited as a REST request is, before the SDK sees it.
+- **stdio** (``pathweave mcp``, :func:`serve_stdio`), for a client on the same machine: the
+  key is ``PATHWEAVE_API_KEY`` in the server's environment, checked once at start.
+
+Tools (each checks its key's scope as the REST route does, validates its input with the
+API's request model and runs the route's own function, so the result is the REST body):
+- ``search`` (query scope): ``POST /v1/query``;
+- ``answer`` (query scope): the same with ``answer: true``;
+- ``get_reasoning_record`` (query scope): ``GET /v1/queries/{id}``;
+- ``get_document``, ``list_documents`` (ingest scope): ``GET /v1/documents[/{id}]``;
+- ``ingest_text`` (ingest scope): ``POST /v1/documents`` with one document.
+
+Resources: ``pathweave://documents/{doc_id}`` and ``pathweave://queries/{query_id}`` (the
+same bodies as JSON). An error is a tool error (or a resource error) reading
+``<status> <kind>: <detail>``, the REST API's problem in one line.
+"""
+
+import json
+import os
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from pydantic import Field, ValidationError
+
+from pathweave.access import Access
+from pathweave_api.auth import authenticate, require_scope
+from pathweave_api.callers import access_of
+from pathweave_api.keys import ApiKey
+from pathweave_api.problems import ApiProblem
+from pathweave_api.services import Services, build_services
+
+CALLER = "pathweave.caller"
+"""The ASGI scope key under which :func:`install`'s endpoint leaves the request's
+authenticated ``(ApiKey, Access)`` for the tools."""
+
+KEY_ENV = "PATHWEAVE_API_KEY"
+"""The environment variable holding the API key of a stdio server (``pathweave mcp``)."""
+
+
+Question = Annotated[str, Field(description="The question, in plain text.")]
+Mode = Annotated[str, Field(description="Retrieval mode: proprag (multi-hop paths), dense, hipporag2, prunerag or apr.")]
+K = Annotated[int, Field(description="Passages to return.")]
+Budget = Annotated[int | None, Field(description="With a token budget: the context selected under it (tokens).")]
+Session = Annotated[str | None, Field(description="A conversation's id: what earlier turns were sent is not sent "
+                                                  "again.")]
+
+
+def _problem_text(exc: ApiProblem) -> str:
+    return f"{exc.status} {exc.kind}: {exc.detail}"
+
+
+def _validation_text(exc: ValidationError) -> str:
+    return "422 validation-error: " + "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'input'}: {error['msg']}" for error in exc.errors())
+
+
+def _body(model, value) -> dict:
+    """``value`` as the REST route answers it: validated by its response ``model``, as JSON."""
+    return model.model_validate(value).model_dump(mode="json", by_alias=True)
+
+
+def build_server(svc: Services, query_body: type, stdio_caller: tuple[ApiKey, Access] | None = None) -> MCPServer:
+    """The MCP server of ``svc``: its tools and resources (see the module's text), queries
+    validated by ``query_body`` (:func:`pathweave_api.routers.query.query_model`). A tool's
+    caller is ``stdio_caller`` on stdio, else the one :func:`install`'s endpoint
+    authenticated for its HTTP request."""
+    from pathweave_api.bodies import source_documents
+    from pathweave_api.models import DocumentList, DocumentsRequest, DocumentText, ReasoningRecord, SubmitResponse
+    from pathweave_api.routers.documents import document_page, document_text, submit
+    from pathweave_api.routers.query import run_query
+    from pathweave_api.routers.records import reasoning_record
+
+    server = MCPServer(
+        "pathweave", title="Pathweave",
+        instructions=("Search the organisation's documents: `search` returns ranked passages with citations, the "
+                      "proposition paths connecting them and, with a token budget, a compact context; `answer` "
+                      "adds an answer written from them. Cite passages by their [n] markers."))
+
+    def caller(ctx: Context | None, scope: str) -> tuple[ApiKey, Access]:
+        request = ctx.request_context.request if ctx is not None else None
+        found = request.scope.get(CALLER) if request is not None else stdio_caller
+        if found is None:
+            raise ApiProblem(401, "missing API key: send 'Authorization: Bearer <key>'", "missing-api-key")
+        return require_scope(found[0], scope), found[1]
+
+    async def call(ctx: Context | None, scope: str, work: Callable[[ApiKey, Access], Any],
+                   error: type[Exception] = ToolError) -> Any:
+        """``work(key, access)`` in a worker thread, its problems as MCP errors."""
+        try:
+            key, access = caller(ctx, scope)
+            return await anyio.to_thread.run_sync(work, key, access)
+        except ApiProblem as exc:
+            raise error(_problem_text(exc)) from None
+        except ValidationError as exc:
+            raise error(_validation_text(exc)) from None
+
+    def query(question: str, mode: str, k: int, token_budget: int | None, session_id: str | None,
+              answer: bool) -> Callable[[ApiKey, Access], dict]:
+        def work(key: ApiKey, access: Access) -> dict:
+            body = {"question": question, "mode": mode, "k": k, "token_budget": token_budget,
+                    "session_id": session_id, **({"answer": True} if answer else {})}
+            req = query_body.model_validate({name: value for name, value in body.items() if value is not None})
+            return run_query(svc, key.tenant, req, access).model_dump(mode="json")
+        return work
+
+    @server.tool(description="Ranked passages of the organisation's documents for a question, with citations, the "
+                             "proposition paths connecting them and, with a token budget, the budgeted context "
+                             "(the body of POST /v1/query).")
+    async def search(question: Question, mode: Mode = "proprag", k: K = 5, token_budget: Budget = None,
+                     session_id: Session = None, ctx: Context = None) -> dict:
+        return await call(ctx, "query", query(question, mode, k, token_budget, session_id, False))
+
+    @server.tool(description="An answer to a question written by the configured model from the retrieved passages "
+                             "(or context), with its citations, beside what search returns.")
+    async def answer(question: Question, mode: Mode = "proprag", k: K = 5, token_budget: Budget = None,
+                     session_id: Session = None, ctx: Context = None) -> dict:
+        return await call(ctx, "query", query(question, mode, k, token_budget, session_id, True))
+
+    @server.tool(description="A query's stored reasoning record (its paths, selected nodes and the passages stating "
+                             "them), by the query_id a search returned.")
+    async def get_reasoning_record(query_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")],
+                                   ctx: Context = None) -> dict:
+        return await call(ctx, "query", lambda key, access: _body(ReasoningRecord, reasoning_record(
+            svc, key.tenant, access, query_id)))
+
+    @server.tool(description="A document with its passages' text in reading order (needs an ingest-scoped key).")
+    async def get_document(doc_id: Annotated[str, Field(pattern=r"^doc:[0-9a-f]{24}$")], ctx: Context = None) -> dict:
+        return await call(ctx, "ingest", lambda key, access: _body(DocumentText, document_text(
+            svc, key.tenant, access, doc_id)))
+
+    @server.tool(description="The tenant's documents, newest first, with their status (needs an ingest-scoped key).")
+    async def list_documents(limit: Annotated[int, Field(ge=1, le=svc.api.max_page)] = 50,
+                             offset: Annotated[int, Field(ge=0)] = 0, ctx: Context = None) -> dict:
+        return await call(ctx, "ingest", lambda key, access: _body(DocumentList, document_page(
+            svc, key.tenant, access, None, limit, offset)))
+
+    @server.tool(description="Ingest one text document (needs an ingest-scoped key): answers the job; the document "
+                             "is queryable once the job reads done.")
+    async def ingest_text(text: Annotated[str, Field(description="The document's text.")],
+                          title: Annotated[str, Field(description="Its title.")] = "",
+                          source: Annotated[str | None, Field(description="Where it comes from.")] = None,
+                          acl: Annotated[list[str] | None, Field(description="Who may read it (principals such "
+                                                                             "as group:finance).")] = None,
+                          ctx: Context = None) -> dict:
+        def work(key: ApiKey, access: Access) -> dict:
+            document = {"title": title, "text": text, **({"source": source} if source else {}),
+                        **({"acl": acl} if acl is not None else {})}
+            docs = source_documents(DocumentsRequest.model_validate({"documents": [document]}), svc)
+            return _body(SubmitResponse, submit(svc, key.tenant, docs, access))
+        return await call(ctx, "ingest", work)
+
+    @server.resource("pathweave://documents/{doc_id}", mime_type="application/json",
+                     description="A document with its passages (needs an ingest-scoped key).")
+    async def document_resource(doc_id: str, ctx: Context = None) -> str:
+        return json.dumps(await call(ctx, "ingest", lambda key, access: _body(DocumentText, document_text(
+            svc, key.tenant, access, doc_id)), ResourceError))
+
+    @server.resource("pathweave://queries/{query_id}", mime_type="application/json",
+                     description="A query's reasoning record.")
+    async def record_resource(query_id: str, ctx: Context = None) -> str:
+        return json.dumps(await call(ctx, "query", lambda key, access: _body(ReasoningRecord, reasoning_record(
+            svc, key.tenant, access, query_id)), ResourceError))
+
+    return server
+
+
+class _Authenticated:
+    """The ASGI endpoint of ``/mcp``: the request's API key and access are checked
+    (:func:`pathweave_api.auth.authenticate`, :func:`pathweave_api.callers.access_of`) and
+    left in the scope under :data:`CALLER` before the SDK's transport sees the request; a
+    refused request is answered as the REST API answers it (a problem document)."""
+
+    def __init__(self, svc: Services, transport) -> None:
+        self.svc, self.transport = svc, transport
+
+    async def __call__(self, scope, receive, send) -> None:
+        from starlette.requests import Request
+
+        from pathweave_api.problems import problem_response
+
+        request = Request(scope, receive)
+        header = request.headers.get("authorization", "")
+        token = header[7:] if header[:7].lower() == "bearer " else None
+        try:
+            key = await anyio.to_thread.run_sync(authenticate, self.svc, token,
+                                                 request.client.host if request.client else None)
+            access = access_of(key, request.headers, self.svc.settings.access)
+        except ApiProblem as exc:
+            response = problem_response(exc.status, exc.detail, request.url.path, exc.kind, exc.headers, exc.errors)
+            await response(scope, receive, send)
+            return
+        await self.transport({**scope, CALLER: (key, access)}, receive, send)
+
+
+def install(app, svc: Services, query_body: type):
+    """Serve the MCP tools on ``app`` at ``/mcp`` (streamable HTTP, stateless, JSON
+    responses). Returns the server; its session manager must run while the app does
+    (``server.session_manager.run()`` in the app's lifespan)."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.routing import Route
+
+    server = build_server(svc, query_body)
+    # keys, not cookies, authenticate: a rebound DNS name gains nothing, and replicas sit behind any host name
+    server.streamable_http_app(stateless_http=True, json_response=True,
+                               transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    endpoint = _Authenticated(svc, StreamableHTTPASGIApp(server.session_manager))
+    app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"],
+                                   include_in_schema=False))
+    return server
+
+
+def serve_stdio(settings=None) -> None:
+    """``pathweave mcp``: the tools over stdio for a local client, as the key in
+    :data:`KEY_ENV` (its tenant, scope and principals), on the process's own runtime (store,
+    embedder, extractor; nothing is printed to stdout but the protocol). Raises
+    ``SystemExit`` with a message when the key is missing or invalid."""
+    from pathweave.settings import get_settings
+    from pathweave_api.routers.query import query_model
+
+    token = os.environ.get(KEY_ENV, "").strip()
+    if not token:
+        raise SystemExit(f"set {KEY_ENV} to an API key (create one with `pathweave keys create`)")
+    settings = settings or get_settings()
+    svc = build_services(settings)
+    svc.start()
+    try:
+        key = svc.keys.authenticate(token)
+        if key is None:
+            raise SystemExit(f"{KEY_ENV} is not a valid API key of this installation")
+        access = Access(None if key.principals is None else frozenset(key.principals))
+        build_server(svc, query_model(svc.api), stdio_caller=(key, access)).run("stdio")
+    finally:
+        svc.stop()
