@@ -16,6 +16,8 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pathweave.access import check_principals
+from pathweave.errors import BadRequest
 from pathweave_api import problems
 from pathweave_api.models import DocumentsRequest
 from pathweave_api.problems import ApiProblem
@@ -101,8 +103,10 @@ def source_documents(parsed: DocumentsRequest, svc: Services) -> list[SourceDocu
     return docs
 
 async def read_files(request: Request, svc: Services) -> list[SourceDocument]:
-    """The documents of a multipart body's files (field ``files``): 422 listing every rejected
-    file or item, nothing ingested then."""
+    """The documents of a multipart body's files (field ``files``), each with the access list
+    of text field ``acl`` when one is sent (principals, repeated or comma-separated; an
+    empty value: only callers without principals): 422 listing every rejected file or item,
+    or naming a malformed principal, nothing ingested then."""
     api, settings = svc.api, svc.settings
     await request.body()  # the whole body (within the limit), so it can be checked after parsing
     try:
@@ -120,10 +124,14 @@ async def read_files(request: Request, svc: Services) -> list[SourceDocument]:
                          "malformed-multipart")
     try:
         uploads: list[UploadFile] = []
+        acl: list[str] | None = None
         for name, value in form.multi_items():
+            if name == "acl" and isinstance(value, str):  # the files' access list: repeated or comma-separated
+                acl = (acl or []) + [v for v in (part.strip() for part in value.split(",")) if v]
+                continue
             if name not in ("files", "file"):
                 raise ApiProblem(422, f"unknown form field {name[:100]!r}: send documents as files in "
-                                      "field 'files'", "validation-error")
+                                      "field 'files' (and their access list in field 'acl')", "validation-error")
             if not isinstance(value, UploadFile):
                 raise ApiProblem(422, f"form field {name!r} must be a file upload, not a text value",
                                  "validation-error")
@@ -162,6 +170,12 @@ async def read_files(request: Request, svc: Services) -> list[SourceDocument]:
         if len(docs) > api.max_documents:
             raise ApiProblem(422, f"too many documents ({len(docs)} > {api.max_documents} per request)",
                              "too-many-documents")
+        if acl is not None:
+            try:
+                checked = check_principals(acl, "acl")
+            except BadRequest as exc:
+                raise ApiProblem(422, str(exc), "validation-error") from None
+            docs = [dataclasses.replace(d, acl=checked) for d in docs]
         return docs
     finally:
         await form.close()

@@ -182,3 +182,21 @@ def test_patch_of_an_access_list_holds_for_the_next_query(client, keys, corpus):
     ask = {"question": "Which policy names a marker?", "mode": "dense", "k": 10}
     assert "MARKERPUT5521" in " ".join(strings(client.post("/v1/query", headers=blue, json=ask).json()))
     assert "MARKERPUT5521" not in " ".join(strings(client.post("/v1/query", headers=red, json=ask).json()))
+
+
+def test_an_upload_carries_its_access_list_in_the_form(client, keys, wait):
+    tenant = f"accu{uuid.uuid4().hex[:10]}"
+    admin = key(keys, tenant)
+    files = [("files", ("larkspur.txt", b"The Larkspur audit was signed by Osgood Trell. Its code is MARKERUPLOAD6610.\n",
+                        "text/plain")), ("acl", (None, "group:red,user:alice"))]
+    bad = client.post("/v1/documents", headers=admin, files=[files[0], ("acl", (None, "finance"))])
+    assert bad.status_code == 422 and "finance" in bad.json()["detail"]
+    done = client.post("/v1/documents", headers=admin, files=files)
+    assert done.status_code == 202, done.text
+    assert wait(admin, done.json()["job_id"])["status"] == "done"
+    listed = client.get(f"/v1/documents/{done.json()['documents'][0]['doc_id']}", headers=admin)
+    assert listed.status_code == 200
+    ask = {"question": "Who signed the Larkspur audit?", "mode": "dense", "k": 5}
+    for principals, sees in ((["group:red"], True), (["user:alice"], True), (["group:blue"], False)):
+        answer = client.post("/v1/query", headers=key(keys, tenant, principals), json=ask).json()
+        assert ("MARKERUPLOAD6610" in " ".join(strings(answer))) == sees, principals

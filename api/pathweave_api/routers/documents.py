@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from pathweave.access import UNRESTRICTED, Access
+from pathweave.access import PRINCIPAL_PATTERN, UNRESTRICTED, Access
 from pathweave.settings import ApiSettings
 from pathweave_api import metrics
 from pathweave_api.auth import IngestKey
@@ -105,10 +105,16 @@ def router(api: ApiSettings) -> APIRouter:
         "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1,
         "maxItems": api.max_documents,
         "description": "Files: .txt, .md, .pdf (text per page), .html/.htm (main content), .docx (headings as "
-                       "sections): one document each; .json (a list of {title, text}), .jsonl."}}}
+                       "sections): one document each; .json (a list of {title, text}), .jsonl."},
+        "acl": {"type": "array", "items": {"type": "string", "pattern": PRINCIPAL_PATTERN.pattern}, "maxItems": 1000,
+                "description": "Access list of every uploaded document (repeated or comma-separated principals; "
+                               "absent: the tenant's default)."}}}
     put_file_schema = {"type": "object", "required": ["files"], "properties": {"files": {
         "type": "array", "items": {"type": "string", "format": "binary"}, "minItems": 1, "maxItems": 1,
-        "description": "One file: .txt, .md, .pdf, .html/.htm, .docx (or a .json/.jsonl with one item)."}}}
+        "description": "One file: .txt, .md, .pdf, .html/.htm, .docx (or a .json/.jsonl with one item)."},
+        "acl": {"type": "array", "items": {"type": "string", "pattern": PRINCIPAL_PATTERN.pattern}, "maxItems": 1000,
+                "description": "Access list of the document (repeated or comma-separated principals; absent: the "
+                               "stored list, or the tenant's default)."}}}
 
     @router.post(
         "/v1/documents", status_code=202, response_model=SubmitResponse, tags=["documents"],
