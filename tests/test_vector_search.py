@@ -107,7 +107,7 @@ def test_a_tenant_without_nodes_of_the_label_stops_after_the_exact_search(crowde
 
 
 @pytest.mark.parametrize("k,share", [(5, 0.5), (20, 0.3), (100, 0.5), (60, 0.9)])
-def test_a_restricted_search_first_asks_enough_places_about_forty_nine_times_in_fifty(k, share):
+def test_a_restricted_search_first_asks_enough_places_but_one_time_in_twenty_at_most(k, share):
     asked = base.first_ask(k, share)
     assert k / share < asked < 2 * k / share
     rng = np.random.default_rng(7)

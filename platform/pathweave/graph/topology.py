@@ -401,9 +401,12 @@ class Topology:
     def set_access(self, passage_ids: list[str], rows: list[dict]) -> None:
         """Set the access class of ``passage_ids`` from the rows of ``topology_passage_access``
         (``{passage_id, acl}``, one per document holding the passage): the union of its
-        documents' lists, or the whole tenant when one has none (:func:`pathweave.access.passage_acl`)."""
+        documents' lists, or the whole tenant when one has none (:func:`pathweave.access.passage_acl`).
+        Their node-cache rows are forgotten: the documents holding them (whose first one the
+        cache names, and cites for a passage one document holds) may have changed."""
         from pathweave.access import passage_acl
 
+        self.nodes.evict(passage_ids)
         acls: dict[str, list] = {pid: [] for pid in passage_ids}
         for row in rows:
             acls.setdefault(row["passage_id"], []).append(row["acl"])

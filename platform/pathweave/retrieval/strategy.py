@@ -167,13 +167,14 @@ class RankingMode(RetrievalMode):
         lexical = self.lexical_searches(resources, depth) if resources.settings.retrieval.lexical != "off" else {}
         if access.restricted:  # the readable part first: the searches keep only its hits
             topology = resources.topology(resources.held_version())  # the held one: no read
+            applied = topology.version  # (a view is rebuilt only for a change of its graph: its own may be older)
             view = visible_view(topology.view(), access)
             clock("topology")
             found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
                                                accept=acceptors(view, access))
             if version is None:  # the searches read no version: ask for it
                 version = resources.store.graph_version()
-            if version > view.version:  # the graph changed since the held topology: again on the new one
+            if version > applied:  # the graph changed since the held topology: again on the new one
                 topology = resources.topology(version)
                 view = visible_view(topology.view(), access)
                 found, _ = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,

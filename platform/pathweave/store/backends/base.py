@@ -142,7 +142,7 @@ class Acceptor(Protocol):
 
 
 MIN_FIRST_SHARE = 0.05
-"""A restricted search's first round asks for at most ``k / MIN_FIRST_SHARE`` places (a caller
+"""The smallest share :func:`first_ask` sizes a restricted search's first round for (a caller
 reading less of the tenant widens from there, x4 per round)."""
 
 
