@@ -22,6 +22,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
 
 from pathweave.settings import ApiSettings, Settings, WorkerSettings
+from pathweave.telemetry.setup import configure_tracing
 from pathweave_api import explorer, mcp_server, metrics, problems
 from pathweave_api.keys import KeyStore
 from pathweave_api.limits import BodyLimitMiddleware
@@ -46,7 +47,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
     async def lifespan(app: FastAPI):
         svc.start()
         try:
-            async with mcp.session_manager.run():
+            async with mcp.running():
                 yield
         finally:
             await run_in_threadpool(svc.stop)
@@ -121,5 +122,11 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
 
     explorer.install(app)
     app.openapi = openapi  # type: ignore[method-assign]
+    if configure_tracing("pathweave-api"):  # the standard OTEL_* variables asked for traces
+        from opentelemetry.instrumentation.celery import CeleryInstrumentor
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
+        CeleryInstrumentor().instrument()  # a published batch carries the request's trace to its worker
     return app
 

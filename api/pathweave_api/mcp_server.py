@@ -9,7 +9,8 @@ Two transports serve the same tools:
   (and may carry the delegate headers of :mod:`pathweave_api.callers`); it is
   authenticated, throttled and rate-limited as a REST request is, before the SDK sees it.
 - **stdio** (``pathweave mcp``, :func:`serve_stdio`), for a client on the same machine: the
-  key is ``PATHWEAVE_API_KEY`` in the server's environment, checked once at start.
+  key is ``PATHWEAVE_API_KEY`` in the server's environment, authenticated at start and at
+  each call (``ingest_text`` needs a broker there: a queue in the process would end with it).
 
 Tools (each checks its key's scope as the REST route does, validates its input with the
 API's request model and runs the route's own function, so the result is the REST body):
@@ -26,19 +27,26 @@ same bodies as JSON). An error is a tool error (or a resource error) reading
 
 import json
 import os
+import re
+from contextlib import asynccontextmanager
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.routing import Route
 from pydantic import Field, ValidationError
 
 from pathweave.access import Access
+from pathweave.telemetry.setup import configure_tracing
 from pathweave_api.auth import authenticate, require_scope
 from pathweave_api.callers import access_of
 from pathweave_api.keys import ApiKey
-from pathweave_api.problems import ApiProblem
+from pathweave_api.models import DOC_ID_PATTERN, HEX32_PATTERN
+from pathweave_api.problems import ApiProblem, problem_response
 from pathweave_api.services import Services, build_services
 
 CALLER = "pathweave.caller"
@@ -71,11 +79,13 @@ def _body(model, value) -> dict:
     return model.model_validate(value).model_dump(mode="json", by_alias=True)
 
 
-def build_server(svc: Services, query_body: type, stdio_caller: tuple[ApiKey, Access] | None = None) -> MCPServer:
+def build_server(svc: Services, query_body: type, stdio_key: str | None = None) -> MCPServer:
     """The MCP server of ``svc``: its tools and resources (see the module's text), queries
     validated by ``query_body`` (:func:`pathweave_api.routers.query.query_model`). A tool's
-    caller is ``stdio_caller`` on stdio, else the one :func:`install`'s endpoint
-    authenticated for its HTTP request."""
+    caller is the one :class:`McpEndpoint` authenticated for its HTTP request; on stdio, the
+    API key ``stdio_key``, authenticated at each call as a request is (a revoked key stops
+    working, its rate limit holds). Over stdio without a broker, ``ingest_text`` is refused:
+    a queue in this process would end with its client, and the document with it."""
     from pathweave_api.bodies import source_documents
     from pathweave_api.models import DocumentList, DocumentsRequest, DocumentText, ReasoningRecord, SubmitResponse
     from pathweave_api.routers.documents import document_page, document_text, submit
@@ -88,19 +98,27 @@ def build_server(svc: Services, query_body: type, stdio_caller: tuple[ApiKey, Ac
                       "proposition paths connecting them and, with a token budget, a compact context; `answer` "
                       "adds an answer written from them. Cite passages by their [n] markers."))
 
-    def caller(ctx: Context | None, scope: str) -> tuple[ApiKey, Access]:
-        request = ctx.request_context.request if ctx is not None else None
-        found = request.scope.get(CALLER) if request is not None else stdio_caller
+    def caller(request, scope: str) -> tuple[ApiKey, Access]:
+        if request is not None:
+            found = request.scope.get(CALLER)
+        elif stdio_key is not None:
+            key = authenticate(svc, stdio_key, None)
+            found = (key, access_of(key, {}, svc.settings.access))
+        else:
+            found = None
         if found is None:
             raise ApiProblem(401, "missing API key: send 'Authorization: Bearer <key>'", "missing-api-key")
         return require_scope(found[0], scope), found[1]
 
     async def call(ctx: Context | None, scope: str, work: Callable[[ApiKey, Access], Any],
                    error: type[Exception] = ToolError) -> Any:
-        """``work(key, access)`` in a worker thread, its problems as MCP errors."""
+        """``work(key, access)`` in a worker thread, its caller first, its problems as MCP errors."""
+        request = ctx.request_context.request if ctx is not None else None
+
+        def run() -> Any:
+            return work(*caller(request, scope))
         try:
-            key, access = caller(ctx, scope)
-            return await anyio.to_thread.run_sync(work, key, access)
+            return await anyio.to_thread.run_sync(run)
         except ApiProblem as exc:
             raise error(_problem_text(exc)) from None
         except ValidationError as exc:
@@ -130,13 +148,13 @@ def build_server(svc: Services, query_body: type, stdio_caller: tuple[ApiKey, Ac
 
     @server.tool(description="A query's stored reasoning record (its paths, selected nodes and the passages stating "
                              "them), by the query_id a search returned.")
-    async def get_reasoning_record(query_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")],
+    async def get_reasoning_record(query_id: Annotated[str, Field(pattern=HEX32_PATTERN)],
                                    ctx: Context = None) -> dict:
         return await call(ctx, "query", lambda key, access: _body(ReasoningRecord, reasoning_record(
             svc, key.tenant, access, query_id)))
 
     @server.tool(description="A document with its passages' text in reading order (needs an ingest-scoped key).")
-    async def get_document(doc_id: Annotated[str, Field(pattern=r"^doc:[0-9a-f]{24}$")], ctx: Context = None) -> dict:
+    async def get_document(doc_id: Annotated[str, Field(pattern=DOC_ID_PATTERN)], ctx: Context = None) -> dict:
         return await call(ctx, "ingest", lambda key, access: _body(DocumentText, document_text(
             svc, key.tenant, access, doc_id)))
 
@@ -155,6 +173,9 @@ def build_server(svc: Services, query_body: type, stdio_caller: tuple[ApiKey, Ac
                                                                              "as group:finance).")] = None,
                           ctx: Context = None) -> dict:
         def work(key: ApiKey, access: Access) -> dict:
+            if stdio_key is not None and not svc.ws.broker_url:
+                raise ApiProblem(503, "ingest_text over stdio needs a broker (PATHWEAVE_WORKER_BROKER_URL): a queue "
+                                      "in this process would end with its client; or use the API's /mcp", "no-broker")
             document = {"title": title, "text": text, **({"source": source} if source else {}),
                         **({"acl": acl} if acl is not None else {})}
             docs = source_documents(DocumentsRequest.model_validate({"documents": [document]}), svc)
@@ -164,69 +185,86 @@ def build_server(svc: Services, query_body: type, stdio_caller: tuple[ApiKey, Ac
     @server.resource("pathweave://documents/{doc_id}", mime_type="application/json",
                      description="A document with its passages (needs an ingest-scoped key).")
     async def document_resource(doc_id: str, ctx: Context = None) -> str:
+        if not re.fullmatch(DOC_ID_PATTERN, doc_id):
+            raise ResourceError(f"422 validation-error: doc_id {doc_id[:40]!r} is no document id (doc: + 24 hex)")
         return json.dumps(await call(ctx, "ingest", lambda key, access: _body(DocumentText, document_text(
             svc, key.tenant, access, doc_id)), ResourceError))
 
     @server.resource("pathweave://queries/{query_id}", mime_type="application/json",
                      description="A query's reasoning record.")
     async def record_resource(query_id: str, ctx: Context = None) -> str:
+        if not re.fullmatch(HEX32_PATTERN, query_id):
+            raise ResourceError(f"422 validation-error: query_id {query_id[:40]!r} is no query id (32 hex)")
         return json.dumps(await call(ctx, "query", lambda key, access: _body(ReasoningRecord, reasoning_record(
             svc, key.tenant, access, query_id)), ResourceError))
 
     return server
 
 
-class _Authenticated:
+class McpEndpoint:
     """The ASGI endpoint of ``/mcp``: the request's API key and access are checked
-    (:func:`pathweave_api.auth.authenticate`, :func:`pathweave_api.callers.access_of`) and
-    left in the scope under :data:`CALLER` before the SDK's transport sees the request; a
-    refused request is answered as the REST API answers it (a problem document)."""
+    (:func:`pathweave_api.auth.authenticate`, :func:`pathweave_api.callers.access_of`, in a
+    worker thread) and left in the scope under :data:`CALLER` before the SDK's transport
+    sees the request; a refused request is answered as the REST API answers it (a problem
+    document). The transport's session manager runs while the app's lifespan does
+    (:meth:`running`; one per lifespan, the SDK's runs once); outside one, ``/mcp`` is a 503."""
 
-    def __init__(self, svc: Services, transport) -> None:
-        self.svc, self.transport = svc, transport
+    def __init__(self, svc: Services, server: MCPServer) -> None:
+        self.svc, self.server = svc, server
+        self._managers: list = []  # the running lifespans' session managers, newest last
+
+    @asynccontextmanager
+    async def running(self):
+        """Run a new session manager (stateless, JSON responses, bodies up to
+        ``api.max_body_bytes``) for the duration of a lifespan of the app."""
+        # keys, not cookies, authenticate: a rebound DNS name gains nothing, and replicas sit behind any host name
+        self.server.streamable_http_app(
+            stateless_http=True, json_response=True, max_request_body_size=self.svc.api.max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        manager = self.server.session_manager
+        async with manager.run():
+            self._managers.append(manager)
+            try:
+                yield
+            finally:
+                self._managers.remove(manager)
 
     async def __call__(self, scope, receive, send) -> None:
-        from starlette.requests import Request
-
-        from pathweave_api.problems import problem_response
-
         request = Request(scope, receive)
         header = request.headers.get("authorization", "")
         token = header[7:] if header[:7].lower() == "bearer " else None
+        address = request.client.host if request.client else None
+
+        def caller() -> tuple[ApiKey, Access]:
+            key = authenticate(self.svc, token, address)
+            return key, access_of(key, request.headers, self.svc.settings.access)
         try:
-            key = await anyio.to_thread.run_sync(authenticate, self.svc, token,
-                                                 request.client.host if request.client else None)
-            access = access_of(key, request.headers, self.svc.settings.access)
+            found = await anyio.to_thread.run_sync(caller)
+            if not self._managers:
+                raise ApiProblem(503, "the MCP transport is not running (the app's lifespan has not started)",
+                                 "service-unavailable", {"Retry-After": "5"})
         except ApiProblem as exc:
             response = problem_response(exc.status, exc.detail, request.url.path, exc.kind, exc.headers, exc.errors)
             await response(scope, receive, send)
             return
-        await self.transport({**scope, CALLER: (key, access)}, receive, send)
+        await self._managers[-1].asgi_app({**scope, CALLER: found}, receive, send)
 
 
-def install(app, svc: Services, query_body: type):
-    """Serve the MCP tools on ``app`` at ``/mcp`` (streamable HTTP, stateless, JSON
-    responses). Returns the server; its session manager must run while the app does
-    (``server.session_manager.run()`` in the app's lifespan)."""
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.routing import Route
-
-    server = build_server(svc, query_body)
-    # keys, not cookies, authenticate: a rebound DNS name gains nothing, and replicas sit behind any host name
-    server.streamable_http_app(stateless_http=True, json_response=True,
-                               transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    endpoint = _Authenticated(svc, StreamableHTTPASGIApp(server.session_manager))
+def install(app, svc: Services, query_body: type) -> McpEndpoint:
+    """Serve the MCP tools on ``app`` at ``/mcp`` (streamable HTTP). Returns the endpoint,
+    whose :meth:`McpEndpoint.running` the app's lifespan enters."""
+    endpoint = McpEndpoint(svc, build_server(svc, query_body))
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"],
                                    include_in_schema=False))
-    return server
+    return endpoint
 
 
 def serve_stdio(settings=None) -> None:
     """``pathweave mcp``: the tools over stdio for a local client, as the key in
-    :data:`KEY_ENV` (its tenant, scope and principals), on the process's own runtime (store,
-    embedder, extractor; nothing is printed to stdout but the protocol). Raises
-    ``SystemExit`` with a message when the key is missing or invalid."""
+    :data:`KEY_ENV` (authenticated at start and at each call: its tenant, scope and
+    principals), on the process's own runtime (store, embedder; no queue, warm-up or reaper
+    is started; nothing is printed to stdout but the protocol). Raises ``SystemExit`` with a
+    message when the key is missing or refused."""
     from pathweave.settings import get_settings
     from pathweave_api.routers.query import query_model
 
@@ -234,13 +272,13 @@ def serve_stdio(settings=None) -> None:
     if not token:
         raise SystemExit(f"set {KEY_ENV} to an API key (create one with `pathweave keys create`)")
     settings = settings or get_settings()
+    configure_tracing("pathweave-mcp")
     svc = build_services(settings)
-    svc.start()
     try:
-        key = svc.keys.authenticate(token)
-        if key is None:
-            raise SystemExit(f"{KEY_ENV} is not a valid API key of this installation")
-        access = Access(None if key.principals is None else frozenset(key.principals))
-        build_server(svc, query_model(svc.api), stdio_caller=(key, access)).run("stdio")
+        try:
+            authenticate(svc, token, None)
+        except ApiProblem as exc:
+            raise SystemExit(f"{KEY_ENV}: {exc.detail}") from None
+        build_server(svc, query_model(svc.api), stdio_key=token).run("stdio")
     finally:
         svc.stop()
