@@ -457,7 +457,7 @@ RETURN count(*) AS n;
 // A reasoning record's Query node (also when it selected nothing).
 MATCH (q:Query {query_id: $query_id}) WHERE q.tenant = $tenant
 RETURN q.query_id AS query_id, q.text AS text, q.mode AS mode, q.created_at AS created_at,
-       q.principals AS principals;
+       q.principals AS principals, q.trace_id AS trace_id;
 
 // name: passage_citations
 // Where each passage of $ids comes from (citations "title, p. N" / "title > section"): its

@@ -4,10 +4,11 @@
 
 // name: write_query
 // $principals: the caller's (null: unrestricted); only callers reading at least what it
-// read may read the record (read_query_principals, pathweave.access).
+// read may read the record (read_query_principals, pathweave.access). $trace_id: the
+// query's OpenTelemetry trace (null when untraced): a record in the Browser leads to it.
 MERGE (q:Query {query_id: $query_id})
 ON CREATE SET q.tenant = $tenant, q.text = $text, q.mode = $mode, q.created_at = $created_at,
-              q.principals = $principals
+              q.principals = $principals, q.trace_id = $trace_id
 RETURN q.query_id AS query_id;
 
 // name: read_query_principals

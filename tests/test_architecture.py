@@ -70,6 +70,7 @@ def test_the_checks_catch_an_upward_import_and_a_cycle():
 CORE_RANKS = {
     "servers": 0, "store": 0,  # managed processes; store access over Bolt (neither knows the other)
     "access": 0,  # who may read what: access lists and principals (vocabulary of the packages above)
+    "telemetry": 0,  # spans through the OpenTelemetry API, and the SDK's set-up
     "graph": 1, "records": 1, "selection": 1, "embedding": 1, "llm": 1,
     "retrieval": 2,
     "apr": 3,  # AutoPrunedRetriever builds on the retrieval modes, never the other way

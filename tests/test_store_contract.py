@@ -166,7 +166,7 @@ def write_record(store: GraphStore, query_id: str) -> None:
     t = store.tenant
     store.run_in_transaction([
         ("write_query", {"query_id": query_id, "text": "who owns entity 1?", "mode": "proprag",
-                         "created_at": "2026-01-02T03:04:05Z", "principals": None}),
+                         "created_at": "2026-01-02T03:04:05Z", "principals": None, "trace_id": None}),
         ("write_paths", {"query_id": query_id, "rows": [
             {"path_id": f"{query_id}:0", "rank": 0, "score": 0.9, "text": "proposition 0 proposition 1"},
             {"path_id": f"{query_id}:1", "rank": 1, "score": 0.5, "text": "proposition 1"}]}),

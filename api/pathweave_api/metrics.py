@@ -18,6 +18,11 @@ HTTP_SECONDS = Histogram("pathweave_http_request_duration_seconds", "HTTP reques
 QUERIES = Counter("pathweave_queries_total", "Queries answered, by retrieval mode.", ["mode"])
 QUERY_SECONDS = Histogram("pathweave_query_duration_seconds", "Retrieval time (store + ranking) by mode.",
                           ["mode"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+QUERY_STAGE_SECONDS = Histogram("pathweave_query_stage_duration_seconds",
+                                "Time of each retrieval stage (the keys of a response's timings_ms) by mode.",
+                                ["mode", "stage"],
+                                buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                                         30))
 DOCUMENTS_SUBMITTED = Counter("pathweave_documents_submitted_total", "Documents accepted for ingestion.")
 BATCHES_ENQUEUED = Counter("pathweave_batches_enqueued_total", "Ingestion batches enqueued, by queue mode.",
                            ["mode"])

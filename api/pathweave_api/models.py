@@ -382,6 +382,8 @@ class QueryResponse(BaseModel):
     apr: AprContext | None = Field(None, description="Mode apr: the compact prompt sent, its tokens per rendering "
                                                      "and the runs selected (reused ones referenced by code).")
     note: str | None = None
+    trace_id: str | None = Field(None, description="The query's OpenTelemetry trace (32 hex) when the service "
+                                                   "traces; also in the X-Pathweave-Trace-Id header and the record.")
     links: dict[str, str]
 
     @classmethod
@@ -397,7 +399,7 @@ class QueryResponse(BaseModel):
             citations=[Citation(marker=hit.rank, **hit.model_dump(include=set(Citation.model_fields) - {"marker"}))
                        for hit in result.passages],
             timings_ms=result.timings_ms, context=result.context, answer=result.answer, tree=result.tree,
-            apr=result.apr, note=note, links={"record": f"/v1/queries/{result.query_id}"})
+            apr=result.apr, note=note, trace_id=result.trace_id, links={"record": f"/v1/queries/{result.query_id}"})
 
 
 class RecordStep(BaseModel):
@@ -451,6 +453,7 @@ class ReasoningRecord(BaseModel):
     text: str | None = None
     mode: str | None = None
     created_at: str | None = None
+    trace_id: str | None = Field(None, description="The query's OpenTelemetry trace (32 hex), when it was traced.")
     paths: list[RecordPath]
     selected: list[RecordSelected]
     passages: list[RecordPassage] = Field(

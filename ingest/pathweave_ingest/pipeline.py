@@ -23,6 +23,7 @@ each stage (:mod:`pathweave_ingest.profile`).
 
 from __future__ import annotations
 
+import contextvars
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable
@@ -256,12 +257,13 @@ class Pipeline:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pathweave-writer") as writer, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="pathweave-extract") as extraction:
             pending: Future | None = None
-            extracted = extraction.submit(self._extract, groups[0]) if groups else None
+            extracted = extraction.submit(contextvars.copy_context().run, self._extract, groups[0]) if groups else None
             for index, group in enumerate(groups):
                 # the next group is chunked and extracted (spaCy, one core) while this one
                 # is embedded (the other cores) and the previous one is written
                 current = extracted
-                extracted = extraction.submit(self._extract, groups[index + 1]) if index + 1 < len(groups) else None
+                extracted = extraction.submit(contextvars.copy_context().run, self._extract, groups[index + 1]) \
+                    if index + 1 < len(groups) else None
                 try:
                     batch = current.result()
                     prepared = (batch, self._embed(batch))
@@ -269,7 +271,8 @@ class Pipeline:
                     prepared = None
                 if pending is not None:
                     done += self._settle(pending, report, new_entities, aliases, failed, on_progress, done)
-                pending = writer.submit(self._write, group, prepared, replace, versions, report)
+                pending = writer.submit(contextvars.copy_context().run, self._write, group, prepared, replace, versions,
+                                        report)  # in the batch's context: its spans are the batch's
             if pending is not None:
                 self._settle(pending, report, new_entities, aliases, failed, on_progress, done)
         for group in failed:  # retry one by one so a bad document does not sink its group

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pathweave.telemetry import stage_span
+
 STAGES = ("chunk", "extract", "lookup", "embed", "apr_runs", "write", "apr_codes", "synonymy", "aliases", "change")
 
 
@@ -43,9 +45,13 @@ class IngestProfile:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, stage: str, seconds: float) -> None:
-        """Add ``seconds`` to ``stage``. Raises KeyError for a stage not in :data:`STAGES`."""
+        """Add ``seconds`` (just ended) to ``stage``, and record them as a span ``stage`` of a
+        traced batch (:func:`pathweave.telemetry.stage_span`). Raises KeyError for a stage
+        not in :data:`STAGES`."""
         with self._lock:
             self.seconds[stage] = self.seconds[stage] + max(0.0, seconds)
+        ended = time.time_ns()
+        stage_span(stage, ended - int(max(0.0, seconds) * 1e9), ended)
 
     @contextmanager
     def stage(self, stage: str) -> Iterator[None]:

@@ -44,6 +44,7 @@ from typing import Any
 
 from pathweave.errors import StoreUnavailable, is_transient
 from pathweave.store.graph_store import GraphStore
+from pathweave.telemetry import TRACER
 from pathweave_ingest import lifecycle
 from pathweave_ingest.jobs import now_iso, reference, to_source
 from pathweave_ingest.profile import IngestProfile
@@ -118,23 +119,27 @@ def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[s
     ignored, because the documents left ``running`` were left by the dead delivery, so
     a document that kills its worker still uses up its attempts. Raises
     :class:`StoreUnavailable` when the store is unavailable (nothing is lost: run the
-    batch again later).
+    batch again later). The batch is a span ``pathweave.ingest_batch`` (its stages and store
+    round trips its children) when the process traces.
     """
     if redelivered:
         resumed = ()
     started = time.perf_counter()
     outcome = BatchOutcome()
     store: GraphStore | None = None
-    try:
-        store = runtime.store(tenant)
-        _run(runtime, store, tenant, documents, set(resumed), outcome)
-    except StoreUnavailable:
-        runtime.reset()
-        raise
-    except Exception as exc:
-        if is_transient(exc) or store is None or not store_ok(store):
-            raise _transient(runtime, exc) from exc
-        raise
+    with TRACER.start_as_current_span("pathweave.ingest_batch", attributes={
+            "pathweave.tenant": tenant, "pathweave.job_id": job_id, "pathweave.documents": len(documents),
+            "pathweave.redelivered": redelivered}):
+        try:
+            store = runtime.store(tenant)
+            _run(runtime, store, tenant, documents, set(resumed), outcome)
+        except StoreUnavailable:
+            runtime.reset()
+            raise
+        except Exception as exc:
+            if is_transient(exc) or store is None or not store_ok(store):
+                raise _transient(runtime, exc) from exc
+            raise
     outcome.seconds = time.perf_counter() - started
     log.info("batch of %d for %s (job %s): %s", len(documents), tenant, job_id, json.dumps(outcome.summary()))
     return outcome

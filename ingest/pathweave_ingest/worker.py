@@ -201,15 +201,30 @@ def ingest_batch(self, tenant: str, job_id: str, documents: list[dict], resumed:
 
 @signals.worker_ready.connect
 def _warm_main(**_: object) -> None:
-    """solo/threads pools run tasks in this process: load the models before the first batch."""
+    """solo/threads pools run tasks in this process: trace (when asked) and load the models
+    before the first batch."""
     if get_settings().worker.pool in ("solo", "threads"):
+        _trace()
         runtime().warm(queries=False)
 
 
 @signals.worker_process_init.connect
 def _warm_child(**_: object) -> None:
-    """prefork children: connect and load the models after the fork."""
+    """prefork children: trace (when asked), connect and load the models after the fork."""
+    _trace()
     runtime().warm(queries=False)
+
+
+def _trace() -> None:
+    """Export this process's spans when the standard ``OTEL_*`` variables ask for it
+    (:func:`pathweave.telemetry.setup.configure_tracing`), its tasks instrumented by the
+    maintained Celery instrumentation (a batch's span continues the trace that published it)."""
+    from pathweave.telemetry.setup import configure_tracing
+
+    if configure_tracing("pathweave-worker"):
+        from opentelemetry.instrumentation.celery import CeleryInstrumentor
+
+        CeleryInstrumentor().instrument()
 
 
 def worker_argv(ws: WorkerSettings, loglevel: str = "INFO", hostname: str | None = None) -> list[str]:

@@ -254,6 +254,7 @@ class QueryResult(BaseModel):
     apr: AprContext | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
     graph_version: int = 0
+    trace_id: str | None = Field(None, description="The OpenTelemetry trace of the query (32 hex), when traced.")
     _principals: list[str] | None = PrivateAttr(default=None)  # the caller's (None: unrestricted), never returned
 
     def principals(self) -> list[str] | None:

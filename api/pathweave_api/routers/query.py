@@ -4,7 +4,7 @@ of the stored reasoning record and, when asked (or with mode ``prunerag``), the 
 import functools
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, create_model
 
@@ -17,6 +17,10 @@ from pathweave_api.callers import Caller
 from pathweave_api.models import TEXT_PATTERN, QueryBody, QueryResponse, json_int
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import Services, ServicesDep, guard
+
+
+TRACE_HEADER = "X-Pathweave-Trace-Id"
+"""The response header naming the query's OpenTelemetry trace, when the service traces."""
 
 
 def query_model(api: ApiSettings) -> type[QueryBody]:
@@ -89,6 +93,9 @@ def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRES
         raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
     metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
     metrics.QUERIES.labels(req.mode).inc()
+    for stage, ms in result.timings_ms.items():
+        if stage != "total":
+            metrics.QUERY_STAGE_SECONDS.labels(req.mode, stage).observe(ms / 1000)
     note = None
     if req.token_budget is not None and result.context is None:
         note = "no context selected: the tenant has no passages for this question"
@@ -113,8 +120,11 @@ def router(body: type[QueryBody]) -> APIRouter:
                       "budget": {"summary": "With a token budget", "value": {
                           "question": "Which river flows through the capital of Poland?", "mode": "dense", "k": 3,
                           "token_budget": 512}}}}}}})
-    async def query(request: Request, key: QueryKey, access: Caller, svc: ServicesDep):
+    async def query(request: Request, response: Response, key: QueryKey, access: Caller, svc: ServicesDep):
         req = await json_body(request, body, '{"question": "...", "mode": "proprag", "k": 5}')
-        return await run_in_threadpool(run_query, svc, key.tenant, req, access)
+        answered = await run_in_threadpool(run_query, svc, key.tenant, req, access)
+        if answered.trace_id:
+            response.headers[TRACE_HEADER] = answered.trace_id
+        return answered
 
     return router

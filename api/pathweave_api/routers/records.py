@@ -75,7 +75,8 @@ def reasoning_record(svc, tenant: str, access: Access, query_id: str) -> dict:
     except KeyError:
         record = {"query_id": query_id, "paths": [], "selected": []}
     record = svc.guard(enrich_record, store, record, access)
-    return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"]}
+    return {**record, "text": rows[0]["text"], "mode": rows[0]["mode"], "created_at": rows[0]["created_at"],
+            "trace_id": rows[0]["trace_id"]}
 
 
 RESTRICTED_READ_AHEAD = 10

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pathweave.settings import LLMSettings
+from pathweave.telemetry import traced
 
 
 class LLMError(RuntimeError):
@@ -131,16 +132,28 @@ class LLMClient:
 
         ``json``/``schema``: constrain the output to a JSON object (matching ``schema``);
         ``logprobs``: return each generated token's log-probability (raises LLMError when
-        the endpoint sends none). Raises :class:`LLMError` on any request failure.
+        the endpoint sends none). Raises :class:`LLMError` on any request failure. In a
+        traced query, a span ``llm.chat`` with the model and the tokens in and out.
         """
-        import openai
-
         kwargs: dict = {"model": self.model, "messages": messages, "temperature": self.temperature,
                         "max_tokens": max_tokens or self.max_tokens}
         if json or schema is not None:
             kwargs["response_format"] = self.response_format(schema)
         if logprobs:
             kwargs.update(logprobs=True, top_logprobs=1)
+        with traced("llm.chat", **{"gen_ai.request.model": self.model, "gen_ai.request.max_tokens":
+                                   kwargs["max_tokens"]}) as span:
+            completion = self._chat(kwargs, logprobs)
+            if span is not None:
+                span.set_attributes({"gen_ai.response.model": completion.model,
+                                     "gen_ai.usage.input_tokens": completion.prompt_tokens,
+                                     "gen_ai.usage.output_tokens": completion.completion_tokens})
+            return completion
+
+    def _chat(self, kwargs: dict, logprobs: bool) -> Completion:
+        """The request of :meth:`chat` (``kwargs`` for ``chat.completions.create``)."""
+        import openai
+
         started = time.perf_counter()
         try:
             with self._slots:

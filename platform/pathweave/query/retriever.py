@@ -23,6 +23,7 @@ from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.resources import QueryResources
 from pathweave.retrieval.strategy import Retrieval
 from pathweave.settings import Settings
+from pathweave.telemetry import TRACER, current_trace_id, traced
 from pathweave.store.graph_store import GraphStore
 from pathweave.graph.topology import TopologyCache
 
@@ -105,6 +106,16 @@ class Retriever:
         """
         request = question.check() if isinstance(question, QueryRequest) else \
             QueryRequest.of(question, mode=mode, k=k, **options)
+        with TRACER.start_as_current_span("pathweave.query", attributes={
+                "pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
+                "pathweave.restricted": access.restricted}) as span:
+            retrieval = self._search(request, access)
+            retrieval.result.trace_id = retrieval.result.trace_id or current_trace_id()
+            if span.is_recording():
+                span.set_attribute("pathweave.query_id", retrieval.result.query_id)
+            return retrieval
+
+    def _search(self, request: QueryRequest, access: Access) -> Retrieval:
         strategy = mode_strategy(request.mode)
         record = request.record(self.settings.query.write_reasoning)
         if request.answer or strategy.needs_llm:
@@ -113,7 +124,8 @@ class Retriever:
             retrieval = strategy.search(self.resources, request, record, access)
         else:
             retrieval = strategy.search(self.resources, request, False, access)
-            strategy.answer(self.resources, retrieval, self.resources.llm_client())
+            with traced("answer", **{"pathweave.stage": "answer"}):
+                strategy.answer(self.resources, retrieval, self.resources.llm_client())
             timings = retrieval.result.timings_ms
             timings["answer"] = retrieval.result.answer.latency_ms
             timings["total"] = round(timings.get("total", 0.0) + timings["answer"], 2)

@@ -19,6 +19,7 @@ from pathweave.records.answers import answer_steps, read_answer, read_tree
 from pathweave.model import QueryResult
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.records.session_ids import session_steps
+from pathweave.telemetry import current_trace_id
 from pathweave.store.graph_store import GraphStore
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,8 @@ def write_reasoning_record(store: GraphStore, result: QueryResult) -> None:
     created = datetime.now(timezone.utc).isoformat()
     principals = result.principals()
     steps_to_run = [("write_query", {"query_id": qid, "text": result.question, "mode": result.mode,
-                                     "created_at": created, "principals": principals})]
+                                     "created_at": created, "principals": principals,
+                                     "trace_id": result.trace_id})]
     if result.context is not None and result.context.session_id:
         steps_to_run += session_steps(store, qid, result.context.session_id, created, principals)
     for name, rows in (("write_paths", paths), ("write_steps", steps), ("select_passages", passages),
@@ -135,7 +137,9 @@ class RecordWriter:
         self._start_lock = threading.Lock()
 
     def submit(self, result: QueryResult) -> None:
-        """Queue ``result``'s record for writing."""
+        """Queue ``result``'s record for writing (with the current trace's id, when traced)."""
+        if result.trace_id is None:
+            result.trace_id = current_trace_id()
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="reasoning-records", daemon=True)
@@ -160,8 +164,10 @@ class RecordWriter:
 
     def write_now(self, result: QueryResult) -> None:
         """Write ``result``'s record on the calling thread, after every record submitted
-        before it (a session's next query reads what this one sent). A failed write is
-        logged and counted, as on the writer's thread."""
+        before it (a session's next query reads what this one sent), with the current trace's
+        id when traced. A failed write is logged and counted, as on the writer's thread."""
+        if result.trace_id is None:
+            result.trace_id = current_trace_id()
         self.flush()
         try:
             write_reasoning_record(self.store, result)

@@ -20,6 +20,7 @@ import numpy as np
 from pathweave.store.backends import Capability, vector_search
 from pathweave.model import PathStep, ReasoningPath, SeedEntity
 from pathweave.graph.ppr import min_max, personalized_pagerank, push_pagerank, transition_matrix, Walk
+from pathweave.telemetry import stage_span
 from pathweave.retrieval.beam import Path, beam_search
 from pathweave.retrieval.lexical import rrf
 from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
@@ -197,15 +198,17 @@ def in_database_ppr(store, stage1_ppr: str, view: TopologyView, ppr_timings: dic
         log.error("retrieval.stage1_ppr = gds, but the %s store has no Graph Data Science: "
                   "stage 1 runs the local push PPR", backend.name)
         ppr_timings["stage1_gds_fallback"] = 0.0
+        stage_span("stage1_gds_fallback", time.time_ns(), time.time_ns())
         return None
     ids = view.entity_ids[:view.n_entities] + view.passage_ids[:view.n_passages]
 
     def run(reset: np.ndarray, damping: float) -> np.ndarray | None:
         seeds = {ids[i]: float(reset[i]) for i in np.flatnonzero(reset > 0)}
-        started = time.perf_counter()
+        started, started_ns = time.perf_counter(), time.time_ns()
         scores = backend.personalized_pagerank(store, seeds, damping, view.version)
         key = "stage1_gds" if scores is not None else "stage1_gds_fallback"
         ppr_timings[key] = round((time.perf_counter() - started) * 1000, 2)
+        stage_span(key, started_ns, time.time_ns())
         if scores is None:
             return None
         return np.fromiter((scores.get(pid, 0.0) for pid in view.passage_ids[:view.n_passages]),

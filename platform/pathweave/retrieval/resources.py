@@ -8,6 +8,7 @@ ranked passages' one read, the reasoning-record writer and the LLM client. A mod
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -39,6 +40,12 @@ def _versioned(store, label: str, vector: np.ndarray, k: int, accept=None) -> tu
 def _unversioned(store, label: str, vector: np.ndarray, k: int, accept=None) -> tuple[list[tuple[str, float]], None]:
     """:func:`~pathweave.store.backends.vector_search` shaped as ``(hits, version)`` with no version."""
     return vector_search(store, label, vector, k, accept=accept), None
+
+
+def _submit(fn, *args):
+    """``fn(*args)`` on the shared search pool, in the caller's context (its current span:
+    a traced query's searches are its children)."""
+    return _SEARCHES.submit(contextvars.copy_context().run, fn, *args)
 
 
 def _lexical(store, label: str, query: str, k: int, accept=None) -> tuple[list[tuple[str, float]], None]:
@@ -120,11 +127,11 @@ class QueryResources:
         :func:`pathweave.graph.visibility.acceptors`): each search keeps only the hits its
         label's acceptor accepts (and widens for them)."""
         accept = accept or {}
-        futures = {name: _SEARCHES.submit(_versioned if n == 0 else _unversioned, self.store, label,
+        futures = {name: _submit(_versioned if n == 0 else _unversioned, self.store, label,
                                           vector, k, accept.get(label))
                    for n, (name, (label, k)) in enumerate(searches.items())}
         query = lucene_query(question) if lexical else ""
-        futures.update({name: _SEARCHES.submit(_lexical, self.store, label, query, k, accept.get(label))
+        futures.update({name: _submit(_lexical, self.store, label, query, k, accept.get(label))
                         for name, (label, k) in (lexical or {}).items()})
         found = {name: future.result() for name, future in futures.items()}
         versions = [version for _, version in found.values() if version is not None]

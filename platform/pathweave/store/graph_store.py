@@ -18,6 +18,7 @@ from neo4j import Driver
 
 from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
+from pathweave.telemetry import traced
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,8 @@ class GraphStore:
         in the server's wait is an error, not retried). ``on_leader``: a read that must see
         every commit of every process (e.g. a key's revocation) runs where writes do. ArcadeDB,
         and ``CALL … IN TRANSACTIONS``: an auto-commit transaction (on ArcadeDB a writing one
-        that meets a write conflict runs again, at most :data:`CONFLICT_RETRIES` times)."""
+        that meets a write conflict runs again, at most :data:`CONFLICT_RETRIES` times). In a
+        traced query or batch, a span ``store <name>``."""
         params.setdefault("tenant", self.tenant)
         text = statement(name)
         mode = access_mode(name) if self._bookmarked and not read_after else "auto"
@@ -179,18 +181,19 @@ class GraphStore:
                     return [record.data() for record in tx.run(text, params)]
                 return session.execute_read(work) if mode == "read" else session.execute_write(work)
 
-        for conflicts in range(CONFLICT_RETRIES + 1):
-            try:
-                return attempt()
-            except Exception as exc:
-                if not read_after and self._moved_back(exc):
+        with traced(f"store {name}", **{"db.operation.name": name, "db.system.name": self.backend.name}):
+            for conflicts in range(CONFLICT_RETRIES + 1):
+                try:
                     return attempt()
-                # ArcadeDB: an auto-commit write that met another writer's change of a record
-                # was rolled back whole; the statements are compare-and-set or idempotent: again
-                if mode != "auto" or conflicts == CONFLICT_RETRIES or not _conflict(exc) \
-                        or access_mode(name) == "read":
-                    raise
-                time.sleep(random.uniform(0.01, 0.05) * (conflicts + 1))
+                except Exception as exc:
+                    if not read_after and self._moved_back(exc):
+                        return attempt()
+                    # ArcadeDB: an auto-commit write that met another writer's change of a record
+                    # was rolled back whole; the statements are compare-and-set or idempotent: again
+                    if mode != "auto" or conflicts == CONFLICT_RETRIES or not _conflict(exc) \
+                            or access_mode(name) == "read":
+                        raise
+                    time.sleep(random.uniform(0.01, 0.05) * (conflicts + 1))
         raise AssertionError("unreachable")
 
     def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:
