@@ -4,6 +4,7 @@ fresh tenants, and helpers to ingest and wait."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
@@ -135,3 +136,38 @@ def docs():
     """The test documents: ``core`` (list), ``zephyria``, ``quillon``."""
     return {"core": [dict(d) for d in CORE_DOCS], "zephyria": dict(ZEPHYRIA_DOC), "quillon": dict(QUILLON_DOC),
             "graph_labels": GRAPH_LABELS}
+
+
+@contextlib.contextmanager
+def served_app(settings, api_settings, worker_settings, runtime, name: str):
+    """A new app on the shared runtime, on a real socket (uvicorn in a thread, its lifespan
+    running) until the block ends: ``(base_url, the app's key store)``, once ``/readyz``
+    answers 200."""
+    import threading
+
+    import httpx
+    import uvicorn
+
+    from pathweave.servers.processes import free_port
+    from pathweave_api.app import create_app
+
+    app = create_app(settings, api_settings, worker_settings, runtime=runtime)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the API did not become ready"
+            time.sleep(0.2)
+        yield base, app.state.services.keys
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -6,7 +6,6 @@ stored reasoning record calls for, and stored text must never become HTML."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 
@@ -14,6 +13,8 @@ from urllib.parse import unquote
 
 import httpx
 import pytest
+
+from conftest import served_app
 
 XSS = '<img src=x onerror="window.__pwned=1">'
 
@@ -73,31 +74,9 @@ def expected_graph(record: dict) -> tuple[set[str], set[str]]:
 
 @pytest.fixture(scope="module")
 def live(settings, api_settings, worker_settings, runtime):
-    """The API on a real socket: ``(base_url, http client factory, key store)``."""
-    import uvicorn
-
-    from pathweave_api.app import create_app
-
-    app = create_app(settings, api_settings, worker_settings, runtime=runtime)
-    from pathweave.servers.processes import free_port
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="explorer-api", daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "the API did not become ready"
-        time.sleep(0.2)
-    yield base, app.state.services.keys
-    server.should_exit = True
-    thread.join(30)
+    """The API on a real socket: ``(base_url, key store)``."""
+    with served_app(settings, api_settings, worker_settings, runtime, "explorer-api") as live:
+        yield live
 
 
 def _tenant(live) -> tuple[str, dict]:

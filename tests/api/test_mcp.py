@@ -11,13 +11,11 @@ import asyncio
 import json
 import os
 import sys
-import threading
-import time
 
 import httpx
 import pytest
 
-from conftest import CORE_DOCS, wait_job
+from conftest import CORE_DOCS, served_app, wait_job
 
 TOOLS = {"search", "answer", "get_reasoning_record", "get_document", "list_documents", "ingest_text"}
 QUESTION = {"question": "Where was the physicist who won the Nobel Prize in 1903 born?", "mode": "proprag", "k": 3,
@@ -27,29 +25,8 @@ QUESTION = {"question": "Where was the physicist who won the Nobel Prize in 1903
 @pytest.fixture(scope="module")
 def served(settings, api_settings, worker_settings, runtime):
     """The API on a real socket (``/mcp`` included): ``(base_url, key store)``."""
-    import uvicorn
-
-    from pathweave.servers.processes import free_port
-    from pathweave_api.app import create_app
-
-    app = create_app(settings, api_settings, worker_settings, runtime=runtime)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="mcp-api", daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "the API did not become ready"
-        time.sleep(0.2)
-    yield base, app.state.services.keys
-    server.should_exit = True
-    thread.join(30)
+    with served_app(settings, api_settings, worker_settings, runtime, "mcp-api") as live:
+        yield live
 
 
 @pytest.fixture(scope="module")
