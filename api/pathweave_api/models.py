@@ -309,6 +309,10 @@ class QueryBody(QueryRequest):
     token_budget: json_int(16, 100_000) | None = Field(None, description="Context token budget.")
     session_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
                                    description=QueryRequest.model_fields["session_id"].description)
+    stream: bool = Field(False, description=(
+        "Answer as Server-Sent Events (also with `Accept: text/event-stream`): `retrieval` (this response without "
+        "its answer), then `token` events (`{text}`) as the model writes the answer (prose with [n] citations), then "
+        "`answer` (the whole response). A client that disconnects stops the generation."))
     consistency: list[Annotated[str, StringConstraints(min_length=1, max_length=1000, pattern=r"^[!-~]+$")]] | None = \
         Field(None, max_length=64, description=(
             "Bookmarks (a job's `bookmarks`): the query reads at least the state they name, e.g. the documents of "

@@ -13,6 +13,8 @@ Every mode's answer step (:meth:`pathweave.retrieval.strategy.RetrievalMode.answ
 
 from __future__ import annotations
 
+import re
+
 from pathweave.llm.client import Completion, LLMClient, LLMError
 from pathweave.llm.confidence import last_json_object
 from pathweave.model import Answer, BudgetedContext, PassageHit, QueryResult
@@ -127,3 +129,67 @@ def generate_answer(client: LLMClient, result: QueryResult, use_context: bool = 
     else:
         answer.passage_ids = _resolve_passages(labels, result.passages)
     return answer
+
+
+STREAM_SYSTEM = ("You answer a question from the given sources only, in one or two short sentences. Cite the "
+                 "sources you use by their labels in square brackets, for example [1].")
+"""The streamed answer's instructions: prose with ``[label]`` citations, text a reader can
+follow as it comes (the short JSON answer of :data:`SYSTEM` is for scoring, not showing)."""
+
+STREAM_ANSWER_TOKENS = 160
+"""Completion budget of a streamed answer (tokens): one or two sentences with their labels."""
+
+_LABEL = re.compile(r"\[([^\[\]\n]{1,40})\]")
+
+
+class AnswerStream:
+    """An answer to ``result.question`` written as the model generates it (``POST /v1/query``
+    with ``stream``): iterate for the text's pieces (str); then :attr:`answer` is the
+    :class:`~pathweave.model.Answer`, whose text is exactly the pieces joined, its
+    citations the ``[label]`` markers of the text that name a source (resolved to passage and
+    proposition ids as :func:`generate_answer` resolves them). An LLM failure ends the
+    pieces and leaves an answer with ``error`` set and the text so far. :meth:`close` stops
+    the generation (a client that left)."""
+
+    def __init__(self, client: LLMClient, result: QueryResult, use_context: bool = True) -> None:
+        self._client, self._result = client, result
+        self._context = result.context if use_context else None
+        self._labels = source_labels(result, use_context)
+        self._stream = None
+        self.answer: Answer | None = None
+
+    def __iter__(self):
+        context = self._context
+        source = "context" if context is not None else "passages"
+        sources = (context.expanded or context.text) if context is not None else passage_sources(self._result.passages)
+        messages = [{"role": "system", "content": STREAM_SYSTEM},
+                    {"role": "user", "content": f"Sources:\n{sources}\n\nQuestion: {self._result.question}"}]
+        self._stream = self._client.chat_stream(messages, max_tokens=STREAM_ANSWER_TOKENS)
+        parts: list[str] = []
+        try:
+            for piece in self._stream:
+                parts.append(piece)
+                yield piece
+        except LLMError as exc:
+            self.answer = Answer(text="".join(parts), source=source, model=self._client.model, error=str(exc))
+            return
+        completion = self._stream.completion
+        if completion is None:  # closed before the end
+            self.answer = Answer(text="".join(parts), source=source, model=self._client.model,
+                                 error="the answer was stopped before its end")
+            return
+        known = set(self._labels)
+        labels = list(dict.fromkeys(m.strip() for m in _LABEL.findall(completion.text) if m.strip() in known))
+        answer = Answer(text=completion.text, source=source, citations=labels, model=completion.model, llm_calls=1,
+                        prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+                        latency_ms=completion.latency_ms)
+        if context is not None:
+            answer.passage_ids, answer.prop_ids = _resolve_context(labels, context)
+        else:
+            answer.passage_ids = _resolve_passages(labels, self._result.passages)
+        self.answer = answer
+
+    def close(self) -> None:
+        """Stop the generation (the request to the model server ends)."""
+        if self._stream is not None:
+            self._stream.close()

@@ -102,6 +102,72 @@ def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRES
     return QueryResponse.from_result(result, note)
 
 
+def _start_stream(svc: Services, tenant: str, req: QueryBody, access: Access):
+    """:meth:`pathweave.query.retriever.Retriever.stream` with :func:`run_query`'s errors."""
+    from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
+
+    retriever = svc.guard(svc.runtime.retriever, tenant)
+    if req.consistency:
+        read_after(retriever.store, req.consistency)
+    try:
+        return _unless_reembedding(svc.guard, functools.partial(retriever.stream, access=access), req)
+    except BadRequest as exc:
+        raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
+                         else "validation-error") from None
+    except LLMUnavailable as exc:
+        raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
+
+
+async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Access):
+    """``POST /v1/query`` answered as Server-Sent Events: ``retrieval`` (the response
+    without its answer), one ``token`` event (``{"text": piece}``) per piece of the answer
+    as the model writes it, then ``answer`` (the whole response: the answer with its
+    citations, the timings). The model's pieces come from a thread of their own; a client
+    that disconnects closes the model's request (its generation stops) and the record is
+    written with what was answered. Errors before the first event are problem documents."""
+    import json
+    import queue
+    import threading
+
+    import anyio
+    from sse_starlette.sse import EventSourceResponse
+
+    started = time.perf_counter()
+    streamed = await run_in_threadpool(_start_stream, svc, tenant, req, access)
+    metrics.QUERIES.labels(req.mode).inc()
+
+    async def events():
+        finished = False
+        try:
+            yield {"event": "retrieval", "data": QueryResponse.from_result(streamed.retrieval.result).model_dump_json()}
+            if streamed.answer is not None:
+                pieces: queue.Queue = queue.Queue()
+                done = object()
+
+                def pump() -> None:
+                    try:
+                        for piece in streamed.answer:
+                            pieces.put(piece)
+                    finally:
+                        pieces.put(done)
+                threading.Thread(target=pump, name="pathweave-answer-stream", daemon=True).start()
+                while (piece := await anyio.to_thread.run_sync(pieces.get)) is not done:
+                    yield {"event": "token", "data": json.dumps({"text": piece})}
+            result = await run_in_threadpool(streamed.finish)
+            finished = True
+            metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
+            yield {"event": "answer", "data": QueryResponse.from_result(result).model_dump_json()}
+        finally:
+            if not finished:  # the client left: stop the model, keep the record of what was retrieved
+                if streamed.answer is not None:
+                    streamed.answer.close()
+                with anyio.CancelScope(shield=True):
+                    await run_in_threadpool(streamed.finish)
+
+    headers = {TRACE_HEADER: streamed.retrieval.result.trace_id} if streamed.retrieval.result.trace_id else None
+    return EventSourceResponse(events(), headers=headers)
+
+
 def router(body: type[QueryBody]) -> APIRouter:
     """The query route, validating requests with ``body`` (:func:`query_model`)."""
     router = APIRouter()
@@ -122,6 +188,8 @@ def router(body: type[QueryBody]) -> APIRouter:
                           "token_budget": 512}}}}}}})
     async def query(request: Request, response: Response, key: QueryKey, access: Caller, svc: ServicesDep):
         req = await json_body(request, body, '{"question": "...", "mode": "proprag", "k": 5}')
+        if req.stream or "text/event-stream" in request.headers.get("accept", ""):
+            return await stream_query(svc, key.tenant, req, access)
         answered = await run_in_threadpool(run_query, svc, key.tenant, req, access)
         if answered.trace_id:
             response.headers[TRACE_HEADER] = answered.trace_id

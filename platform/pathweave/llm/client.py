@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from pathweave.settings import LLMSettings
 from pathweave.telemetry import traced
 
@@ -198,6 +200,14 @@ class LLMClient:
             self._usage.add(completion)
         return completion
 
+    def chat_stream(self, messages: list[dict], *, max_tokens: int | None = None) -> "CompletionStream":
+        """One greedy (``temperature``) completion of ``messages``, streamed: iterate the
+        returned :class:`CompletionStream` for the text as the model writes it; closing it
+        early ends the request (the server stops generating). Free text only (no schema:
+        a constrained JSON object is no text to show as it comes)."""
+        return CompletionStream(self, {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                       "max_tokens": max_tokens or self.max_tokens})
+
     def _failed(self) -> None:
         with self._lock:
             self._usage.failures += 1
@@ -206,6 +216,65 @@ class LLMClient:
         """Fail early: one tiny completion (with logprobs when a feature needs them).
         Raises :class:`LLMError` saying what is wrong."""
         self.chat([{"role": "user", "content": "Reply with OK."}], max_tokens=2, logprobs=logprobs)
+
+
+class CompletionStream:
+    """A streamed completion (:meth:`LLMClient.chat_stream`): iterating yields the text's
+    pieces (str) as they arrive; then :attr:`completion` holds the whole
+    :class:`Completion` (tokens as the endpoint counts them when it sends its usage, wall
+    time in ms). :meth:`close` ends the request early, also from another thread. Raises
+    :class:`LLMError` while iterating when the request fails."""
+
+    def __init__(self, client: LLMClient, kwargs: dict) -> None:
+        self._client, self._kwargs = client, kwargs
+        self._response = None
+        self._closed = False
+        self.completion: Completion | None = None
+
+    def __iter__(self):
+        import openai
+
+        started = time.perf_counter()
+        parts: list[str] = []
+        usage, model = None, self._kwargs["model"]
+        try:
+            with self._client._slots:
+                if self._closed:
+                    return
+                self._response = self._client._openai.chat.completions.create(
+                    **self._kwargs, stream=True, stream_options={"include_usage": True})
+                for chunk in self._response:
+                    usage = chunk.usage or usage
+                    model = chunk.model or model
+                    for choice in chunk.choices:
+                        piece = choice.delta.content if choice.delta is not None else None
+                        if piece:
+                            parts.append(piece)
+                            yield piece
+                if self._closed:  # closed early: the text is not the whole completion
+                    return
+        except Exception as exc:  # noqa: BLE001 - closed from another thread: whatever the read raised, it ends
+            if self._closed:
+                return
+            if not isinstance(exc, (openai.APIError, httpx.HTTPError)):
+                raise
+            self._client._failed()
+            raise LLMError(f"LLM endpoint {self._client.base_url} failed: {exc}") from None
+        finally:
+            self.close()
+        self.completion = Completion(
+            text="".join(parts), prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else len(parts),
+            latency_ms=round((time.perf_counter() - started) * 1000, 1), model=model)
+        with self._client._lock:
+            self._client._usage.add(self.completion)
+
+    def close(self) -> None:
+        """End the request (the HTTP response is closed: the server stops generating)."""
+        self._closed = True
+        response = self._response
+        if response is not None:
+            response.close()
 
 
 def connect(data_dir: Path, llm: LLMSettings) -> LLMClient:

@@ -115,6 +115,31 @@ class Retriever:
                 span.set_attribute("pathweave.query_id", retrieval.result.query_id)
             return retrieval
 
+    def stream(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
+               access: Access = UNRESTRICTED, **options) -> "StreamedQuery":
+        """Run one query as :meth:`search` does, but leave its answer to be streamed: the
+        retrieval (cited, unanswered, its record not yet written) and, when the request asks
+        for an answer, an :class:`~pathweave.answering.AnswerStream` (prose with ``[n]``
+        citations) to iterate; then :meth:`StreamedQuery.finish` puts the answer into the
+        result and writes the record. PruneRAG answers through its tree, whole: its query
+        runs as :meth:`search` runs it and has no stream. Raises as :meth:`search` does."""
+        from pathweave.answering import AnswerStream
+
+        request = question.check() if isinstance(question, QueryRequest) else \
+            QueryRequest.of(question, mode=mode, k=k, **options)
+        strategy = mode_strategy(request.mode)
+        if strategy.answers_itself or not request.answer:
+            return StreamedQuery(self, self.search(request, access=access), None, False)
+        client = self.resources.llm_client()  # LLMUnavailable before anything is retrieved
+        with TRACER.start_as_current_span("pathweave.query", attributes={
+                "pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
+                "pathweave.restricted": access.restricted, "pathweave.streamed": True}):
+            retrieval = strategy.search(self.resources, request, False, access)
+            cite_result(self.store, retrieval.result, access)
+            retrieval.result.trace_id = current_trace_id()
+        return StreamedQuery(self, retrieval, AnswerStream(client, retrieval.result),
+                             request.record(self.settings.query.write_reasoning))
+
     def _search(self, request: QueryRequest, access: Access) -> Retrieval:
         strategy = mode_strategy(request.mode)
         record = request.record(self.settings.query.write_reasoning)
@@ -133,3 +158,25 @@ class Retriever:
                 strategy.write_record(self.resources, retrieval)
         cite_result(self.store, retrieval.result, access)  # passages left uncited, a budgeted context's lines
         return retrieval
+
+
+class StreamedQuery:
+    """A query whose answer is streamed (:meth:`Retriever.stream`): ``retrieval`` (its result
+    cited, not yet answered), ``answer`` (an :class:`~pathweave.answering.AnswerStream`, or
+    None when there is nothing to stream) and whether its record is to be written."""
+
+    def __init__(self, retriever: Retriever, retrieval: Retrieval, answer, record: bool) -> None:
+        self.retriever, self.retrieval, self.answer, self.record = retriever, retrieval, answer, record
+
+    def finish(self) -> QueryResult:
+        """After the stream: the answer (and its milliseconds, ``timings_ms["answer"]``) in
+        the result, the record written when asked. Returns the result."""
+        result = self.retrieval.result
+        if self.answer is not None:
+            result.answer = self.answer.answer
+            if result.answer is not None:
+                result.timings_ms["answer"] = result.answer.latency_ms
+                result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + result.answer.latency_ms, 2)
+            if self.record:
+                mode_strategy(result.mode).write_record(self.retriever.resources, self.retrieval)
+        return result

@@ -147,7 +147,8 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None) -> LLMServ
              "--n_threads", str(threads), "--n_threads_batch", str(threads), "--chat_format", "chatml",
              "--n_gpu_layers", str(llm.server_gpu_layers)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ, "OMP_WAIT_POLICY": "passive"},  # spinning threads starve shared cores
+            # spinning threads starve shared cores; the log is written as it happens (a request's end, a disconnect)
+            env={**os.environ, "OMP_WAIT_POLICY": "passive", "PYTHONUNBUFFERED": "1"},
         )
         log.close()
         return process

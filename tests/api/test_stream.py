@@ -1,0 +1,75 @@
+"""Streamed answers (issue 47) through the API served by uvicorn, with the real local model
+server: the retrieval event comes before the first token, tokens come one by one (at least
+five events before the end), the final event's answer is the tokens joined, and a client
+that disconnects stops the model's generation (the model server logs the disconnect within
+2 s)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from conftest import CORE_DOCS, served_app, wait_job
+
+QUESTION = "On which river is the city where Marie Curie was born?"
+
+
+@pytest.fixture(scope="module")
+def served(settings, api_settings, worker_settings, runtime):
+    with served_app(settings, api_settings, worker_settings, runtime, "stream-api") as live:
+        yield live
+
+
+def _events(response):
+    """``(event, data)`` of an SSE response as they arrive."""
+    event = None
+    for line in response.iter_lines():
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            yield event, json.loads(line[5:].strip())
+            event = None
+
+
+def test_an_answer_streams_token_by_token_and_a_disconnect_stops_the_model(served, runtime, llm_client, llm_server,
+                                                                            settings, monkeypatch):
+    import uuid
+
+    base, keys = served
+    token, _ = keys.create(f"stream{uuid.uuid4().hex[:8]}", "tests", 0)
+    headers = {"Authorization": f"Bearer {token}"}
+    monkeypatch.setattr(runtime, "_llm", llm_client)
+    with httpx.Client(base_url=base, headers=headers, timeout=300) as http:
+        job = http.post("/v1/documents", json={"documents": CORE_DOCS}).json()
+        assert wait_job(http, {}, job["job_id"])["status"] == "done"
+        body = {"question": QUESTION, "k": 3, "answer": True, "stream": True}
+        with http.stream("POST", "/v1/query", json=body) as response:
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+            events = list(_events(response))
+    names = [name for name, _ in events]
+    assert names[0] == "retrieval" and names[-1] == "answer" and set(names[1:-1]) == {"token"}, names
+    retrieval, final = events[0][1], events[-1][1]
+    assert retrieval["passages"] and retrieval["answer"] is None
+    tokens = [data["text"] for name, data in events if name == "token"]
+    assert len(tokens) >= 5
+    answer = final["answer"]
+    assert answer["error"] is None and answer["text"] == "".join(tokens)
+    assert set(answer["passage_ids"]) <= {p["passage_id"] for p in final["passages"]}
+    assert final["query_id"] == retrieval["query_id"] and "answer" in final["timings_ms"]
+
+    log = settings.data_dir / "llm" / "server.log"
+    before = log.read_text(errors="replace").count("Disconnected from client")
+    with httpx.Client(base_url=base, headers=headers, timeout=300) as http:
+        with http.stream("POST", "/v1/query", json=body) as response:
+            received = 0
+            for name, _ in _events(response):
+                received += name == "token"
+                if received == 2:
+                    break  # leave after two tokens: closing the response drops the connection
+    left = time.monotonic()
+    while log.read_text(errors="replace").count("Disconnected from client") == before:
+        assert time.monotonic() - left < 2.0, "the model server went on generating after the client left"
+        time.sleep(0.05)
