@@ -104,6 +104,7 @@ def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRES
 
 def _start_stream(svc: Services, tenant: str, req: QueryBody, access: Access):
     """:meth:`pathweave.query.retriever.Retriever.stream` with :func:`run_query`'s errors."""
+    from pathweave.embedding.embedder_record import EmbedderMismatch
     from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
 
     retriever = svc.guard(svc.runtime.retriever, tenant)
@@ -114,6 +115,8 @@ def _start_stream(svc: Services, tenant: str, req: QueryBody, access: Access):
     except BadRequest as exc:
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None
+    except EmbedderMismatch as exc:
+        raise ApiProblem(409, str(exc), "embedder-mismatch") from None
     except LLMUnavailable as exc:
         raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
 
@@ -176,7 +179,10 @@ def router(body: type[QueryBody]) -> APIRouter:
                  description=("Ranked passages with citations, the proposition paths connecting them (proprag), "
                               "the id of the stored reasoning record and, with `answer: true` or mode prunerag, "
                               "the LLM's answer (and PruneRAG's decomposition tree)."),
-              responses=errors(400, 413, 415, 422),
+              responses={**errors(400, 413, 415, 422), 200: {
+                  "description": "The response; with `stream` (or `Accept: text/event-stream`) as Server-Sent Events: "
+                                 "`retrieval`, `token` ({text}) per piece of the answer, then `answer`.",
+                  "content": {"text/event-stream": {"schema": {"type": "string"}}}}},
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": {"$ref": "#/components/schemas/QueryRequest"},
                   "examples": {

@@ -1,4 +1,4 @@
-"""Telemetry: OpenTelemetry traces of queries and ingestion (issue 47). The core records
+"""Telemetry: OpenTelemetry traces of queries and ingestion. The core records
 spans through the OpenTelemetry API alone (:mod:`pathweave.telemetry.spans`), which costs
 nothing until a process configures the SDK (:mod:`pathweave.telemetry.setup`, from the
 standard ``OTEL_*`` variables)."""
