@@ -28,7 +28,7 @@ from pathweave_cli.jobs import jobs_app
 from pathweave_cli.llm import llm_app
 from pathweave_cli.models import models_app, reembed
 from pathweave_cli.train import train_app
-from pathweave_cli.render import print_result
+from pathweave_cli.render import print_result, print_streamed
 from pathweave.terminal import console, stdout_console
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -333,8 +333,9 @@ def query(
     select: Optional[str] = typer.Option(None, help="Context selection, with --budget: ilp | greedy | auto (default)."),
     style: Optional[str] = typer.Option(None, help="Context rendering, with --budget: bullets (default) | triples."),
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
-    answer: bool = typer.Option(False, "--answer", help="Also generate a short answer with the LLM (PATHWEAVE_LLM_*), "
-                                                        "citing the passages (or budgeted context) it used."),
+    answer: bool = typer.Option(False, "--answer", help="Also generate an answer with the LLM (PATHWEAVE_LLM_*), "
+                                                        "citing the passages (or budgeted context) it used: printed "
+                                                        "as the model writes it (with --json: the short answer)."),
     session_id: Optional[str] = typer.Option(None, "--session-id",
                                              help="A session: evidence it was already sent is referenced by code, not "
                                                   "re-sent (with --budget; mode apr: its runs)."),
@@ -363,6 +364,9 @@ def query(
     try:
         retriever = runtime.retriever(settings.tenant)
         try:
+            if answer and not as_json:  # the answer printed as the model writes it
+                print_streamed(retriever.stream(request, access=access))
+                return
             result = retriever.query(request, access=access)
         except (BadRequest, LLMUnavailable, EmbedderMismatch, ReembedInProgress) as exc:  # bad input; no model;
             # another embedder's tenant, or one being re-embedded

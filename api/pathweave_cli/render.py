@@ -47,6 +47,28 @@ def print_result(result) -> None:
     out.print("  [dim]timings ms: " + json.dumps(result.timings_ms) + "[/]")
 
 
+def print_streamed(streamed):
+    """A streamed query (:meth:`pathweave.query.retriever.Retriever.stream`): its retrieval
+    as :func:`print_result` prints it, then the answer as the model writes it, then what it
+    cites and cost. Returns the finished result (its record written)."""
+    print_result(streamed.retrieval.result)
+    if streamed.answer is None:
+        return streamed.finish()
+    out = stdout_console()
+    out.print("  [bold green]A:[/] ", end="")
+    for piece in streamed.answer:
+        out.print(piece, end="", markup=False, highlight=False)
+    out.print()
+    result = streamed.finish()
+    answer = result.answer
+    if answer.error:
+        out.print(f"  [bold red]the answer stopped[/]: {answer.error}", markup=True, soft_wrap=True)
+    cited = f"cites {', '.join(answer.citations)}; " if answer.citations else ""
+    out.print(f"  [dim]{cited}{answer.model}, {answer.llm_calls} LLM call(s), {answer.prompt_tokens} prompt + "
+              f"{answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
+    return result
+
+
 def print_answer(out: Console, answer) -> None:
     """The generated answer, what it cites and what it cost."""
     if answer.error and not answer.text:
