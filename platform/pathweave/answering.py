@@ -139,7 +139,7 @@ follow as it comes (the short JSON answer of :data:`SYSTEM` is for scoring, not 
 STREAM_ANSWER_TOKENS = 160
 """Completion budget of a streamed answer (tokens): one or two sentences with their labels."""
 
-_LABEL = re.compile(r"\[([^\[\]\n]{1,40})\]")
+_LABEL = re.compile(r"\[([^\[\]\n]{1,80})\]")
 
 
 class AnswerStream:
@@ -156,6 +156,7 @@ class AnswerStream:
         self._context = result.context if use_context else None
         self._labels = source_labels(result, use_context)
         self._stream = None
+        self._closed = False
         self.answer: Answer | None = None
 
     def __iter__(self):
@@ -164,22 +165,27 @@ class AnswerStream:
         sources = (context.expanded or context.text) if context is not None else passage_sources(self._result.passages)
         messages = [{"role": "system", "content": STREAM_SYSTEM},
                     {"role": "user", "content": f"Sources:\n{sources}\n\nQuestion: {self._result.question}"}]
-        self._stream = self._client.chat_stream(messages, max_tokens=STREAM_ANSWER_TOKENS)
+        stream = self._client.chat_stream(messages, max_tokens=STREAM_ANSWER_TOKENS)
+        self._stream = stream
+        if self._closed:
+            stream.close()
         parts: list[str] = []
         try:
-            for piece in self._stream:
+            for piece in stream:
                 parts.append(piece)
                 yield piece
-        except LLMError as exc:
-            self.answer = Answer(text="".join(parts), source=source, model=self._client.model, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - an answer that failed says why; the query stands
+            self.answer = Answer(text="".join(parts), source=source, model=self._client.model,
+                                 error=str(exc) if isinstance(exc, LLMError) else f"{type(exc).__name__}: {exc}")
             return
-        completion = self._stream.completion
+        completion = stream.completion
         if completion is None:  # closed before the end
             self.answer = Answer(text="".join(parts), source=source, model=self._client.model,
                                  error="the answer was stopped before its end")
             return
         known = set(self._labels)
-        labels = list(dict.fromkeys(m.strip() for m in _LABEL.findall(completion.text) if m.strip() in known))
+        marked = [label.strip() for found in _LABEL.findall(completion.text) for label in found.split(",")]  # [1, 2]
+        labels = list(dict.fromkeys(label for label in marked if label in known))
         answer = Answer(text=completion.text, source=source, citations=labels, model=completion.model, llm_calls=1,
                         prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                         latency_ms=completion.latency_ms)
@@ -190,6 +196,7 @@ class AnswerStream:
         self.answer = answer
 
     def close(self) -> None:
-        """Stop the generation (the request to the model server ends)."""
+        """Stop the generation (the request to the model server ends), also before it began."""
+        self._closed = True
         if self._stream is not None:
             self._stream.close()

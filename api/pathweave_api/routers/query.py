@@ -91,6 +91,12 @@ def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRES
         raise ApiProblem(409, str(exc), "embedder-mismatch") from None
     except LLMUnavailable as exc:  # no model at all (the extra missing, the server not starting)
         raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
+    return answered(req, result, started)
+
+
+def answered(req: QueryBody, result, started: float) -> QueryResponse:
+    """The response of ``result`` (with the note of a budget that selected nothing), its
+    query counted in the metrics (its time since ``started``, perf_counter s; each stage's)."""
     metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
     metrics.QUERIES.labels(req.mode).inc()
     for stage, ms in result.timings_ms.items():
@@ -137,15 +143,16 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
 
     started = time.perf_counter()
     streamed = await run_in_threadpool(_start_stream, svc, tenant, req, access)
-    metrics.QUERIES.labels(req.mode).inc()
 
     async def events():
-        finished = False
+        pumped = threading.Event()  # the model's pieces have all been read (or the stream closed)
+        pumped.set()
         try:
             yield {"event": "retrieval", "data": QueryResponse.from_result(streamed.retrieval.result).model_dump_json()}
             if streamed.answer is not None:
                 pieces: queue.Queue = queue.Queue()
                 done = object()
+                pumped.clear()
 
                 def pump() -> None:
                     try:
@@ -153,19 +160,19 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
                             pieces.put(piece)
                     finally:
                         pieces.put(done)
+                        pumped.set()
                 threading.Thread(target=pump, name="pathweave-answer-stream", daemon=True).start()
-                while (piece := await anyio.to_thread.run_sync(pieces.get)) is not done:
+                # a client leaving cancels the wait at once (the thread ends with the stream)
+                while (piece := await anyio.to_thread.run_sync(pieces.get, abandon_on_cancel=True)) is not done:
                     yield {"event": "token", "data": json.dumps({"text": piece})}
             result = await run_in_threadpool(streamed.finish)
-            finished = True
-            metrics.QUERY_SECONDS.labels(req.mode).observe(time.perf_counter() - started)
-            yield {"event": "answer", "data": QueryResponse.from_result(result).model_dump_json()}
-        finally:
-            if not finished:  # the client left: stop the model, keep the record of what was retrieved
-                if streamed.answer is not None:
-                    streamed.answer.close()
-                with anyio.CancelScope(shield=True):
-                    await run_in_threadpool(streamed.finish)
+            yield {"event": "answer", "data": answered(req, result, started).model_dump_json()}
+        finally:  # the client left (or the stream failed): stop the model, then keep the record of what was said
+            if streamed.answer is not None:
+                streamed.answer.close()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(pumped.wait, 30.0)
+                await run_in_threadpool(streamed.finish)  # once: a finished query returns at once
 
     headers = {TRACE_HEADER: streamed.retrieval.result.trace_id} if streamed.retrieval.result.trace_id else None
     return EventSourceResponse(events(), headers=headers)

@@ -244,6 +244,8 @@ class CompletionStream:
                 self._response = self._client._openai.chat.completions.create(
                     **self._kwargs, stream=True, stream_options={"include_usage": True})
                 for chunk in self._response:
+                    if self._closed:  # closed while the request was being made, or between pieces
+                        break
                     usage = chunk.usage or usage
                     model = chunk.model or model
                     for choice in chunk.choices:

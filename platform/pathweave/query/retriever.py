@@ -21,7 +21,7 @@ from pathweave.records.reasoning import read_reasoning_record
 from pathweave.query.modes import strategy as mode_strategy
 from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.resources import QueryResources
-from pathweave.retrieval.strategy import Retrieval
+from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 from pathweave.settings import Settings
 from pathweave.telemetry import TRACER, current_trace_id, traced
 from pathweave.store.graph_store import GraphStore
@@ -122,13 +122,15 @@ class Retriever:
         for an answer, an :class:`~pathweave.answering.AnswerStream` (prose with ``[n]``
         citations) to iterate; then :meth:`StreamedQuery.finish` puts the answer into the
         result and writes the record. PruneRAG answers through its tree, whole: its query
-        runs as :meth:`search` runs it and has no stream. Raises as :meth:`search` does."""
+        runs as :meth:`search` runs it and has no stream, and so does APR (it answers from its
+        compact prompt). Raises as :meth:`search` does."""
         from pathweave.answering import AnswerStream
 
         request = question.check() if isinstance(question, QueryRequest) else \
             QueryRequest.of(question, mode=mode, k=k, **options)
         strategy = mode_strategy(request.mode)
-        if strategy.answers_itself or not request.answer:
+        if strategy.answers_itself or not request.answer or type(strategy).answer is not RetrievalMode.answer:
+            # PruneRAG's tree and APR's compact prompt answer their own way: whole
             return StreamedQuery(self, self.search(request, access=access), None, False)
         client = self.resources.llm_client()  # LLMUnavailable before anything is retrieved
         with TRACER.start_as_current_span("pathweave.query", attributes={
@@ -167,11 +169,16 @@ class StreamedQuery:
 
     def __init__(self, retriever: Retriever, retrieval: Retrieval, answer, record: bool) -> None:
         self.retriever, self.retrieval, self.answer, self.record = retriever, retrieval, answer, record
+        self._finished = False
 
     def finish(self) -> QueryResult:
         """After the stream: the answer (and its milliseconds, ``timings_ms["answer"]``) in
-        the result, the record written when asked. Returns the result."""
+        the result, the record written when asked; once (a second call returns the result).
+        Returns the result."""
         result = self.retrieval.result
+        if self._finished:
+            return result
+        self._finished = True
         if self.answer is not None:
             result.answer = self.answer.answer
             if result.answer is not None:
