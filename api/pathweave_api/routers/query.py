@@ -68,30 +68,36 @@ def read_after(store, bookmarks: list[str]) -> None:
         raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.code})", "validation-error") from None
 
 
-def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRESTRICTED) -> QueryResponse:
-    """Run the query (:meth:`pathweave.query.retriever.Retriever.query`: with ``answer``
-    or mode ``prunerag``, also the LLM's answer) and build the ``QueryResponse`` from the
-    cited result alone (:meth:`QueryResponse.from_result`), from what ``access`` may read
-    (:mod:`pathweave_api.callers`). The core's
-    :class:`~pathweave.errors.BadRequest` is a 422 (``not-applicable`` for an option the
-    mode does not use); no LLM to be had is a 503 ``llm-unavailable``."""
+def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: str):
+    """``retriever.<how>(req, access=access)`` (``query`` or ``stream``) for ``tenant``, after
+    the bookmarks of ``req.consistency``, with the core's errors as problems: its
+    :class:`~pathweave.errors.BadRequest` a 422 (``not-applicable`` for an option the mode
+    does not use; the CLI exits 2 with the same message), another embedder's tenant a 409,
+    one being re-embedded a 503, no LLM to be had a 503 ``llm-unavailable``."""
     from pathweave.embedding.embedder_record import EmbedderMismatch
     from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
 
     retriever = svc.guard(svc.runtime.retriever, tenant)
-    started = time.perf_counter()
     if req.consistency:
         read_after(retriever.store, req.consistency)
     try:
-        result = _unless_reembedding(svc.guard, functools.partial(retriever.query, access=access), req)
-    except BadRequest as exc:  # the core's check: the CLI exits 2 with the same message
+        return _unless_reembedding(svc.guard, functools.partial(getattr(retriever, how), access=access), req)
+    except BadRequest as exc:
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None
     except EmbedderMismatch as exc:  # the tenant's vectors are of another embedder
         raise ApiProblem(409, str(exc), "embedder-mismatch") from None
     except LLMUnavailable as exc:  # no model at all (the extra missing, the server not starting)
         raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
-    return answered(req, result, started)
+
+
+def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRESTRICTED) -> QueryResponse:
+    """Run the query (:meth:`pathweave.query.retriever.Retriever.query`: with ``answer``
+    or mode ``prunerag``, also the LLM's answer) and build the ``QueryResponse`` from the
+    cited result alone (:meth:`QueryResponse.from_result`), from what ``access`` may read
+    (:mod:`pathweave_api.callers`); errors as :func:`_retrieve` says."""
+    started = time.perf_counter()
+    return answered(req, _retrieve(svc, tenant, req, access, "query"), started)
 
 
 def answered(req: QueryBody, result, started: float) -> QueryResponse:
@@ -106,25 +112,6 @@ def answered(req: QueryBody, result, started: float) -> QueryResponse:
     if req.token_budget is not None and result.context is None:
         note = "no context selected: the tenant has no passages for this question"
     return QueryResponse.from_result(result, note)
-
-
-def _start_stream(svc: Services, tenant: str, req: QueryBody, access: Access):
-    """:meth:`pathweave.query.retriever.Retriever.stream` with :func:`run_query`'s errors."""
-    from pathweave.embedding.embedder_record import EmbedderMismatch
-    from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
-
-    retriever = svc.guard(svc.runtime.retriever, tenant)
-    if req.consistency:
-        read_after(retriever.store, req.consistency)
-    try:
-        return _unless_reembedding(svc.guard, functools.partial(retriever.stream, access=access), req)
-    except BadRequest as exc:
-        raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
-                         else "validation-error") from None
-    except EmbedderMismatch as exc:
-        raise ApiProblem(409, str(exc), "embedder-mismatch") from None
-    except LLMUnavailable as exc:
-        raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
 
 
 async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Access):
@@ -142,7 +129,7 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
     from sse_starlette.sse import EventSourceResponse
 
     started = time.perf_counter()
-    streamed = await run_in_threadpool(_start_stream, svc, tenant, req, access)
+    streamed = await run_in_threadpool(_retrieve, svc, tenant, req, access, "stream")
 
     async def events():
         pumped = threading.Event()  # the model's pieces have all been read (or the stream closed)
