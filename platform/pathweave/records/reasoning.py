@@ -19,7 +19,6 @@ from pathweave.records.answers import answer_steps, read_answer, read_tree
 from pathweave.model import QueryResult
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.records.session_ids import session_steps
-from pathweave.telemetry import current_trace_id
 from pathweave.store.graph_store import GraphStore
 
 log = logging.getLogger(__name__)
@@ -137,9 +136,7 @@ class RecordWriter:
         self._start_lock = threading.Lock()
 
     def submit(self, result: QueryResult) -> None:
-        """Queue ``result``'s record for writing (with the current trace's id, when traced)."""
-        if result.trace_id is None:
-            result.trace_id = current_trace_id()
+        """Queue ``result``'s record for writing."""
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="reasoning-records", daemon=True)
@@ -164,10 +161,8 @@ class RecordWriter:
 
     def write_now(self, result: QueryResult) -> None:
         """Write ``result``'s record on the calling thread, after every record submitted
-        before it (a session's next query reads what this one sent), with the current trace's
-        id when traced. A failed write is logged and counted, as on the writer's thread."""
-        if result.trace_id is None:
-            result.trace_id = current_trace_id()
+        before it (a session's next query reads what this one sent). A failed write is
+        logged and counted, as on the writer's thread."""
         self.flush()
         try:
             write_reasoning_record(self.store, result)

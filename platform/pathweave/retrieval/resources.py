@@ -25,6 +25,7 @@ from pathweave.retrieval.lexical import complete_ties, lucene_query
 from pathweave.selection import TokenCounter
 from pathweave.settings import PruneRAGSettings, Settings
 from pathweave.store.graph_store import GraphStore
+from pathweave.telemetry import current_trace_id
 from pathweave.graph.subgraph import NodeReader
 from pathweave.graph.topology import Topology, TopologyCache, TopologyView
 
@@ -183,7 +184,10 @@ class QueryResources:
         """Write ``result``'s reasoning record: now, on the query's thread, when setting
         ``query.record_before_answer`` is on (any process reading the store finds it once the
         query has answered) or for a context sent in a session (the session's next query
-        reads what it was sent); otherwise off the query path on the record writer."""
+        reads what it was sent); otherwise off the query path on the record writer. The
+        record names the current trace, when the query is traced."""
+        if result.trace_id is None:
+            result.trace_id = current_trace_id()
         if self.settings.query.record_before_answer or (result.context is not None and result.context.session_id):
             self.records.write_now(result.model_copy())
         else:
