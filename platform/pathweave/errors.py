@@ -35,12 +35,22 @@ class LLMUnavailable(PathweaveError, RuntimeError):
     """No LLM client could be had (the extra not installed, the server not starting)."""
 
 
+def _raised_in_driver(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside the neo4j driver's own code (its innermost Python
+    frame is in the ``neo4j`` package)."""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and "/neo4j/" in last.tb_frame.f_code.co_filename.replace("\\", "/")
+
+
 def is_transient(exc: BaseException) -> bool:
     """Is ``exc`` worth retrying later: a connection problem, a server (re)starting, a
     transaction conflict, a driver closed under a request because the connection was dropped
-    to reconnect (:meth:`pathweave.runtime.QueryRuntime.lost`), credentials a restarted managed
-    store no longer accepts (it generated new ones: reconnecting reads them), or a
-    :class:`StoreUnavailable`?"""
+    to reconnect (:meth:`pathweave.runtime.QueryRuntime.lost`; the driver's I/O then also
+    fails inside itself with an ``AttributeError`` or ``BufferError`` on the connection it
+    tore down), credentials a restarted managed store no longer accepts (it generated new
+    ones: reconnecting reads them), or a :class:`StoreUnavailable`?"""
     import httpx
     from neo4j.exceptions import AuthError, DriverError, ServiceUnavailable, SessionExpired, TransientError
 
@@ -52,6 +62,8 @@ def is_transient(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     if isinstance(exc, DriverError) and "closed" in text:
+        return True
+    if isinstance(exc, (AttributeError, BufferError)) and _raised_in_driver(exc):
         return True
     return any(s in text for s in ("connection refused", "connection reset", "broken pipe", "defunct connection",
                                    "concurrentmodification"))

@@ -295,3 +295,23 @@ def test_a_worker_whose_lease_ran_out_cannot_requeue_what_another_finished(store
     [row] = store.run("doc_status_get", ids=[doc["doc_id"]])
     assert row["status"] == "done"
 
+
+
+def test_the_drivers_own_failure_on_a_connection_torn_down_under_it_is_transient():
+    """The driver closed under a request (a reconnect) fails inside its I/O code with an
+    AttributeError or a BufferError: a 503 to retry, not a 500; the same errors anywhere
+    else are bugs."""
+    from pathweave.errors import is_transient
+
+    def raised(kind, filename: str) -> BaseException:
+        code = compile(f"raise {kind}('torn down')", filename, "exec")
+        try:
+            exec(code, {})
+        except BaseException as exc:  # noqa: BLE001 - the exception is the subject
+            return exc
+        raise AssertionError("nothing raised")
+
+    inside = "/venv/lib/python3.11/site-packages/neo4j/_sync/io/_bolt5.py"
+    assert is_transient(raised("AttributeError", inside)) and is_transient(raised("BufferError", inside))
+    assert not is_transient(raised("AttributeError", "/repo/platform/pathweave/retrieval/proprag.py"))
+    assert not is_transient(raised("KeyError", inside))
