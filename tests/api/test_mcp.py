@@ -17,6 +17,8 @@ import pytest
 
 from conftest import CORE_DOCS, served_app, wait_job
 
+pytestmark = pytest.mark.arcadedb_only  # the service's interface; the stores are covered by the rest of the suite
+
 TOOLS = {"search", "answer", "get_reasoning_record", "get_document", "list_documents", "ingest_text"}
 QUESTION = {"question": "Where was the physicist who won the Nobel Prize in 1903 born?", "mode": "proprag", "k": 3,
             "token_budget": 200}

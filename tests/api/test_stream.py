@@ -14,6 +14,8 @@ import pytest
 
 from conftest import CORE_DOCS, served_app, wait_job
 
+pytestmark = pytest.mark.arcadedb_only  # the service's interface; the stores are covered by the rest of the suite
+
 QUESTION = "On which river is the city where Marie Curie was born?"
 
 

@@ -22,6 +22,8 @@ from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 from conftest import CORE_DOCS
 
+pytestmark = pytest.mark.arcadedb_only  # the service's interface; the stores are covered by the rest of the suite
+
 
 class _Switch(Sampler):
     """Samples every span while ``on``, none otherwise (the rest of the suite runs untraced)."""
