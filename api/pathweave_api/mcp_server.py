@@ -133,6 +133,18 @@ def build_server(svc: Services, query_body: type, stdio_key: str | None = None) 
             return run_query(svc, key.tenant, req, access).model_dump(mode="json")
         return work
 
+    def document(doc_id: str) -> Callable[[ApiKey, Access], dict]:
+        return lambda key, access: _body(DocumentText, document_text(svc, key.tenant, access, doc_id))
+
+    def record(query_id: str) -> Callable[[ApiKey, Access], dict]:
+        return lambda key, access: _body(ReasoningRecord, reasoning_record(svc, key.tenant, access, query_id))
+
+    async def resource(ctx: Context | None, scope: str, value: str, pattern: str, what: str, work) -> str:
+        """A resource's JSON: ``value`` checked against ``pattern`` first (it comes from the URI)."""
+        if not re.fullmatch(pattern, value):
+            raise ResourceError(f"422 validation-error: {value[:40]!r} is no {what}")
+        return json.dumps(await call(ctx, scope, work(value), ResourceError))
+
     @server.tool(description="Ranked passages of the organisation's documents for a question, with citations, the "
                              "proposition paths connecting them and, with a token budget, the budgeted context "
                              "(the body of POST /v1/query).")
@@ -150,13 +162,11 @@ def build_server(svc: Services, query_body: type, stdio_key: str | None = None) 
                              "them), by the query_id a search returned.")
     async def get_reasoning_record(query_id: Annotated[str, Field(pattern=HEX32_PATTERN)],
                                    ctx: Context = None) -> dict:
-        return await call(ctx, "query", lambda key, access: _body(ReasoningRecord, reasoning_record(
-            svc, key.tenant, access, query_id)))
+        return await call(ctx, "query", record(query_id))
 
     @server.tool(description="A document with its passages' text in reading order (needs an ingest-scoped key).")
     async def get_document(doc_id: Annotated[str, Field(pattern=DOC_ID_PATTERN)], ctx: Context = None) -> dict:
-        return await call(ctx, "ingest", lambda key, access: _body(DocumentText, document_text(
-            svc, key.tenant, access, doc_id)))
+        return await call(ctx, "ingest", document(doc_id))
 
     @server.tool(description="The tenant's documents, newest first, with their status (needs an ingest-scoped key).")
     async def list_documents(limit: Annotated[int, Field(ge=1, le=svc.api.max_page)] = 50,
@@ -185,18 +195,12 @@ def build_server(svc: Services, query_body: type, stdio_key: str | None = None) 
     @server.resource("pathweave://documents/{doc_id}", mime_type="application/json",
                      description="A document with its passages (needs an ingest-scoped key).")
     async def document_resource(doc_id: str, ctx: Context = None) -> str:
-        if not re.fullmatch(DOC_ID_PATTERN, doc_id):
-            raise ResourceError(f"422 validation-error: doc_id {doc_id[:40]!r} is no document id (doc: + 24 hex)")
-        return json.dumps(await call(ctx, "ingest", lambda key, access: _body(DocumentText, document_text(
-            svc, key.tenant, access, doc_id)), ResourceError))
+        return await resource(ctx, "ingest", doc_id, DOC_ID_PATTERN, "document id (doc: + 24 hex)", document)
 
     @server.resource("pathweave://queries/{query_id}", mime_type="application/json",
                      description="A query's reasoning record.")
     async def record_resource(query_id: str, ctx: Context = None) -> str:
-        if not re.fullmatch(HEX32_PATTERN, query_id):
-            raise ResourceError(f"422 validation-error: query_id {query_id[:40]!r} is no query id (32 hex)")
-        return json.dumps(await call(ctx, "query", lambda key, access: _body(ReasoningRecord, reasoning_record(
-            svc, key.tenant, access, query_id)), ResourceError))
+        return await resource(ctx, "query", query_id, HEX32_PATTERN, "query id (32 hex)", record)
 
     return server
 

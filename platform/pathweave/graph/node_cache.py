@@ -31,6 +31,7 @@ class NodeCache:
     def __init__(self, max_entries: int = 50_000) -> None:
         self.max_entries = max_entries
         self._rows: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._kinds: set[str] = set()  # every kind of row put so far (a handful)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -55,6 +56,7 @@ class NodeCache:
         """Cache ``rows`` (``{id: row}``, read from the store), evicting the least recently
         used beyond ``max_entries``."""
         with self._lock:
+            self._kinds.add(kind)
             for node_id, row in rows.items():
                 key = (kind, node_id)
                 old = self._rows.get(key)
@@ -66,13 +68,16 @@ class NodeCache:
                 self.bytes -= row_bytes(*self._rows.popitem(last=False))
 
     def evict(self, ids: Iterable[str]) -> None:
-        """Forget every kind of row of ``ids`` (nodes a change removed)."""
+        """Forget every kind of row of ``ids`` (nodes a change removed, passages whose
+        documents changed): one lookup per id and kind, whatever the cache holds."""
         gone = set(ids)
         if not gone:
             return
         with self._lock:
-            for key in [key for key in self._rows if key[1] in gone]:
-                self.bytes -= row_bytes(key, self._rows.pop(key))
+            for key in [(kind, node_id) for kind in self._kinds for node_id in gone]:
+                row = self._rows.pop(key, None)
+                if row is not None:
+                    self.bytes -= row_bytes(key, row)
 
     def __len__(self) -> int:
         return len(self._rows)

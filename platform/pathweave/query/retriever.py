@@ -106,9 +106,7 @@ class Retriever:
         """
         request = question.check() if isinstance(question, QueryRequest) else \
             QueryRequest.of(question, mode=mode, k=k, **options)
-        with TRACER.start_as_current_span("pathweave.query", attributes={
-                "pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
-                "pathweave.restricted": access.restricted}) as span:
+        with self._span(request, access) as span:
             retrieval = self._search(request, access)
             retrieval.result.trace_id = retrieval.result.trace_id or current_trace_id()
             if span.is_recording():
@@ -133,14 +131,18 @@ class Retriever:
             # PruneRAG's tree and APR's compact prompt answer their own way: whole
             return StreamedQuery(self, self.search(request, access=access), None, False)
         client = self.resources.llm_client()  # LLMUnavailable before anything is retrieved
-        with TRACER.start_as_current_span("pathweave.query", attributes={
-                "pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
-                "pathweave.restricted": access.restricted, "pathweave.streamed": True}):
+        with self._span(request, access, streamed=True):
             retrieval = strategy.search(self.resources, request, False, access)
             cite_result(self.store, retrieval.result, access)
             retrieval.result.trace_id = current_trace_id()
         return StreamedQuery(self, retrieval, AnswerStream(client, retrieval.result),
                              request.record(self.settings.query.write_reasoning))
+
+    def _span(self, request: QueryRequest, access: Access, streamed: bool = False):
+        """The query's span ``pathweave.query`` (made current): tenant, mode, k, restricted."""
+        return TRACER.start_as_current_span("pathweave.query", attributes={
+            "pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
+            "pathweave.restricted": access.restricted, "pathweave.streamed": streamed})
 
     def _search(self, request: QueryRequest, access: Access) -> Retrieval:
         strategy = mode_strategy(request.mode)
