@@ -197,7 +197,7 @@ def llm_client(settings, llm_settings, llm_server):
 
 # ---- a real headless Chromium (Debian chromium + chromium-driver, installed by tools/test.sh)
 # for the pages: the reasoning explorer (tests/api/test_explorer.py) and Neo4j Browser
-# (tests/test_neo4j_browser.py)
+# (tests/api/test_neo4j_browser.py)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -23,7 +23,7 @@ from fastapi.openapi.utils import get_openapi
 
 from pathweave.settings import ApiSettings, Settings, WorkerSettings
 from pathweave.telemetry.setup import configure_tracing
-from pathweave_api import explorer, mcp_server, metrics, problems
+from pathweave_api import browser, explorer, mcp_server, metrics, problems
 from pathweave_api.keys import KeyStore
 from pathweave_api.limits import BodyLimitMiddleware
 from pathweave_api.models import DocumentPut, DocumentsRequest
@@ -121,6 +121,7 @@ def create_app(settings: Settings | None = None, api_settings: ApiSettings | Non
         return schema
 
     explorer.install(app)
+    browser.install(app)
     app.openapi = openapi  # type: ignore[method-assign]
     if configure_tracing("pathweave-api"):  # the standard OTEL_* variables asked for traces
         from opentelemetry.instrumentation.celery import CeleryInstrumentor

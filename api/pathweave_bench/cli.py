@@ -108,11 +108,20 @@ def bench_musique(
                                               "tenant of A's documents alone, and p50 with and without the check "
                                               "(acl_split.json)."),
     seed: int = typer.Option(7, help="With --acl-split: the seed of the split."),
+    tracing: bool = typer.Option(False, "--tracing", help="Instead: what OpenTelemetry tracing costs a query. Each "
+                                 "ranking mode untraced (no SDK), then with the SDK exporting over OTLP/HTTP to a local "
+                                 "collector, sampled out and in, in alternating order (tracing.json)."),
 ) -> None:
     """Recall@2/5, latency, ingestion speed and RSS on MuSiQue; PropRAG vs dense vs HippoRAG 2."""
     from pathweave.embedding.catalog import UnknownEmbedder, get
     from pathweave_bench.musique import run_musique
 
+    if tracing:
+        from pathweave_bench.tracing import run_tracing
+
+        for name in _backends(backend):
+            run_tracing(data, out / name if len(_backends(backend)) > 1 else out, questions, name)
+        return
     if acl_split is not None:
         from pathweave_bench.acl_split import run_acl_split
 
@@ -236,7 +245,7 @@ def bench_qa(
     out: Path = typer.Option(Path("bench-results"), help="Where qa.json goes."),
     limit: int = typer.Option(0, help="Only the first N questions (0 = all; e.g. 20 on a CPU)."),
     rows: Optional[str] = typer.Option(None, help="Comma-separated rows to run (default all: dense_top5, "
-                                                  "proprag_top5, proprag_budget_200, proprag_budget_400, prunerag)."),
+                                                  "proprag_top5, proprag_budget_200, proprag_budget_400, prunerag, proprag_stream)."),
 ) -> None:
     """EM/F1/EFR of LLM answers: dense top-5, PropRAG top-5, budgeted context 200/400, PruneRAG."""
     from pathweave_bench.qa import ROWS, run_qa

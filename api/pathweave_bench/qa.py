@@ -7,7 +7,11 @@ is answered five ways, all in the same run:
 
 - ``dense_top5``: from the dense top-5 passages; ``proprag_top5``: from PropRAG's top 5;
 - ``proprag_budget_200`` / ``_400``: from PropRAG's token-budgeted context (spec §5);
-- ``prunerag``: the PruneRAG tree (spec §4), every node retrieved by PropRAG.
+- ``prunerag``: the PruneRAG tree (spec §4), every node retrieved by PropRAG;
+- ``proprag_stream``: PropRAG's top 5 answered as ``POST /v1/query`` with ``stream`` answers
+  (prose with ``[n]`` citations, read as the model writes it): its time to the first piece
+  (``first_ms``, from the query's start) beside its time to the whole answer, and the paired
+  per-question difference of the two (``whole_minus_first``).
 
 Per row: EM and token F1 (spec §6, SQuAD normalization, max over answer + aliases), mean
 prompt and completion tokens, LLM calls per question and p50 latency (ms, retrieval +
@@ -43,19 +47,28 @@ from pathweave_bench.musique import gold_documents, load_musique
 from pathweave.terminal import progress_bar, stdout_console
 from pathweave_ingest.console import run_ingest
 
-ROWS = ("dense_top5", "proprag_top5", "proprag_budget_200", "proprag_budget_400", "prunerag")
+ROWS = ("dense_top5", "proprag_top5", "proprag_budget_200", "proprag_budget_400", "prunerag", "proprag_stream")
 
 
 def _row_run(retriever: Retriever, client, question: str, row: str):
-    """``(result, retrieved doc ids)`` of one row for one question."""
+    """``(result, retrieved doc ids, ms to the first streamed piece or None)`` of one row for
+    one question."""
     if row == "prunerag":
         result = retriever.search(question, "prunerag", 5, write_record=False).result
-        return result, [hit.doc_id for hit in result.tree.retrieved_passages()]
+        return result, [hit.doc_id for hit in result.tree.retrieved_passages()], None
+    if row == "proprag_stream":
+        started = time.perf_counter()
+        streamed = retriever.stream(question, "proprag", 5, write_record=False, answer=True)
+        first = None
+        for _piece in streamed.answer:
+            first = first if first is not None else (time.perf_counter() - started) * 1000
+        result = streamed.finish()
+        return result, [hit.doc_id for hit in result.passages], first
     mode = "dense" if row == "dense_top5" else "proprag"
     budget = int(row.rsplit("_", 1)[1]) if "budget" in row else None
     result = retriever.search(question, mode, 5, write_record=False, token_budget=budget).result
     result.answer = generate_answer(client, result)
-    return result, [hit.doc_id for hit in result.passages]
+    return result, [hit.doc_id for hit in result.passages], None
 
 
 def efr(cases: list[tuple[bool, float]]) -> float | None:
@@ -79,7 +92,7 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
     spacy = base.ingest.model_copy(update={"extractor": "spacy"})  # the default extractor, whatever is configured
     settings = base.model_copy(update={"data_dir": workdir, "tenant": "bench-qa", "ingest": spacy})
     per_row = {row: {"em": [], "f1": [], "prompt_tokens": [], "completion_tokens": [], "llm_calls": [], "ms": [],
-                     "errors": 0, "efr": []} for row in rows}
+                     "first_ms": [], "errors": 0, "efr": []} for row in rows}
     details = []
     results: dict = {"model": client.model, "endpoint": llm.base_url or "managed llama.cpp server",
                      "questions": len(questions), "machine": machine_info(), "commit": git_commit(),
@@ -100,7 +113,7 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
                     detail = {"id": question["id"], "question": question["question"], "gold": question["answer"]}
                     for row in rows:
                         started = time.perf_counter()
-                        result, docs = _row_run(retriever, client, question["question"], row)
+                        result, docs, first_ms = _row_run(retriever, client, question["question"], row)
                         ms = (time.perf_counter() - started) * 1000
                         answer = result.answer
                         em, f1 = exact_match(answer.text, answers), token_f1(answer.text, answers)
@@ -111,9 +124,12 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
                         stats["completion_tokens"].append(answer.completion_tokens)
                         stats["llm_calls"].append(answer.llm_calls)
                         stats["ms"].append(ms)
+                        if first_ms is not None:
+                            stats["first_ms"].append((first_ms, ms))
                         stats["errors"] += answer.error is not None
                         stats["efr"].append((gold <= set(docs), em))
                         detail[row] = {"answer": answer.text, "em": em, "f1": round(f1, 3), "ms": round(ms),
+                                       **({"first_ms": round(first_ms)} if first_ms is not None else {}),
                                        "prompt_tokens": answer.prompt_tokens, "error": answer.error,
                                        **({"tree": [(n.decision, n.text, n.answer, n.confidence)
                                                     for n in result.tree.nodes]} if result.tree else {})}
@@ -130,6 +146,12 @@ def run_qa(data: Path | None, out: Path, limit: int = 0, rows: tuple[str, ...] =
                              "p50_ms": round(percentile_ms(s["ms"], 50), 1), "errors": s["errors"],
                              "efr": efr(s["efr"])}
                        for row, s in per_row.items() if s["em"]}
+    for row, s in per_row.items():
+        if s["first_ms"]:  # a streamed row: the first piece beside the whole answer, on the same questions
+            firsts, wholes = [f for f, _ in s["first_ms"]], [w for _, w in s["first_ms"]]
+            results["rows"][row].update({
+                "first_p50_ms": round(percentile_ms(firsts, 50), 1), "first_p95_ms": round(percentile_ms(firsts, 95), 1),
+                "whole_minus_first": paired_difference(wholes, firsts).as_dict()})
     dense = per_row.get("dense_top5", {}).get("f1")
     if dense:
         for row, figures in results["rows"].items():
@@ -148,14 +170,20 @@ def print_qa_table(results: dict, console: Console) -> None:
     machine = results["machine"]
     table = Table(title=f"MuSiQue QA ({results['questions']} questions), {results['model']}, "
                         f"{machine['cores']} cores {machine['cpu']}")
-    for column in ("row", "EM", "F1", "F1 - dense (SE)", "prompt tok", "completion tok", "LLM calls", "p50 s", "EFR",
-                   "errors"):
+    for column in ("row", "EM", "F1", "F1 - dense (SE)", "prompt tok", "completion tok", "LLM calls", "p50 s",
+                   "first piece p50 s", "EFR", "errors"):
         table.add_column(column)
     for row, r in results["rows"].items():
         vs = r.get("f1_vs_dense")
         table.add_row(row, f"{r['em']:.3f}", f"{r['f1']:.3f}", f"{vs['mean']:+.3f} ({vs['se']:.3f})" if vs else "-",
                       f"{r['prompt_tokens']:.0f}", f"{r['completion_tokens']:.0f}", f"{r['llm_calls']:.1f}",
-                      f"{r['p50_ms'] / 1000:.1f}",
+                      f"{r['p50_ms'] / 1000:.1f}", f"{r['first_p50_ms'] / 1000:.2f}" if "first_p50_ms" in r else "-",
                       "-" if r["efr"] is None else f"{r['efr']:.3f}", str(r["errors"]))
     console.print(table)
     console.print(f"EFR: PruneRAG {results['efr']['prunerag']} vs root only (PropRAG top-5) {results['efr']['root_only']}")
+    for row, r in results["rows"].items():
+        if "whole_minus_first" in r:
+            d = r["whole_minus_first"]
+            console.print(f"{row}: the whole answer comes {d['mean'] / 1000:.2f} s (SE {d['se'] / 1000:.2f}) after its "
+                          f"first piece (first piece p50 {r['first_p50_ms'] / 1000:.2f} s, whole p50 "
+                          f"{r['p50_ms'] / 1000:.2f} s)")

@@ -18,6 +18,7 @@ import re
 from pathweave.llm.client import Completion, LLMClient, LLMError
 from pathweave.llm.confidence import last_json_object
 from pathweave.model import Answer, BudgetedContext, PassageHit, QueryResult
+from pathweave.telemetry import attached, capture, traced
 
 ANSWER_SCHEMA = {
     "type": "object",
@@ -157,9 +158,16 @@ class AnswerStream:
         self._labels = source_labels(result, use_context)
         self._stream = None
         self._closed = False
+        self._trace = capture()  # the query's span, the parent of the generation's wherever it runs
         self.answer: Answer | None = None
 
     def __iter__(self):
+        """The pieces, under an ``answer`` stage span (with its ``llm.chat``) of the query's
+        trace, in whichever thread iterates."""
+        with attached(self._trace), traced("answer", **{"pathweave.stage": "answer"}):
+            yield from self._pieces()
+
+    def _pieces(self):
         context = self._context
         source = "context" if context is not None else "passages"
         sources = (context.expanded or context.text) if context is not None else passage_sources(self._result.passages)

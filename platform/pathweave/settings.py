@@ -151,6 +151,9 @@ class StoreSettings(_Section):
     server_heap: str = Field("2g", description="JVM heap of the managed server (a Java size: 2g, 512m).")
     server_pagecache: str = Field(
         "512m", description="Page cache of the managed Neo4j, holding store files in memory (a Java size: 512m, 2g).")
+    browser_guide_url: str = Field(
+        "", description="URL of the Pathweave guide the managed Neo4j's Browser opens once connected (the API's "
+                        "/browser/guide.html); empty = http://localhost:<api.port>/browser/guide.html.")
     gds_uri: str = Field(
         "", description="Neo4j URI the Graph Data Science calls go to (a cluster's secondary, e.g. "
                         "bolt://neo4j-secondary:7687), with the same user and password; empty = the store's own.")

@@ -75,3 +75,35 @@ def test_an_answer_streams_token_by_token_and_a_disconnect_stops_the_model(serve
     while log.read_text(errors="replace").count("Disconnected from client") == before:
         assert time.monotonic() - left < 2.0, "the model server went on generating after the client left"
         time.sleep(0.05)
+
+
+def test_a_prunerag_query_streams_its_tree_node_by_node(served, runtime, llm_client, llm_server, monkeypatch):
+    """PruneRAG's steps: one ``step`` event per tree node as it is settled (the root first,
+    each node after its parent), then ``retrieval`` and ``answer``; the steps are the final
+    tree's nodes, in order, with the same decisions and retrieved passages."""
+    import uuid
+
+    base, keys = served
+    token, _ = keys.create(f"steps{uuid.uuid4().hex[:8]}", "tests", 0)
+    monkeypatch.setattr(runtime, "_llm", llm_client)
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
+        job = http.post("/v1/documents", json={"documents": CORE_DOCS}).json()
+        assert wait_job(http, {}, job["job_id"])["status"] == "done"
+        body = {"question": QUESTION, "mode": "prunerag", "k": 3}
+        with http.stream("POST", "/v1/query", json=body, headers={"Accept": "text/event-stream"}) as response:
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+            events = list(_events(response))
+    names = [name for name, _ in events]
+    steps = [data for name, data in events if name == "step"]
+    assert steps and names == ["step"] * len(steps) + ["retrieval", "answer"], names
+    final = events[-1][1]
+    tree = final["tree"]["nodes"]
+    assert [s["node_id"] for s in steps] == [n["node_id"] for n in tree]
+    assert [(s["decision"], s["answer"]) for s in steps] == [(n["decision"], n["answer"]) for n in tree]
+    assert [s["passage_ids"] for s in steps] == [[p["passage_id"] for p in n["passages"]] for n in tree]
+    assert steps[0]["parent_id"] is None and steps[0]["text"] == QUESTION
+    seen = set()
+    for step in steps:  # a node is settled after its parent
+        assert step["parent_id"] is None or step["parent_id"] in seen
+        seen.add(step["node_id"])
+    assert final["answer"] is not None and events[-2][1]["answer"] is None

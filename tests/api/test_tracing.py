@@ -8,6 +8,7 @@ process); with them, spans reach an OTLP/HTTP endpoint (a local one of the test'
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -118,6 +119,34 @@ def test_a_query_is_one_trace_with_a_span_per_stage_and_an_ingestion_batch_is_a_
     assert untraced == []
     assert client.post("/v1/query", headers=headers, json={"question": question, "mode": "dense", "k": 3}
                        ).json()["trace_id"] is None
+
+
+def test_a_streamed_answer_is_traced_to_its_last_token(client, new_tenant, spans, wait, runtime, llm_client,
+                                                       llm_server, monkeypatch):
+    """The query's span lasts until the streamed answer ends: its ``answer`` stage and the
+    model's ``llm.chat`` (with its tokens), made in the thread that reads the model, are in
+    the query's one trace."""
+    monkeypatch.setattr(runtime, "_llm", llm_client)
+    _, headers = new_tenant("tracestream")
+    job = client.post("/v1/documents", headers=headers, json={"documents": CORE_DOCS}).json()
+    assert wait(headers, job["job_id"])["status"] == "done"
+    body = {"question": "Where was Marie Curie born?", "k": 3, "answer": True, "stream": True}
+    with spans() as finished:
+        with client.stream("POST", "/v1/query", headers=headers, json=body) as response:
+            assert response.status_code == 200
+            text = "".join(response.iter_text())
+    final = json.loads(text.split("event: answer")[1].split("data:", 1)[1].split("\n")[0])
+    roots = [s for s in finished if s.name == "pathweave.query"]
+    assert len(roots) == 1 and roots[0].attributes["pathweave.streamed"] is True
+    root = roots[0]
+    assert len({s.context.trace_id for s in finished}) == 1
+    assert final["trace_id"] == format(root.context.trace_id, "032x") == response.headers["X-Pathweave-Trace-Id"]
+    below = {s.name: s for s in _descendants(finished, root)}
+    assert set(final["timings_ms"]) - {"total"} <= set(below), (final["timings_ms"], sorted(below))
+    chat = below["llm.chat"]
+    assert chat.parent.span_id == below["answer"].context.span_id
+    assert chat.attributes["gen_ai.usage.output_tokens"] == final["answer"]["completion_tokens"] > 0
+    assert root.end_time >= chat.end_time  # the query's span ends after its answer
 
 
 def _python(code: str, env: dict) -> subprocess.CompletedProcess:

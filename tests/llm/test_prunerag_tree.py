@@ -104,3 +104,31 @@ def test_failed_retrieval_kills_only_its_branch():
     tree, answer = build_tree("q?", client, flaky, PruneRAGSettings())
     assert [n.decision for n in tree.nodes] == ["decomposition", "answer", "dead"]
     assert answer.text == "A"
+
+
+def test_each_node_is_heard_of_once_settled_and_a_raising_listener_stops_the_tree():
+    replies = ['{"type": "decomposition", "subquery1": "a?", "subquery2": "b?"}',
+               '{"type": "answer", "answer": "A"}', '{"type": "entity", "entity1": "E"}', '{"answer": "A"}']
+    heard = []
+    tree, _ = build_tree("q?", ScriptedClient(list(replies)), retrieve, PruneRAGSettings(),
+                         on_step=lambda node, parent: heard.append((node.node_id, parent, node.decision,
+                                                                    len(node.passages))))
+    assert heard == [("n0", None, "decomposition", 5), ("n1", "n0", "answer", 5), ("n2", "n0", "entity", 5),
+                     ("n3", "n2", "retrieved", 5)]
+    assert [n.node_id for n in tree.nodes] == [h[0] for h in heard]
+
+    class Left(Exception):
+        pass
+
+    def leave(node, parent):
+        if node.node_id == "n1":
+            raise Left()
+
+    client = ScriptedClient(list(replies))
+    try:
+        build_tree("q?", client, retrieve, PruneRAGSettings(), on_step=leave)
+    except Left:
+        pass
+    else:
+        raise AssertionError("the listener's exception did not end the tree")
+    assert len(client.calls) == 2  # the root's decision and n1's: nothing after the listener raised

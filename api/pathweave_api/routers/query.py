@@ -2,6 +2,7 @@
 of the stored reasoning record and, when asked (or with mode ``prunerag``), the LLM's answer; the body model's limits come from the settings."""
 
 import functools
+import logging
 import time
 
 from fastapi import APIRouter, Request, Response
@@ -18,6 +19,8 @@ from pathweave_api.models import TEXT_PATTERN, QueryBody, QueryResponse, json_in
 from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import Services, ServicesDep, guard
 
+
+logger = logging.getLogger(__name__)
 
 TRACE_HEADER = "X-Pathweave-Trace-Id"
 """The response header naming the query's OpenTelemetry trace, when the service traces."""
@@ -68,8 +71,8 @@ def read_after(store, bookmarks: list[str]) -> None:
         raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.code})", "validation-error") from None
 
 
-def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: str):
-    """``retriever.<how>(req, access=access)`` (``query`` or ``stream``) for ``tenant``, after
+def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: str, **options):
+    """``retriever.<how>(req, access=access, **options)`` (``query`` or ``stream``) for ``tenant``, after
     the bookmarks of ``req.consistency``, with the core's errors as problems: its
     :class:`~pathweave.errors.BadRequest` a 422 (``not-applicable`` for an option the mode
     does not use; the CLI exits 2 with the same message), another embedder's tenant a 409,
@@ -81,7 +84,7 @@ def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: s
     if req.consistency:
         read_after(retriever.store, req.consistency)
     try:
-        return _unless_reembedding(svc.guard, functools.partial(getattr(retriever, how), access=access), req)
+        return _unless_reembedding(svc.guard, functools.partial(getattr(retriever, how), access=access, **options), req)
     except BadRequest as exc:
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None
@@ -128,7 +131,11 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
     import anyio
     from sse_starlette.sse import EventSourceResponse
 
+    from pathweave.query.modes import strategy
+
     started = time.perf_counter()
+    if strategy(req.mode).has_steps:
+        return await stream_steps(svc, tenant, req, access, started)
     streamed = await run_in_threadpool(_retrieve, svc, tenant, req, access, "stream")
 
     async def events():
@@ -163,6 +170,93 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
 
     headers = {TRACE_HEADER: streamed.retrieval.result.trace_id} if streamed.retrieval.result.trace_id else None
     return EventSourceResponse(events(), headers=headers)
+
+
+class _ClientLeft(Exception):
+    """Raised into a query whose streamed steps nobody reads any more: its work stops."""
+
+
+def step_event(node, parent_id: str | None) -> dict:
+    """The ``step`` event of a settled PruneRAG tree node: its id, its parent's, kind, text,
+    depth, decision, answer and confidence, error, and the ids of the passages it retrieved."""
+    import json
+
+    return {"event": "step", "data": json.dumps({
+        "node_id": node.node_id, "parent_id": parent_id, "kind": node.kind, "text": node.text, "depth": node.depth,
+        "decision": node.decision, "answer": node.answer, "confidence": node.confidence, "error": node.error,
+        "passage_ids": [hit.passage_id for hit in node.passages]})}
+
+
+async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Access, started: float):
+    """A query of a mode with steps (PruneRAG) as Server-Sent Events: one ``step`` event per
+    tree node as it is settled (:func:`step_event`), then ``retrieval`` and ``answer`` as
+    :func:`stream_query` sends them. The query runs in a thread of its own (in the request's
+    trace); a client that leaves stops it at its next node (no record is written). Errors
+    before the first event are problem documents; one after it is an ``error`` event (a
+    problem document) that ends the stream."""
+    import contextvars
+    import json
+    import queue
+    import threading
+
+    import anyio
+    from sse_starlette.sse import EventSourceResponse
+
+    from pathweave.errors import is_transient
+    from pathweave.telemetry import current_trace_id
+
+    items: queue.Queue = queue.Queue()
+    left = threading.Event()
+
+    def on_step(node, parent_id: str | None) -> None:
+        if left.is_set():
+            raise _ClientLeft()
+        items.put(("step", step_event(node, parent_id)))
+
+    def run() -> None:
+        try:
+            items.put(("done", _retrieve(svc, tenant, req, access, "stream", on_step=on_step)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the request (or dropped: the client left)
+            items.put(("failed", exc))
+
+    async def next_item():
+        try:
+            return await anyio.to_thread.run_sync(items.get, abandon_on_cancel=True)
+        except BaseException:  # the client left while the tree grows: stop it
+            left.set()
+            raise
+
+    threading.Thread(target=contextvars.copy_context().run, args=(run,), name="pathweave-steps", daemon=True).start()
+    first = await next_item()
+    if first[0] == "failed":
+        raise first[1]
+
+    async def events():
+        kind, item = first
+        try:
+            while kind == "step":
+                yield item
+                kind, item = await next_item()
+            if kind == "failed":
+                if isinstance(item, ApiProblem):
+                    problem = item
+                elif is_transient(item):
+                    problem = ApiProblem(503, "the store is unavailable; retry later")
+                else:
+                    logger.error("streamed %s query failed", req.mode, exc_info=item)
+                    problem = ApiProblem(500, "the query failed", "internal")
+                yield {"event": "error", "data": json.dumps({
+                    "type": f"urn:pathweave:problem:{problem.kind}", "status": problem.status, "detail": problem.detail})}
+                return
+            result = await run_in_threadpool(item.finish)
+            yield {"event": "retrieval", "data": QueryResponse.from_result(
+                result.model_copy(update={"answer": None})).model_dump_json()}
+            yield {"event": "answer", "data": answered(req, result, started).model_dump_json()}
+        finally:
+            left.set()
+
+    trace_id = current_trace_id()  # the request's trace (an instrumented service), which the query's joins
+    return EventSourceResponse(events(), headers={TRACE_HEADER: trace_id} if trace_id else None)
 
 
 def router(body: type[QueryBody]) -> APIRouter:

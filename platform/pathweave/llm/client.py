@@ -232,6 +232,16 @@ class CompletionStream:
         self.completion: Completion | None = None
 
     def __iter__(self):
+        """The pieces, under a span ``llm.chat`` (model, tokens in and out) when traced."""
+        with traced("llm.chat", **{"gen_ai.request.model": self._kwargs["model"], "pathweave.streamed": True,
+                                   "gen_ai.request.max_tokens": self._kwargs["max_tokens"]}) as span:
+            yield from self._pieces()
+            if span is not None and self.completion is not None:
+                span.set_attributes({"gen_ai.response.model": self.completion.model,
+                                     "gen_ai.usage.input_tokens": self.completion.prompt_tokens,
+                                     "gen_ai.usage.output_tokens": self.completion.completion_tokens})
+
+    def _pieces(self):
         import openai
 
         started = time.perf_counter()

@@ -23,7 +23,7 @@ from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.resources import QueryResources
 from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 from pathweave.settings import Settings
-from pathweave.telemetry import TRACER, current_trace_id, traced
+from pathweave.telemetry import TRACER, current_trace_id, in_span, traced
 from pathweave.store.graph_store import GraphStore
 from pathweave.graph.topology import TopologyCache
 
@@ -87,7 +87,7 @@ class Retriever:
         return self.search(question, mode, k, access=access, **options).result
 
     def search(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
-               access: Access = UNRESTRICTED, **options) -> Retrieval:
+               access: Access = UNRESTRICTED, on_step=None, **options) -> Retrieval:
         """Run one query: a :class:`~pathweave.retrieval.request.QueryRequest`, or a question
         with the request's options as keywords (``token_budget``, ``selection_method``,
         ``context_style``, ``session_id``, ``answer``, ``write_record``).
@@ -99,29 +99,33 @@ class Retriever:
         passage and context line carries its reference. Returns the result with the subgraph
         and ``(d,)`` query vector it used. ``access``: what the caller may read
         (:mod:`pathweave.access`); every mode retrieves, answers and records from that only
-        (mode apr refuses a restricted caller). Raises :class:`~pathweave.errors.BadRequest` /
-        :class:`~pathweave.errors.NotApplicable` on a bad request (nothing read or written)
-        and :class:`~pathweave.errors.LLMUnavailable` when a mode or the answer needs an LLM
-        and none can be had.
+        (mode apr refuses a restricted caller). ``on_step``: hears of the steps of a mode that
+        has them as they are taken (PruneRAG's tree nodes,
+        :data:`~pathweave.retrieval.prunerag.OnStep`); what it raises ends the query. Raises
+        :class:`~pathweave.errors.BadRequest` / :class:`~pathweave.errors.NotApplicable` on a
+        bad request (nothing read or written) and :class:`~pathweave.errors.LLMUnavailable`
+        when a mode or the answer needs an LLM and none can be had.
         """
         request = question.check() if isinstance(question, QueryRequest) else \
             QueryRequest.of(question, mode=mode, k=k, **options)
         with self._span(request, access) as span:
-            retrieval = self._search(request, access)
+            retrieval = self._search(request, access, on_step)
             retrieval.result.trace_id = retrieval.result.trace_id or current_trace_id()
             if span.is_recording():
                 span.set_attribute("pathweave.query_id", retrieval.result.query_id)
             return retrieval
 
     def stream(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
-               access: Access = UNRESTRICTED, **options) -> "StreamedQuery":
+               access: Access = UNRESTRICTED, on_step=None, **options) -> "StreamedQuery":
         """Run one query as :meth:`search` does, but leave its answer to be streamed: the
         retrieval (cited, unanswered, its record not yet written) and, when the request asks
         for an answer, an :class:`~pathweave.answering.AnswerStream` (prose with ``[n]``
-        citations) to iterate; then :meth:`StreamedQuery.finish` puts the answer into the
-        result and writes the record. PruneRAG answers through its tree, whole: its query
-        runs as :meth:`search` runs it and has no stream, and so does APR (it answers from its
-        compact prompt). Raises as :meth:`search` does."""
+        citations) to iterate, in any thread; then :meth:`StreamedQuery.finish` puts the
+        answer into the result, writes the record and ends the query's span (the generation's
+        spans are its children). PruneRAG answers through its tree, whole: its query runs as
+        :meth:`search` runs it (``on_step`` hears of the tree's nodes as they are settled) and
+        has no stream, and so does APR (it answers from its compact prompt). Raises as
+        :meth:`search` does."""
         from pathweave.answering import AnswerStream
 
         request = question.check() if isinstance(question, QueryRequest) else \
@@ -129,28 +133,37 @@ class Retriever:
         strategy = mode_strategy(request.mode)
         if strategy.answers_itself or not request.answer or type(strategy).answer is not RetrievalMode.answer:
             # PruneRAG's tree and APR's compact prompt answer their own way: whole
-            return StreamedQuery(self, self.search(request, access=access), None, False)
+            return StreamedQuery(self, self.search(request, access=access, on_step=on_step), None, False)
         client = self.resources.llm_client()  # LLMUnavailable before anything is retrieved
-        with self._span(request, access, streamed=True):
-            retrieval = strategy.search(self.resources, request, False, access)
-            cite_result(self.store, retrieval.result, access)
-            retrieval.result.trace_id = current_trace_id()
-        return StreamedQuery(self, retrieval, AnswerStream(client, retrieval.result),
-                             request.record(self.settings.query.write_reasoning))
+        span = self._span(request, access, streamed=True, current=False)  # ends in finish()
+        try:
+            with in_span(span):
+                retrieval = strategy.search(self.resources, request, False, access)
+                cite_result(self.store, retrieval.result, access)
+                retrieval.result.trace_id = current_trace_id()
+                answer = AnswerStream(client, retrieval.result)
+        except BaseException:
+            with in_span(span, end=True):  # the failure recorded on the query's span
+                raise
+        return StreamedQuery(self, retrieval, answer, request.record(self.settings.query.write_reasoning), span)
 
-    def _span(self, request: QueryRequest, access: Access, streamed: bool = False):
-        """The query's span ``pathweave.query`` (made current): tenant, mode, k, restricted."""
-        return TRACER.start_as_current_span("pathweave.query", attributes={
-            "pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
-            "pathweave.restricted": access.restricted, "pathweave.streamed": streamed})
+    def _span(self, request: QueryRequest, access: Access, streamed: bool = False, current: bool = True):
+        """The query's span ``pathweave.query`` (tenant, mode, k, restricted): made current for
+        a ``with`` block, or (``current`` False) started only, for its owner to end."""
+        attributes = {"pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
+                      "pathweave.restricted": access.restricted, "pathweave.streamed": streamed}
+        if current:
+            return TRACER.start_as_current_span("pathweave.query", attributes=attributes)
+        return TRACER.start_span("pathweave.query", attributes=attributes)
 
-    def _search(self, request: QueryRequest, access: Access) -> Retrieval:
+    def _search(self, request: QueryRequest, access: Access, on_step=None) -> Retrieval:
         strategy = mode_strategy(request.mode)
+        steps = {"on_step": on_step} if on_step is not None and strategy.has_steps else {}
         record = request.record(self.settings.query.write_reasoning)
         if request.answer or strategy.needs_llm:
             self.resources.llm_client()  # LLMUnavailable before anything is retrieved
         if strategy.answers_itself or not request.answer:
-            retrieval = strategy.search(self.resources, request, record, access)
+            retrieval = strategy.search(self.resources, request, record, access, **steps)
         else:
             retrieval = strategy.search(self.resources, request, False, access)
             with traced("answer", **{"pathweave.stage": "answer"}):
@@ -169,18 +182,24 @@ class StreamedQuery:
     cited, not yet answered), ``answer`` (an :class:`~pathweave.answering.AnswerStream`, or
     None when there is nothing to stream) and whether its record is to be written."""
 
-    def __init__(self, retriever: Retriever, retrieval: Retrieval, answer, record: bool) -> None:
+    def __init__(self, retriever: Retriever, retrieval: Retrieval, answer, record: bool, span=None) -> None:
         self.retriever, self.retrieval, self.answer, self.record = retriever, retrieval, answer, record
+        self._span = span  # the query's span, open while its answer streams
         self._finished = False
 
     def finish(self) -> QueryResult:
         """After the stream: the answer (and its milliseconds, ``timings_ms["answer"]``) in
-        the result, the record written when asked; once (a second call returns the result).
-        Returns the result."""
+        the result, the record written when asked, the query's span ended; once (a second
+        call returns the result). Returns the result."""
         result = self.retrieval.result
         if self._finished:
             return result
         self._finished = True
+        with in_span(self._span, end=True):
+            self._finish(result)
+        return result
+
+    def _finish(self, result: QueryResult) -> None:
         if self.answer is not None:
             result.answer = self.answer.answer
             if result.answer is not None:
@@ -188,4 +207,3 @@ class StreamedQuery:
                 result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + result.answer.latency_ms, 2)
             if self.record:
                 mode_strategy(result.mode).write_record(self.retriever.resources, self.retrieval)
-        return result

@@ -70,6 +70,8 @@ AGGREGATE_SYSTEM = ("Answer the root question using the decomposition tree (sub-
 AGGREGATE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 
 Retrieve = Callable[[str, int], list[PassageHit]]
+OnStep = Callable[[TreeNode, "str | None"], None]
+"""What hears of each settled tree node: ``(node, its parent's node id or None)``."""
 
 
 def documents_block(passages: list[PassageHit]) -> str:
@@ -89,10 +91,11 @@ def node_messages(node: TreeNode, parent: str) -> list[dict]:
 
 
 class _Builder:
-    def __init__(self, client, retrieve: Retrieve, params: PruneRAGSettings) -> None:
-        self.client, self.retrieve, self.params = client, retrieve, params
+    def __init__(self, client, retrieve: Retrieve, params: PruneRAGSettings, on_step: OnStep | None = None) -> None:
+        self.client, self.retrieve, self.params, self.on_step = client, retrieve, params, on_step
         self.tree = PruneTree(nodes=[])
-        self.parents: dict[str, str] = {}
+        self.parents: dict[str, str] = {}  # node id -> its parent's text
+        self.parent_ids: dict[str, str] = {}
 
     def add(self, kind: str, text: str, depth: int, parent: TreeNode | None) -> TreeNode:
         node = TreeNode(node_id=f"n{len(self.tree.nodes)}", kind=kind, text=text, depth=depth)
@@ -100,6 +103,7 @@ class _Builder:
         if parent is not None:
             parent.children.append(node.node_id)
             self.parents[node.node_id] = parent.text
+            self.parent_ids[node.node_id] = parent.node_id
         return node
 
     def call(self, node: TreeNode, messages: list[dict], **kwargs):
@@ -123,11 +127,13 @@ class _Builder:
                 self.tree.retrievals += 1
             except Exception as exc:  # noqa: BLE001 - a failed retrieval kills this branch only
                 node.decision, node.error = "dead", f"retrieval failed: {exc}"
-                continue
-            if node.kind == "entity":
-                node.decision = "retrieved"
-                continue
-            queue += self.decide(node)
+            else:
+                if node.kind == "entity":
+                    node.decision = "retrieved"
+                else:
+                    queue += self.decide(node)
+            if self.on_step is not None:
+                self.on_step(node, self.parent_ids.get(node.node_id))
         return self.tree
 
     def decide(self, node: TreeNode) -> list[TreeNode]:
@@ -221,7 +227,8 @@ class _Builder:
                       error=error)
 
 
-def build_tree(question: str, client, retrieve: Retrieve, params: PruneRAGSettings) -> tuple[PruneTree, Answer]:
+def build_tree(question: str, client, retrieve: Retrieve, params: PruneRAGSettings,
+               on_step: OnStep | None = None) -> tuple[PruneTree, Answer]:
     """Build the PruneRAG tree of ``question`` and aggregate it into the final answer.
 
     ``client``: anything with ``chat(messages, **kwargs) -> Completion`` raising
@@ -229,8 +236,11 @@ def build_tree(question: str, client, retrieve: Retrieve, params: PruneRAGSettin
     ``retrieve(text, k)``: the top-k passages of a (sub-)query. Never raises for LLM
     failures (dead leaves; a failed aggregation falls back to the root's answer, if any,
     with ``error`` set). Counts LLM calls, tokens and ms in the tree and the answer.
+    ``on_step(node, parent_id)``: called as each node is settled (retrieved and decided, in
+    breadth-first order; ``parent_id`` None at the root), before its children are; what it
+    raises ends the tree and is raised here (a streamed query whose client left).
     """
-    builder = _Builder(client, retrieve, params)
+    builder = _Builder(client, retrieve, params, on_step)
     tree = builder.run(question)
     answer = builder.aggregate(question)
     tree.llm_ms = round(tree.llm_ms, 1)
@@ -246,8 +256,12 @@ class PruneRAGMode(RetrievalMode):
     name = "prunerag"
     needs_llm = True
     answers_itself = True
+    has_steps = True
 
-    def search(self, resources, request, record: bool, access: Access = UNRESTRICTED) -> Retrieval:
+    def search(self, resources, request, record: bool, access: Access = UNRESTRICTED,
+               on_step: OnStep | None = None) -> Retrieval:
+        """The tree's query (see the class); ``on_step`` hears of each settled node
+        (:func:`build_tree`)."""
         started = time.perf_counter()
         client = resources.llm_client()
         params = resources.prunerag_params
@@ -261,7 +275,7 @@ class PruneRAGMode(RetrievalMode):
                 return root.result.passages[:n]
             return proprag.search(resources, QueryRequest.of(text, mode="proprag", k=n), False, access).result.passages
 
-        tree, answer = build_tree(question, client, retrieve, params)
+        tree, answer = build_tree(question, client, retrieve, params, on_step)
         result = root.result.model_copy(update={"mode": "prunerag", "passages": root.result.passages[:request.k],
                                                 "tree": tree, "answer": answer})
         result._principals = access.stored()

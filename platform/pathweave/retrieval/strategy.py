@@ -51,12 +51,14 @@ class RetrievalMode:
 
     ``options``: the request options it takes (:data:`pathweave.model.MODE_OPTIONS`; others
     are :class:`~pathweave.errors.NotApplicable`); ``needs_llm``: it cannot search without an
-    LLM; ``answers_itself``: its search already answers (PruneRAG's tree).
+    LLM; ``answers_itself``: its search already answers (PruneRAG's tree); ``has_steps``: its
+    search takes ``on_step``, to hear of its steps as they are taken (PruneRAG's tree nodes).
     """
 
     name: str = ""
     needs_llm: bool = False
     answers_itself: bool = False
+    has_steps: bool = False
 
     @property
     def options(self) -> frozenset[str]:

@@ -39,6 +39,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from pathweave.servers.neo4j_browser import browser_settings
 from pathweave.servers.processes import (
     OWNER_FILE, Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_free,
     port_open, private_dir, read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
@@ -143,7 +144,7 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
         target = build()
         password = read_password(directory)
         bolt_port, http_port = _ports(directory, settings)
-        _write_conf(directory, target, bolt_port, http_port, settings.store.server_pagecache)
+        _write_conf(directory, target, bolt_port, http_port, settings)
         if not (directory / "data" / "dbms" / "auth.ini").exists() and not (directory / "data" / "databases").exists():
             _set_initial_password(directory, target, password)
         make_private(directory)
@@ -225,7 +226,7 @@ def _offline(settings: Settings):
     owner = int((read_json(directory / OWNER_FILE) or {}).get("owner", 0))
     if running:
         stop(settings)
-    _write_conf(directory, target, *_ports(directory, settings), settings.store.server_pagecache)
+    _write_conf(directory, target, *_ports(directory, settings), settings)
 
     def admin(*args: str) -> None:
         done = subprocess.run([java_executable(), "-cp", _classpath(target), ADMIN_CLASS, *args], capture_output=True,
@@ -257,7 +258,13 @@ def _ports(directory: Path, settings: Settings) -> tuple[int, int]:
     return ports[0], ports[1]
 
 
-def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, pagecache: str) -> None:
+def browser_guide_url(settings: Settings) -> str:
+    """The guide the Browser opens once connected: ``store.browser_guide_url``, else the local
+    API's (``http://localhost:<api.port>/browser/guide.html``)."""
+    return settings.store.browser_guide_url or f"http://localhost:{settings.api.port}/browser/guide.html"
+
+
+def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, settings: Settings) -> None:
     conf = private_dir(directory / "conf")
     for name in ("data", "logs", "run", "import"):
         private_dir(directory / name)
@@ -274,9 +281,11 @@ def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, p
         f"server.http.listen_address=127.0.0.1:{http_port}",
         "server.https.enabled=false",
         "dbms.security.procedures.unrestricted=gds.*",
-        f"server.memory.pagecache.size={pagecache}",
+        f"server.memory.pagecache.size={settings.store.server_pagecache}",
         "dbms.usage_report.enabled=false",
         "db.tx_log.rotation.retention_policy=2 files",
+        # the Browser: Pathweave's style, the saved queries' parameters and guide, no usage-data banner
+        *(f"{key}={value}" for key, value in browser_settings(settings.tenant, browser_guide_url(settings)).items()),
     ]
     (conf / "neo4j.conf").write_text("\n".join(lines) + "\n")
 

@@ -17,6 +17,7 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 _HEADER = re.compile(r"^//\s*name:\s*([A-Za-z0-9_]+)\s*$", re.MULTILINE)
 _WRITES = re.compile(r"\b(CREATE|MERGE|SET|DELETE|REMOVE|DROP|DETACH)\b", re.IGNORECASE)
@@ -32,27 +33,51 @@ def cypher_dir() -> Path:
     return path
 
 
+class Statement(NamedTuple):
+    """One named statement of a ``.cypher`` file: ``name``; ``title``, the comment line just
+    above its header (a saved Browser query's name), else ``""``; ``doc``, the comment lines
+    under its header (without ``//``); ``body``, the statement without comments or ``;``."""
+
+    name: str
+    title: str
+    doc: str
+    body: str
+
+
+def documented(text: str, source: str = "<text>") -> list[Statement]:
+    """Split one ``.cypher`` file into its statements in file order, with their comments.
+
+    Raises ValueError on a duplicate name or a statement with no body.
+    """
+    statements: list[Statement] = []
+    matches = list(_HEADER.finditer(text))
+    for index, match in enumerate(matches):
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
+        before = text[matches[index - 1].end() if index else 0:match.start()].rstrip().splitlines()
+        title = before[-1].strip()[2:].strip() if before and before[-1].strip().startswith("//") else ""
+        lines = [line.strip() for line in text[match.end():end].splitlines() if line.strip()]
+        doc = []
+        for line in lines:
+            if not line.startswith("//"):
+                break
+            doc.append(line[2:].strip())
+        body = "\n".join(line for line in text[match.end():end].splitlines()
+                         if line.strip() and not line.strip().startswith("//")).strip().rstrip(";").strip()
+        name = match.group(1)
+        if not body:
+            raise ValueError(f"{source}: statement {name!r} has no body")
+        if any(s.name == name for s in statements):
+            raise ValueError(f"{source}: duplicate statement name {name!r}")
+        statements.append(Statement(name, title, "\n".join(doc), body))
+    return statements
+
+
 def parse(text: str, source: str = "<text>") -> dict[str, str]:
     """Split one ``.cypher`` file into ``{name: statement}`` (comments removed).
 
     Raises ValueError on a duplicate name or a statement with no body.
     """
-    statements: dict[str, str] = {}
-    matches = list(_HEADER.finditer(text))
-    for index, match in enumerate(matches):
-        end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
-        body_lines = [
-            line for line in text[match.end():end].splitlines()
-            if line.strip() and not line.strip().startswith("//")
-        ]
-        body = "\n".join(body_lines).strip().rstrip(";").strip()
-        name = match.group(1)
-        if not body:
-            raise ValueError(f"{source}: statement {name!r} has no body")
-        if name in statements:
-            raise ValueError(f"{source}: duplicate statement name {name!r}")
-        statements[name] = body
-    return statements
+    return {s.name: s.body for s in documented(text, source)}
 
 
 @lru_cache(maxsize=4)

@@ -3,6 +3,8 @@ spans through the OpenTelemetry API alone (:mod:`pathweave.telemetry.spans`), wh
 nothing until a process configures the SDK (:mod:`pathweave.telemetry.setup`, from the
 standard ``OTEL_*`` variables)."""
 
-from pathweave.telemetry.spans import TRACER, current_trace_id, stage_span, traced
+from pathweave.telemetry.spans import (
+    TRACER, attached, capture, current_trace_id, in_span, stage_span, traced,
+)
 
-__all__ = ["TRACER", "current_trace_id", "stage_span", "traced"]
+__all__ = ["TRACER", "attached", "capture", "current_trace_id", "in_span", "stage_span", "traced"]

@@ -25,11 +25,12 @@ def tracing_requested() -> bool:
     return bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
-def configure_tracing(service_name: str) -> bool:
+def configure_tracing(service_name: str, sampler=None) -> bool:
     """Install the SDK's tracer provider (resource ``service.name``: ``OTEL_SERVICE_NAME``,
     else ``service_name``) with a batching OTLP/HTTP exporter, which reads the standard
     ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, timeout, compression), when
-    :func:`tracing_requested`; once per process. Returns whether traces are exported."""
+    :func:`tracing_requested`; once per process. ``sampler``: an SDK sampler (None: the
+    SDK's, from ``OTEL_TRACES_SAMPLER``). Returns whether traces are exported."""
     global _configured
     with _lock:
         if _configured is not None:
@@ -44,7 +45,7 @@ def configure_tracing(service_name: str) -> bool:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME")
-                                                            or service_name}))
+                                                            or service_name}), sampler=sampler)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)
         log.info("traces exported over OTLP (service %s)", service_name)

@@ -4,10 +4,11 @@ mode, stages and statements; never a question or a document's text."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import context as otel_context, trace
 
 TRACER = trace.get_tracer("pathweave")
 """The core's tracer."""
@@ -38,3 +39,29 @@ def current_trace_id() -> str | None:
     """The current trace's id (32 hex) when a recording span is current, else None."""
     span = trace.get_current_span()
     return format(span.get_span_context().trace_id, "032x") if span.is_recording() else None
+
+
+def capture() -> Any:
+    """The current context when a recording span is current (to carry into another thread,
+    :func:`attached`), else None."""
+    return otel_context.get_current() if recording() else None
+
+
+@contextmanager
+def attached(captured: Any) -> Iterator[None]:
+    """Make ``captured`` (from :func:`capture`) the current context in this thread for the
+    block; nothing when it is None."""
+    if captured is None:
+        yield
+        return
+    token = otel_context.attach(captured)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def in_span(span: Any, end: bool = False) -> AbstractContextManager:
+    """Make ``span`` (started with ``TRACER.start_span``) current for the block, ending it
+    after the block when ``end`` (an exception is recorded on it); nothing when None."""
+    return nullcontext() if span is None else trace.use_span(span, end_on_exit=end)
