@@ -119,8 +119,9 @@ def bench_musique(
     if tracing:
         from pathweave_bench.tracing import run_tracing
 
-        for name in _backends(backend):
-            run_tracing(data, out / name if len(_backends(backend)) > 1 else out, questions, name)
+        if len(_backends(backend)) > 1:  # the SDK takes one tracer provider per process
+            raise typer.BadParameter("--tracing runs on one backend at a time", param_hint="--backend")
+        run_tracing(data, out, questions, _backends(backend)[0])
         return
     if acl_split is not None:
         from pathweave_bench.acl_split import run_acl_split

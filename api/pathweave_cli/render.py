@@ -56,10 +56,13 @@ def print_streamed(streamed):
         return streamed.finish()
     out = stdout_console()
     out.print("  [bold green]A:[/] ", end="")
-    for piece in streamed.answer:
-        out.print(piece, end="", markup=False, highlight=False)
+    try:
+        for piece in streamed.answer:
+            out.print(piece, end="", markup=False, highlight=False)
+    finally:  # Ctrl-C or a closed pipe: the model stops, the record keeps what was said
+        streamed.answer.close()
+        result = streamed.finish()
     out.print()
-    result = streamed.finish()
     answer = result.answer
     if answer.error:
         out.print(f"  [bold red]the answer stopped[/]: {answer.error}", markup=True, soft_wrap=True)

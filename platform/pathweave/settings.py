@@ -50,9 +50,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -154,6 +155,16 @@ class StoreSettings(_Section):
     browser_guide_url: str = Field(
         "", description="URL of the Pathweave guide the managed Neo4j's Browser opens once connected (the API's "
                         "/browser/guide.html); empty = http://localhost:<api.port>/browser/guide.html.")
+    @field_validator("browser_guide_url")
+    @classmethod
+    def _guide_url(cls, value: str) -> str:
+        """An http(s) URL with a host, and nothing that could end its ``neo4j.conf`` line or
+        the Browser's command (whitespace, control characters, ``;``, quotes)."""
+        if value and (not re.fullmatch(r"https?://[^\s;'\"`\\]+", value) or not urlsplit(value).hostname):
+            raise ValueError(f"store.browser_guide_url must be an http(s) URL with a host and no spaces, quotes or "
+                             f"';': {value!r}")
+        return value
+
     gds_uri: str = Field(
         "", description="Neo4j URI the Graph Data Science calls go to (a cluster's secondary, e.g. "
                         "bolt://neo4j-secondary:7687), with the same user and password; empty = the store's own.")

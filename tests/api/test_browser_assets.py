@@ -75,5 +75,7 @@ def test_the_managed_neo4j_tells_the_browser_to_apply_the_style_and_open_the_gui
     for label, caption in {"Query": "{text}", "Proposition": "{text}", "Passage": "{title}", "Entity": "{name}",
                            "Path": "{score}"}.items():
         assert style()[f"node.{label}"]["caption"] == caption
-    with pytest.raises(ValueError):
-        browser_settings("acme", "file:///etc/passwd")
+    for bad in ("file:///etc/passwd", "http://localhost:8000/g\ndbms.security.auth_enabled=false",
+                "http://localhost:8000/g;style reset"):
+        with pytest.raises(ValueError):
+            browser_settings("acme", bad)

@@ -19,27 +19,14 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 from conftest import CORE_DOCS
+from pathweave_bench.tracing import switch_sampler
 
 pytestmark = pytest.mark.arcadedb_only  # the service's interface; the stores are covered by the rest of the suite
 
 
-class _Switch(Sampler):
-    """Samples every span while ``on``, none otherwise (the rest of the suite runs untraced)."""
-
-    on = False
-
-    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
-                      trace_state=None) -> SamplingResult:
-        return SamplingResult(Decision.RECORD_AND_SAMPLE if self.on else Decision.DROP, attributes)
-
-    def get_description(self) -> str:
-        return "test switch"
-
-
-_SWITCH = _Switch()
+_SWITCH = switch_sampler()  # samples every span while on, none otherwise (the rest of the suite runs untraced)
 _EXPORTER = InMemorySpanExporter()
 
 

@@ -191,43 +191,58 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
     """A query of a mode with steps (PruneRAG) as Server-Sent Events: one ``step`` event per
     tree node as it is settled (:func:`step_event`), then ``retrieval`` and ``answer`` as
     :func:`stream_query` sends them. The query runs in a thread of its own (in the request's
-    trace); a client that leaves stops it at its next node (no record is written). Errors
-    before the first event are problem documents; one after it is an ``error`` event (a
-    problem document) that ends the stream."""
+    trace) and hands each step to the event loop, so no pool thread waits for the model; a
+    client that leaves stops it at its next node (no record is written unless the tree was
+    settled already). Errors before the first event are problem documents; one after it is an
+    ``error`` event (a problem document) that ends the stream."""
+    import asyncio
     import contextvars
     import json
-    import queue
     import threading
 
-    import anyio
     from sse_starlette.sse import EventSourceResponse
 
     from pathweave.errors import is_transient
     from pathweave.telemetry import current_trace_id
 
-    items: queue.Queue = queue.Queue()
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue = asyncio.Queue()  # filled from the query's thread, read here: no pool thread waits
     left = threading.Event()
+
+    def put(item) -> None:
+        try:
+            loop.call_soon_threadsafe(items.put_nowait, item)
+        except RuntimeError:  # the loop is closed: the service is stopping, nobody reads
+            left.set()
 
     def on_step(node, parent_id: str | None) -> None:
         if left.is_set():
             raise _ClientLeft()
-        items.put(("step", step_event(node, parent_id)))
+        put(("step", step_event(node, parent_id)))
 
     def run() -> None:
         try:
-            items.put(("done", _retrieve(svc, tenant, req, access, "stream", on_step=on_step)))
+            put(("done", _retrieve(svc, tenant, req, access, "stream", on_step=on_step)))
         except BaseException as exc:  # noqa: BLE001 - handed to the request (or dropped: the client left)
-            items.put(("failed", exc))
+            put(("failed", exc))
 
-    async def next_item():
-        try:
-            return await anyio.to_thread.run_sync(items.get, abandon_on_cancel=True)
-        except BaseException:  # the client left while the tree grows: stop it
-            left.set()
-            raise
+    def problem_event(exc: BaseException) -> dict:
+        if isinstance(exc, ApiProblem):
+            problem = exc
+        elif is_transient(exc):
+            problem = ApiProblem(503, "the store is unavailable; retry later", "store-unavailable")
+        else:
+            logger.error("streamed %s query failed", req.mode, exc_info=exc)
+            problem = ApiProblem(500, "the query failed", "internal")
+        return {"event": "error", "data": json.dumps({"type": f"urn:pathweave:problem:{problem.kind}",
+                                                      "status": problem.status, "detail": problem.detail})}
 
     threading.Thread(target=contextvars.copy_context().run, args=(run,), name="pathweave-steps", daemon=True).start()
-    first = await next_item()
+    try:
+        first = await items.get()
+    except BaseException:  # the client left before the first step: stop the tree
+        left.set()
+        raise
     if first[0] == "failed":
         raise first[1]
 
@@ -236,22 +251,19 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
         try:
             while kind == "step":
                 yield item
-                kind, item = await next_item()
+                kind, item = await items.get()
             if kind == "failed":
-                if isinstance(item, ApiProblem):
-                    problem = item
-                elif is_transient(item):
-                    problem = ApiProblem(503, "the store is unavailable; retry later")
-                else:
-                    logger.error("streamed %s query failed", req.mode, exc_info=item)
-                    problem = ApiProblem(500, "the query failed", "internal")
-                yield {"event": "error", "data": json.dumps({
-                    "type": f"urn:pathweave:problem:{problem.kind}", "status": problem.status, "detail": problem.detail})}
+                yield problem_event(item)
                 return
-            result = await run_in_threadpool(item.finish)
-            yield {"event": "retrieval", "data": QueryResponse.from_result(
-                result.model_copy(update={"answer": None})).model_dump_json()}
-            yield {"event": "answer", "data": answered(req, result, started).model_dump_json()}
+            try:
+                result = await run_in_threadpool(item.finish)
+                retrieval = QueryResponse.from_result(result.model_copy(update={"answer": None})).model_dump_json()
+                whole = answered(req, result, started).model_dump_json()
+            except Exception as exc:  # noqa: BLE001 - said as the stream's last event
+                yield problem_event(exc)
+                return
+            yield {"event": "retrieval", "data": retrieval}
+            yield {"event": "answer", "data": whole}
         finally:
             left.set()
 

@@ -143,8 +143,8 @@ class Retriever:
                 retrieval.result.trace_id = current_trace_id()
                 answer = AnswerStream(client, retrieval.result)
         except BaseException:
-            with in_span(span, end=True):  # the failure recorded on the query's span
-                raise
+            span.end()  # the failure is recorded on it already (by in_span)
+            raise
         return StreamedQuery(self, retrieval, answer, request.record(self.settings.query.write_reasoning), span)
 
     def _span(self, request: QueryRequest, access: Access, streamed: bool = False, current: bool = True):

@@ -19,6 +19,7 @@ settings as ``NEO4J_*`` variables (docs/neo4j.md).
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -61,12 +62,14 @@ def browser_settings(tenant: str, guide_url: str | None) -> dict[str, str]:
     """The ``neo4j.conf`` settings that make the Browser Pathweave's: the post-connect commands,
     the guide's host allowed (besides :data:`ALLOWED_HOSTS`), no usage-data collection.
 
-    Raises ValueError when ``guide_url`` is not an http(s) URL with a host."""
+    Raises ValueError when ``guide_url`` is not an http(s) URL with a host, or holds what
+    could end the config line or the command (whitespace, quotes, ``;``)."""
     hosts = list(ALLOWED_HOSTS)
     if guide_url:
         parts = urlsplit(guide_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"the Browser guide URL must be http(s)://host/...: {guide_url!r}")
+        if parts.scheme not in ("http", "https") or not parts.hostname or re.search(r"[\s;'\"`\\]", guide_url):
+            raise ValueError(f"the Browser guide URL must be http(s)://host/... with no spaces, quotes or ';': "
+                             f"{guide_url!r}")
         if parts.hostname not in hosts:
             hosts.append(parts.hostname)
     return {
