@@ -22,6 +22,13 @@ from pathweave_api.services import Services, ServicesDep, guard
 
 logger = logging.getLogger(__name__)
 
+SSE_EVENT = {"type": "object", "required": ["event", "data"], "description": "One Server-Sent Event.", "properties": {
+    "event": {"type": "string", "enum": ["retrieval", "step", "token", "answer", "error"]},
+    "data": {"type": "string", "description": "JSON: a QueryResponse (retrieval, answer), {text} (token), a tree "
+                                              "node (step) or a problem document (error)."}}}
+"""The OpenAPI schema of each event of a streamed query (OpenAPI before 3.2: ``schema``
+describes one event)."""
+
 TRACE_HEADER = "X-Pathweave-Trace-Id"
 """The response header naming the query's OpenTelemetry trace, when the service traces."""
 
@@ -281,8 +288,10 @@ def router(body: type[QueryBody]) -> APIRouter:
                               "the LLM's answer (and PruneRAG's decomposition tree)."),
               responses={**errors(400, 413, 415, 422), 200: {
                   "description": "The response; with `stream` (or `Accept: text/event-stream`) as Server-Sent Events: "
-                                 "`retrieval`, `token` ({text}) per piece of the answer, then `answer`.",
-                  "content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+                                 "`retrieval`, `token` ({text}) per piece of the answer, then `answer`; in mode "
+                                 "prunerag a `step` per tree node first; an `error` (a problem document) ends a "
+                                 "stream that failed after its first event.",
+                  "content": {"text/event-stream": {"schema": SSE_EVENT}}}},
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": {"$ref": "#/components/schemas/QueryRequest"},
                   "examples": {
