@@ -1,8 +1,12 @@
 """Route ``POST /v1/query``: ranked passages with citations, the proposition paths, the id
 of the stored reasoning record and, when asked (or with mode ``prunerag``), the LLM's answer; the body model's limits come from the settings."""
 
+import asyncio
+import contextvars
 import functools
+import json
 import logging
+import threading
 import time
 
 from fastapi import APIRouter, Request, Response
@@ -124,6 +128,43 @@ def answered(req: QueryBody, result, started: float) -> QueryResponse:
     return QueryResponse.from_result(result, note)
 
 
+class _Feed:
+    """What a thread of its own produces (a model's pieces, a tree's nodes), handed to the
+    event loop as it comes: the request awaits :meth:`get` with no pool thread waiting the
+    seconds a token or a node may take. ``left``: set once the reader is gone (it stopped
+    waiting); ``ended``: set once the producer returned."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._items: asyncio.Queue = asyncio.Queue()
+        self.left = threading.Event()
+        self.ended = threading.Event()
+
+    def put(self, item) -> None:
+        """Hand ``item`` to the reader (from any thread)."""
+        try:
+            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
+        except RuntimeError:  # the loop is closed: the service is stopping, nobody reads
+            self.left.set()
+
+    def start(self, produce, name: str) -> None:
+        """Run ``produce()`` in a new thread, in the caller's context (its trace)."""
+        def run() -> None:
+            try:
+                produce()
+            finally:
+                self.ended.set()
+        threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
+
+    async def get(self):
+        """The next item; a reader cancelled meanwhile (the client left) sets ``left``."""
+        try:
+            return await self._items.get()
+        except BaseException:
+            self.left.set()
+            raise
+
+
 async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Access):
     """``POST /v1/query`` answered as Server-Sent Events: ``retrieval`` (the response
     without its answer), one ``token`` event (``{"text": piece}``) per piece of the answer
@@ -131,10 +172,6 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
     citations, the timings). The model's pieces come from a thread of their own; a client
     that disconnects closes the model's request (its generation stops) and the record is
     written with what was answered. Errors before the first event are problem documents."""
-    import json
-    import queue
-    import threading
-
     import anyio
     from sse_starlette.sse import EventSourceResponse
 
@@ -146,25 +183,20 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
     streamed = await run_in_threadpool(_retrieve, svc, tenant, req, access, "stream")
 
     async def events():
-        pumped = threading.Event()  # the model's pieces have all been read (or the stream closed)
-        pumped.set()
+        feed = None
         try:
             yield {"event": "retrieval", "data": QueryResponse.from_result(streamed.retrieval.result).model_dump_json()}
             if streamed.answer is not None:
-                pieces: queue.Queue = queue.Queue()
-                done = object()
-                pumped.clear()
+                feed, done = _Feed(), object()
 
                 def pump() -> None:
                     try:
                         for piece in streamed.answer:
-                            pieces.put(piece)
+                            feed.put(piece)
                     finally:
-                        pieces.put(done)
-                        pumped.set()
-                threading.Thread(target=pump, name="pathweave-answer-stream", daemon=True).start()
-                # a client leaving cancels the wait at once (the thread ends with the stream)
-                while (piece := await anyio.to_thread.run_sync(pieces.get, abandon_on_cancel=True)) is not done:
+                        feed.put(done)
+                feed.start(pump, "pathweave-answer-stream")
+                while (piece := await feed.get()) is not done:  # a client leaving cancels the wait at once
                     yield {"event": "token", "data": json.dumps({"text": piece})}
             result = await run_in_threadpool(streamed.finish)
             yield {"event": "answer", "data": answered(req, result, started).model_dump_json()}
@@ -172,7 +204,8 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
             if streamed.answer is not None:
                 streamed.answer.close()
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(pumped.wait, 30.0)
+                if feed is not None:
+                    await anyio.to_thread.run_sync(feed.ended.wait, 30.0)
                 await run_in_threadpool(streamed.finish)  # once: a finished query returns at once
 
     headers = {TRACE_HEADER: streamed.retrieval.result.trace_id} if streamed.retrieval.result.trace_id else None
@@ -186,8 +219,6 @@ class _ClientLeft(Exception):
 def step_event(node, parent_id: str | None) -> dict:
     """The ``step`` event of a settled PruneRAG tree node: its id, its parent's, kind, text,
     depth, decision, answer and confidence, error, and the ids of the passages it retrieved."""
-    import json
-
     return {"event": "step", "data": json.dumps({
         "node_id": node.node_id, "parent_id": parent_id, "kind": node.kind, "text": node.text, "depth": node.depth,
         "decision": node.decision, "answer": node.answer, "confidence": node.confidence, "error": node.error,
@@ -202,36 +233,23 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
     client that leaves stops it at its next node (no record is written unless the tree was
     settled already). Errors before the first event are problem documents; one after it is an
     ``error`` event (a problem document) that ends the stream."""
-    import asyncio
-    import contextvars
-    import json
-    import threading
-
     from sse_starlette.sse import EventSourceResponse
 
     from pathweave.errors import is_transient
     from pathweave.telemetry import current_trace_id
 
-    loop = asyncio.get_running_loop()
-    items: asyncio.Queue = asyncio.Queue()  # filled from the query's thread, read here: no pool thread waits
-    left = threading.Event()
-
-    def put(item) -> None:
-        try:
-            loop.call_soon_threadsafe(items.put_nowait, item)
-        except RuntimeError:  # the loop is closed: the service is stopping, nobody reads
-            left.set()
+    feed = _Feed()
 
     def on_step(node, parent_id: str | None) -> None:
-        if left.is_set():
+        if feed.left.is_set():
             raise _ClientLeft()
-        put(("step", step_event(node, parent_id)))
+        feed.put(("step", step_event(node, parent_id)))
 
     def run() -> None:
         try:
-            put(("done", _retrieve(svc, tenant, req, access, "stream", on_step=on_step)))
+            feed.put(("done", _retrieve(svc, tenant, req, access, "stream", on_step=on_step)))
         except BaseException as exc:  # noqa: BLE001 - handed to the request (or dropped: the client left)
-            put(("failed", exc))
+            feed.put(("failed", exc))
 
     def problem_event(exc: BaseException) -> dict:
         if isinstance(exc, ApiProblem):
@@ -244,12 +262,8 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
         return {"event": "error", "data": json.dumps({"type": f"urn:pathweave:problem:{problem.kind}",
                                                       "status": problem.status, "detail": problem.detail})}
 
-    threading.Thread(target=contextvars.copy_context().run, args=(run,), name="pathweave-steps", daemon=True).start()
-    try:
-        first = await items.get()
-    except BaseException:  # the client left before the first step: stop the tree
-        left.set()
-        raise
+    feed.start(run, "pathweave-steps")
+    first = await feed.get()  # a client leaving before the first step stops the tree
     if first[0] == "failed":
         raise first[1]
 
@@ -258,7 +272,7 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
         try:
             while kind == "step":
                 yield item
-                kind, item = await items.get()
+                kind, item = await feed.get()
             if kind == "failed":
                 yield problem_event(item)
                 return
@@ -272,7 +286,7 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
             yield {"event": "retrieval", "data": retrieval}
             yield {"event": "answer", "data": whole}
         finally:
-            left.set()
+            feed.left.set()
 
     trace_id = current_trace_id()  # the request's trace (an instrumented service), which the query's joins
     return EventSourceResponse(events(), headers={TRACE_HEADER: trace_id} if trace_id else None)

@@ -94,16 +94,14 @@ class _Builder:
     def __init__(self, client, retrieve: Retrieve, params: PruneRAGSettings, on_step: OnStep | None = None) -> None:
         self.client, self.retrieve, self.params, self.on_step = client, retrieve, params, on_step
         self.tree = PruneTree(nodes=[])
-        self.parents: dict[str, str] = {}  # node id -> its parent's text
-        self.parent_ids: dict[str, str] = {}
+        self.parent_of: dict[str, TreeNode] = {}  # node id -> its parent
 
     def add(self, kind: str, text: str, depth: int, parent: TreeNode | None) -> TreeNode:
         node = TreeNode(node_id=f"n{len(self.tree.nodes)}", kind=kind, text=text, depth=depth)
         self.tree.nodes.append(node)
         if parent is not None:
             parent.children.append(node.node_id)
-            self.parents[node.node_id] = parent.text
-            self.parent_ids[node.node_id] = parent.node_id
+            self.parent_of[node.node_id] = parent
         return node
 
     def call(self, node: TreeNode, messages: list[dict], **kwargs):
@@ -133,12 +131,13 @@ class _Builder:
                 else:
                     queue += self.decide(node)
             if self.on_step is not None:
-                self.on_step(node, self.parent_ids.get(node.node_id))
+                parent = self.parent_of.get(node.node_id)
+                self.on_step(node, parent.node_id if parent is not None else None)
         return self.tree
 
     def decide(self, node: TreeNode) -> list[TreeNode]:
         """One decision (plus the retry on a low-confidence answer); returns new children."""
-        messages = node_messages(node, self.parents.get(node.node_id, "ROOT"))
+        messages = node_messages(node, self.parent_of[node.node_id].text if node.node_id in self.parent_of else "ROOT")
         for attempt in range(self.params.retries + 1):
             try:
                 completion = self.call(node, messages, json=True, logprobs=True, max_tokens=DECISION_TOKENS)
