@@ -255,29 +255,36 @@ def test_a_passage_two_documents_hold_is_cited_by_the_one_the_caller_may_read(ba
                                                                               tmp_path):
     """The same text in a red document and in a public one is one passage: a blue caller
     gets it cited by the public document even where the red one comes first (by id), a red
-    caller by the first, and a passage one document holds by that document."""
+    caller by the first, and a passage one document holds by that document; also where the
+    red document came to hold it after queries had built their views."""
     from pathweave.query.retriever import Retriever
     from pathweave_ingest.documents import source_doc_id
 
     tenant = f"acls{uuid.uuid4().hex[:10]}"
-    text = "The lighthouse of Varnholm was rebuilt by Oskaria Venn in 1911 after the winter storm."
+    # one title (a passage's id is its document title's and its text's): the file names differ
+    text = ("# Varnholm lighthouse\n\n"
+            "The lighthouse of Varnholm was rebuilt by Oskaria Venn in 1911 after the winter storm.")
     (tmp_path / "red").mkdir()
     (tmp_path / "open").mkdir()
     (tmp_path / "red" / ".pathweave-acl.toml").write_text('acl = ["group:red"]\n')
-    public = source_doc_id(tenant, str((tmp_path / "open" / "copy.txt").absolute()))
-    name = next(f"copy{i}.txt" for i in range(1000)
-                if source_doc_id(tenant, str((tmp_path / "red" / f"copy{i}.txt").absolute())) < public)
+    public = source_doc_id(tenant, str((tmp_path / "open" / "copy.md").absolute()))
+    name = next(f"copy{i}.md" for i in range(1000)
+                if source_doc_id(tenant, str((tmp_path / "red" / f"copy{i}.md").absolute())) < public)
     secret = source_doc_id(tenant, str((tmp_path / "red" / name).absolute()))
-    (tmp_path / "red" / name).write_text(text + "\n")
-    (tmp_path / "open" / "copy.txt").write_text(text + "\n")
+    (tmp_path / "open" / "copy.md").write_text(text + "\n")
     (tmp_path / "open" / "other.txt").write_text("The ferry to Varnholm leaves twice a day from the old pier.\n")
-    assert runner.invoke(app, ["ingest", str(tmp_path), "--tenant", tenant]).exit_code == 0
+    assert runner.invoke(app, ["ingest", str(tmp_path / "open"), "--tenant", tenant]).exit_code == 0
     retriever = Retriever(scoped(base_store, tenant), embedder, settings)
     question = "Who rebuilt the lighthouse of Varnholm?"
+    for mode in MODES:  # views built while the public document alone holds the passage
+        retriever.query(question, mode, k=5, access=Access.of(["group:red"]), write_record=False)
+    (tmp_path / "red" / name).write_text(text + "\n")  # the same passage, now held by two documents
+    assert runner.invoke(app, ["ingest", str(tmp_path), "--tenant", tenant]).exit_code == 0
     seen_other = 0
     for mode in MODES:
         for principals, cited in ((["group:blue"], public), (["group:red"], secret), (None, secret)):
             hits = retriever.query(question, mode, k=5, access=Access.of(principals), write_record=False).passages
+            assert sum("Oskaria" in hit.text for hit in hits) == 1, hits  # one passage
             top = next(hit for hit in hits if "Oskaria" in hit.text)
             assert top.doc_id == cited and ("/red/" in (top.source or "")) == (cited == secret), (mode, principals, top)
             for other in (hit for hit in hits if "ferry" in hit.text):  # one document holds it

@@ -60,6 +60,17 @@ def write_entities(store, vectors: dict[str, np.ndarray], types: dict[str, str] 
     return ids
 
 
+def write_synonyms(store, ids: list[str], vectors: np.ndarray, threshold: float = 0.9) -> tuple[float, int]:
+    """The SYNONYM edges ingestion's synonymy step writes for the entities ``ids`` (cosine >=
+    ``threshold`` between them; exact, where the shared vector index is approximate and holds
+    other tests' copies of these hand-made vectors); returns the ``synonyms`` argument of
+    :func:`consolidate` that makes layer 1 read them."""
+    cos = vectors @ vectors.T
+    store.write("upsert_synonyms", [{"src": min(ids[i], ids[j]), "dst": max(ids[i], ids[j]), "score": float(cos[i, j])}
+                                    for i in range(len(ids)) for j in range(i + 1, len(ids)) if cos[i, j] >= threshold])
+    return threshold, 100
+
+
 def edges(store) -> dict[str, tuple[str, float, str]]:
     """alias id -> (canonical id, score, method) as stored."""
     return {row["alias"]: (row["canonical"], row["score"], row["method"]) for row in store.run("alias_groups")}
@@ -153,11 +164,13 @@ def test_layer2_kmeans_splits_a_chained_group(store):
     names = {ids[n]: normalize(n) for n in vec}
     order = [ids[n] for n in vec]
     layer1 = AliasSettings(threshold=0.93, same_numbers=False)
-    consolidate(store, order, np.stack(list(vec.values())), names, layer1)
+    synonyms = write_synonyms(store, order, np.stack(list(vec.values())))
+    consolidate(store, order, np.stack(list(vec.values())), names, layer1, synonyms)
     stored = edges(store)
     assert len(stored) == 3 and {v[2] for v in stored.values()} == {"knn"}  # one chained group
     assert min(v[1] for v in stored.values()) < 0.93
-    consolidate(store, order, np.stack(list(vec.values())), names, layer1.model_copy(update={"kmeans_budget": 3}))
+    consolidate(store, order, np.stack(list(vec.values())), names, layer1.model_copy(update={"kmeans_budget": 3}),
+                synonyms)
     stored = edges(store)
     a, b, c, d = order
     assert len(stored) == 2 and {v[2] for v in stored.values()} == {"kmeans"}
@@ -176,9 +189,12 @@ def test_layer2_sweeps_the_tenant_once_then_only_the_groups_a_batch_touches(stor
     second = {f"Place {n}": unit((2, np.cos(t)), (3, np.sin(t))) for n, t in zip("EFGH", angles)}
     ids = write_entities(store, {**first, **second})
     layer1 = AliasSettings(threshold=0.93, same_numbers=False)
+    vectors = {**first, **second}
+    synonyms = write_synonyms(store, [ids[n] for n in vectors], np.stack(list(vectors.values())))
     for chain in (first, second):
         order = [ids[n] for n in chain]
-        consolidate(store, order, np.stack(list(chain.values())), {ids[n]: normalize(n) for n in chain}, layer1)
+        consolidate(store, order, np.stack(list(chain.values())), {ids[n]: normalize(n) for n in chain}, layer1,
+                    synonyms)
     assert {v[2] for v in edges(store).values()} == {"knn"} and len(edges(store)) == 6  # two loose chains
     names: list[str] = []
     real_run = store.run
@@ -188,8 +204,10 @@ def test_layer2_sweeps_the_tenant_once_then_only_the_groups_a_batch_touches(stor
     def add(name: str, angle: float) -> list[str]:
         vector = unit((2, np.cos(angle)), (3, np.sin(angle)))
         ids.update(write_entities(store, {name: vector}))
+        vectors[name] = vector
+        write_synonyms(store, [ids[n] for n in vectors], np.stack(list(vectors.values())))
         names.clear()
-        return consolidate(store, [ids[name]], vector[None, :], {ids[name]: normalize(name)}, past_budget)
+        return consolidate(store, [ids[name]], vector[None, :], {ids[name]: normalize(name)}, past_budget, synonyms)
 
     add("Place I", angles[4])  # the first batch past the budget: every loose group
     assert "alias_loose_groups" in names

@@ -113,3 +113,15 @@ def test_access_lists_and_principals():
     a, ab = Access.of(["group:a"]), Access.of(["group:a", "group:b"])
     assert ab.covers(a) and not a.covers(ab) and UNRESTRICTED.covers(a) and not a.covers(UNRESTRICTED)
     assert a.reads(None) and a.reads(["group:a"]) and not a.reads([]) and UNRESTRICTED.reads([])
+
+
+def test_a_passage_a_second_document_comes_to_hold_is_shared_in_the_next_view():
+    """A public document's passage that a red document then also holds keeps its access class
+    (the whole tenant), yet the next view names it shared: a red caller is cited by the first
+    readable of its documents, not by the one the node cache names."""
+    topo = topology({"p0": PASSAGES["p0"]})
+    assert topo.passage_index["p0"] not in topo.view().extras["shared_passages"]
+    topo.set_access(["p0"], [{"passage_id": "p0", "acl": None}, {"passage_id": "p0", "acl": ["group:red"]}])
+    assert topo.view().extras["shared_passages"] == {topo.passage_index["p0"]}
+    topo.set_access(["p0"], [{"passage_id": "p0", "acl": None}])
+    assert not topo.view().extras["shared_passages"]

@@ -417,10 +417,10 @@ class Topology:
                 cls = self._access_index[acl] = len(self.access_classes)
                 self.access_classes.append(acl)
             p = self._intern(self.passage_index, self.passage_ids, pid)
-            if len(lists) > 1:
-                self.shared_passages.add(p)
-            else:
-                self.shared_passages.discard(p)
+            shared = len(lists) > 1
+            if shared != (p in self.shared_passages):  # the view's extras name the shared passages
+                (self.shared_passages.add if shared else self.shared_passages.discard)(p)
+                self._view = None
             if self.passage_access.get(p, 0) != cls:
                 if cls:
                     self.passage_access[p] = cls
