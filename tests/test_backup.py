@@ -111,7 +111,8 @@ def test_a_neo4j_dump_restores_the_same_answers(settings, embedder, extractor, t
     """``db backup`` / ``db restore`` on the managed Neo4j: ``neo4j-admin database dump`` and
     ``load`` with the server stopped meanwhile (Community has no online backup) and started
     again where its clients point; the restored store answers as before and a query process
-    that saw the later graph catches up; a file that is no dump changes nothing."""
+    that saw the later graph catches up; a file that is no dump is refused with the server
+    running on, and a damaged dump changes nothing."""
     from pathweave.runtime import open_store
     from pathweave_ingest.pipeline import Pipeline
 
@@ -129,9 +130,14 @@ def test_a_neo4j_dump_restores_the_same_answers(settings, embedder, extractor, t
         assert store.graph_version() > version
         assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version
         (tmp_path / "bad.dump").write_text("not a dump")
+        running = store_server.status(own)
         with pytest.raises(ServerError, match="nothing changed"):
             store_server.restore(own, tmp_path / "bad.dump")
-        assert _retry(store.graph_version) > version  # the bad file changed nothing
+        assert store_server.status(own).pid == running.pid  # refused while the server ran on
+        (tmp_path / "cut.dump").write_bytes(dump.read_bytes()[:4096])  # a dump's start, the rest lost
+        with pytest.raises(ServerError, match="nothing changed"):
+            store_server.restore(own, tmp_path / "cut.dump")
+        assert _retry(store.graph_version) > version  # neither file changed anything
         store_server.restore(own, dump)
         assert _retry(store.graph_version) == version
         assert _answers(retriever) == before

@@ -28,7 +28,7 @@ from pathweave_cli.jobs import jobs_app
 from pathweave_cli.llm import llm_app
 from pathweave_cli.models import models_app, reembed
 from pathweave_cli.train import train_app
-from pathweave_cli.render import print_result, print_streamed
+from pathweave_cli.render import print_result, print_step, print_streamed
 from pathweave.terminal import console, stdout_console
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -347,6 +347,7 @@ def query(
     from pathweave.embedding.embedder_record import EmbedderMismatch, ReembedInProgress
     from pathweave.access import Access
     from pathweave.errors import BadRequest, LLMUnavailable
+    from pathweave.query.modes import strategy
     from pathweave.retrieval.request import QueryRequest
     from pathweave.runtime import QueryRuntime
 
@@ -364,8 +365,9 @@ def query(
     try:
         retriever = runtime.retriever(settings.tenant)
         try:
-            if answer and not as_json:  # the answer printed as the model writes it
-                print_streamed(retriever.stream(request, access=access))
+            if (answer or strategy(request.mode).has_steps) and not as_json:
+                # the answer printed as the model writes it; PruneRAG's nodes as they are settled
+                print_streamed(retriever.stream(request, access=access, on_step=print_step))
                 return
             result = retriever.query(request, access=access)
         except (BadRequest, LLMUnavailable, EmbedderMismatch, ReembedInProgress) as exc:  # bad input; no model;

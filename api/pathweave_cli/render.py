@@ -83,6 +83,17 @@ def print_answer(out: Console, answer) -> None:
               f"{answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
 
 
+def print_step(node, parent_id: str | None) -> None:
+    """A PruneRAG tree node as it is settled (``on_step`` of
+    :meth:`pathweave.query.retriever.Retriever.stream`): one line, indented by its depth,
+    before the whole tree is printed with the result."""
+    conf = f" ({node.confidence:.2f})" if node.confidence is not None else ""
+    answer = f" -> {node.answer}{conf}" if node.answer is not None else ""
+    error = f" [{node.error[:80]}]" if node.error else ""
+    stdout_console().print(f"  step {'  ' * (node.depth - 1)}[{node.decision}] {node.kind}: {node.text}{answer}{error}",
+                           markup=False, highlight=False)
+
+
 def print_tree(out: Console, tree) -> None:
     """The PruneRAG tree, one indented line per node: decision, answer and confidence."""
     by_id = {node.node_id: node for node in tree.nodes}

@@ -5,9 +5,12 @@ no answer."""
 
 from __future__ import annotations
 
+import pytest
+
 QUESTION = "On which river is the city where Marie Curie was born?"
 
 
+@pytest.mark.arcadedb_only  # the model server through the API; the stores are covered by the rest of the suite
 def test_answer_with_the_real_model_server(client, new_tenant, ingest, docs, runtime, llm_client, monkeypatch):
     _, headers = new_tenant()
     assert ingest(headers, docs["core"])["status"] == "done"

@@ -192,6 +192,7 @@ def test_explorer_draws_the_record(live, browser, docs):
     assert f"/ui/queries/{record['query_id']}" in links
 
 
+@pytest.mark.arcadedb_only  # the page's drawing; the records it reads are covered on both stores
 def test_explorer_draws_the_answer_and_the_prunerag_tree(live, browser, docs, runtime, llm_client, monkeypatch):
     """A PruneRAG query answered by the real local model server (0.5B): the tree's nodes,
     their children and retrieved passages, and the answer with what it cites are drawn."""
@@ -199,6 +200,7 @@ def test_explorer_draws_the_answer_and_the_prunerag_tree(live, browser, docs, ru
     token, headers = _tenant(live)
     _ingest(base, headers, docs["core"])
     monkeypatch.setattr(runtime, "_llm", llm_client)
+    monkeypatch.setattr(runtime.settings.prunerag, "max_depth", 2)  # a root and its children: enough to draw
     record = _query(base, headers, question="On which river is the city where Marie Curie was born?",
                     mode="prunerag", k=3, timeout=900)  # several LLM calls on a CPU
     assert record["tree"]["nodes"] and record["answer"] is not None

@@ -45,3 +45,18 @@ def test_unknown_model_is_a_clear_error(base_store, tenant, llm_server, monkeypa
     result = runner.invoke(app, ["query", "Where was Marie Curie born?", "--tenant", tenant, "--answer"])
     assert result.exit_code == 2 and "unknown packaged model" in result.output
     assert runner.invoke(app, ["llm", "status"]).exit_code == 0  # the running server was left alone
+
+
+@pytest.mark.arcadedb_only  # the command's printing; the stores are covered by the rest of the suite
+def test_a_prunerag_query_prints_each_node_as_it_is_settled(base_store, tenant, llm_server, monkeypatch,
+                                                           reread_settings):
+    monkeypatch.setenv("PATHWEAVE_PRUNERAG_MAX_DEPTH", "1")  # the root alone: one node, few LLM calls
+    assert runner.invoke(app, ["ingest", str(FIXTURES / "docs"), "--tenant", tenant]).exit_code == 0
+    question = "Where was Marie Curie born?"
+    shown = runner.invoke(app, ["query", question, "--tenant", tenant, "--k", "2", "--mode", "prunerag"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    steps = [i for i, line in enumerate(lines) if line.startswith("  step ")]
+    tree = next(i for i, line in enumerate(lines) if "PruneRAG tree" in line)
+    assert len(steps) == 1 and f"query: {question}" in lines[steps[0]]  # the root, as it was settled
+    assert steps[0] < tree and f"query: {question}" in lines[tree + 1]  # then the whole tree with the result

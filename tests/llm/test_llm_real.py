@@ -19,6 +19,9 @@ from pathweave.retrieval.prunerag import build_tree, node_messages
 from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import load_path
 
+# the model server's features; what they write is in the store-facing tests of both stores
+# (tests/test_store_contract.py, tests/llm/test_llm_access.py)
+pytestmark = pytest.mark.arcadedb_only
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 QUESTION = "On which river stands the city where Marie Curie was born?"
 PASSAGES = [PassageHit(passage_id="p1", doc_id="d1", title="Marie Curie", rank=1, score=1.0,

@@ -179,6 +179,9 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
 
 RESTORE_CHECK = "restore-check"
 """The scratch database a restore loads first, so a file that is no dump changes nothing."""
+DUMP_HEADERS = (b"DZV1", b"DGV1", b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
+"""How a file ``neo4j-admin database load`` reads begins: the dump formats' magic (zstd
+"DZV1", gzip "DGV1") and, for dumps older than those, a bare zstd or gzip frame."""
 
 
 def backup(settings: Settings, target: Path) -> Path:
@@ -197,11 +200,16 @@ def backup(settings: Settings, target: Path) -> Path:
 
 def restore(settings: Settings, source: Path) -> None:
     """Replace the managed Neo4j's database with the dump ``source`` (:func:`backup`) with
-    ``neo4j-admin database load``, the server stopped meanwhile (:func:`_offline`). The dump
-    is first loaded as a scratch database, so a file that is no dump is refused with the
-    database unchanged. Query processes catch up by the restored graph version. Raises
+    ``neo4j-admin database load``, the server stopped meanwhile (:func:`_offline`). A file
+    that does not start as a dump (:data:`DUMP_HEADERS`) is refused while the server runs on;
+    one that does is first loaded as a scratch database, so a damaged dump is refused with
+    the database unchanged. Query processes catch up by the restored graph version. Raises
     :class:`ServerError` when Neo4j refuses (the database unchanged)."""
     directory = server_dir(settings)
+    with open(source, "rb") as file:
+        head = file.read(4)
+    if not head.startswith(DUMP_HEADERS):  # refused before the server is stopped: no downtime
+        raise ServerError(f"{source} is not a dump Neo4j can load (it does not start as one); nothing changed")
     with _offline(settings) as admin, tempfile.TemporaryDirectory(dir=directory) as scratch:
         for name in (RESTORE_CHECK, DATABASE):
             os.symlink(source, Path(scratch) / f"{name}.dump")
