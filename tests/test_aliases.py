@@ -147,8 +147,9 @@ def test_dates_and_names_with_other_numbers_are_never_merged(store):
     vec = {"February 1999": near(0), "June 1999": near(1), "Route 95": near(2), "Route 93": near(3),
            "Acme Corp": near(4), "Acme Corporation": near(5)}
     ids = write_entities(store, vec, {"February 1999": "DATE", "June 1999": "DATE"})
+    synonyms = write_synonyms(store, list(ids.values()), np.stack(list(vec.values())))
     consolidate(store, list(ids.values()), np.stack(list(vec.values())), {i: normalize(n) for n, i in ids.items()},
-                AliasSettings())
+                AliasSettings(), synonyms)
     groups = {frozenset((alias, canonical)) for alias, (canonical, _, _) in edges(store).items()}
     # Acme Corp(oration) joins no date and no route: the routes' numbers differ, dates are skipped
     assert groups == {frozenset((ids["Acme Corp"], ids["Acme Corporation"]))}

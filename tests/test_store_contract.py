@@ -200,6 +200,90 @@ def test_reasoning_record_write_and_read(cstore):
     assert cstore.another().run("read_query_paths", query_id=query_id) == []
 
 
+def test_an_answer_and_a_prunerag_tree_are_written_and_read_back(cstore):
+    """An answer citing a passage and a proposition, and a two-level PruneRAG tree whose
+    nodes retrieved passages, round-trip through the query's record (``records.answers``):
+    every statement of ``cypher/answers.cypher`` on this backend, without a model."""
+    from pathweave.model import Answer, PassageHit, PruneTree, QueryResult, TreeNode
+    from pathweave.records.answers import answer_steps, read_answer, read_tree
+
+    t = cstore.tenant
+    write_graph(cstore)
+    query_id = f"{t}:q"
+    write_record(cstore, query_id)
+    hit = lambda i, rank: PassageHit(passage_id=f"{t}:p{i}", title=f"Passage {i}", text="", score=0.5, rank=rank)  # noqa: E731
+    tree = PruneTree(nodes=[
+        TreeNode(node_id="n0", kind="query", text="who owns entity 1?", depth=1, decision="decomposition",
+                 llm_calls=1, passages=[hit(1, 1), hit(0, 2)], children=["n1", "n2"]),
+        TreeNode(node_id="n1", kind="query", text="what is entity 1?", depth=2, decision="answer", answer="a thing",
+                 confidence=0.8, llm_calls=1, passages=[hit(0, 1)]),
+        TreeNode(node_id="n2", kind="query", text="who owns things?", depth=2, decision="low_confidence",
+                 answer="nobody", confidence=0.2, llm_calls=2, error=None)],
+        llm_calls=5, prompt_tokens=900, completion_tokens=40, llm_ms=1234.5, retrievals=3)
+    answer = Answer(text="entity 0", source="prunerag", citations=["1", "S1"], passage_ids=[f"{t}:p1"],
+                    prop_ids=[f"{t}:r0"], model="m", llm_calls=5, prompt_tokens=900, completion_tokens=40,
+                    latency_ms=1300.0)
+    result = QueryResult(query_id=query_id, question="who owns entity 1?", mode="prunerag", passages=[],
+                         answer=answer, tree=tree)
+    cstore.run_in_transaction(answer_steps(result))
+    cstore.run_in_transaction(answer_steps(result))  # idempotent
+    stored = read_answer(cstore, query_id)
+    assert (stored["text"], stored["source"], stored["citations"], stored["prompt_tokens"]) == \
+        ("entity 0", "prunerag", ["1", "S1"], 900)
+    assert sorted((c["label"], c["id"]) for c in stored["cited"]) == [("Passage", f"{t}:p1"), ("Proposition", f"{t}:r0")]
+    read = read_tree(cstore, query_id)
+    assert (read["llm_calls"], read["retrievals"], read["llm_ms"]) == (5, 3, 1234.5)
+    assert [(n["node_id"], n["decision"], n["answer"], n["depth"]) for n in read["nodes"]] == [
+        (f"{query_id}:n0", "decomposition", None, 1), (f"{query_id}:n1", "answer", "a thing", 2),
+        (f"{query_id}:n2", "low_confidence", "nobody", 2)]
+    assert read["nodes"][0]["children"] == [f"{query_id}:n1", f"{query_id}:n2"]
+    assert [[(p["passage_id"], p["rank"]) for p in n["passages"]] for n in read["nodes"]] == [
+        [(f"{t}:p1", 1), (f"{t}:p0", 2)], [(f"{t}:p0", 1)], []]
+    assert read_answer(cstore.another(), query_id) is None and read_tree(cstore.another(), query_id) is None
+
+
+@pytest.mark.neo4j_only  # Neo4j's locks (ArcadeDB's optimistic transactions conflict at commit instead)
+def test_a_deadlock_met_while_a_transaction_pulls_is_retried_and_both_writes_commit(cstore):
+    """Two transactions update the same two documents in opposite orders, each waiting for the
+    other after its first statement: Neo4j ends one of them with a deadlock, which the driver
+    meets while it pulls the statement's result; that transaction runs again and both commit
+    (a reasoning record or an ingestion batch meeting another writer is not lost)."""
+    import threading
+
+    t = cstore.tenant
+
+    def document(i: int, title: str) -> dict:
+        return {"doc_id": f"{t}:d{i}", "tenant": t, "source": f"d{i}.txt", "title": title, "content_hash": "h",
+                "identity": "source", "ingested_at": "2026-01-01T00:00:00Z", "acl": None, "keep_acl": False}
+
+    cstore.write("upsert_documents", [document(0, "start"), document(1, "start")])
+    both_hold_one = threading.Barrier(2, timeout=20)
+    statements_run = {"first": 0, "second": 0}
+    errors: list[BaseException] = []
+
+    def writer(label: str, order: tuple[int, int]) -> None:
+        def on_step(name: str, seconds: float) -> None:
+            statements_run[label] += 1
+            if statements_run[label] == 1:  # the first attempt holds its first document's lock
+                both_hold_one.wait()  # so does the other's: the next statements deadlock
+
+        try:
+            cstore.run_in_transaction([("upsert_documents", {"rows": [document(i, label)]}) for i in order],
+                                      on_step=on_step)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=("first", (0, 1))),
+               threading.Thread(target=writer, args=("second", (1, 0)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert statements_run["first"] + statements_run["second"] > 4  # one of them ran again
+    titles = {cstore.run("api_document_get", doc_id=f"{t}:d{i}")[0]["title"] for i in (0, 1)}
+    assert len(titles) == 1 and titles < {"first", "second"}  # one transaction's writes, whole, then the other's
+
 def browser_statements() -> dict[str, str]:
     """The saved Neo4j Browser queries of cypher/browser/ (not loaded by the store)."""
     from pathweave.store.statements import cypher_dir, parse
@@ -294,3 +378,29 @@ def test_gds_knn_synonyms(gds_store):
     assert gds_store.backend.write_synonyms(gds_store, 0.8, 100) == 1  # MERGE: still one edge
     assert gds_store.counts()["rel:SYNONYM"] == 1
 
+
+
+def test_a_transient_error_the_driver_let_through_is_retried_and_no_other_failure_is():
+    """What the driver raises when a transaction's close meets the result that failed (a
+    ResultFailedError from the server's error) is retried when that error is transient
+    (pure logic over the driver's own exception classes)."""
+    from neo4j.exceptions import Neo4jError, ResultFailedError
+
+    from pathweave.store.graph_store import _masked_transient
+
+    deadlock = Neo4jError._hydrate_neo4j(code="Neo.TransientError.Transaction.DeadlockDetected", message="deadlock")
+    syntax = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Statement.SyntaxError", message="bad")
+
+    def masked(cause: Exception) -> ResultFailedError:
+        try:
+            try:
+                raise cause
+            except Neo4jError as exc:
+                raise ResultFailedError(None, "The result has failed.") from exc
+        except ResultFailedError as exc:
+            return exc
+
+    assert _masked_transient(masked(deadlock))
+    assert not _masked_transient(masked(syntax))
+    assert not _masked_transient(deadlock)  # the driver retries it itself
+    assert not _masked_transient(ResultFailedError(None, "no cause"))

@@ -86,6 +86,7 @@ def test_a_prunerag_query_streams_its_tree_node_by_node(served, runtime, llm_cli
     base, keys = served
     token, _ = keys.create(f"steps{uuid.uuid4().hex[:8]}", "tests", 0)
     monkeypatch.setattr(runtime, "_llm", llm_client)
+    monkeypatch.setattr(runtime.settings.prunerag, "max_depth", 2)  # a root and its children: parents come first
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
         job = http.post("/v1/documents", json={"documents": CORE_DOCS}).json()
         assert wait_job(http, {}, job["job_id"])["status"] == "done"

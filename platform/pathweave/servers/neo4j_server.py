@@ -179,9 +179,11 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
 
 RESTORE_CHECK = "restore-check"
 """The scratch database a restore loads first, so a file that is no dump changes nothing."""
-DUMP_HEADERS = (b"DZV1", b"DGV1", b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
-"""How a file ``neo4j-admin database load`` reads begins: the dump formats' magic (zstd
-"DZV1", gzip "DGV1") and, for dumps older than those, a bare zstd or gzip frame."""
+DUMP_HEADERS = (b"DZV1", b"DGV1", b"BZV1", b"BTV1", b"BZV2", b"BTV2", b"\x28\xb5\x2f\xfd", b"\x1f\x8b")
+"""How a file ``neo4j-admin database load`` reads begins (Neo4j 5.26's
+``DumpFormatSelector``): the dump formats' magic (zstd "DZV1", gzip "DGV1"), the backup
+artefacts' ("BZV1", "BTV1", "BZV2", "BTV2") and, for dumps older than those, a bare zstd
+or gzip frame."""
 
 
 def backup(settings: Settings, target: Path) -> Path:
@@ -206,8 +208,11 @@ def restore(settings: Settings, source: Path) -> None:
     the database unchanged. Query processes catch up by the restored graph version. Raises
     :class:`ServerError` when Neo4j refuses (the database unchanged)."""
     directory = server_dir(settings)
-    with open(source, "rb") as file:
-        head = file.read(4)
+    try:
+        with open(source, "rb") as file:
+            head = file.read(4)
+    except OSError as exc:
+        raise ServerError(f"{source} cannot be read ({exc.strerror}); nothing changed") from None
     if not head.startswith(DUMP_HEADERS):  # refused before the server is stopped: no downtime
         raise ServerError(f"{source} is not a dump Neo4j can load (it does not start as one); nothing changed")
     with _offline(settings) as admin, tempfile.TemporaryDirectory(dir=directory) as scratch:

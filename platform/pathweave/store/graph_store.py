@@ -42,6 +42,34 @@ class WriteConflict(RuntimeError):
     matches the committed node."""
 
 
+def _rows(result) -> list[dict[str, Any]]:
+    """The records of a driver ``result`` read inside a transaction function, as dicts; a
+    server failure met while the records stream is raised as the server's own error (the
+    driver wraps it in a :class:`neo4j.exceptions.ResultFailedError`, whose text hides an
+    ArcadeDB conflict and which the driver's managed transactions do not retry)."""
+    from neo4j.exceptions import Neo4jError, ResultFailedError
+
+    try:
+        return [record.data() for record in result]
+    except ResultFailedError as exc:
+        if isinstance(exc.__cause__, Neo4jError):
+            raise exc.__cause__ from None
+        raise
+
+
+def _masked_transient(exc: BaseException) -> bool:
+    """A retryable server error (a deadlock, a lock timeout) that the driver let through
+    unretried: its transaction's close, exhausting the failed result, raised a
+    :class:`neo4j.exceptions.ResultFailedError` from it in its place, which the driver's
+    managed transaction does not retry (neo4j 6.x). Run the transaction again."""
+    from neo4j.exceptions import Neo4jError, ResultFailedError
+
+    seen = 0
+    while isinstance(exc, ResultFailedError) and seen < 8:
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return seen > 0 and isinstance(exc, Neo4jError) and exc.is_retryable()
+
+
 def _conflict(exc: BaseException) -> bool:
     """A write conflict of ArcadeDB's optimistic transactions: two writers changed one record,
     or both created the node a MERGE looked for (the second commit finds its key taken, or
@@ -175,10 +203,10 @@ class GraphStore:
         def attempt() -> list[dict[str, Any]]:
             with self._session(read_after, read=bool(read_after) and access_mode(name) == "read") as session:
                 if mode == "auto":
-                    return [record.data() for record in session.run(text, params)]
+                    return _rows(session.run(text, params))
 
                 def work(tx):
-                    return [record.data() for record in tx.run(text, params)]
+                    return _rows(tx.run(text, params))
                 return session.execute_read(work) if mode == "read" else session.execute_write(work)
 
         with traced(f"store {name}", **{"db.operation.name": name, "db.system.name": self.backend.name}):
@@ -190,8 +218,9 @@ class GraphStore:
                         return attempt()
                     # ArcadeDB: an auto-commit write that met another writer's change of a record
                     # was rolled back whole; the statements are compare-and-set or idempotent: again
-                    if mode != "auto" or conflicts == CONFLICT_RETRIES or not _conflict(exc) \
-                            or access_mode(name) == "read":
+                    again = _masked_transient(exc) if mode != "auto" else \
+                        _conflict(exc) and access_mode(name) != "read"
+                    if conflicts == CONFLICT_RETRIES or not again:
                         raise
                     time.sleep(random.uniform(0.01, 0.05) * (conflicts + 1))
         raise AssertionError("unreachable")
@@ -210,25 +239,18 @@ class GraphStore:
         """Run named statements ``(name, params)`` in ONE write transaction: all or nothing.
         ``on_step(name, seconds)`` after each statement (ingestion's profile; a retried
         transaction reports its statements again). ``steps`` is read once into a list: the
-        driver re-runs the transaction on a transient error, and a generator would then be
+        transaction runs again as :meth:`execute_write`'s does, and a generator would then be
         exhausted and commit nothing."""
         steps = list(steps)
 
-        def work(tx):
+        def work(run) -> None:
             for name, params in steps:
                 started = time.perf_counter()
-                tx.run(statement(name), {"tenant": self.tenant, **params}).consume()
+                run(name, **params)
                 if on_step is not None:
                     on_step(name, time.perf_counter() - started)
 
-        try:
-            with self._session() as session:
-                session.execute_write(work)
-        except Exception as exc:
-            if not self._moved_back(exc):
-                raise
-            with self._session() as session:
-                session.execute_write(work)
+        self.execute_write(work)
 
     def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
         """Run ``work(run)`` in ONE managed write transaction (retried on transient errors and
@@ -237,11 +259,12 @@ class GraphStore:
 
         The driver retries what Neo4j reports as transient (lock timeouts, deadlocks); a write
         conflict of ArcadeDB's optimistic transactions (two writers changed one record, e.g.
-        the tenant's graph-version node) is retried here, at most :data:`CONFLICT_RETRIES`
-        times with a short random pause."""
+        the tenant's graph-version node) and a transient error the driver let through
+        (:func:`_masked_transient`) are retried here, at most :data:`CONFLICT_RETRIES` times
+        with a short random pause."""
         def transaction(tx):
             def run(name: str, **params: Any) -> list[dict[str, Any]]:
-                return [r.data() for r in tx.run(statement(name), {"tenant": self.tenant, **params})]
+                return _rows(tx.run(statement(name), {"tenant": self.tenant, **params}))
             return work(run)
 
         for attempt in range(CONFLICT_RETRIES + 1):
@@ -251,7 +274,7 @@ class GraphStore:
             except Exception as exc:
                 if self._moved_back(exc) and attempt < CONFLICT_RETRIES:
                     continue
-                if attempt == CONFLICT_RETRIES or not _conflict(exc):
+                if attempt == CONFLICT_RETRIES or not (_conflict(exc) or _masked_transient(exc)):
                     raise
                 time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         raise AssertionError("unreachable")
