@@ -386,7 +386,8 @@ def test_a_transient_error_the_driver_let_through_is_retried_and_no_other_failur
     (pure logic over the driver's own exception classes)."""
     from neo4j.exceptions import Neo4jError, ResultFailedError
 
-    from pathweave.store.graph_store import _masked_transient
+    from pathweave.errors import is_transient
+    from pathweave.store.graph_store import _conflict, _masked_transient, _server_error
 
     deadlock = Neo4jError._hydrate_neo4j(code="Neo.TransientError.Transaction.DeadlockDetected", message="deadlock")
     syntax = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Statement.SyntaxError", message="bad")
@@ -404,3 +405,7 @@ def test_a_transient_error_the_driver_let_through_is_retried_and_no_other_failur
     assert not _masked_transient(masked(syntax))
     assert not _masked_transient(deadlock)  # the driver retries it itself
     assert not _masked_transient(ResultFailedError(None, "no cause"))
+    assert _server_error(masked(deadlock)) is deadlock and is_transient(_server_error(masked(deadlock)))
+    conflict = Neo4jError._hydrate_neo4j(code="Neo.DatabaseError.General.UnknownError",
+                                         message="ConcurrentModificationException on record #3:1")
+    assert _conflict(masked(conflict)) and not _masked_transient(masked(conflict))  # an ArcadeDB conflict behind it

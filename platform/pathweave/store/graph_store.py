@@ -57,17 +57,27 @@ def _rows(result) -> list[dict[str, Any]]:
         raise
 
 
-def _masked_transient(exc: BaseException) -> bool:
-    """A retryable server error (a deadlock, a lock timeout) that the driver let through
-    unretried: its transaction's close, exhausting the failed result, raised a
-    :class:`neo4j.exceptions.ResultFailedError` from it in its place, which the driver's
-    managed transaction does not retry (neo4j 6.x). Run the transaction again."""
-    from neo4j.exceptions import Neo4jError, ResultFailedError
+def _server_error(exc: BaseException) -> BaseException:
+    """The server's error behind what the driver raised in its place: a transaction whose
+    close, exhausting a result that failed, raised a :class:`neo4j.exceptions.ResultFailedError`
+    from the server's error (neo4j 6.x, when another thread took the released connection
+    first); ``exc`` itself otherwise."""
+    from neo4j.exceptions import ResultFailedError
 
     seen = 0
-    while isinstance(exc, ResultFailedError) and seen < 8:
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return seen > 0 and isinstance(exc, Neo4jError) and exc.is_retryable()
+    while isinstance(exc, ResultFailedError) and exc.__cause__ is not None and seen < 8:
+        exc, seen = exc.__cause__, seen + 1
+    return exc
+
+
+def _masked_transient(exc: BaseException) -> bool:
+    """A retryable server error (a deadlock, a lock timeout) that the driver let through
+    unretried behind a :class:`neo4j.exceptions.ResultFailedError` (:func:`_server_error`);
+    the transaction never committed: run it again."""
+    from neo4j.exceptions import Neo4jError
+
+    error = _server_error(exc)
+    return error is not exc and isinstance(error, Neo4jError) and error.is_retryable()
 
 
 def _conflict(exc: BaseException) -> bool:
@@ -80,6 +90,7 @@ def _conflict(exc: BaseException) -> bool:
     again after a commit whose outcome it did not learn (the work must be safe to repeat:
     compare-and-set or idempotent); a persistent failure still ends after
     :data:`CONFLICT_RETRIES`."""
+    exc = _server_error(exc)
     if isinstance(exc, WriteConflict):
         return True
     text = str(exc).lower()
@@ -148,7 +159,7 @@ class GraphStore:
         """Whether ``exc`` says the database is behind this process's own bookmarks: it was
         replaced by an earlier state (a restore) and will never reach them. They are then
         forgotten (logged), and the work may run again."""
-        if not self._bookmarked or getattr(exc, "code", None) != BOOKMARK_TIMEOUT:
+        if not self._bookmarked or getattr(_server_error(exc), "code", None) != BOOKMARK_TIMEOUT:
             return False
         log.warning("the store is behind this process's bookmarks (restored from a backup?): starting afresh")
         forget_bookmarks(self.driver)
@@ -221,7 +232,7 @@ class GraphStore:
                     again = _masked_transient(exc) if mode != "auto" else \
                         _conflict(exc) and access_mode(name) != "read"
                     if conflicts == CONFLICT_RETRIES or not again:
-                        raise
+                        raise _server_error(exc)  # what callers classify (transient or not)
                     time.sleep(random.uniform(0.01, 0.05) * (conflicts + 1))
         raise AssertionError("unreachable")
 
@@ -239,18 +250,31 @@ class GraphStore:
         """Run named statements ``(name, params)`` in ONE write transaction: all or nothing.
         ``on_step(name, seconds)`` after each statement (ingestion's profile; a retried
         transaction reports its statements again). ``steps`` is read once into a list: the
-        transaction runs again as :meth:`execute_write`'s does, and a generator would then be
-        exhausted and commit nothing."""
+        driver re-runs the transaction on a transient error (and so does this method on one
+        the driver let through, :func:`_masked_transient`), and a generator would then be
+        exhausted and commit nothing. A write conflict the driver's retries did not resolve
+        is raised (a worker's batch is then retried whole, :mod:`pathweave_ingest.tasks`)."""
         steps = list(steps)
 
-        def work(run) -> None:
+        def work(tx) -> None:
             for name, params in steps:
                 started = time.perf_counter()
-                run(name, **params)
+                _rows(tx.run(statement(name), {"tenant": self.tenant, **params}))
                 if on_step is not None:
                     on_step(name, time.perf_counter() - started)
 
-        self.execute_write(work)
+        moved_back = False
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with self._session() as session:
+                    session.execute_write(work)
+                return
+            except Exception as exc:
+                if not moved_back and self._moved_back(exc):
+                    moved_back = True
+                    continue
+                if attempt == CONFLICT_RETRIES or not _masked_transient(exc):
+                    raise _server_error(exc)  # what callers classify (transient or not)
 
     def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
         """Run ``work(run)`` in ONE managed write transaction (retried on transient errors and
@@ -275,7 +299,7 @@ class GraphStore:
                 if self._moved_back(exc) and attempt < CONFLICT_RETRIES:
                     continue
                 if attempt == CONFLICT_RETRIES or not (_conflict(exc) or _masked_transient(exc)):
-                    raise
+                    raise _server_error(exc)  # what callers classify (transient or not)
                 time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         raise AssertionError("unreachable")
 
