@@ -83,15 +83,19 @@ def print_answer(out: Console, answer) -> None:
               f"{answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
 
 
+def _node_line(node) -> str:
+    """A PruneRAG tree node in one line: decision, kind, text, answer and confidence, error."""
+    conf = f" ({node.confidence:.2f})" if node.confidence is not None else ""
+    answer = f" -> {node.answer}{conf}" if node.answer is not None else ""
+    error = f" [{node.error[:80]}]" if node.error else ""
+    return f"[{node.decision}] {node.kind}: {node.text}{answer}{error}"
+
+
 def print_step(node, parent_id: str | None) -> None:
     """A PruneRAG tree node as it is settled (``on_step`` of
     :meth:`pathweave.query.retriever.Retriever.stream`): one line, indented by its depth,
     before the whole tree is printed with the result."""
-    conf = f" ({node.confidence:.2f})" if node.confidence is not None else ""
-    answer = f" -> {node.answer}{conf}" if node.answer is not None else ""
-    error = f" [{node.error[:80]}]" if node.error else ""
-    stdout_console().print(f"  step {'  ' * (node.depth - 1)}[{node.decision}] {node.kind}: {node.text}{answer}{error}",
-                           markup=False, highlight=False)
+    stdout_console().print(f"  step {'  ' * (node.depth - 1)}{_node_line(node)}", markup=False, highlight=False)
 
 
 def print_tree(out: Console, tree) -> None:
@@ -99,10 +103,7 @@ def print_tree(out: Console, tree) -> None:
     by_id = {node.node_id: node for node in tree.nodes}
 
     def show(node, indent: int) -> None:
-        conf = f" ({node.confidence:.2f})" if node.confidence is not None else ""
-        answer = f" -> {node.answer}{conf}" if node.answer is not None else ""
-        error = f" [{node.error[:80]}]" if node.error else ""
-        out.print(f"  {'  ' * indent}[{node.decision}] {node.kind}: {node.text}{answer}{error}", markup=False)
+        out.print(f"  {'  ' * indent}{_node_line(node)}", markup=False)
         for child in node.children:
             show(by_id[child], indent + 1)
 

@@ -42,21 +42,6 @@ class WriteConflict(RuntimeError):
     matches the committed node."""
 
 
-def _rows(result) -> list[dict[str, Any]]:
-    """The records of a driver ``result`` read inside a transaction function, as dicts; a
-    server failure met while the records stream is raised as the server's own error (the
-    driver wraps it in a :class:`neo4j.exceptions.ResultFailedError`, whose text hides an
-    ArcadeDB conflict and which the driver's managed transactions do not retry)."""
-    from neo4j.exceptions import Neo4jError, ResultFailedError
-
-    try:
-        return [record.data() for record in result]
-    except ResultFailedError as exc:
-        if isinstance(exc.__cause__, Neo4jError):
-            raise exc.__cause__ from None
-        raise
-
-
 def _server_error(exc: BaseException) -> BaseException:
     """The server's error behind what the driver raised in its place: a transaction whose
     close, exhausting a result that failed, raised a :class:`neo4j.exceptions.ResultFailedError`
@@ -214,10 +199,10 @@ class GraphStore:
         def attempt() -> list[dict[str, Any]]:
             with self._session(read_after, read=bool(read_after) and access_mode(name) == "read") as session:
                 if mode == "auto":
-                    return _rows(session.run(text, params))
+                    return [record.data() for record in session.run(text, params)]
 
                 def work(tx):
-                    return _rows(tx.run(text, params))
+                    return [record.data() for record in tx.run(text, params)]
                 return session.execute_read(work) if mode == "read" else session.execute_write(work)
 
         with traced(f"store {name}", **{"db.operation.name": name, "db.system.name": self.backend.name}):
@@ -259,7 +244,7 @@ class GraphStore:
         def work(tx) -> None:
             for name, params in steps:
                 started = time.perf_counter()
-                _rows(tx.run(statement(name), {"tenant": self.tenant, **params}))
+                tx.run(statement(name), {"tenant": self.tenant, **params}).consume()
                 if on_step is not None:
                     on_step(name, time.perf_counter() - started)
 
@@ -288,7 +273,7 @@ class GraphStore:
         with a short random pause."""
         def transaction(tx):
             def run(name: str, **params: Any) -> list[dict[str, Any]]:
-                return _rows(tx.run(statement(name), {"tenant": self.tenant, **params}))
+                return [r.data() for r in tx.run(statement(name), {"tenant": self.tenant, **params})]
             return work(run)
 
         for attempt in range(CONFLICT_RETRIES + 1):
