@@ -8,14 +8,18 @@ export OMP_WAIT_POLICY := passive
 
 .PHONY: install demo test bench bench-api lint clean
 
-$(VENV)/.installed: pyproject.toml
+# llama-cpp-python is built by tools/build-llama.sh (portable to any x86-64 host, no AMX) before
+# the extra `llm` would have pip build it natively
+$(VENV)/.installed: pyproject.toml tools/build-llama.sh
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
+	bash tools/build-llama.sh $(PY)
 	$(PY) -m pip install -q -e ".[dev,neo4j,llm]"
 	touch $@
 
 install: $(VENV)/.installed
+	bash tools/build-llama.sh $(PY)
 	bash tools/vendor-ui.sh
 	bash tools/fetch-models.sh $(PY)
 

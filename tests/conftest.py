@@ -177,14 +177,36 @@ def llm_settings():
     return LLMSettings(base_url="", model="qwen2.5-coder-0.5b", timeout_s=600, start_timeout_s=300)
 
 
+class RunningModelServer:
+    """The session's managed model server wherever it runs now (``pid``, ``port``, ``model``,
+    ``base_url``): a test that kills it (tests/api/test_model_server_exit.py) leaves it started
+    again, on another port."""
+
+    def __init__(self, data_dir: Path, llm_settings) -> None:
+        self.data_dir, self.llm_settings = data_dir, llm_settings
+
+    def _info(self):
+        from pathweave.servers import llm_server as server
+
+        return server.start(self.data_dir, self.llm_settings, owner=os.getpid(), report_exit=False)
+
+    def __getattr__(self, name: str):
+        return getattr(self._info(), name)
+
+    def __eq__(self, other) -> bool:
+        return self._info() == other
+
+    __hash__ = None
+
+
 @pytest.fixture(scope="session")
 def llm_server(base_store, settings, llm_settings):
     """The running managed server, owned by this process (stopped before the store's teardown
     removes the data dir; a killed test run leaves none behind)."""
     from pathweave.servers import llm_server as server
 
-    info = server.start(settings.data_dir, llm_settings, owner=os.getpid())
-    yield info
+    server.start(settings.data_dir, llm_settings, owner=os.getpid())
+    yield RunningModelServer(settings.data_dir, llm_settings)
     server.stop(settings.data_dir)
 
 

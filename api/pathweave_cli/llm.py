@@ -33,7 +33,7 @@ def llm_start(model: Optional[str] = typer.Option(None, help="qwen2.5-coder-1.5b
         console.print(f"PATHWEAVE_LLM_BASE_URL is set ({llm.base_url}): that endpoint answers, nothing to start")
         return
     try:
-        info = llm_server.start(settings.data_dir, llm)
+        info = llm_server.start(settings.data_dir, llm, report_exit=False)  # starting it is the answer to an exit
     except llm_server.LLMServerError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
@@ -57,7 +57,8 @@ def llm_status() -> None:
     info = llm_server.status(data_dir)
     if info is None:
         hint = "" if llm_server.extra_installed() else " (the local model server needs pip install 'pathweave[llm]')"
-        console.print(f"not running{hint}")
+        crashed = llm_server.last_exit(data_dir)
+        console.print(f"not running{hint}" + (f"; last: {crashed.describe()}" if crashed is not None else ""))
         raise typer.Exit(1)
     console.print(f"running: pid {info.pid}, {info.model} at {info.base_url}, "
                   f"log {llm_server.server_dir(data_dir)}/server.log")

@@ -363,8 +363,10 @@ def query(
     settings = _settings(tenant)
     runtime = QueryRuntime(settings)  # what the API keeps per process, for one question
     try:
-        retriever = runtime.retriever(settings.tenant)
         try:
+            if answer or strategy(request.mode).needs_llm:
+                runtime.llm_client()  # the model first: one that cannot be had is said before the store opens
+            retriever = runtime.retriever(settings.tenant)
             if (answer or strategy(request.mode).has_steps) and not as_json:
                 # the answer printed as the model writes it; PruneRAG's nodes as they are settled
                 print_streamed(retriever.stream(request, access=access, on_step=print_step))

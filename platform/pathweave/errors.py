@@ -32,7 +32,10 @@ class StoreUnavailable(PathweaveError, RuntimeError):
 
 
 class LLMUnavailable(PathweaveError, RuntimeError):
-    """No LLM client could be had (the extra not installed, the server not starting)."""
+    """No LLM client could be had (the extra not installed, the server not starting, the
+    managed server exited). ``retry_after_s``: when to ask again (s; the API's Retry-After)."""
+
+    retry_after_s: int = 30
 
 
 def _raised_in_driver(exc: BaseException) -> bool:

@@ -165,7 +165,7 @@ class QueryRuntime:
 
     def llm_client(self):
         """The process's LLM client (``settings.llm``, ``PATHWEAVE_LLM_*``; the managed local model server by
-        default, started on first use). Raises LLMError / LLMServerError when none can be had."""
+        default, started on first use). Raises :class:`~pathweave.errors.LLMUnavailable` when none can be had."""
         with self._llm_lock:
             if self._llm is None:
                 from pathweave.llm.client import connect

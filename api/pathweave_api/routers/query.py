@@ -101,8 +101,8 @@ def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: s
                          else "validation-error") from None
     except EmbedderMismatch as exc:  # the tenant's vectors are of another embedder
         raise ApiProblem(409, str(exc), "embedder-mismatch") from None
-    except LLMUnavailable as exc:  # no model at all (the extra missing, the server not starting)
-        raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": "30"}) from None
+    except LLMUnavailable as exc:  # no model (the extra missing, the server not starting or exited)
+        raise ApiProblem(503, str(exc), "llm-unavailable", {"Retry-After": str(exc.retry_after_s)}) from None
 
 
 def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRESTRICTED) -> QueryResponse:

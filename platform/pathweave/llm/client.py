@@ -18,9 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import httpx
 
+from pathweave.errors import LLMUnavailable
 from pathweave.settings import LLMSettings
 from pathweave.telemetry import traced
 
@@ -77,18 +79,22 @@ class LLMClient:
     structured outputs) or ``json_object`` (llama-cpp-python's ``{"type": "json_object",
     "schema": ...}``). ``locate``: for the managed server, where it listens now (starting it
     again when it died): a request that finds the endpoint unreachable asks it once and is
-    retried there, so the client follows a server restarted on another port.
+    retried there, so the client follows a server restarted on another port. ``exited``: for
+    the managed server, given the URL that was unreachable, the error to raise when the server
+    there exited unasked (:class:`~pathweave.servers.llm_server.LLMServerExited`: its signal
+    and log, raised once; the next request relocates), or None.
     Thread-safe.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str = "", timeout_s: float = 300.0,
                  max_tokens: int = 256, concurrency: int = 1, temperature: float = 0.0,
-                 schema_style: str = "json_schema", locate: Callable[[], str] | None = None) -> None:
+                 schema_style: str = "json_schema", locate: Callable[[], str] | None = None,
+                 exited: Callable[[str], BaseException | None] | None = None) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.schema_style = schema_style
-        self._api_key, self._timeout_s, self._locate = api_key or "not-needed", timeout_s, locate
+        self._api_key, self._timeout_s, self._locate, self._exited = api_key or "not-needed", timeout_s, locate, exited
         self._endpoint(base_url)
         self._slots = threading.BoundedSemaphore(max(1, concurrency))
         self._lock = threading.Lock()
@@ -99,6 +105,14 @@ class LLMClient:
 
         self.base_url = base_url
         self._openai = OpenAI(base_url=base_url, api_key=self._api_key, timeout=self._timeout_s, max_retries=0)
+
+    def _crashed(self, tried: str) -> None:
+        """After ``tried`` was unreachable: raise the managed server's exit when it exited
+        unasked (counted as a failure), so the caller hears of a crash as a crash."""
+        crashed = self._exited(tried) if self._exited is not None else None
+        if crashed is not None:
+            self._failed()
+            raise crashed
 
     def _relocated(self, tried: str) -> bool:
         """After ``tried`` was unreachable: move to where :attr:`_locate` says the managed
@@ -134,7 +148,10 @@ class LLMClient:
 
         ``json``/``schema``: constrain the output to a JSON object (matching ``schema``);
         ``logprobs``: return each generated token's log-probability (raises LLMError when
-        the endpoint sends none). Raises :class:`LLMError` on any request failure. In a
+        the endpoint sends none). Raises :class:`LLMError` on any request failure, and
+        :class:`~pathweave.servers.llm_server.LLMServerExited` (an
+        :class:`~pathweave.errors.LLMUnavailable`, not an LLMError) when the managed server
+        exited unasked. In a
         traced query, a span ``llm.chat`` with the model and the tokens in and out.
         """
         kwargs: dict = {"model": self.model, "messages": messages, "temperature": self.temperature,
@@ -165,6 +182,7 @@ class LLMClient:
                 except openai.APITimeoutError:
                     raise  # the server runs, it is slow: no second try
                 except openai.APIConnectionError:
+                    self._crashed(url)
                     if not self._relocated(url):
                         raise
                     response = self._openai.chat.completions.create(**kwargs)  # once, where it runs now
@@ -207,6 +225,23 @@ class LLMClient:
         a constrained JSON object is no text to show as it comes)."""
         return CompletionStream(self, {"model": self.model, "messages": messages, "temperature": self.temperature,
                                        "max_tokens": max_tokens or self.max_tokens})
+
+    def _stream_request(self, kwargs: dict):
+        """The streamed request of :class:`CompletionStream` (before its first piece: an
+        unreachable managed server's exit is raised, or the request goes once to where it
+        runs now, as :meth:`chat`'s)."""
+        import openai
+
+        url = self.base_url
+        try:
+            return self._openai.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
+        except openai.APITimeoutError:
+            raise
+        except openai.APIConnectionError:
+            self._crashed(url)
+            if not self._relocated(url):
+                raise
+            return self._openai.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
 
     def _failed(self) -> None:
         with self._lock:
@@ -251,8 +286,7 @@ class CompletionStream:
             with self._client._slots:
                 if self._closed:
                     return
-                self._response = self._client._openai.chat.completions.create(
-                    **self._kwargs, stream=True, stream_options={"include_usage": True})
+                self._response = self._client._stream_request(self._kwargs)
                 for chunk in self._response:
                     if self._closed:  # closed while the request was being made, or between pieces
                         break
@@ -291,20 +325,31 @@ class CompletionStream:
 
 def connect(data_dir: Path, llm: LLMSettings) -> LLMClient:
     """A client for ``llm.base_url``, or for the managed local server of ``data_dir``
-    (started on demand, owned by this process: it stops when this process exits, and started
-    again when a request finds it gone;
-    raises :class:`~pathweave.servers.llm_server.LLMServerError` when the extra ``pathweave[llm]`` is
-    missing or the server does not start)."""
+    (started on demand, owned by this process: it stops when this process exits; a request
+    that finds it exited unasked raises its exit, :class:`~pathweave.servers.llm_server.LLMServerExited`,
+    and the next one starts it again). Raises :class:`~pathweave.errors.LLMUnavailable` when
+    the extra ``pathweave[llm]`` is missing, the server does not start, or it exited
+    (:class:`~pathweave.servers.llm_server.LLMServerExited`, which is one)."""
     if llm.managed:
         from pathweave.servers import llm_server
 
         def locate() -> str:  # where the managed server runs now, started again when it died
             return llm_server.start(data_dir, llm, owner=os.getpid()).base_url
 
-        base_url, style, found = locate(), "json_object", locate
+        def exited(url: str) -> BaseException | None:  # the server at ``url`` crashed: say so, once
+            crashed = llm_server.exit_at(data_dir, urlparse(url).port)
+            return llm_server.LLMServerExited(crashed) if crashed is not None else None
+
+        try:
+            base_url = locate()
+        except LLMUnavailable:  # it exited: said as it is
+            raise
+        except llm_server.LLMServerError as exc:
+            raise LLMUnavailable(f"no LLM to answer with: {exc}") from exc
+        style, found, died = "json_object", locate, exited
     else:
-        base_url, style, found = llm.base_url.rstrip("/"), "json_schema", None
+        base_url, style, found, died = llm.base_url.rstrip("/"), "json_schema", None, None
     if llm.response_format != "auto":
         style = llm.response_format
     return LLMClient(base_url, llm.model, llm.api_key.get_secret_value(), llm.timeout_s, llm.max_tokens,
-                     llm.concurrency, llm.temperature, style, locate=found)
+                     llm.concurrency, llm.temperature, style, locate=found, exited=died)

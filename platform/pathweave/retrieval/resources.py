@@ -78,18 +78,14 @@ class QueryResources:
 
     def llm_client(self):
         """The LLM client of the LLM modes: the one given (or the given function's), else one
-        for ``PATHWEAVE_LLM_*`` (the managed local server, started on demand)."""
-        from pathweave.llm.client import LLMError
-        from pathweave.servers.llm_server import LLMServerError
+        for ``PATHWEAVE_LLM_*`` (the managed local server, started on demand). Raises
+        :class:`~pathweave.errors.LLMUnavailable` when none can be had
+        (:func:`pathweave.llm.client.connect`)."""
+        if self._llm is None:
+            from pathweave.llm.client import connect
 
-        try:
-            if self._llm is None:
-                from pathweave.llm.client import connect
-
-                self._llm = connect(self.settings.data_dir, self.settings.llm)
-            return self._llm if hasattr(self._llm, "chat") else self._llm()
-        except (LLMError, LLMServerError) as exc:
-            raise LLMUnavailable(f"no LLM to answer with: {exc}") from exc
+            self._llm = connect(self.settings.data_dir, self.settings.llm)
+        return self._llm if hasattr(self._llm, "chat") else self._llm()
 
     @property
     def prunerag_params(self) -> PruneRAGSettings:

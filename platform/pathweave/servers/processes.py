@@ -451,9 +451,16 @@ def _managed_server(process, argv: list[str]) -> ManagedServer | None:
     else:  # pathweave.servers.llm_server OWNER DIR -- ARGS, or (older) llama_cpp.server ARGS
         if module == "pathweave.servers.llm_server":
             owner, directory = int(args[0]), Path(args[1])
+            # a supervisor and the server it forked share the command line: one entry, the server's
+            if any(child.cmdline() == argv for child in process.children()):
+                return None
+            parent = process.parent()
+            if parent is not None and parent.cmdline() == argv:
+                processes, extra = [parent, process], {"supervisor": parent.pid}
         else:
             directory = Path(args[args.index("--model") + 1]).parent.parent  # <dir>/models/X.gguf
-        extra = {"port": int(args[args.index("--port") + 1])} if "--port" in args else {}
+        if "--port" in args:
+            extra["port"] = int(args[args.index("--port") + 1])
     rss = 0
     for member in processes:
         try:
