@@ -4,8 +4,11 @@ tests never see each other's data.
 
 The store is the managed server of ``PATHWEAVE_STORE_BACKEND``: ArcadeDB (default) or Neo4j
 5.26 + GDS 2.13 (``tools/test.sh`` runs the suite once per backend). In the Neo4j run only
-the store-facing tests are collected (those that use ``base_store``, directly or through
-other fixtures, and those marked ``neo4j_only``); tests marked ``neo4j_only`` (GDS) are left
+the store contract is collected: the modules marked ``store_contract``, whose subject is the
+store (statements, transactions, versions, visibility, topology, backup), and the tests marked
+``neo4j_only``; every named statement of ``cypher/`` must still run there (the coverage gate
+below). The service's interface, validation, auth, limits, OpenAPI, rendering and the model
+run once, on the default store. Tests marked ``neo4j_only`` (GDS) are left
 out of the ArcadeDB run, and the few marked ``arcadedb_only`` (ArcadeDB's own code paths, whose
 Neo4j counterparts have tests of their own) out of the Neo4j run. Either way a test is
 deselected, never skipped, for its backend."""
@@ -39,6 +42,8 @@ BACKEND = os.environ.get("PATHWEAVE_STORE_BACKEND", "arcadedb")
 def pytest_configure(config):
     config.addinivalue_line("markers", "neo4j_only: runs in the Neo4j + GDS run of the suite only")
     config.addinivalue_line("markers", "arcadedb_only: about the ArcadeDB backend itself; not in the Neo4j run")
+    config.addinivalue_line("markers", "store_contract: the store is the test's subject (statements, transactions, "
+                                       "versions, visibility, topology, backup): it runs on Neo4j too")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,7 +53,7 @@ def pytest_collection_modifyitems(config, items):
             return BACKEND == "neo4j"
         if item.get_closest_marker("arcadedb_only"):
             return BACKEND != "neo4j"
-        return BACKEND != "neo4j" or "base_store" in getattr(item, "fixturenames", ())
+        return BACKEND != "neo4j" or item.get_closest_marker("store_contract") is not None
 
     deselected = [item for item in items if not wanted(item)]
     if deselected:

@@ -20,6 +20,8 @@ from pathweave.access import UNRESTRICTED, Access
 from pathweave.errors import NotApplicable
 from pathweave_cli.main import app
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 runner = CliRunner()
 
 # folder -> (its sidecar's access list, or None for no sidecar; {file: text})

@@ -20,6 +20,8 @@ from pathweave_ingest.aliases import (canonical_count, clear_tenant, consolidate
 from pathweave_ingest.jobs import delete_document
 from pathweave_ingest.loaders import SourceDocument
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 DIM = 384
 
 # Cosines (measured) with bge-small, the default (its alias threshold 0.928), and MiniLM (0.93):

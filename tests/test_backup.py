@@ -17,6 +17,8 @@ from pathweave.servers.processes import ServerError
 from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument, load_path
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 QUESTIONS = ["Where was Marie Curie born?", "On which river stands the city where Marie Curie was born?",
              "Which prize did Pierre Curie win?"]

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from pathweave_ingest.loaders import load_path
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 PAGES = [
     "Acme Corporation was founded by Jane Smith in Boston in 1999. Acme builds rockets.",
     "The Denver office of Acme Corporation designs rocket engines for lunar landers.",

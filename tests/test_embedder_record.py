@@ -16,6 +16,8 @@ from pathweave_ingest.loaders import SourceDocument, load_path
 from pathweave_ingest.pipeline import Pipeline
 from pathweave_ingest.reembed import reembed
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 QUESTION = "On which river stands the city where Marie Curie was born?"
 

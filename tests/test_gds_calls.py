@@ -20,6 +20,9 @@ from pathweave.store.statements import statement
 from pathweave.store.backends.arcadedb import ArcadeBackend
 from pathweave.store.backends.neo4j import Neo4jBackend
 from pathweave.graph.ppr import personalized_pagerank, transition_matrix
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 PPR_STREAM = dict(relationship_weight_property="weight", max_iterations=100, tolerance=1e-8, log_progress=False)
 
@@ -324,13 +327,8 @@ class FakeStore:
         return self.version
 
 
-def wait_for(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
+def wait_for(condition, what: str, timeout=5.0):
+    return wait_until(condition, timeout, what, interval_s=0.01)
 
 
 def test_projector_debounces_and_never_projects_inside_a_query():
@@ -341,7 +339,7 @@ def test_projector_debounces_and_never_projects_inside_a_query():
     assert "graph.project.cypher" not in gds.endpoints()
     for _ in range(5):                              # queries at the pending version: no restart
         assert projector.graph(store, 1) is None
-    assert wait_for(lambda: "graph.project.cypher" in gds.endpoints())
+    assert wait_for(lambda: "graph.project.cypher" in gds.endpoints(), "the debounced projection")
     assert projector.graph(store, 1).name == "pathweave-ppr-t1-v1"
 
     store.version = 2                               # ingestion batches in a row: one projection
@@ -349,7 +347,7 @@ def test_projector_debounces_and_never_projects_inside_a_query():
     time.sleep(0.05)
     store.version = 3
     projector.schedule(store, 3)
-    assert wait_for(lambda: projector.graph(store, 3) is not None)
+    assert wait_for(lambda: projector.graph(store, 3) is not None, "the projection at version 3")
     projected = [kw["graph_name"] for name, _, kw in gds.calls if name == "graph.project.cypher"]
     assert projected == ["pathweave-ppr-t1-v1", "pathweave-ppr-t1-v3"]
     assert sorted(gds.catalog) == ["pathweave-ppr-t1-v3"]
@@ -418,8 +416,8 @@ def test_neo4j_backend_stage1_ppr_falls_back_until_projected():
     store = FakeStore(version=4)
     seeds = {"e1": 1.0, "p2": 0.05}
     assert backend.personalized_pagerank(store, seeds, 0.75, 4) is None   # not projected yet: in-process PPR
-    assert wait_for(lambda: "graph.project.cypher" in gds.endpoints())
-    assert wait_for(lambda: backend.personalized_pagerank(store, seeds, 0.75, 4) is not None)
+    assert wait_for(lambda: "graph.project.cypher" in gds.endpoints(), "the projection")
+    assert wait_for(lambda: backend.personalized_pagerank(store, seeds, 0.75, 4) is not None, "PPR on the projection")
     assert backend.personalized_pagerank(store, seeds, 0.75, 4) == pytest.approx({"p1": 0.3, "p2": 0.2})
     assert gds.calls[-1][2]["params"]["groups"] == [{"nodes": [10], "weight": 1.0}, {"nodes": [21], "weight": 0.05}]
 

@@ -8,6 +8,8 @@ import pytest
 
 from pathweave_ingest.loaders import load_path
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

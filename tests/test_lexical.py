@@ -11,6 +11,8 @@ from pathweave.retrieval.lexical import MAX_TERMS, complete_ties, lucene_query, 
 from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 
 def test_lucene_query_quotes_every_term_and_drops_stop_words():
     assert lucene_query("Who signed contract PX-4471 with O'Neill?") == '"PX-4471" "O\'Neill"'  # names and codes

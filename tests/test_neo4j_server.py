@@ -21,6 +21,9 @@ from typer.testing import CliRunner
 from pathweave.servers import neo4j_server, store_server
 from pathweave.servers.processes import managed_servers, pid_alive
 from pathweave.settings import Settings
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,13 +33,9 @@ def own(tmp_path: Path, **store) -> Settings:
                                                "server_pagecache": "64m", **store})
 
 
-def wait_gone(pid: int, seconds: float = 60.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.5)
-    return False
+def wait_gone(pid: int, seconds: float = 60.0, what: str = "") -> bool:
+    """True once ``pid`` has exited; fails the test (naming ``what``) when it still runs after ``seconds``."""
+    return wait_until(lambda: not pid_alive(pid), seconds, what or f"process {pid} gone", interval_s=0.5)
 
 
 def test_compose_runs_the_tested_neo4j_version():
@@ -104,7 +103,7 @@ def test_a_server_started_on_demand_stops_when_its_owner_is_killed(tmp_path):
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait(10)
-    assert wait_gone(jvm), "the Neo4j of a SIGKILLed owner is still running after 60 s"
+    wait_gone(jvm, what=f"the Neo4j {jvm} of a SIGKILLed owner stopped")
     assert store_server.status(own(tmp_path)) is None
 
 
@@ -116,7 +115,8 @@ def test_a_server_whose_data_dir_is_removed_stops(tmp_path):
     assert (found.kind, found.supervisor, found.directory, found.owner) == ("neo4j", supervisor, data / "neo4j", 0)
     assert (found.bolt_port, found.http_port) == (info.bolt_port, info.http_port) and found.rss_mib > 100
     shutil.rmtree(data, ignore_errors=True)
-    assert wait_gone(info.pid) and wait_gone(supervisor), "Neo4j outlived its deleted data dir by 60 s"
+    wait_gone(info.pid, what=f"the Neo4j {info.pid} stopped after its data dir was deleted")
+    wait_gone(supervisor, what=f"the Neo4j supervisor {supervisor} stopped after its data dir was deleted")
 
 
 def test_the_build_is_reused_while_the_pom_is_unchanged():
@@ -137,7 +137,7 @@ def test_a_killed_server_restarts_on_its_ports_and_open_drivers_reconnect(tmp_pa
         with GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password)) as driver:
             driver.execute_query("CREATE (:Probe {n: 1})", database_="neo4j")
             os.kill(info.pid, signal.SIGKILL)
-            assert wait_gone(info.pid)
+            wait_gone(info.pid, what=f"the SIGKILLed Neo4j {info.pid} gone")
             again = store_server.start(settings)  # as the next process that finds it gone does
             assert (again.bolt_port, again.http_port) == (info.bolt_port, info.http_port) and again.pid != info.pid
             records, _, _ = driver.execute_query("MATCH (p:Probe) RETURN count(p) AS n", database_="neo4j")

@@ -17,6 +17,9 @@ import httpx
 import pytest
 
 from pathweave.servers.processes import free_port, pid_alive
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -27,8 +30,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def _server_pid(pattern: str, root: Path, process: subprocess.Popen, timeout: float = 180) -> int:
     """The pid in the first ``root/<pattern>`` server.json, once the store server runs."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def running_pid() -> int | None:
         assert process.poll() is None, "the command ended before its store server started"
         for state in root.glob(pattern):
             try:
@@ -37,15 +39,14 @@ def _server_pid(pattern: str, root: Path, process: subprocess.Popen, timeout: fl
                 continue
             if pid_alive(pid):
                 return pid
-        assert time.monotonic() < deadline, "no store server started"
-        time.sleep(0.5)
+        return None
+
+    return wait_until(running_pid, timeout, "a store server started", interval_s=0.5,
+                      until=lambda pid: pid is not None)
 
 
 def _gone_within(pid: int, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while pid_alive(pid):
-        assert time.monotonic() < deadline, f"store server {pid} outlived its owner by {seconds:.0f} s"
-        time.sleep(0.5)
+    wait_until(lambda: not pid_alive(pid), seconds, f"store server {pid} gone (it outlives its owner)", interval_s=0.5)
 
 
 @pytest.mark.arcadedb_only
@@ -55,10 +56,8 @@ def test_a_killed_serve_leaves_no_store_server(tmp_path):
                              env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         pid = _server_pid("data/server/server.json", tmp_path, serve)
-        deadline = time.monotonic() + 180
-        while httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code != 200:
-            assert time.monotonic() < deadline, "the API never got ready"
-            time.sleep(1)
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code, 180,
+                   "the API ready (/readyz 200)", interval_s=1, until=lambda status: status == 200)
     finally:
         serve.send_signal(signal.SIGKILL)
         serve.wait(30)
@@ -128,10 +127,8 @@ def test_a_store_restarted_by_another_process_still_stops_with_its_first_owner(t
     try:
         first = store_server.start(settings, owner=api.pid)
         os.kill(first.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while pid_alive(first.pid):
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_until(lambda: not pid_alive(first.pid), 30, f"the SIGKILLed store server {first.pid} gone",
+                   interval_s=0.2)
         second = store_server.start(settings, owner=os.getpid())
         assert second.pid != first.pid
         cmdline = Path(f"/proc/{second.pid}/cmdline").read_bytes().split(b"\0")

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 
 def test_a_writer_that_is_behind_bounds_the_wait(monkeypatch):
     from pathweave.records import reasoning as reasoning_records

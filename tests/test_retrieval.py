@@ -8,6 +8,8 @@ from pathweave.records.reasoning import read_reasoning_record
 from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import load_path
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 QUESTION = "On which river stands the city where Marie Curie was born?"

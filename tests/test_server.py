@@ -10,6 +10,9 @@ import pytest
 
 from pathweave.servers import store_server
 from pathweave.settings import Settings
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
 @pytest.fixture()
@@ -40,17 +43,14 @@ def test_a_server_whose_data_dir_is_gone_stops_itself(own_settings):
     """A killed benchmark or test leaves its temporary data dir to be deleted: the managed
     server notices and stops within a minute (issue 35: no orphaned servers)."""
     import shutil
-    import time
 
     from pathweave.servers.processes import pid_alive
 
     info = store_server.start(own_settings)
     assert pid_alive(info.pid)
     shutil.rmtree(own_settings.data_dir)
-    deadline = time.monotonic() + 60
-    while pid_alive(info.pid):
-        assert time.monotonic() < deadline, "the store server outlived its data directory by a minute"
-        time.sleep(0.5)
+    wait_until(lambda: not pid_alive(info.pid), 60,
+               f"the store server {info.pid} stopped (it outlives its data directory)", interval_s=0.5)
 
 
 def test_start_times_out_with_a_clear_error(own_settings, monkeypatch):

@@ -15,6 +15,8 @@ from pathweave.retrieval.context_codes import LEGEND, SessionLines, read_session
 from pathweave.selection import assign_costs
 from pathweave_ingest.loaders import load_path
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 QUESTIONS = ["On which river stands the city where Marie Curie was born?",

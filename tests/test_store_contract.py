@@ -20,6 +20,8 @@ import pytest
 from pathweave.store.backends import vector_search
 from pathweave.store.graph_store import GraphStore
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 DIM = 384
 NEO4J_ENV = ("NEO4J_URI", "NEO4J_PASSWORD")
 

@@ -20,6 +20,8 @@ from pathweave.graph.vectors import encode_vector
 from pathweave_ingest.jobs import delete_document
 from pathweave_ingest.loaders import SourceDocument, load_path
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 DIM = 384
 

@@ -15,6 +15,8 @@ from pathweave.graph.vectors import encode_vector
 from pathweave.store.backends import base
 from pathweave.store.graph_store import GraphStore
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 DIM = 384
 
 

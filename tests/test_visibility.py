@@ -15,6 +15,8 @@ from pathweave.graph.topology import Topology, TopologyView
 from pathweave.graph.visibility import acceptors, visible_view
 from pathweave.retrieval.hipporag import build_hippo_graph
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 # passage -> (document access lists, {proposition: entities}, [(triple, subject, object)])
 PASSAGES = {
     "p0": ([None], {"r0": ["e0", "e1"]}, [("t0", "e0", "e1")]),

@@ -13,7 +13,7 @@
 # natively built llama-cpp-python is replaced by the portable wheel on the next `make install`.
 #
 # Usage: tools/build-llama.sh PYTHON [--flags "CMAKE ARGS"] [--print-key]
-#   PATHWEAVE_WHEEL_CACHE: where built wheels are kept (default ~/.cache/pathweave/wheels)
+#   LLAMA_CPP_WHEEL_CACHE: where built wheels are kept (default ~/.cache/pathweave/wheels)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${1:-.venv/bin/python}"; shift || true
@@ -39,7 +39,7 @@ RECORD="$PREFIX/share/pathweave/llama-cpp-build.txt"
 if [ -f "$RECORD" ] && [ "$(head -1 "$RECORD")" = "$KEY" ] && "$PY" -c "import llama_cpp" 2>/dev/null; then
   exit 0  # this venv holds the wheel of these flags
 fi
-CACHE="${PATHWEAVE_WHEEL_CACHE:-$HOME/.cache/pathweave/wheels}/llama-cpp-python-$VERSION-$KEY"
+CACHE="${LLAMA_CPP_WHEEL_CACHE:-$HOME/.cache/pathweave/wheels}/llama-cpp-python-$VERSION-$KEY"
 if ! ls "$CACHE"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   echo "building llama-cpp-python $VERSION for any x86-64 host (AVX2, no AVX-512/AMX; a few minutes, once)"
   rm -rf "$CACHE.partial"; mkdir -p "$CACHE.partial"

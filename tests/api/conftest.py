@@ -5,10 +5,11 @@ fresh tenants, and helpers to ingest and wait."""
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 
 import pytest
+
+from waiting import wait_until
 
 # Small documents written for these tests (multi-hop: Curie -> Warsaw -> Vistula).
 CORE_DOCS = [
@@ -73,10 +74,11 @@ def client(app):
     from fastapi.testclient import TestClient
 
     with TestClient(app, raise_server_exceptions=False) as client:
-        deadline = time.monotonic() + 120
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, client.get("/readyz").json()
-            time.sleep(0.2)
+        def readiness() -> tuple[int, str]:
+            response = client.get("/readyz")
+            return response.status_code, response.text
+
+        wait_until(readiness, 120, "the API ready (/readyz 200)", interval_s=0.2, until=lambda seen: seen[0] == 200)
         yield client
 
 
@@ -98,13 +100,9 @@ def new_tenant(keys):
 
 
 def wait_job(client, headers, job_id: str, timeout: float = 120.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
-        if job["status"] not in ("queued", "running"):
-            return job
-        assert time.monotonic() < deadline, f"job {job_id} not finished: {job}"
-        time.sleep(0.1)
+    return wait_until(lambda: client.get(f"/v1/jobs/{job_id}", headers=headers).json(), timeout,
+                      f"job {job_id} finished", interval_s=0.1,
+                      until=lambda job: job["status"] not in ("queued", "running"))
 
 
 @pytest.fixture()
@@ -158,15 +156,8 @@ def served_app(settings, api_settings, worker_settings, runtime, name: str):
     thread.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the API did not become ready"
-            time.sleep(0.2)
+        wait_until(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code, 120, "the API ready (/readyz 200)",
+                   interval_s=0.2, until=lambda status: status == 200, errors=(httpx.HTTPError,))
         yield base, app.state.services.keys
     finally:
         server.should_exit = True

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from pathweave.settings import AccessSettings
 from test_access import strings  # the walk over a whole response (tests/test_access.py)
+from waiting import wait_until
 
 DOCS = [
     {"title": "Tidewright Guild", "text": "The Tidewright Guild repairs ships in the Harbor of Ostrevane. The Tidewright "
@@ -175,10 +176,9 @@ def test_patch_of_an_access_list_holds_for_the_next_query(client, keys, corpus):
                      json={"title": "Blue policy", "text": "The Blue policy names MARKERPUT5521.", "acl": ["group:blue"]})
     assert put.status_code == 202
     client.get(f"/v1/jobs/{put.json()['job_id']}", headers=admin)
-    deadline = time.monotonic() + 60
-    while client.get(f"/v1/jobs/{put.json()['job_id']}", headers=admin).json()["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: client.get(f"/v1/jobs/{put.json()['job_id']}", headers=admin).json(), 60,
+               f"job {put.json()['job_id']} (the PUT) finished", interval_s=0.1,
+               until=lambda job: job["status"] not in ("queued", "running"))
     ask = {"question": "Which policy names a marker?", "mode": "dense", "k": 10}
     assert "MARKERPUT5521" in " ".join(strings(client.post("/v1/query", headers=blue, json=ask).json()))
     assert "MARKERPUT5521" not in " ".join(strings(client.post("/v1/query", headers=red, json=ask).json()))

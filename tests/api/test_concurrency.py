@@ -13,6 +13,9 @@ import httpx
 import pytest
 
 from pathweave.servers.processes import free_port, stop_process
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +31,15 @@ def server_url(api_settings, base_store, tmp_path_factory):
              "--port", str(port), "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert process.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
+        def readyz() -> int:
+            assert process.poll() is None, f"uvicorn exited ({process.returncode}) before it was ready"
+            return httpx.get(f"{url}/readyz", timeout=2).status_code
+
+        try:
+            wait_until(readyz, 180, f"the API ready (/readyz 200; log {log})", interval_s=0.3,
+                       until=lambda status: status == 200, errors=(httpx.HTTPError,))
+        except AssertionError as failed:  # exited or timed out: with the end of its log
+            raise AssertionError(f"{failed}\n{log.read_text()[-3000:]}") from None
         yield url
     finally:
         stop_process(process, 30)
@@ -50,10 +52,8 @@ def test_fifty_concurrent_queries(server_url, new_tenant, docs):
                            json={"documents": docs["core"] + [docs["zephyria"]]}, timeout=30)
     assert submitted.status_code == 202, submitted.text
     job_url = f"{server_url}/v1/jobs/{submitted.json()['job_id']}"
-    deadline = time.monotonic() + 120
-    while (job := httpx.get(job_url, headers=headers, timeout=10).json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    job = wait_until(lambda: httpx.get(job_url, headers=headers, timeout=10).json(), 120, f"job {job_url} finished",
+                     interval_s=0.2, until=lambda polled: polled["status"] not in ("queued", "running"))
     assert job["status"] == "done", job
 
     questions = ["Where was Marie Curie born?", "Which river flows through Warsaw?", "Who married Pierre Curie?",

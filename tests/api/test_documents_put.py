@@ -1,5 +1,9 @@
 """PUT /v1/documents/{external_id} (source identity, replacement) and PDF upload with page citations."""
 
+import pytest
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 PAGES = [
     "Acme Corporation was founded by Jane Smith in Boston in 1999. Acme builds rockets.",
     "The Denver office of Acme Corporation designs rocket engines for lunar landers.",

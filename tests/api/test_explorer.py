@@ -193,17 +193,28 @@ def test_explorer_draws_the_record(live, browser, docs):
 
 
 @pytest.mark.arcadedb_only  # the page's drawing; the records it reads are covered on both stores
-def test_explorer_draws_the_answer_and_the_prunerag_tree(live, browser, docs, runtime, llm_client, monkeypatch):
-    """A PruneRAG query answered by the real local model server (0.5B): the tree's nodes,
-    their children and retrieved passages, and the answer with what it cites are drawn."""
+def test_explorer_draws_the_answer_and_the_prunerag_tree(live, browser, docs, runtime, monkeypatch):
+    """A PruneRAG query with a two-level tree (the root decomposed, one child answered, one
+    asking for entities, their retrieved passages, the aggregated answer): its nodes, their
+    children and retrieved passages, and the answer with what it cites are drawn. The model's
+    replies are scripted (the page's drawing is the subject; the real model's tree has its own
+    test, tests/llm/test_llm_real.py)."""
+    from llm_scripted import ScriptedClient, completion
+
     base, _ = live
     token, headers = _tenant(live)
     _ingest(base, headers, docs["core"])
-    monkeypatch.setattr(runtime, "_llm", llm_client)
-    monkeypatch.setattr(runtime.settings.prunerag, "max_depth", 2)  # a root and its children: enough to draw
+    monkeypatch.setattr(runtime, "_llm", ScriptedClient([
+        completion('{"type": "answer", "answer": "Paris"}', answer_logprob=-1.0),  # low confidence: retried
+        '{"type": "decomposition", "subquery1": "Where was Marie Curie born?", '
+        '"subquery2": "On which river is that city?"}',
+        '{"type": "answer", "answer": "Warsaw"}',
+        '{"type": "entity", "entity1": "Warsaw", "entity2": "river of Warsaw"}',
+        '{"answer": "the Vistula"}',  # aggregation
+    ]))
     record = _query(base, headers, question="On which river is the city where Marie Curie was born?",
-                    mode="prunerag", k=3, timeout=900)  # several LLM calls on a CPU
-    assert record["tree"]["nodes"] and record["answer"] is not None
+                    mode="prunerag", k=3)
+    assert len(record["tree"]["nodes"]) == 5 and record["answer"]["text"] == "the Vistula"
     browser.get(f"{base}/ui/queries/{record['query_id']}")
     browser.execute_script("sessionStorage.clear()")  # another test's key (tenant) may be kept there
     _open_with_key(browser, f"{base}/ui/queries/{record['query_id']}", token)

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from waiting import wait_until
+
 
 def assert_problem(response, status: int, *words: str) -> dict:
     assert response.status_code == status, (response.status_code, response.text)
@@ -268,10 +270,7 @@ def uvicorn_url(app):
                                            http=http_protocol()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: server.started, 30, f"uvicorn started on port {port}", interval_s=0.05)
     yield ("127.0.0.1", port)
     server.should_exit = True
     thread.join(10)

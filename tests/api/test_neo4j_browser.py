@@ -22,6 +22,7 @@ from pathweave.query.retriever import Retriever
 from pathweave_ingest.loaders import SourceDocument
 
 from conftest import served_app
+from waiting import wait_until
 
 pytestmark = pytest.mark.neo4j_only
 
@@ -40,13 +41,7 @@ def one_line(statement: str) -> str:
 
 
 def wait_for(check, seconds: float = 60.0, what: str = "the page"):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
+    return wait_until(check, seconds, what, interval_s=0.3)
 
 
 def captions(browser) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from pathweave_ingest.worker_runtime import Runtime
+from waiting import wait_until
 
 
 class SlowToStart(Runtime):
@@ -34,12 +35,13 @@ def test_readyz_waits_for_a_retried_warm_up(settings, base_store, embedder, extr
         first = client.get("/readyz")
         assert first.status_code == 503 and first.json()["status"] == "unavailable" and first.json()["detail"]
         assert client.get("/healthz").status_code == 200  # alive while not ready
-        deadline = time.monotonic() + 30
-        while (ready := client.get("/readyz")).status_code != 200:
-            assert time.monotonic() < deadline, ready.json()
-            time.sleep(0.2)
-        assert ready.json() == {"status": "ready", "store": True, "models": True, "queue": "inprocess",
-                                "broker": None, "detail": None}
+        def readiness() -> tuple[int, dict]:
+            ready = client.get("/readyz")
+            return ready.status_code, ready.json()
+
+        _, ready = wait_until(readiness, 30, "/readyz 200", interval_s=0.2, until=lambda seen: seen[0] == 200)
+        assert ready == {"status": "ready", "store": True, "models": True, "queue": "inprocess",
+                         "broker": None, "detail": None}
         assert runtime.attempts == 3
     runtime.close()
 
@@ -86,16 +88,20 @@ def test_readyz_waits_for_the_preloaded_topologies(settings, base_store, embedde
     runtime = GatedTopologies(preloading, worker_settings, embedder=embedder, extractor=extractor)
     app = create_app(preloading, api_settings, worker_settings, runtime=runtime)
     with TestClient(app) as client:
-        deadline = time.monotonic() + 30
-        while (waiting := client.get("/readyz").json())["detail"] != \
-                "starting: loading the topologies of query.preload_tenants":
-            assert time.monotonic() < deadline, waiting
-            time.sleep(0.1)
-        assert waiting["status"] == "unavailable" and waiting["models"] and waiting["store"]
+        deadline = time.monotonic() + 30  # for both waits together
+        loading = wait_until(lambda: client.get("/readyz").json(), 30, "/readyz loading the preloaded topologies",
+                             interval_s=0.1,
+                             until=lambda body: body["detail"] == "starting: loading the topologies of "
+                                                                 "query.preload_tenants")
+        assert loading["status"] == "unavailable" and loading["models"] and loading["store"]
         assert runtime.cache_stats()["tenants"] == 0
         runtime.gate.set()
-        while (ready := client.get("/readyz")).status_code != 200:
-            assert time.monotonic() < deadline, ready.json()
-            time.sleep(0.1)
+
+        def readiness() -> tuple[int, dict]:
+            ready = client.get("/readyz")
+            return ready.status_code, ready.json()
+
+        wait_until(readiness, deadline - time.monotonic(), "/readyz 200 once the topologies are loaded",
+                   interval_s=0.1, until=lambda seen: seen[0] == 200)
         assert runtime.cache_stats()["tenants"] == 1
     runtime.close()

@@ -4,9 +4,12 @@ queues again what a dead process left queued or running under a lease that ran o
 
 from __future__ import annotations
 
-import time
+import pytest
 
 from pathweave_ingest import jobs, lifecycle
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
 def _key(keys, tenant: str, scope: str) -> dict:
@@ -50,10 +53,15 @@ def test_the_reaper_takes_over_a_dead_processes_documents(settings, api_settings
     assert lifecycle.claim(store, running.to_enqueue, (), "dead:1", lease_s=-1.0)  # died, its lease ran out
     app = create_app(settings, api_settings, worker_settings.model_copy(update={"lease_s": 1.0}), runtime=runtime)
     with TestClient(app, raise_server_exceptions=False) as client:
-        deadline = time.monotonic() + 120
-        for sub in (queued, running):
-            while client.get(f"/v1/jobs/{sub.job_id}", headers=headers).json()["status"] != "done":
-                assert time.monotonic() < deadline, client.get(f"/v1/jobs/{sub.job_id}", headers=headers).json()
-                time.sleep(0.2)
+        def pending() -> dict | None:
+            """The first of the two jobs not done yet (None: both done)."""
+            for sub in (queued, running):
+                job = client.get(f"/v1/jobs/{sub.job_id}", headers=headers).json()
+                if job["status"] != "done":
+                    return job
+            return None
+
+        wait_until(pending, 120, "both jobs done by the new API's reaper", interval_s=0.2,
+                   until=lambda job: job is None)
     texts = " ".join(r["text"] for r in store.run("snapshot_passages"))
     assert "Ostra" in texts and "Belkin" in texts

@@ -14,6 +14,10 @@ import time
 
 import pytest
 
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 
 
 def _start_elsewhere(settings) -> None:
@@ -34,31 +38,30 @@ def _kill(settings) -> int:
     info = store_server.status(settings)
     assert info is not None and info.pid
     os.kill(info.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while store_server.status(settings) is not None:
-        assert time.monotonic() < deadline, "the killed store still reports running"
-        time.sleep(0.2)
+    wait_until(lambda: store_server.status(settings), 30, f"the killed store {info.pid} no longer reported running",
+               interval_s=0.2, until=lambda status: status is None)
     return info.pid
 
 
 def _wait_done(client, headers, job_id: str) -> dict:
-    deadline = time.monotonic() + 120
-    while (job := client.get(f"/v1/jobs/{job_id}", headers=headers).json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
-    return job
+    return wait_until(lambda: client.get(f"/v1/jobs/{job_id}", headers=headers).json(), 120,
+                      f"job {job_id} finished", interval_s=0.2,
+                      until=lambda job: job["status"] not in ("queued", "running"))
 
 
 def _ready_again(client, headers, question: str, timeout: float = 30.0) -> list[int]:
-    statuses, deadline = [], time.monotonic() + timeout
-    while True:
+    statuses = []
+
+    def query() -> list[int]:
+        """The last statuses (a 200 last: ready again)."""
         response = client.post("/v1/query", headers=headers, json={"question": question, "k": 2})
         statuses.append(response.status_code)
-        if response.status_code == 200:
-            return statuses
-        assert response.status_code == 503 and response.headers.get("Retry-After"), response.text
-        assert time.monotonic() < deadline, f"no 200 within {timeout} s after the restart: {statuses[-5:]}"
-        time.sleep(0.5)
+        if response.status_code != 200:
+            assert response.status_code == 503 and response.headers.get("Retry-After"), response.text
+        return statuses[-5:]
+
+    wait_until(query, timeout, "a 200 after the restart", interval_s=0.5, until=lambda last: last[-1] == 200)
+    return statuses
 
 
 @pytest.mark.skipif(os.environ.get("PATHWEAVE_STORE_URI"), reason="an external store is not managed by Pathweave")
@@ -145,25 +148,27 @@ def test_killing_the_worker_that_started_the_store_or_the_store_never_answers_50
         client = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         job = client.post("/v1/documents", json={"documents": [
             {"title": "Quillon", "text": "Quillon is a harbour town famous for the Brass Lighthouse."}]}).json()
-        deadline = time.monotonic() + 180
-        while client.get(f"/v1/jobs/{job['job_id']}").json()["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
+        wait_until(lambda: client.get(f"/v1/jobs/{job['job_id']}").json(), 180, f"job {job['job_id']} finished",
+                   interval_s=0.5, until=lambda polled: polled["status"] not in ("queued", "running"))
         question = {"question": "Which town has the Brass Lighthouse?", "k": 2}
 
         def through(fault) -> list[int]:
             statuses, began = [], time.monotonic()
             fault()
-            while True:
+
+            def query() -> tuple[bool, list[int]]:
+                """(a 200 well past the fault, the last statuses)."""
                 response = client.post("/v1/query", json=question)
                 statuses.append(response.status_code)
                 assert response.status_code in (200, 503), response.text
                 if response.status_code == 503:
                     assert response.headers.get("Retry-After"), response.text
-                elif time.monotonic() - began > 8:  # 200, and well past the kill
-                    return statuses
-                assert time.monotonic() - began < 38, f"no 200 within 30 s: {statuses[-5:]}"
-                time.sleep(0.25)
+                    return False, statuses[-5:]
+                return time.monotonic() - began > 8, statuses[-5:]  # 200, and well past the kill
+
+            wait_until(query, 38 - (time.monotonic() - began), "a 200 within 30 s, 8 s past the fault",
+                       interval_s=0.25, until=lambda seen: seen[0])
+            return statuses
 
         first = store_pid()
         through(lambda: service.kill("worker"))

@@ -20,6 +20,8 @@ from pathweave_ingest.jobs import delete_document
 from pathweave.extractors import question_parser
 from pathweave_ingest.loaders import SourceDocument
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 DOCS = [
     SourceDocument("curie.txt", "Marie Curie",
                    "Marie Curie discovered polonium. Marie Curie married Pierre Curie. Pierre Curie taught physics "

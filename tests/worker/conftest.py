@@ -9,13 +9,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from pathweave.servers.processes import free_port, stop_process
+from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,11 +53,16 @@ class WorkerProcess:
         return self.process.pid
 
     def wait_ready(self, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while "ready." not in self.log.read_text(errors="replace"):
-            assert self.process.poll() is None, self.log.read_text(errors="replace")[-4000:]
-            assert time.monotonic() < deadline, self.log.read_text(errors="replace")[-4000:]
-            time.sleep(0.2)
+        def ready() -> bool:
+            if "ready." in self.log.read_text(errors="replace"):
+                return True
+            assert self.process.poll() is None, f"the worker exited ({self.process.returncode}) before it was ready"
+            return False
+
+        try:
+            wait_until(ready, timeout, f"worker {self.pid} ready (\"ready.\" in {self.log})", interval_s=0.2)
+        except AssertionError as failed:  # exited or timed out: with the end of its log
+            raise AssertionError(f"{failed}\n{self.log.read_text(errors='replace')[-4000:]}") from None
 
     def kill(self) -> None:
         """SIGKILL: no warm shutdown, nothing acknowledged, nothing cleaned up."""

@@ -5,7 +5,11 @@ no missing window, no going back, and the graph equals a clean replay of the fin
 
 from __future__ import annotations
 
+import pytest
+
 import json
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
 def test_the_history_of_concurrent_versions_under_kills_checks_out(settings, base_store, tmp_path):

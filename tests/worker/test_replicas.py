@@ -20,6 +20,9 @@ from pathlib import Path
 from pathweave.servers.processes import free_port, stop_process
 from pathweave_bench.common import http_ready, wait_for
 from pathweave_bench.service import api_command, create_key
+from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,10 +80,9 @@ def test_two_replicas_and_two_workers_are_one_service(base_store, replicas, star
         submitted = via_a.post("/v1/documents", json={"documents": [
             {"title": marker, "text": f"{marker} is a lighthouse keeper of the Saltmere coast who guards "
                                       f"the amber lamp."}]}).json()
-        deadline = time.monotonic() + 180
-        while (job := via_b.get(f"/v1/jobs/{submitted['job_id']}").json())["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline, job
-            time.sleep(0.3)
+        job = wait_until(lambda: via_b.get(f"/v1/jobs/{submitted['job_id']}").json(), 180,
+                         f"job {submitted['job_id']} finished (read through B)", interval_s=0.3,
+                         until=lambda polled: polled["status"] not in ("queued", "running"))
         assert job["status"] == "done", job
         assert bool(job["bookmarks"]) == (base_store.backend.name == "neo4j")  # the worker's commit, on Neo4j
         answer = via_b.post("/v1/query", json={"question": f"Who guards the amber lamp at {marker}?", "k": 3,

@@ -15,6 +15,8 @@ from pathweave_ingest.loaders import SourceDocument
 from pathweave_ingest.tasks import run_batch, run_batch_with_retries
 from pathweave_ingest.worker_runtime import Runtime
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 KEY = "policies/travel-policy-9"
 
 

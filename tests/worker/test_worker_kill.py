@@ -8,6 +8,8 @@ import re
 import time
 import uuid
 
+from waiting import wait_until
+
 DOCS = [
     {"title": f"Station {i}", "text": f"Station {i} lies on the {river} river in {country}. "
                                       f"It was founded by {founder} in {1800 + 7 * i}. "
@@ -33,13 +35,9 @@ def _key(keys, prefix):
 
 
 def _wait(client, headers, job_id, timeout=240.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
-        if job["status"] not in ("queued", "running"):
-            return job
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
+    return wait_until(lambda: client.get(f"/v1/jobs/{job_id}", headers=headers).json(), timeout,
+                      f"job {job_id} finished", interval_s=0.2,
+                      until=lambda job: job["status"] not in ("queued", "running"))
 
 
 def test_sigkill_mid_batch_then_restart_equals_clean_run(celery_api, start_worker, worker_runtime):
@@ -61,20 +59,20 @@ def test_sigkill_mid_batch_then_restart_equals_clean_run(celery_api, start_worke
     ids = [d["doc_id"] for d in response.json()["documents"]]
 
     # Kill the moment a batch is half written: some of its documents in the store, the batch still running.
-    deadline = time.monotonic() + 180
-    killed_at = None
-    while killed_at is None:
+    def kill_mid_batch() -> tuple[bool, list]:
+        """(killed, the document states seen)."""
         states = store.run("document_states", ids=ids)
         running = [s for s in states if s["status"] == "running"]
         written = [s for s in running if s["ingested"]]
         if written and len(written) < len(running):
             worker.kill()
-            killed_at = states
-        else:
-            assert time.monotonic() < deadline, states
-            done = sum(s["status"] == "done" for s in states)
-            assert done < len(ids), "the job finished before the worker could be killed mid-batch"
-            time.sleep(0.01)
+            return True, states
+        done = sum(s["status"] == "done" for s in states)
+        assert done < len(ids), "the job finished before the worker could be killed mid-batch"
+        return False, states
+
+    _, killed_at = wait_until(kill_mid_batch, 180, "a batch half written (to kill its worker)", interval_s=0.01,
+                              until=lambda seen: seen[0])
     running = [s for s in killed_at if s["status"] == "running"]
     assert 0 < sum(s["ingested"] for s in running) < len(running)
     job = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
