@@ -81,18 +81,18 @@ def _fixture_corpus(folder):
 
 
 def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_path, settings, base_store):
-    """Two steps (40, then 70 passages: beyond the 61 real ones, renamed copies), ten passages
-    timed at each, a 20-passage second tenant; then the kept store grown on to 90 measures
-    only the new step. On the suite's backend, in a managed store of the run's own
-    (``base_store``: a store-facing test, run on both backends)."""
+    """One step (40 passages), ten passages timed, a 20-passage second tenant; then the kept
+    store grown on to 70 (beyond the 61 real ones: renamed copies) measures only the new step.
+    On the suite's backend, in a managed store of the run's own (the full-length run is
+    ``pathweave bench scale --passages 10000,30000,100000 --keep DIR``)."""
     data = tmp_path / "data"
     data.mkdir()
     extra = _fixture_corpus(data)
     keep = tmp_path / "kept"
-    results = run_growth([40, 70], data, [extra], tmp_path / "out", keep=keep, small=20, timed=10,
+    results = run_growth([40], data, [extra], tmp_path / "out", keep=keep, small=20, timed=10,
                          backends=[settings.store.backend])
     run = results["backends"][next(iter(results["backends"]))]
-    assert [s["passages"] for s in run["steps"]] == [40, 70]
+    assert [s["passages"] for s in run["steps"]] == [40]
     assert run["small_alone"]["recall_at_5"] > 0
     for step in run["steps"]:
         assert set(step["modes"]) == {"proprag", "dense", "hipporag2"}
@@ -100,12 +100,14 @@ def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_pa
         assert step["ingest_passages_per_s"] > 0 and step["store_disk_mb"] > 0 and step["query_rss_mb"] > 0
         assert step["caches"]["passages"] == step["passages"]  # what the replica serves is what was grown
         assert step["small"]["recall_at_5"] > 0
-    page = (tmp_path / "out" / "bench.html").read_text()
-    assert page.count("<svg") >= 5 and page.count("stroke-dasharray") >= 5  # curves and their fits
-    again = run_growth([70, 90], data, [extra], tmp_path / "out2", keep=keep, small=20, timed=10,
+    again = run_growth([40, 70], data, [extra], tmp_path / "out2", keep=keep, small=20, timed=10,
                        backends=[settings.store.backend])
     run = again["backends"][settings.store.backend]
-    assert [s["passages"] for s in run["steps"]] == [40, 70, 90]  # the kept store's earlier steps, then 90
+    assert [s["passages"] for s in run["steps"]] == [40, 70]  # the kept store's earlier step, then 70
+    for step in run["steps"]:
+        assert step["fresh"]["rank"] == 1 and step["caches"]["passages"] == step["passages"]
+    page = (tmp_path / "out2" / "bench.html").read_text()
+    assert page.count("<svg") >= 5 and page.count("stroke-dasharray") >= 5  # curves and their fits
     assert run["small_alone"] == results["backends"][settings.store.backend]["small_alone"]
     assert json.loads((tmp_path / "out2" / "growth.json").read_text())["backends"] == again["backends"]
     from pathweave.runtime import open_store
@@ -117,5 +119,5 @@ def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_pa
             stored = {row["source"] for row in store.run("documents_list")}
     finally:
         store_server.stop(kept)
-    # exactly the corpus's first 90 documents: nothing skipped or fed twice, the fresh one gone
-    assert stored == {d.source for d, _ in zip(corpus_in_order(real_documents(data, [extra])), range(90))}
+    # exactly the corpus's first 70 documents: nothing skipped or fed twice, the fresh one gone
+    assert stored == {d.source for d, _ in zip(corpus_in_order(real_documents(data, [extra])), range(70))}

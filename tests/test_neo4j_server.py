@@ -23,7 +23,6 @@ from pathweave.servers.processes import managed_servers, pid_alive
 from pathweave.settings import Settings
 from waiting import wait_until
 
-pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 ROOT = Path(__file__).resolve().parents[1]
 

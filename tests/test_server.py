@@ -12,7 +12,6 @@ from pathweave.servers import store_server
 from pathweave.settings import Settings
 from waiting import wait_until
 
-pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
 @pytest.fixture()

@@ -17,7 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${1:-.venv/bin/python}"; shift || true
-VERSION="0.3.36"   # the pin of pyproject.toml's extra `llm`
+VERSION="$(sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)"  # the extra `llm`'s pin
+[ -n "$VERSION" ] || { echo "build-llama.sh: no llama-cpp-python pin in pyproject.toml" >&2; exit 2; }
 FLAGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF \
 -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
@@ -30,14 +31,22 @@ while [ $# -gt 0 ]; do
     *) echo "build-llama.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-COMPILER="$( (cc --version 2>/dev/null || echo none) | head -1)"
+COMPILER="$( (cc --version 2>/dev/null || echo none) | head -1)"  # gcc's C and C++ come together
 KEY="$(printf '%s\n%s\n%s\n' "$VERSION" "$FLAGS" "$COMPILER" | sha256sum | cut -c1-16)"
 if [ "$PRINT_KEY" = 1 ]; then echo "$KEY"; exit 0; fi
 
 PREFIX="$("$PY" -c 'import sys; print(sys.prefix)')"
 RECORD="$PREFIX/share/pathweave/llama-cpp-build.txt"
-if [ -f "$RECORD" ] && [ "$(head -1 "$RECORD")" = "$KEY" ] && "$PY" -c "import llama_cpp" 2>/dev/null; then
-  exit 0  # this venv holds the wheel of these flags
+installed() {  # the version and the CPU library's hash of the llama_cpp this venv holds
+  "$PY" - <<'PYEOF' 2>/dev/null
+import hashlib, importlib.metadata, importlib.util, pathlib
+spec = importlib.util.find_spec("llama_cpp")
+library = pathlib.Path(spec.origin).parent / "lib" / "libggml-cpu.so"
+print(importlib.metadata.version("llama_cpp_python"), hashlib.sha256(library.read_bytes()).hexdigest())
+PYEOF
+}
+if [ -f "$RECORD" ] && [ "$(head -1 "$RECORD")" = "$KEY" ] && [ "$(sed -n 4p "$RECORD")" = "$(installed)" ]; then
+  exit 0  # this venv holds the wheel of these flags, as built (not replaced since)
 fi
 CACHE="${LLAMA_CPP_WHEEL_CACHE:-$HOME/.cache/pathweave/wheels}/llama-cpp-python-$VERSION-$KEY"
 if ! ls "$CACHE"/llama_cpp_python-*.whl >/dev/null 2>&1; then
@@ -51,4 +60,4 @@ if ! ls "$CACHE"/llama_cpp_python-*.whl >/dev/null 2>&1; then
 fi
 "$PY" -m pip install -q --no-deps --force-reinstall "$CACHE"/llama_cpp_python-*.whl
 mkdir -p "$(dirname "$RECORD")"
-printf '%s\n%s\n%s\n' "$KEY" "$FLAGS" "$COMPILER" > "$RECORD"
+printf '%s\n%s\n%s\n%s\n' "$KEY" "$FLAGS" "$COMPILER" "$(installed)" > "$RECORD"

@@ -37,7 +37,9 @@ from rich.table import Table
 from pathweave.servers import store_server
 from pathweave.answering import generate_answer
 from pathweave.embedding.embedders import get_query_embedder
+from pathweave.errors import LLMUnavailable
 from pathweave.evaluation import exact_match, paired_difference, percentile_ms, token_f1
+from pathweave.model import Answer
 from pathweave.llm.client import connect
 from pathweave.query.retriever import Retriever
 from pathweave.settings import get_settings
@@ -67,7 +69,10 @@ def _row_run(retriever: Retriever, client, question: str, row: str):
     mode = "dense" if row == "dense_top5" else "proprag"
     budget = int(row.rsplit("_", 1)[1]) if "budget" in row else None
     result = retriever.search(question, mode, 5, write_record=False, token_budget=budget).result
-    result.answer = generate_answer(client, result)
+    try:
+        result.answer = generate_answer(client, result)
+    except LLMUnavailable as exc:  # the model server exited: this answer failed, the next call restarts it
+        result.answer = Answer(text="", source="passages", model=getattr(client, "model", ""), error=str(exc))
     return result, [hit.doc_id for hit in result.passages], None
 
 

@@ -166,9 +166,10 @@ def rss_mib(pid: int | None) -> float | None:
 def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: float = 30.0, llm: bool = False,
              worker_kill_every: float = 5.0, think_s: float = 0.5, ingest_every_s: float = 5.0,
              ingest_batch: int = 5, drain_minutes: float = 15.0, keep: Path | None = None,
-             history_writes: int = 220) -> dict:
+             history_writes: int = 220, seed: int = 50) -> dict:
     """Run the soak benchmark (see the module doc); returns (and writes) the results dict.
-    Raises RuntimeError when the service does not start."""
+    ``seed``: documents ingested before the load starts. Raises RuntimeError when the service
+    does not start."""
     from pathweave.servers import store_server
     from pathweave.settings import get_settings
 
@@ -190,7 +191,7 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
     results: dict = {"machine": machine_info(), "commit": git_commit(), "minutes": minutes, "llm": llm,
                      "clients": client_kinds(llm), "think_s": think_s,
                      "ingest": {"every_s": ingest_every_s, "batch": ingest_batch}, "schedule": schedule,
-                     "history_writes": history_writes}
+                     "history_writes": history_writes, "seed": seed}
     journal = Journal()
     register: Register | None = None
     replay_dir = workdir / "replay"
@@ -204,8 +205,7 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         service.start_api()
         ingest = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {ingest_token}"}, timeout=120)
         stream = iter(documents)
-        seed = [next(stream) for _ in range(50)]
-        accepted = submit(ingest, journal, seed)
+        accepted = submit(ingest, journal, [next(stream) for _ in range(seed)])
         wait_for(lambda: jobs_settled(ingest, [accepted["job_id"]]), 600, "seed documents", interval=2.0)
         console.print(f"[dim]soak: {minutes} min, faults {schedule}[/]")
         if history_writes:  # the history checker's writers, spread over the run, and its reader

@@ -91,6 +91,7 @@ def llm_answer(client) -> Callable[[str, str], str]:
     """``(question, prompt text) -> answer text`` by the LLM (the answer prompt of
     :mod:`pathweave.answering` with the compact prompt as its sources; "" on a failure)."""
     from pathweave.answering import ANSWER_TOKENS, answer_messages, answer_schema, parse_answer
+    from pathweave.errors import LLMUnavailable
     from pathweave.llm.client import LLMError
 
     def answer(question: str, sources: str) -> str:
@@ -98,7 +99,7 @@ def llm_answer(client) -> Callable[[str, str], str]:
             completion = client.chat(answer_messages(question, sources), schema=answer_schema([]),
                                      max_tokens=ANSWER_TOKENS)
             return parse_answer(completion)[0]
-        except (LLMError, ValueError):
+        except (LLMError, LLMUnavailable, ValueError):  # a crashed model server: this one fails, the next restarts it
             return ""
 
     return answer

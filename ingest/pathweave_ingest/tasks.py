@@ -145,6 +145,12 @@ def run_batch(runtime: Runtime, tenant: str, job_id: str, documents: list[dict[s
     return outcome
 
 
+TEST_BATCH_DELAY_S = float(os.environ.get("PATHWEAVE_TEST_BATCH_DELAY_S") or 0)
+"""The test suite's slow batch (s): each batch waits this long under its lease before it
+ingests, so the redelivery test's batch outlives the visibility timeout without a large
+corpus (tests/worker/test_worker_kill.py). 0 (unset) everywhere else."""
+
+
 def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[str, Any]],
          resumed: set[str], outcome: BatchOutcome) -> None:
     ws = runtime.worker_settings
@@ -191,6 +197,8 @@ def _run(runtime: Runtime, store: GraphStore, tenant: str, documents: list[dict[
     unlinked = [d["doc_id"] for d in todo if (states.get(d["doc_id"]) or {}).get("links_pending")]
     pre_ingested = [d["doc_id"] for d in todo if lifecycle.is_current(states.get(d["doc_id"]), d)]
     with lifecycle.Lease(store, todo, WORKER_NAME, ws.lease_s):  # every claimed document, until the end
+        if TEST_BATCH_DELAY_S and todo:
+            time.sleep(TEST_BATCH_DELAY_S)
         repair = sorted(set(unlinked) | set(pre_ingested))
         if repair:  # the graph first, so no document reads done before it is complete
             repair_links(store, runtime.settings, repair)

@@ -15,7 +15,6 @@ import pytest
 from pathweave.servers.processes import free_port, stop_process
 from waiting import wait_until
 
-pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
 @pytest.fixture(scope="module")

@@ -79,6 +79,7 @@ def _old_key_file(path, tenant: str, hasher, secret: str) -> tuple[str, str]:
     return key_id, revoked_id
 
 
+@pytest.mark.store_contract  # the key registry's statements, on Neo4j too
 def test_a_key_file_of_an_earlier_version_is_imported_on_first_use(base_store, tmp_path):
     """Keys of the SQLite file keep their ids, hashes and revocations; the file is kept
     beside as ``*.imported``, and the next process finds nothing to import."""
@@ -93,6 +94,7 @@ def test_a_key_file_of_an_earlier_version_is_imported_on_first_use(base_store, t
     assert import_key_file(keys.registry(), old) == 0  # the next process: nothing left to import
 
 
+@pytest.mark.store_contract  # the key registry's statements, on Neo4j too
 def test_processes_importing_one_key_file_at_once_import_it_once(base_store, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 

@@ -76,16 +76,26 @@ def test_an_answer_streams_token_by_token_and_a_disconnect_stops_the_model(serve
                interval_s=0.05)
 
 
-def test_a_prunerag_query_streams_its_tree_node_by_node(served, runtime, llm_client, llm_server, monkeypatch):
+def test_a_prunerag_query_streams_its_tree_node_by_node(served, runtime, monkeypatch):
     """PruneRAG's steps: one ``step`` event per tree node as it is settled (the root first,
     each node after its parent), then ``retrieval`` and ``answer``; the steps are the final
-    tree's nodes, in order, with the same decisions and retrieved passages."""
+    tree's nodes, in order, with the same decisions and retrieved passages. The model's
+    replies are scripted (a root decomposed into an answered child and an entity child with
+    two leaves): the stream's order is the subject, the real model's tree has its own test."""
     import uuid
+
+    from llm_scripted import ScriptedClient, completion
 
     base, keys = served
     token, _ = keys.create(f"steps{uuid.uuid4().hex[:8]}", "tests", 0)
-    monkeypatch.setattr(runtime, "_llm", llm_client)
-    monkeypatch.setattr(runtime.settings.prunerag, "max_depth", 2)  # a root and its children: parents come first
+    monkeypatch.setattr(runtime, "_llm", ScriptedClient([
+        completion('{"type": "answer", "answer": "Paris"}', answer_logprob=-1.0),  # low confidence: retried
+        '{"type": "decomposition", "subquery1": "Where was Marie Curie born?", '
+        '"subquery2": "On which river is that city?"}',
+        '{"type": "answer", "answer": "Warsaw"}',
+        '{"type": "entity", "entity1": "Warsaw", "entity2": "river of Warsaw"}',
+        '{"answer": "the Vistula"}',  # aggregation
+    ]))
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
         job = http.post("/v1/documents", json={"documents": CORE_DOCS}).json()
         assert wait_job(http, {}, job["job_id"])["status"] == "done"
@@ -107,3 +117,4 @@ def test_a_prunerag_query_streams_its_tree_node_by_node(served, runtime, llm_cli
         assert step["parent_id"] is None or step["parent_id"] in seen
         seen.add(step["node_id"])
     assert final["answer"] is not None and events[-2][1]["answer"] is None
+    assert len(steps) == 5 and {s["depth"] for s in steps} == {1, 2, 3}, steps  # three levels streamed

@@ -61,3 +61,14 @@ def test_the_venv_holds_the_wheel_of_the_build_scripts_flags(llama_libraries):
     other = subprocess.run(["bash", str(script), sys.executable, "--flags", "-DGGML_NATIVE=ON", "--print-key"],
                            capture_output=True, text=True, check=True).stdout.strip()
     assert other != key  # other flags, another wheel: the cache is keyed on them
+
+
+def test_a_cpu_without_avx2_is_refused_with_what_it_lacks(tmp_path):
+    from pathweave.servers.llm_server import missing_cpu_features
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 ssse3 sse4_1 sse4_2 popcnt avx f16c\n")
+    assert missing_cpu_features(cpuinfo) == ["avx2", "fma", "bmi2"]
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c bmi2 amx_tile\n")
+    assert missing_cpu_features(cpuinfo) == []
+    assert missing_cpu_features(tmp_path / "absent") == []  # not Linux on x86-64: nothing to say

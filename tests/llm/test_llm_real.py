@@ -71,8 +71,9 @@ def test_confidence_is_the_mean_logprob_of_the_answer_value_tokens(llm_client):
 
 
 def test_prunerag_rejects_low_confidence_and_persists_the_tree(retriever):
-    # threshold 1.01: no answer can pass, every answer is retried
-    params = retriever.settings.prunerag.model_copy(update={"threshold": 1.01, "max_depth": 2, "top_k": 2})
+    # threshold 1.01: no answer can pass, every answer is retried; the root alone (max_depth 1: the
+    # model's confidence is the subject; a deeper tree's logic and storage have their own tests)
+    params = retriever.settings.prunerag.model_copy(update={"threshold": 1.01, "max_depth": 1, "top_k": 2})
     retriever = Retriever(retriever.store, retriever.embedder, retriever.settings.model_copy(update={"prunerag": params}),
                           llm=retriever.resources.llm_client())
     result = retriever.query(QUESTION, mode="prunerag", k=3)

@@ -16,6 +16,8 @@ from pathweave_ingest.tasks import run_batch, run_batch_with_retries
 from pathweave_ingest.worker_runtime import Runtime
 from pathweave.settings import WorkerSettings
 
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
 GOOD = [SourceDocument("t#0", "Lyra", "Lyra is a constellation. Vega is the brightest star in Lyra."),
         SourceDocument("t#1", "Vega", "Vega was the northern pole star around 12000 BC.")]
 POISON = SourceDocument("t#2", "Poison", "POISON: this document breaks the extractor.")

@@ -8,7 +8,11 @@ import re
 import time
 import uuid
 
+import pytest
+
 from waiting import wait_until
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 DOCS = [
     {"title": f"Station {i}", "text": f"Station {i} lies on the {river} river in {country}. "
@@ -118,10 +122,11 @@ def test_default_redelivery_is_quick_and_long_batches_are_kept_alive(celery_api,
     app = create_app(settings, celery_api[0].app.state.services.api,
                      WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=1000),
                      runtime=worker_runtime, keys=keys)
-    many = [{"title": f"{d['title']} copy {n}", "text": d["text"].replace("Station", f"Halt {n}")}
-            for n in range(5) for d in DOCS]  # one batch of 90 documents: far longer than 2 s
+    many = [{"title": f"{d['title']} halt", "text": d["text"].replace("Station", "Halt")} for d in DOCS]
+    # one batch held 8 s under its lease (the suite's slow-batch hook): far longer than the 2 s timeout
     worker = start_worker(PATHWEAVE_WORKER_VISIBILITY_TIMEOUT_S="2", PATHWEAVE_WORKER_UNACKED_RESTORE_INTERVAL_S="1",
-                          PATHWEAVE_WORKER_LEASE_S="1", PATHWEAVE_WORKER_RETRY_BACKOFF_MAX_S="1")
+                          PATHWEAVE_WORKER_LEASE_S="1", PATHWEAVE_WORKER_RETRY_BACKOFF_MAX_S="1",
+                          PATHWEAVE_TEST_BATCH_DELAY_S="8")
     with TestClient(app) as client:
         tenant, headers = _key(keys, "long")
         response = client.post("/v1/documents", headers=headers, json={"documents": many})

@@ -125,6 +125,9 @@ class LLMClient:
                 return True
             try:
                 self._endpoint(self._locate())
+            except LLMUnavailable:  # the server met on the way exited (or its restart did): said as it is
+                self._failed()
+                raise
             except Exception:  # noqa: BLE001 - the original error is what the caller sees
                 return False
             return True

@@ -75,6 +75,10 @@ until a caller is told (:func:`take_exit` renames it to :data:`REPORTED_EXIT_FIL
 REPORTED_EXIT_FILE = "exit.reported.json"
 """The last unasked exit once reported (``pathweave llm status`` shows it)."""
 
+STOPPING_FILE = "stopping.json"
+"""``{"pid": N}``: :func:`stop` is stopping server N on purpose (also when it has to SIGKILL
+it): its supervisor records no exit."""
+
 
 @dataclass(frozen=True)
 class ServerExit:
@@ -150,11 +154,14 @@ def take_exit(data_dir: Path, port: int | None = None) -> ServerExit | None:
     found = _read_exit(directory / EXIT_FILE)
     if found is None or (port is not None and found.port != port):
         return None
+    claim = directory / f".exit.{os.getpid()}.{threading.get_ident()}.claim"
     try:
-        os.rename(directory / EXIT_FILE, directory / REPORTED_EXIT_FILE)
+        os.rename(directory / EXIT_FILE, claim)  # exactly one caller wins the file it then reads
     except FileNotFoundError:  # another caller took it
         return None
-    return found
+    taken = _read_exit(claim) or found
+    os.replace(claim, directory / REPORTED_EXIT_FILE)
+    return taken
 
 
 EXIT_WAIT_S = 2.0
@@ -210,6 +217,25 @@ def extra_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("sse_starlette") is not None
 
 
+REQUIRED_CPU_FLAGS = ("avx2", "fma", "f16c", "bmi2")
+"""The instruction sets the portable llama.cpp build uses (x86-64-v3, tools/build-llama.sh)."""
+
+
+def missing_cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
+    """Those of :data:`REQUIRED_CPU_FLAGS` this x86-64 CPU does not advertise (a flag's absence
+    proves the lack; its presence is not trusted for more). Empty elsewhere (no cpuinfo, or
+    another architecture)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return []
+    line = next((line for line in text.splitlines() if line.startswith("flags")), None)
+    if line is None:
+        return []
+    flags = set(line.split(":", 1)[1].split())
+    return [flag for flag in REQUIRED_CPU_FLAGS if flag not in flags]
+
+
 def status(data_dir: Path) -> LLMServerInfo | None:
     """The running managed model server of ``data_dir``, or None (a stale pid file is removed)."""
     state = server_dir(data_dir) / "server.json"
@@ -250,13 +276,22 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None, report_exi
     within ``llm.start_timeout_s`` seconds.
     """
     directory = server_dir(data_dir)
+    state = _read_state(directory)  # before status() forgets the file of a server that died
     running = status(data_dir)
     if running is not None and running.model == llm.model:
         return running
-    if report_exit and running is None and (crashed := take_exit(data_dir)) is not None:
-        raise LLMServerExited(crashed)
+    if report_exit and running is None:
+        # a server that died just now: its supervisor writes the record within moments
+        crashed = take_exit(data_dir) or (exit_at(data_dir, int(state["port"])) if state.get("port") else None)
+        if crashed is not None:
+            raise LLMServerExited(crashed)
     if not extra_installed():
         raise LLMServerError(f"the local model server needs llama-cpp-python: {INSTALL_HINT}")
+    missing = missing_cpu_features()
+    if missing:
+        raise LLMServerError(f"this CPU lacks {', '.join(missing)}, which the local model server's llama.cpp "
+                             f"(tools/build-llama.sh: x86-64-v3) needs; set PATHWEAVE_LLM_BASE_URL to an "
+                             f"OpenAI-compatible endpoint instead")
     try:  # a bad model name or missing parts leave a running server alone
         model_path = assemble(llm.model, directory / "models")
     except (ModelUnavailable, ValueError) as exc:
@@ -270,8 +305,11 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None, report_exi
             return None
         return info
 
+    launched: dict = {}
+
     def launch() -> subprocess.Popen:
         port = llm.server_port or free_port()
+        launched["port"] = port
         threads = llm.server_threads or os.cpu_count() or 1
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
@@ -296,8 +334,9 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None, report_exi
         info = status(data_dir)
         if info is not None and info.model == llm.model:
             return info
-        crashed = _read_exit(directory / EXIT_FILE)  # one launched meanwhile (here or elsewhere) died
-        if crashed is not None and crashed.at >= waiting_since and take_exit(data_dir) is not None:
+        crashed = _read_exit(directory / EXIT_FILE)  # the one launched here (or by another process) died
+        if crashed is not None and crashed.at >= waiting_since and crashed.port == launched.get("port", crashed.port) \
+                and take_exit(data_dir, crashed.port) is not None:
             raise LLMServerExited(crashed, log_tail(directory))
         return None
 
@@ -312,9 +351,11 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None, report_exi
 
 
 def stop(data_dir: Path, timeout_s: float = 30.0) -> bool:
-    """Stop the managed model server (SIGTERM, then SIGKILL after ``timeout_s``).
-    Returns False when none was running."""
+    """Stop the managed model server (SIGTERM, then SIGKILL after ``timeout_s``; either way on
+    purpose: no exit is recorded). Returns False when none was running."""
     info = status(data_dir)
+    if info is not None:
+        write_json(server_dir(data_dir) / STOPPING_FILE, {"pid": info.pid})
     return stop_recorded(info and info.pid, server_dir(data_dir) / "server.json", timeout_s)
 
 
@@ -334,6 +375,9 @@ def _watchdog(lifetime: Lifetime, grace_s: float = WATCHDOG_GRACE_S) -> None:
     time.sleep(grace_s)
     os._exit(0)
 
+
+_READY_FD: int | None = None
+"""In the forked server: the pipe to its supervisor, told once the server is ready."""
 
 READY_PROMPT = [{"role": "user", "content": "Say OK."}]
 """The readiness check's request: one generated token proves the model's kernels run here."""
@@ -357,14 +401,19 @@ def _announce(directory: Path, port: int, model: str, owner: int) -> None:
         try:
             response = httpx.post(f"{base}/chat/completions", timeout=60.0, json={
                 "model": model, "messages": READY_PROMPT, "max_tokens": 1, "temperature": 0})
-            generated = response.json().get("usage", {}).get("completion_tokens", 0) if response.status_code == 200 else 0
-        except (httpx.HTTPError, ValueError):
+            body = response.json() if response.status_code == 200 else {}
+            generated = int((body.get("usage") or {}).get("completion_tokens") or 0)
+            if not generated and (body.get("choices") or [{}])[0].get("finish_reason") == "stop":
+                generated = 1  # the end-of-text token, sampled first: generated all the same
+        except (httpx.HTTPError, ValueError, AttributeError, IndexError):
             generated = 0
         if generated >= 1:
             break
         time.sleep(0.5)
     print(f"ready: generated {generated} token in {(time.perf_counter() - started) * 1000:.0f} ms", flush=True)
     write_json(directory / "server.json", {"pid": os.getpid(), "port": port, "model": model, "owner": owner})
+    if _READY_FD is not None:  # tell the supervisor (how the server ends says whether it had served)
+        os.write(_READY_FD, b"r")
 
 
 def _serve(owner: int, directory: Path, args: list[str]) -> None:
@@ -382,6 +431,23 @@ def _serve(owner: int, directory: Path, args: list[str]) -> None:
     main()
 
 
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when its parent ends."""
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the forked server: SIGKILL when the supervisor ends (killed, or stopped by a start
+    that timed out), so no server runs on unsupervised; exits at once when it ended already."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the watchdog's owner check still stops it
+        return
+    if os.getppid() != parent:
+        os._exit(0)
+
+
 ASKED_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 """The signals a server is stopped with on purpose (:func:`stop`, its watchdog, Ctrl-C): no exit record."""
 
@@ -394,12 +460,20 @@ def _supervise(owner: int, directory: Path, args: list[str]) -> int:
     (128 + the signal's number for a signal)."""
     port, model = int(args[args.index("--port") + 1]), args[args.index("--model_alias") + 1]
     sys.stdout.flush()
+    supervisor = os.getpid()
+    told, tell = os.pipe()  # the server writes one byte once it is ready (server.json may be gone by its end)
     child = os.fork()
     if child == 0:  # the server
+        os.close(told)
+        global _READY_FD
+        _READY_FD = tell
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash is recorded, not dumped (GBs of model)
+        _die_with_parent(supervisor)
         code = 0
         try:
             _serve(owner, directory, args)
+        except KeyboardInterrupt:  # Ctrl-C (SIGINT) while the model loads: asked
+            code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:  # noqa: BLE001 - printed to the log, then the code says it failed
@@ -417,16 +491,25 @@ def _supervise(owner: int, directory: Path, args: list[str]) -> int:
         except ProcessLookupError:
             pass
 
+    os.close(tell)
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     _, status_code = os.waitpid(child, 0)
+    os.set_blocking(told, False)
+    try:
+        was_ready = os.read(told, 1) == b"r"
+    except BlockingIOError:
+        was_ready = False
+    os.close(told)
     killed = os.WTERMSIG(status_code) if os.WIFSIGNALED(status_code) else None
     code = os.WEXITSTATUS(status_code) if os.WIFEXITED(status_code) else None
-    if (killed is None and code == 0) or killed in ASKED_SIGNALS:
+    asked = (_read_json(directory / STOPPING_FILE) or {}).get("pid") == child  # stop(), SIGKILL after its wait too
+    if asked:
+        (directory / STOPPING_FILE).unlink(missing_ok=True)
+    if asked or (killed is None and code == 0) or killed in ASKED_SIGNALS:
         return 0
-    state = _read_state(directory)
     ended = ServerExit(pid=child, port=port, model=model, code=code, signal=killed, at=time.time(),
-                       ready=state.get("pid") == child, log=str(directory / "server.log"))
+                       ready=was_ready, log=str(directory / "server.log"))
     print(f"model server (pid {child}) exited with {ended.how}", flush=True)
     try:
         write_json(directory / EXIT_FILE, asdict(ended))
@@ -436,10 +519,15 @@ def _supervise(owner: int, directory: Path, args: list[str]) -> int:
 
 
 def _read_state(directory: Path) -> dict:
+    return _read_json(directory / "server.json") or {}
+
+
+def _read_json(path: Path) -> dict | None:
     try:
-        return json.loads((directory / "server.json").read_text())
+        found = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
+        return None
+    return found if isinstance(found, dict) else None
 
 
 if __name__ == "__main__":
