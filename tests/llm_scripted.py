@@ -35,3 +35,17 @@ class ScriptedClient:
         if isinstance(reply, LLMError):
             raise reply
         return reply if isinstance(reply, Completion) else completion(reply)
+
+
+def two_level_tree() -> list:
+    """Replies that build a PruneRAG tree of three levels for the Marie Curie question: the root's
+    answer rejected (low confidence) and decomposed, one child answered, one asking for two
+    entities, then the aggregated answer "the Vistula" (5 nodes)."""
+    return [
+        completion('{"type": "answer", "answer": "Paris"}', answer_logprob=-1.0),  # low confidence: retried
+        '{"type": "decomposition", "subquery1": "Where was Marie Curie born?", '
+        '"subquery2": "On which river is that city?"}',
+        '{"type": "answer", "answer": "Warsaw"}',
+        '{"type": "entity", "entity1": "Warsaw", "entity2": "river of Warsaw"}',
+        '{"answer": "the Vistula"}',  # aggregation
+    ]

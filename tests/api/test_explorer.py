@@ -199,19 +199,12 @@ def test_explorer_draws_the_answer_and_the_prunerag_tree(live, browser, docs, ru
     children and retrieved passages, and the answer with what it cites are drawn. The model's
     replies are scripted (the page's drawing is the subject; the real model's tree has its own
     test, tests/llm/test_llm_real.py)."""
-    from llm_scripted import ScriptedClient, completion
+    from llm_scripted import ScriptedClient, two_level_tree
 
     base, _ = live
     token, headers = _tenant(live)
     _ingest(base, headers, docs["core"])
-    monkeypatch.setattr(runtime, "_llm", ScriptedClient([
-        completion('{"type": "answer", "answer": "Paris"}', answer_logprob=-1.0),  # low confidence: retried
-        '{"type": "decomposition", "subquery1": "Where was Marie Curie born?", '
-        '"subquery2": "On which river is that city?"}',
-        '{"type": "answer", "answer": "Warsaw"}',
-        '{"type": "entity", "entity1": "Warsaw", "entity2": "river of Warsaw"}',
-        '{"answer": "the Vistula"}',  # aggregation
-    ]))
+    monkeypatch.setattr(runtime, "_llm", ScriptedClient(two_level_tree()))
     record = _query(base, headers, question="On which river is the city where Marie Curie was born?",
                     mode="prunerag", k=3)
     assert len(record["tree"]["nodes"]) == 5 and record["answer"]["text"] == "the Vistula"

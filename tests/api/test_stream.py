@@ -84,18 +84,11 @@ def test_a_prunerag_query_streams_its_tree_node_by_node(served, runtime, monkeyp
     two leaves): the stream's order is the subject, the real model's tree has its own test."""
     import uuid
 
-    from llm_scripted import ScriptedClient, completion
+    from llm_scripted import ScriptedClient, two_level_tree
 
     base, keys = served
     token, _ = keys.create(f"steps{uuid.uuid4().hex[:8]}", "tests", 0)
-    monkeypatch.setattr(runtime, "_llm", ScriptedClient([
-        completion('{"type": "answer", "answer": "Paris"}', answer_logprob=-1.0),  # low confidence: retried
-        '{"type": "decomposition", "subquery1": "Where was Marie Curie born?", '
-        '"subquery2": "On which river is that city?"}',
-        '{"type": "answer", "answer": "Warsaw"}',
-        '{"type": "entity", "entity1": "Warsaw", "entity2": "river of Warsaw"}',
-        '{"answer": "the Vistula"}',  # aggregation
-    ]))
+    monkeypatch.setattr(runtime, "_llm", ScriptedClient(two_level_tree()))
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600) as http:
         job = http.post("/v1/documents", json={"documents": CORE_DOCS}).json()
         assert wait_job(http, {}, job["job_id"])["status"] == "done"

@@ -57,8 +57,8 @@ from pathweave.errors import LLMUnavailable
 from pathweave.settings import LLMSettings
 from pathweave.servers.llm_weights import INSTALL_HINT, ModelUnavailable, assemble
 from pathweave.servers.processes import (
-    Lifetime, ServerError, free_port, launch_owner, log_tail, make_private, pid_alive, start_once, stop_recorded,
-    wait_ready, write_json,
+    Lifetime, ServerError, free_port, launch_owner, log_tail, make_private, pid_alive, read_json, start_once,
+    stop_recorded, wait_ready, write_json,
 )
 
 
@@ -503,7 +503,7 @@ def _supervise(owner: int, directory: Path, args: list[str]) -> int:
     os.close(told)
     killed = os.WTERMSIG(status_code) if os.WIFSIGNALED(status_code) else None
     code = os.WEXITSTATUS(status_code) if os.WIFEXITED(status_code) else None
-    asked = (_read_json(directory / STOPPING_FILE) or {}).get("pid") == child  # stop(), SIGKILL after its wait too
+    asked = (read_json(directory / STOPPING_FILE) or {}).get("pid") == child  # stop(), SIGKILL after its wait too
     if asked:
         (directory / STOPPING_FILE).unlink(missing_ok=True)
     if asked or (killed is None and code == 0) or killed in ASKED_SIGNALS:
@@ -519,15 +519,7 @@ def _supervise(owner: int, directory: Path, args: list[str]) -> int:
 
 
 def _read_state(directory: Path) -> dict:
-    return _read_json(directory / "server.json") or {}
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
+    return read_json(directory / "server.json") or {}
 
 
 if __name__ == "__main__":
