@@ -108,41 +108,60 @@ def _retry(call, attempts: int = 5):
             time.sleep(1.0)
 
 
-@pytest.mark.neo4j_only
-def test_a_neo4j_dump_restores_the_same_answers(settings, embedder, extractor, tmp_path):
-    """``db backup`` / ``db restore`` on the managed Neo4j: ``neo4j-admin database dump`` and
-    ``load`` with the server stopped meanwhile (Community has no online backup) and started
-    again where its clients point; the restored store answers as before and a query process
-    that saw the later graph catches up; a file that is no dump is refused with the server
-    running on, and a damaged dump changes nothing."""
+@pytest.fixture(scope="module")
+def dumped(settings, embedder, extractor, tmp_path_factory):
+    """A managed Neo4j of its own (tenant ``backup``) with the fixture documents ingested and
+    dumped by ``db backup``: ``(own settings, store, retriever, top passages, graph version,
+    dump)``; stopped after the module's tests. Each test leaves it at the dump's graph."""
     from pathweave.runtime import open_store
-    from pathweave_ingest.pipeline import Pipeline
 
+    tmp_path = tmp_path_factory.mktemp("neo4j-backup")
     own = settings.model_copy(update={"data_dir": tmp_path / "data", "tenant": "backup"})
     assert own.store.backend == "neo4j"
     store = open_store(own)
     try:
         retriever, before, version = _ingest_and_ask(store, embedder, extractor, own)
         dump = store_server.backup(own, tmp_path / "store.dump")
-        assert dump.stat().st_size > 0 and store_server.status(own) is not None  # running again
-        with pytest.raises(ValueError, match="never overwrite"):
-            store_server.backup(own, dump)
-        extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
-        _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([extra]))
-        assert store.graph_version() > version
-        assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version
-        (tmp_path / "bad.dump").write_text("not a dump")
-        running = store_server.status(own)
-        with pytest.raises(ServerError, match="nothing changed"):
-            store_server.restore(own, tmp_path / "bad.dump")
-        assert store_server.status(own).pid == running.pid  # refused while the server ran on
-        (tmp_path / "cut.dump").write_bytes(dump.read_bytes()[:4096])  # a dump's start, the rest lost
-        with pytest.raises(ServerError, match="nothing changed"):
-            store_server.restore(own, tmp_path / "cut.dump")
-        assert _retry(store.graph_version) > version  # neither file changed anything
-        store_server.restore(own, dump)
-        assert _retry(store.graph_version) == version
-        assert _answers(retriever) == before
+        yield own, store, retriever, before, version, dump
     finally:
         store.close()
         store_server.stop(own)
+
+
+@pytest.mark.neo4j_only
+def test_a_neo4j_dump_is_taken_and_a_file_that_is_no_dump_changes_nothing(dumped, tmp_path):
+    """``db backup`` on the managed Neo4j: ``neo4j-admin database dump`` with the server stopped
+    meanwhile (Community has no online backup) and started again where its clients point; it
+    never overwrites a file. A file that is no dump is refused with the server running on, and
+    a damaged dump (checked by loading it as a scratch database while the server serves) is
+    refused with no downtime and changes nothing."""
+    own, store, retriever, _, version, dump = dumped
+    assert dump.stat().st_size > 0 and store_server.status(own) is not None  # running again
+    with pytest.raises(ValueError, match="never overwrite"):
+        store_server.backup(own, dump)
+    (tmp_path / "bad.dump").write_text("not a dump")
+    (tmp_path / "cut.dump").write_bytes(dump.read_bytes()[:4096])  # a dump's start, the rest lost
+    running = store_server.status(own)
+    for refused in ("bad.dump", "cut.dump"):
+        with pytest.raises(ServerError, match="nothing changed"):
+            store_server.restore(own, tmp_path / refused)
+        assert store_server.status(own).pid == running.pid  # refused while the server ran on
+    assert _retry(store.graph_version) == version  # neither file changed anything
+    assert retriever.query(QUESTIONS[0], write_record=False).graph_version == version
+
+
+@pytest.mark.neo4j_only
+def test_a_neo4j_dump_restores_the_same_answers(dumped, embedder, extractor):
+    """``db restore`` of a dump after the graph moved on: ``neo4j-admin database load`` with the
+    server stopped meanwhile; the restored store answers as before, and a query process that
+    saw the later graph (its bookmarks ahead of the restored database) catches up."""
+    from pathweave_ingest.pipeline import Pipeline
+
+    own, store, retriever, before, version, dump = dumped
+    extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
+    _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([extra]))
+    assert store.graph_version() > version
+    assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version
+    store_server.restore(own, dump)
+    assert _retry(store.graph_version) == version
+    assert _answers(retriever) == before

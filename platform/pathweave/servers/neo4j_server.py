@@ -29,6 +29,7 @@ log's tail).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -202,37 +203,50 @@ def backup(settings: Settings, target: Path) -> Path:
 
 def restore(settings: Settings, source: Path) -> None:
     """Replace the managed Neo4j's database with the dump ``source`` (:func:`backup`) with
-    ``neo4j-admin database load``, the server stopped meanwhile (:func:`_offline`). A file
-    that does not start as a dump (:data:`DUMP_HEADERS`) is refused while the server runs on;
-    one that does is first loaded as a scratch database, so a damaged dump is refused with
-    the database unchanged. Query processes catch up by the restored graph version. Raises
-    :class:`ServerError` when Neo4j refuses (the database unchanged)."""
+    ``neo4j-admin database load``. A file that does not start as a dump (:data:`DUMP_HEADERS`)
+    is refused at once; one that does is first loaded as a scratch database
+    (:data:`RESTORE_CHECK`, which the server never starts, so this runs while it serves on),
+    so a damaged dump is refused with no downtime and the database unchanged. Only then is
+    the server stopped for the one load of the database (:func:`_offline`). Query processes
+    catch up by the restored graph version. Raises :class:`ServerError` when Neo4j refuses
+    (the database unchanged)."""
     directory = server_dir(settings)
     try:
         with open(source, "rb") as file:
             head = file.read(4)
     except OSError as exc:
         raise ServerError(f"{source} cannot be read ({exc.strerror}); nothing changed") from None
-    if not head.startswith(DUMP_HEADERS):  # refused before the server is stopped: no downtime
+    if not head.startswith(DUMP_HEADERS):
         raise ServerError(f"{source} is not a dump Neo4j can load (it does not start as one); nothing changed")
-    with _offline(settings) as admin, tempfile.TemporaryDirectory(dir=directory) as scratch:
+    with tempfile.TemporaryDirectory(dir=directory) as scratch:
         for name in (RESTORE_CHECK, DATABASE):
             os.symlink(source, Path(scratch) / f"{name}.dump")
         try:
-            admin("database", "load", RESTORE_CHECK, f"--from-path={scratch}", "--overwrite-destination=true")
+            _admin(directory, "database", "load", RESTORE_CHECK, f"--from-path={scratch}", "--overwrite-destination=true")
         except ServerError as exc:
             raise ServerError(f"{source} is not a dump Neo4j can load; nothing changed: {exc}") from None
         finally:
             for kind in ("databases", "transactions"):
                 shutil.rmtree(directory / "data" / kind / RESTORE_CHECK, ignore_errors=True)
-        admin("database", "load", DATABASE, f"--from-path={scratch}", "--overwrite-destination=true")
+        with _offline(settings) as admin:
+            admin("database", "load", DATABASE, f"--from-path={scratch}", "--overwrite-destination=true")
+
+
+def _admin(directory: Path, *args: str) -> None:
+    """Run ``neo4j-admin *args`` on the data dir ``directory`` (its ``neo4j.conf`` written by
+    the last start or :func:`_offline`). Raises :class:`ServerError` with its output when it
+    fails."""
+    done = subprocess.run([java_executable(), "-cp", _classpath(build()), ADMIN_CLASS, *args], capture_output=True,
+                          text=True, env=_env(directory), stdin=subprocess.DEVNULL, cwd=directory)
+    if done.returncode != 0:
+        raise ServerError(f"neo4j-admin {' '.join(args[:2])} failed:\n{(done.stdout + done.stderr)[-2000:]}")
 
 
 @contextmanager
 def _offline(settings: Settings):
-    """The managed Neo4j stopped for ``neo4j-admin`` (yields ``admin(*args)``, which runs it on
-    this data dir and raises :class:`ServerError` with its output when it fails), then
-    started again if it ran, with the owner it had (0: until ``db stop``)."""
+    """The managed Neo4j stopped for ``neo4j-admin`` (yields ``admin(*args)``: :func:`_admin`
+    on this data dir), then started again if it ran, with the owner it had (0: until
+    ``db stop``)."""
     directory = server_dir(settings)
     target = build()
     running = status(settings) is not None
@@ -240,15 +254,8 @@ def _offline(settings: Settings):
     if running:
         stop(settings)
     _write_conf(directory, target, *_ports(directory, settings), settings)
-
-    def admin(*args: str) -> None:
-        done = subprocess.run([java_executable(), "-cp", _classpath(target), ADMIN_CLASS, *args], capture_output=True,
-                              text=True, env=_env(directory), stdin=subprocess.DEVNULL, cwd=directory)
-        if done.returncode != 0:
-            raise ServerError(f"neo4j-admin {' '.join(args[:2])} failed:\n{(done.stdout + done.stderr)[-2000:]}")
-
     try:
-        yield admin
+        yield functools.partial(_admin, directory)
     finally:
         if running:
             start(settings, owner=owner or None)
@@ -297,6 +304,9 @@ def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, s
         f"server.memory.pagecache.size={settings.store.server_pagecache}",
         "dbms.usage_report.enabled=false",
         "db.tx_log.rotation.retention_policy=2 files",
+        # one server, no followers: a bookmark it has not reached is one from before a restore
+        # (GraphStore then starts its bookmarks afresh), never one to wait for (default 30 s)
+        "db.transaction.bookmark_ready_timeout=1s",
         # the Browser: Pathweave's style, the saved queries' parameters and guide, no usage-data banner
         *(f"{key}={value}" for key, value in browser_settings(settings.tenant, browser_guide_url(settings)).items()),
     ]
