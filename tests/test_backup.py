@@ -112,7 +112,8 @@ def _retry(call, attempts: int = 5):
 def dumped(settings, embedder, extractor, tmp_path_factory):
     """A managed Neo4j of its own (tenant ``backup``) with the fixture documents ingested and
     dumped by ``db backup``: ``(own settings, store, retriever, top passages, graph version,
-    dump)``; stopped after the module's tests. Each test leaves it at the dump's graph."""
+    dump)``; stopped after the module's tests. The tests need no order: each moves the graph
+    on past the dump (the same document: once moved, it stays moved)."""
     from pathweave.runtime import open_store
 
     tmp_path = tmp_path_factory.mktemp("neo4j-backup")
@@ -129,16 +130,22 @@ def dumped(settings, embedder, extractor, tmp_path_factory):
 
 
 @pytest.mark.neo4j_only
-def test_a_neo4j_dump_is_taken_and_a_file_that_is_no_dump_changes_nothing(dumped, tmp_path):
+def test_a_neo4j_dump_is_taken_and_a_file_that_is_no_dump_changes_nothing(dumped, embedder, extractor, tmp_path):
     """``db backup`` on the managed Neo4j: ``neo4j-admin database dump`` with the server stopped
     meanwhile (Community has no online backup) and started again where its clients point; it
     never overwrites a file. A file that is no dump is refused with the server running on, and
     a damaged dump (checked by loading it as a scratch database while the server serves) is
     refused with no downtime and changes nothing."""
+    from pathweave_ingest.pipeline import Pipeline
+
     own, store, retriever, _, version, dump = dumped
     assert dump.stat().st_size > 0 and store_server.status(own) is not None  # running again
     with pytest.raises(ValueError, match="never overwrite"):
         store_server.backup(own, dump)
+    extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
+    _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([extra]))  # the graph moves on past the dump
+    moved = store.graph_version()
+    assert moved > version
     (tmp_path / "bad.dump").write_text("not a dump")
     (tmp_path / "cut.dump").write_bytes(dump.read_bytes()[:4096])  # a dump's start, the rest lost
     running = store_server.status(own)
@@ -146,8 +153,8 @@ def test_a_neo4j_dump_is_taken_and_a_file_that_is_no_dump_changes_nothing(dumped
         with pytest.raises(ServerError, match="nothing changed"):
             store_server.restore(own, tmp_path / refused)
         assert store_server.status(own).pid == running.pid  # refused while the server ran on
-    assert _retry(store.graph_version) == version  # neither file changed anything
-    assert retriever.query(QUESTIONS[0], write_record=False).graph_version == version
+    assert _retry(store.graph_version) == moved  # neither file changed anything (nor restored the dump)
+    assert retriever.query(QUESTIONS[0], write_record=False).graph_version == moved
 
 
 @pytest.mark.neo4j_only
@@ -159,6 +166,7 @@ def test_a_neo4j_dump_restores_the_same_answers(dumped, embedder, extractor):
 
     own, store, retriever, before, version, dump = dumped
     extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
+    # (the other test may have ingested it already: the graph is then past the dump as well)
     _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([extra]))
     assert store.graph_version() > version
     assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version

@@ -146,7 +146,10 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
         password = read_password(directory)
         bolt_port, http_port = _ports(directory, settings)
         _write_conf(directory, target, bolt_port, http_port, settings)
-        if not (directory / "data" / "dbms" / "auth.ini").exists() and not (directory / "data" / "databases").exists():
+        # the system database holds the users: none yet (a new data dir, or one a restore
+        # loaded the graph into before its first start) takes the generated password
+        if not (directory / "data" / "dbms" / "auth.ini").exists() and \
+                not (directory / "data" / "databases" / "system").exists():
             _set_initial_password(directory, target, password)
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
@@ -218,6 +221,9 @@ def restore(settings: Settings, source: Path) -> None:
         raise ServerError(f"{source} cannot be read ({exc.strerror}); nothing changed") from None
     if not head.startswith(DUMP_HEADERS):
         raise ServerError(f"{source} is not a dump Neo4j can load (it does not start as one); nothing changed")
+    _check_room(directory, source)
+    if status(settings) is None:  # never started here, or stopped: the conf neo4j-admin reads
+        _write_conf(directory, build(), *_ports(directory, settings), settings)
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         for name in (RESTORE_CHECK, DATABASE):
             os.symlink(source, Path(scratch) / f"{name}.dump")
@@ -230,6 +236,20 @@ def restore(settings: Settings, source: Path) -> None:
                 shutil.rmtree(directory / "data" / kind / RESTORE_CHECK, ignore_errors=True)
         with _offline(settings) as admin:
             admin("database", "load", DATABASE, f"--from-path={scratch}", "--overwrite-destination=true")
+
+
+def _check_room(directory: Path, source: Path) -> None:
+    """Refuse a restore the disk cannot hold: the scratch load beside the serving database,
+    then the loaded database, each about as large as the database now or (a dump is
+    compressed) four times the dump, whichever is larger, plus 256 MiB for transaction logs.
+    Raises :class:`ServerError` (nothing changed) when the data dir's disk has less free."""
+    stored = sum(path.stat().st_size for kind in ("databases", "transactions")
+                 for path in (directory / "data" / kind / DATABASE).rglob("*") if path.is_file())
+    need = max(stored, 4 * source.stat().st_size) + 256 * 2**20
+    free = shutil.disk_usage(directory).free
+    if free < need:
+        raise ServerError(f"restoring {source} needs about {need // 2**20} MiB free beside the database, the disk of "
+                          f"{directory} has {free // 2**20} MiB; nothing changed")
 
 
 def _admin(directory: Path, *args: str) -> None:
