@@ -20,6 +20,8 @@ from pathweave_ingest.loaders import SourceDocument, load_path
 pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 FIXTURES = Path(__file__).parent / "fixtures"
+EXTRA = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
+"""The document that moves a graph on past its backup."""
 QUESTIONS = ["Where was Marie Curie born?", "On which river stands the city where Marie Curie was born?",
              "Which prize did Pierre Curie win?"]
 
@@ -29,7 +31,6 @@ def test_an_online_backup_restores_the_same_answers(settings, embedder, extracto
     from pathweave.settings import get_settings
     from pathweave.runtime import open_store
     from pathweave_cli.main import app
-    from pathweave_ingest.pipeline import Pipeline
 
     own = settings.model_copy(update={"data_dir": tmp_path / "data", "tenant": "backup"})
     monkeypatch.setenv("PATHWEAVE_DATA_DIR", str(own.data_dir))  # the CLI's settings
@@ -58,9 +59,7 @@ def test_an_online_backup_restores_the_same_answers(settings, embedder, extracto
         assert again.exit_code == 2 and "never overwrite" in again.output
 
         # the graph moves on, then the backup is restored
-        extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
-        Pipeline(store, embedder, extractor, own).ingest([extra])
-        assert store.graph_version() > version
+        assert _move_on(store, embedder, extractor, own) > version
         assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version
         (tmp_path / "bad.zip").write_text("not a backup")
         with pytest.raises(ServerError, match="nothing changed"):
@@ -87,6 +86,15 @@ def _ingest_and_ask(store, embedder, extractor, own):
     Pipeline(store, embedder, extractor, own).ingest(documents, errors)
     retriever = Retriever(store, embedder, own)
     return retriever, _answers(retriever), store.graph_version()
+
+
+def _move_on(store, embedder, extractor, own) -> int:
+    """Ingest :data:`EXTRA` (unchanged when it is there already: the graph then stays past the
+    backup); returns the graph version."""
+    from pathweave_ingest.pipeline import Pipeline
+
+    _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([EXTRA]))
+    return store.graph_version()
 
 
 def _answers(retriever) -> dict[str, list[str]]:
@@ -136,15 +144,11 @@ def test_a_neo4j_dump_is_taken_and_a_file_that_is_no_dump_changes_nothing(dumped
     never overwrites a file. A file that is no dump is refused with the server running on, and
     a damaged dump (checked by loading it as a scratch database while the server serves) is
     refused with no downtime and changes nothing."""
-    from pathweave_ingest.pipeline import Pipeline
-
     own, store, retriever, _, version, dump = dumped
     assert dump.stat().st_size > 0 and store_server.status(own) is not None  # running again
     with pytest.raises(ValueError, match="never overwrite"):
         store_server.backup(own, dump)
-    extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
-    _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([extra]))  # the graph moves on past the dump
-    moved = store.graph_version()
+    moved = _move_on(store, embedder, extractor, own)
     assert moved > version
     (tmp_path / "bad.dump").write_text("not a dump")
     (tmp_path / "cut.dump").write_bytes(dump.read_bytes()[:4096])  # a dump's start, the rest lost
@@ -162,13 +166,8 @@ def test_a_neo4j_dump_restores_the_same_answers(dumped, embedder, extractor):
     """``db restore`` of a dump after the graph moved on: ``neo4j-admin database load`` with the
     server stopped meanwhile; the restored store answers as before, and a query process that
     saw the later graph (its bookmarks ahead of the restored database) catches up."""
-    from pathweave_ingest.pipeline import Pipeline
-
     own, store, retriever, before, version, dump = dumped
-    extra = SourceDocument("zephyria.txt", "Zephyria", "Zephyria is a hidden valley. Marie Curie never went there.")
-    # (the other test may have ingested it already: the graph is then past the dump as well)
-    _retry(lambda: Pipeline(store, embedder, extractor, own).ingest([extra]))
-    assert store.graph_version() > version
+    assert _move_on(store, embedder, extractor, own) > version
     assert retriever.query(QUESTIONS[0], write_record=False).graph_version > version
     store_server.restore(own, dump)
     assert _retry(store.graph_version) == version

@@ -72,15 +72,16 @@ def test_a_short_soak_on_the_real_service_loses_nothing(tmp_path):
                                                          for i in range(20)]))
     # the short form (the full one: pathweave bench soak --minutes 30): 30 s of load, the store
     # killed at 12 s, the worker at 15 s, Redis at 18 s, while the history checker writes
+    seed = 10  # documents ingested before the load
     results = run_soak(data, tmp_path / "no-distractors.json", tmp_path / "out", minutes=0.5, worker_kill_every=0.25,
-                       think_s=0.5, ingest_every_s=2.0, ingest_batch=2, drain_minutes=5, history_writes=12, seed=10)
+                       think_s=0.5, ingest_every_s=2.0, ingest_batch=2, drain_minutes=5, history_writes=12, seed=seed)
     assert {f["fault"] for f in results["faults"]} == {"worker", "store", "redis"}
     assert all("error" not in f for f in results["faults"])
     assert results["requests"]["bad_5xx"] == 0, results["requests"]["bad_5xx_first"]
     assert results["requests"]["by_kind"]["proprag"].get("200", 0) > 0
     documents = results["documents"]
     assert documents["stuck"] == 0 and not documents["failed_reasons"], documents
-    assert documents["by_state"].get("done", 0) >= 10 + 5  # the seed, and documents of the load itself
+    assert documents["by_state"].get("done", 0) >= seed + 5  # the seed, and documents of the load itself
     assert results["graph"]["same"], results["graph"]
     assert results["left_running"] == []
     history = results["history"]  # the checker beside the load, under the same faults

@@ -223,7 +223,7 @@ def restore(settings: Settings, source: Path) -> None:
         raise ServerError(f"{source} is not a dump Neo4j can load (it does not start as one); nothing changed")
     _check_room(directory, source)
     if status(settings) is None:  # never started here, or stopped: the conf neo4j-admin reads
-        _write_conf(directory, build(), *_ports(directory, settings), settings)
+        _write_admin_conf(directory, settings)
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         for name in (RESTORE_CHECK, DATABASE):
             os.symlink(source, Path(scratch) / f"{name}.dump")
@@ -268,17 +268,21 @@ def _offline(settings: Settings):
     on this data dir), then started again if it ran, with the owner it had (0: until
     ``db stop``)."""
     directory = server_dir(settings)
-    target = build()
     running = status(settings) is not None
     owner = int((read_json(directory / OWNER_FILE) or {}).get("owner", 0))
     if running:
         stop(settings)
-    _write_conf(directory, target, *_ports(directory, settings), settings)
+    _write_admin_conf(directory, settings)
     try:
         yield functools.partial(_admin, directory)
     finally:
         if running:
             start(settings, owner=owner or None)
+
+
+def _write_admin_conf(directory: Path, settings: Settings) -> None:
+    """``neo4j.conf`` for ``neo4j-admin`` on a stopped server: the next start's ports."""
+    _write_conf(directory, build(), *_ports(directory, settings), settings)
 
 
 def _ports(directory: Path, settings: Settings) -> tuple[int, int]:
