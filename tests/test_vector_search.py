@@ -49,6 +49,14 @@ def crowded(base_store):
     return small, write_entities(small, vectors), vectors, large, question
 
 
+def same_hits(found, expected) -> bool:
+    """The same ids in the same order with the same cosines to float32 precision: the store's
+    cosine of the same vectors may differ in its last bit between two calls (its JIT-compiled
+    summation order differs from the interpreted one's)."""
+    return [i for i, _ in found] == [i for i, _ in expected] and np.allclose(
+        [c for _, c in found], [c for _, c in expected], rtol=1e-6, atol=1e-7)
+
+
 def counting(store: GraphStore, monkeypatch) -> list[str]:
     names: list[str] = []
     real = store.run
@@ -73,7 +81,7 @@ def test_a_small_tenant_crowded_by_a_large_one_is_scored_exactly(crowded, monkey
     assert [i for i, _ in hits] == [ids[j] for j in best]
     assert np.allclose([c for _, c in hits], cosines[best], atol=1e-5)
     names.clear()  # the next search starts where this one ended: scored exactly, no index round
-    assert base.vector_search(small, "Entity", question, 10) == hits and names == ["vector_exact_entity"]
+    assert same_hits(base.vector_search(small, "Entity", question, 10), hits) and names == ["vector_exact_entity"]
 
 
 def test_a_tenant_over_the_bound_widens_until_the_widening_costs_more(crowded, monkeypatch):
@@ -87,7 +95,7 @@ def test_a_tenant_over_the_bound_widens_until_the_widening_costs_more(crowded, m
     assert names == ["vector_search", "vector_exact_entity", "vector_search", "vector_exact_entity"]
     assert [i for i, _ in hits] == [ids[j] for j in np.argsort(-(vectors @ question))[:5]]
     names.clear()
-    assert base.vector_search(small, "Entity", question, 5) == hits and names == ["vector_exact_entity"]
+    assert same_hits(base.vector_search(small, "Entity", question, 5), hits) and names == ["vector_exact_entity"]
     monkeypatch.setattr(base, "_exact_bounds", {})  # the exact start forgotten (its time up)
     names.clear()
     base.vector_search(small, "Entity", question, 5)
