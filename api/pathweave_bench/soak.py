@@ -24,8 +24,8 @@ restarted by whichever service process needs it first, with this owner,
 
 Every 30 s the RSS of the API, the worker, the store and the model server is sampled. After
 the run the benchmark waits (``--drain-minutes``) until every accepted document is done or
-failed, then replays the accepted document operations, in order, through a second API (no
-broker) into a fresh store and compares the two document graphs
+failed, then replays the accepted document operations, in order, through the same API into a
+fresh tenant of the same store and compares the two document graphs
 (:meth:`~pathweave.store.graph_store.GraphStore.document_counts`, :func:`~pathweave_bench.api.same_graph`).
 
 Reported (``soak.json`` and ``soak.html``: latency and RSS over time with the fault markers):
@@ -57,15 +57,15 @@ from rich.console import Console
 from rich.table import Table
 
 from pathweave.evaluation import percentile_ms
-from pathweave.servers.processes import free_port
 from pathweave.terminal import stdout_console
 from pathweave_bench.api import same_graph
-from pathweave_bench.common import (ChildProcesses, default_data_dir, git_commit, http_ready, machine_info,
-                                    publish_results, wait_for)
+from pathweave_bench.common import default_data_dir, git_commit, machine_info, publish_results, wait_for
 from pathweave_bench.history import HISTORY_WRITERS, Register, register_keys
-from pathweave_bench.service import APPROXIMATE_SLACK, Service, api_command, create_key, service_env
+from pathweave_bench.service import APPROXIMATE_SLACK, Service
 
 TENANT = "soak"
+REPLAY_TENANT = "soak-replay"
+"""The tenant the accepted document operations are replayed into, on the same service and store."""
 FAULT_WINDOW_S = 90.0
 """A traceback logged within this many seconds after a fault is attributed to it."""
 RSS_EVERY_S = 30.0
@@ -194,7 +194,6 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
                      "history_writes": history_writes, "seed": seed}
     journal = Journal()
     register: Register | None = None
-    replay_dir = workdir / "replay"
     try:
         store_server.start(settings, owner=os.getpid())  # this run's store: it stops when the run ends
         service.start_redis()
@@ -254,8 +253,8 @@ def run_soak(data: Path | None, distractors: Path | None, out: Path, minutes: fl
         results["rss_growth"] = rss_growth(journal.rss, journal.faults)
         results["tracebacks"] = tracebacks(service.logs, journal)
         results["operations"] = Counter(op["op"] for op in journal.operations)
-        console.print(f"[dim]replaying {len(journal.operations)} accepted document operations into a fresh store[/]")
-        results["graph"] = replay_and_compare(settings, journal.operations, replay_dir)
+        console.print(f"[dim]replaying {len(journal.operations)} accepted document operations into a fresh tenant[/]")
+        results["graph"] = replay_and_compare(settings, service, journal.operations)
     finally:
         if register is not None:
             register.stop()
@@ -512,57 +511,48 @@ def tracebacks(logs: dict[str, Path], journal: Journal) -> dict:
             "unexplained_first": unexplained[:20]}
 
 
-def replay_and_compare(settings, operations: list[dict], directory: Path) -> dict:
-    """Replay the accepted document operations, in their order, through a second API (no
-    broker: its in-process queue) into a fresh store in ``directory``; each PUT and DELETE waits
-    for the jobs before it. Compares the two document graphs
+def replay_and_compare(settings, service: Service, operations: list[dict]) -> dict:
+    """Replay the accepted document operations, in their order, through the soak's own API
+    (after the load and its faults) into the fresh tenant :data:`REPLAY_TENANT` of the same
+    store; each PUT and DELETE waits for the jobs before it (a DELETE names the replay's id
+    of the document the soak deleted). Compares the two tenants' document graphs
     (:meth:`~pathweave.store.graph_store.GraphStore.document_counts`)."""
-    from pathweave.servers import store_server
     from pathweave.runtime import open_store
 
-    replay = settings.model_copy(update={"data_dir": directory})
-    directory.mkdir(parents=True, exist_ok=True)
-    processes = ChildProcesses()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = service_env(directory, "")  # no broker: the API's in-process queue
+    token = service.create_key(REPLAY_TENANT, "replay", "ingest")
     started = time.monotonic()
-    try:
-        store_server.start(replay, owner=os.getpid())
-        token = create_key(env, TENANT, "replay", "ingest")
-        api = processes.start(api_command(port), env, directory / "api.log")
-        wait_for(lambda: http_ready(url), 300, "replay API", api, directory / "api.log")
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600) as client:
-            pending: list[str] = []
-            posts: list[dict] = []
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=600) as client:
+        pending: list[str] = []
+        posts: list[tuple[str, dict]] = []  # (the soak's doc id, the document)
+        replayed: dict[str, str] = {}  # the soak's doc id -> the replay's
 
-            def flush() -> None:
-                for start in range(0, len(posts), 1000):
-                    response = client.post("/v1/documents", json={"documents": posts[start:start + 1000]})
-                    response.raise_for_status()
-                    pending.append(response.json()["job_id"])
-                posts.clear()
-                wait_for(lambda: jobs_settled(client, pending), 3600, "replay jobs", api, directory / "api.log",
-                         interval=0.3)
-                pending.clear()
+        def flush() -> None:
+            for start in range(0, len(posts), 1000):
+                chunk = posts[start:start + 1000]
+                response = client.post("/v1/documents", json={"documents": [d for _, d in chunk]})
+                response.raise_for_status()
+                body = response.json()
+                pending.append(body["job_id"])
+                replayed.update(zip([i for i, _ in chunk], [d["doc_id"] for d in body["documents"]]))
+            posts.clear()
+            wait_for(lambda: jobs_settled(client, pending), 3600, "replay jobs", service.api, service.logs["api"],
+                     interval=0.3)
+            pending.clear()
 
-            for op in operations:
-                if op["op"] == "post":
-                    posts += op["documents"]
-                    continue
-                flush()
-                if op["op"] == "put":
-                    response = client.put(f"/v1/documents/{op['external_id']}", json=op["body"])
-                    response.raise_for_status()
-                    pending.append(response.json()["job_id"])
-                elif op["op"] == "delete":
-                    client.delete(f"/v1/documents/{op['doc_id']}").raise_for_status()
+        for op in operations:
+            if op["op"] == "post":
+                posts += list(zip(op["doc_ids"], op["documents"]))
+                continue
             flush()
-        with open_store(settings, TENANT) as soaked, open_store(replay, TENANT) as clean:
-            counts, reference = soaked.document_counts(), clean.document_counts()
-    finally:
-        processes.stop_all()
-        store_server.stop(replay)
+            if op["op"] == "put":
+                response = client.put(f"/v1/documents/{op['external_id']}", json=op["body"])
+                response.raise_for_status()
+                pending.append(response.json()["job_id"])
+            elif op["op"] == "delete":
+                client.delete(f"/v1/documents/{replayed[op['doc_id']]}").raise_for_status()
+        flush()
+    with open_store(settings, TENANT) as soaked, open_store(settings, REPLAY_TENANT) as clean:
+        counts, reference = soaked.document_counts(), clean.document_counts()
     return {"replay_s": round(time.monotonic() - started, 1), "soak": counts, "replay": reference,
             **same_graph(counts, reference, slack=APPROXIMATE_SLACK)}
 
