@@ -138,6 +138,23 @@ MERGE (a)-[r:SYNONYM]->(b)
 SET r.score = row.score
 RETURN count(r) AS n;
 
+// name: synonym_degrees
+// How many SYNONYM edges (either direction) each of the entities $ids has: the synonym cap
+// reads the edges only of the entities above it.
+UNWIND $ids AS id
+MATCH (a:Entity {entity_id: id}) WHERE a.tenant = $tenant
+OPTIONAL MATCH (a)-[r:SYNONYM]-(:Entity)
+RETURN id, count(r) AS degree;
+
+// name: delete_synonyms
+// Removes the SYNONYM edges between the pairs $pairs ({src, dst}, either direction): the edges
+// beyond an entity's synonym cap (spec §1: at most synonym_max per entity, at both ends).
+UNWIND $pairs AS pair
+MATCH (a:Entity {entity_id: pair.src})-[r:SYNONYM]-(b:Entity {entity_id: pair.dst})
+WHERE a.tenant = $tenant
+DELETE r
+RETURN count(*) AS n;
+
 // name: graph_version
 MATCH (m:Meta {meta_id: $meta_id}) RETURN m.version AS version;
 

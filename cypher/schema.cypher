@@ -74,3 +74,8 @@ CREATE INDEX graph_change_tenant IF NOT EXISTS FOR (n:GraphChange) ON (n.tenant)
 
 // name: constraint_tenant_document_status
 CREATE INDEX document_status_tenant IF NOT EXISTS FOR (n:DocumentStatus) ON (n.tenant);
+
+// name: constraint_tree_node_query
+// A stored PruneRAG tree read by its query's id (read_query_tree) seeks that query's nodes,
+// not every TreeNode of the database.
+CREATE INDEX tree_node_query IF NOT EXISTS FOR (n:TreeNode) ON (n.query_id);

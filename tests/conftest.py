@@ -32,6 +32,10 @@ os.environ.setdefault("PATHWEAVE_DATA_DIR", str(_DATA_DIR))
 _CYPHER_TRACE = Path(tempfile.mkdtemp(prefix="pathweave-cypher-trace-")) / "statements.txt"
 os.environ["PATHWEAVE_TEST_CYPHER_TRACE"] = str(_CYPHER_TRACE)
 os.environ.setdefault("PATHWEAVE_LLM_MODEL", "qwen2.5-coder-0.5b")  # the managed server's fast model in tests
+# the stores the suite starts (many at once, beside the models) get fixed sizes, not the share of
+# the machine's memory one store takes in production (pathweave.servers.sizing)
+os.environ.setdefault("PATHWEAVE_STORE_SERVER_HEAP", "2g")
+os.environ.setdefault("PATHWEAVE_STORE_SERVER_PAGECACHE", "512m")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 

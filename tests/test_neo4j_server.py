@@ -1,7 +1,7 @@
 """The managed local Neo4j (pathweave.servers.neo4j_server): the real server built from Maven Central
 (Neo4j Community 5.26 + Open GDS 2.13), started in its own data directory: one server per
-data dir, a private generated password, GDS loaded, the CLI's `db start|status|stop
---backend neo4j`, and no server left behind when its owner dies or its data dir goes away."""
+data dir, sized from the machine's memory, a private generated password, GDS loaded, the
+CLI's `db start|status|stop --backend neo4j`, and no server left behind when its owner dies or its data dir goes away."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from neo4j import GraphDatabase
 from typer.testing import CliRunner
 
-from pathweave.servers import neo4j_server, store_server
+from pathweave.servers import neo4j_server, sizing, store_server
 from pathweave.servers.processes import managed_servers, pid_alive
 from pathweave.settings import Settings
 from waiting import wait_until
@@ -42,11 +43,16 @@ def test_compose_runs_the_tested_neo4j_version():
     assert f"image: neo4j:{version}-community" in (ROOT / "docker-compose.yml").read_text()
 
 
-def test_start_status_stop_one_server_per_data_dir_with_gds(tmp_path):
-    settings = own(tmp_path)
+def test_start_status_stop_one_server_per_data_dir_with_gds(tmp_path, monkeypatch):
+    # sized from the machine (pathweave.servers.sizing), here a 2 GiB one: a quarter each, at least 512m
+    monkeypatch.setattr(sizing, "machine_memory", lambda: 2 * 2**30)
+    settings = own(tmp_path, server_heap="auto", server_pagecache="auto")
     info = store_server.start(settings)
     try:
         assert (info.backend, info.user, info.database) == ("neo4j", "neo4j", "neo4j")
+        assert "-Xmx512m" in psutil.Process(info.pid).cmdline()
+        assert "server.memory.pagecache.size=512m" in (tmp_path / "neo4j" / "conf" / "neo4j.conf").read_text()
+        assert "with heap 512m, page cache 512m" in (tmp_path / "neo4j" / "server.log").read_text()
         assert store_server.start(settings) == info and store_server.status(settings) == info
         password = tmp_path / "neo4j" / "password"
         assert password.stat().st_mode & 0o777 == 0o600 and (tmp_path / "neo4j").stat().st_mode & 0o777 == 0o700

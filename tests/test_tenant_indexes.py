@@ -56,3 +56,38 @@ def test_every_tenant_wide_statement_seeks_the_tenant_index(base_store):
             if scanned:
                 scans[name] = scanned
     assert not scans, scans
+
+
+#: ``(x:Label {key: ...})`` or ``WHERE x.key IN $list``: a statement that reads nodes by their ids.
+BY_ID = re.compile(r"\((\w+):(\w+) \{(\w+): [\w.$]+\}\)")
+BY_ID_LIST = re.compile(r"MATCH \((\w+):(\w+)\)\s*WHERE \1\.(\w+) IN \$")
+
+
+def by_id_statements() -> dict[str, set[str]]:
+    """``{statement name: labels it reads by an id}`` (a ``{key: value}`` pattern or ``IN $ids``)."""
+    from pathweave.store.statements import load_all
+
+    out: dict[str, set[str]] = {}
+    for name, text in load_all().items():
+        labels = {label for _, label, _ in BY_ID.findall(text) + BY_ID_LIST.findall(text)} - REGISTRY_LABELS
+        if labels:
+            out[name] = labels
+    return out
+
+
+def test_every_statement_reading_nodes_by_id_seeks_an_index(base_store):
+    """A batch's reads by id (``UNWIND $ids ... {entity_id: id}``, ``IN $ids``) cost the batch,
+    not the tenant: no label scan of a label the statement reads by id."""
+    from pathweave.store.statements import statement
+
+    statements = by_id_statements()
+    assert {"topology_entity_synonyms", "delete_synonyms", "synonym_degrees", "upsert_synonyms"} <= set(statements)
+    scans = {}
+    with base_store.driver.session(database=base_store.database) as session:
+        for name, labels in sorted(statements.items()):
+            summary = session.run("EXPLAIN " + statement(name)).consume()
+            scanned = [details for kind, details in operators(summary.plan) if kind in SCANS
+                       and any(f":{label}" in details for label in labels)]
+            if scanned:
+                scans[name] = scanned
+    assert not scans, scans

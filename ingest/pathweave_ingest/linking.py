@@ -14,12 +14,12 @@ from pathweave.settings import Settings
 from pathweave.store.graph_store import GraphStore
 from pathweave_ingest.aliases import consolidate, entity_count
 from pathweave_ingest.profile import IngestProfile
-from pathweave_ingest.synonyms import tenant_knn_count_bound, tenant_knn_pays, write_synonyms
+from pathweave_ingest.synonyms import cap_synonyms, tenant_knn_count_bound, tenant_knn_pays, write_synonyms
 
 
 @dataclass
 class Links:
-    """What linking wrote: synonym edges, by which method (``"gds.knn"`` | ``"vector
+    """What linking wrote: synonym edges (written less those the cap removed), by which method (``"gds.knn"`` | ``"vector
     index"``, empty when nothing was linked) and the entity ids whose alias edge changed."""
 
     synonym_edges: int = 0
@@ -37,8 +37,10 @@ def link_entities(store: GraphStore, settings: Settings, ids: list[str], vectors
     entity (never a tenant-wide entity matrix in this process), or, with ``ingest.synonymy
     = gds`` on a backend that can (Neo4j + GDS), ``gds.knn`` over the whole tenant when
     the entities are a bulk load (:func:`~pathweave_ingest.synonyms.tenant_knn_pays`).
-    Then :func:`~pathweave_ingest.aliases.consolidate` (layer 1 reads the SYNONYM edges
-    just written). Busy seconds go to ``profile``'s stages ``synonymy`` and ``aliases``.
+    An entity those searches found keeps at most ``ingest.synonym_max`` edges too
+    (:func:`~pathweave_ingest.synonyms.cap_synonyms`), so a common entity's edges do not grow
+    with the tenant. Then :func:`~pathweave_ingest.aliases.consolidate` (layer 1 reads the
+    SYNONYM edges just written). Busy seconds go to ``profile``'s stages ``synonymy`` and ``aliases``.
     Idempotent (MERGE)."""
     if not ids:
         return Links()
@@ -54,6 +56,7 @@ def link_entities(store: GraphStore, settings: Settings, ids: list[str], vectors
         if written is None:
             written, method = write_synonyms(store, ids, vectors, names, ingest.synonym_threshold,
                                              ingest.synonym_max), "vector index"
+        written -= cap_synonyms(store, ids, ingest.synonym_max)  # at most synonym_max at both ends
     with profile.stage("aliases"):
         changed = consolidate(store, ids, vectors, names, settings.aliases,
                               (ingest.synonym_threshold, ingest.synonym_max))

@@ -122,8 +122,9 @@ def reembed(store, embedder, settings: Settings, page: int = 256,
 
 def _relink(store, settings: Settings, page: int, write_synonyms, alias_layers) -> tuple[int, int]:
     """SYNONYM edges and alias groups found again from the new vectors: ``(synonym pairs
-    written, entities whose ALIAS_OF changed)``."""
+    written less those beyond the synonym cap, entities whose ALIAS_OF changed)``."""
     from pathweave.graph.vectors import decode_vectors
+    from pathweave_ingest.synonyms import cap_synonyms
 
     while int(store.run("reembed_clear_synonyms", limit=10_000)[0]["n"]):
         pass
@@ -139,6 +140,7 @@ def _relink(store, settings: Settings, page: int, write_synonyms, alias_layers) 
         vectors = decode_vectors([vecs[i] for i in ids], store.dimensions)
         synonyms += write_synonyms(store, ids, vectors, names, settings.ingest.synonym_threshold,
                                    settings.ingest.synonym_max)
+        synonyms -= cap_synonyms(store, ids, settings.ingest.synonym_max)
     store.record_change(entities=entity_ids)
     alias_layers.clear_tenant(store)
     changed = alias_layers.consolidate_tenant(store, settings.aliases)

@@ -58,3 +58,63 @@ def write_synonyms(store, ids: list[str], vectors: np.ndarray, names: dict[str, 
             key = (src, row["dst"]) if src < row["dst"] else (row["dst"], src)
             pairs[key] = max(pairs.get(key, 0.0), min(1.0, row["cosine"]))
     return store.write("upsert_synonyms", [{"src": a, "dst": b, "score": round(s, 6)} for (a, b), s in pairs.items()])
+
+
+def beyond_cap(entities: set[str], rows: list[dict], k: int) -> list[tuple[str, str]]:
+    """The SYNONYM edges beyond the cap: of the ``rows`` ``{src, dst, score}`` (each edge once
+    or twice, either direction; every edge of each entity in ``entities``), the pairs ``(a, b)``,
+    ``a < b``, outside the ``k`` strongest edges of an endpoint in ``entities`` (ties broken by
+    the other end's id, so the cut is the same however the rows are ordered). Pure logic."""
+    edges: dict[tuple[str, str], float] = {}
+    for row in rows:
+        if row["src"] != row["dst"]:
+            a, b = sorted((row["src"], row["dst"]))
+            edges[(a, b)] = float(row["score"])
+    ranked: dict[str, list[tuple[float, str]]] = {}
+    for (a, b), score in edges.items():
+        for end, other in ((a, b), (b, a)):
+            if end in entities:
+                ranked.setdefault(end, []).append((-score, other))
+    cut: set[tuple[str, str]] = set()
+    for end, others in ranked.items():
+        if len(others) > k:
+            cut.update(tuple(sorted((end, other))) for _, other in sorted(others)[k:])
+    return sorted(cut)
+
+
+def cap_synonyms(store, ids: list[str], k: int) -> int:
+    """Keep at most ``k`` SYNONYM edges at each end (spec §1's ``synonym_max`` per entity,
+    held for the entities a search found as well as for the searching ones, so the tenant's
+    edges stay O(entities) when many new entities share a common neighbour): reads the edges
+    of the entities ``ids`` and of those of their neighbours that hold more than ``k``
+    (statements ``topology_entity_synonyms``, ``synonym_degrees``; an entity that no edge of
+    ``ids`` touches kept its edges), removes the edges beyond the cap (:func:`beyond_cap`,
+    statement ``delete_synonyms``) and records both ends as changed, all in one transaction (two
+    batches capping one entity at once see each other's edges or start over). Reads
+    about ``len(ids) * k`` rows plus ``k + len(ids)`` per neighbour over the cap. Returns the
+    number of edges removed; ``k < 1`` removes none."""
+    if k < 1 or not ids:
+        return 0
+
+    def work(run) -> int:
+        rows: list[dict] = []
+        for start in range(0, len(ids), 1000):
+            rows += run("topology_entity_synonyms", ids=ids[start:start + 1000])
+        near = sorted({row["dst"] for row in rows} - set(ids))
+        full = set(ids)
+        for start in range(0, len(near), 1000):
+            over = [row["id"] for row in run("synonym_degrees", ids=near[start:start + 1000])
+                    if int(row["degree"]) > k]
+            if over:
+                rows += run("topology_entity_synonyms", ids=over)
+                full.update(over)
+        cut = beyond_cap(full, rows, k)
+        for start in range(0, len(cut), 1000):
+            run("delete_synonyms", pairs=[{"src": a, "dst": b} for a, b in cut[start:start + 1000]])
+        if cut:
+            store.record_change_in(run, entities=sorted({end for pair in cut for end in pair}))
+        return len(cut)
+    removed = store.execute_write(work)
+    if removed:
+        store.backend.graph_changed(store)
+    return removed

@@ -80,6 +80,22 @@ NOT_SETTINGS = frozenset({
 log = logging.getLogger(__name__)
 
 
+_SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_size(value: str) -> int:
+    """Bytes of a Java memory size (``512m``, ``2g``, ``1024k``, ``1073741824``; case-insensitive).
+    Raises ValueError for anything else or for less than 1 MiB."""
+    text = str(value).strip().lower()
+    number, unit = (text[:-1], text[-1]) if text[-1:] and text[-1] in _SIZE_UNITS else (text, "")
+    if not number.isdigit():
+        raise ValueError(f"not a memory size (a number with k, m, g or t, e.g. 2g or 512m): {value!r}")
+    size = int(number) * _SIZE_UNITS[unit]
+    if size < 2**20:
+        raise ValueError(f"a memory size of at least 1m is needed: {value!r}")
+    return size
+
+
 class DeprecatedSettingName(FutureWarning):
     """A setting was given by its name of the release before ``PATHWEAVE_<SECTION>_<FIELD>``
     (an environment variable or a renamed TOML key); it is read until the next release.
@@ -149,9 +165,22 @@ class StoreSettings(_Section):
     server_port: int = Field(0, description="Bolt port of the managed server; 0 = pick a free port.")
     server_http_port: int = Field(0, description="HTTP port of the managed server; 0 = pick a free port.")
     server_start_timeout_s: float = Field(60.0, description="Seconds the managed server is given to become ready.")
-    server_heap: str = Field("2g", description="JVM heap of the managed server (a Java size: 2g, 512m).")
+    server_heap: str = Field(
+        "auto", description="JVM heap of the managed server (a Java size: 2g, 512m); auto = from the machine's "
+                            "memory (pathweave.servers.sizing: ArcadeDB half of it, Neo4j a quarter).")
     server_pagecache: str = Field(
-        "512m", description="Page cache of the managed Neo4j, holding store files in memory (a Java size: 512m, 2g).")
+        "auto", description="Page cache of the managed Neo4j, holding store files in memory (a Java size: 512m, "
+                            "2g); auto = a quarter of the machine's memory (pathweave.servers.sizing).")
+
+    @field_validator("server_heap", "server_pagecache")
+    @classmethod
+    def _memory_size(cls, value: str) -> str:
+        """``auto`` or a Java memory size of at least 1 MiB (:func:`parse_size`)."""
+        if value.strip().lower() == "auto":
+            return "auto"
+        parse_size(value)
+        return value.strip().lower()
+
     browser_guide_url: str = Field(
         "", description="URL of the Pathweave guide the managed Neo4j's Browser opens once connected (the API's "
                         "/browser/guide.html); empty = http://localhost:<api.port>/browser/guide.html.")

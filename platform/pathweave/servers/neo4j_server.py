@@ -45,6 +45,7 @@ from pathweave.servers.processes import (
     OWNER_FILE, Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_free,
     port_open, private_dir, read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
 )
+from pathweave.servers.sizing import store_memory
 from pathweave.settings import Settings
 
 #: Neo4j Community has the one database ``neo4j``.
@@ -145,7 +146,8 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
         target = build()
         password = read_password(directory)
         bolt_port, http_port = _ports(directory, settings)
-        _write_conf(directory, target, bolt_port, http_port, settings)
+        heap, pagecache = _memory(settings)
+        _write_conf(directory, target, bolt_port, http_port, settings, pagecache)
         # the system database holds the users: none yet (a new data dir, or one a restore
         # loaded the graph into before its first start) takes the generated password
         if not (directory / "data" / "dbms" / "auth.ini").exists() and \
@@ -153,9 +155,11 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
             _set_initial_password(directory, target, password)
         make_private(directory)
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+        log.write(f"pathweave: starting Neo4j with heap {heap}, page cache {pagecache}\n".encode())
+        log.flush()
         return subprocess.Popen(
             [sys.executable, "-m", "pathweave.servers.neo4j_server", str(directory), str(target),
-             settings.store.server_heap, str(bolt_port), str(http_port), str(launch_owner(directory, owner))],
+             heap, str(bolt_port), str(http_port), str(launch_owner(directory, owner))],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory,
         )
 
@@ -282,7 +286,13 @@ def _offline(settings: Settings):
 
 def _write_admin_conf(directory: Path, settings: Settings) -> None:
     """``neo4j.conf`` for ``neo4j-admin`` on a stopped server: the next start's ports."""
-    _write_conf(directory, build(), *_ports(directory, settings), settings)
+    _write_conf(directory, build(), *_ports(directory, settings), settings, _memory(settings)[1])
+
+
+def _memory(settings: Settings) -> tuple[str, str]:
+    """The JVM heap and page cache of the managed Neo4j (Java sizes): the settings', each
+    ``auto`` one from the machine's memory (:func:`pathweave.servers.sizing.store_memory`)."""
+    return store_memory("neo4j", settings.store.server_heap, settings.store.server_pagecache)
 
 
 def _ports(directory: Path, settings: Settings) -> tuple[int, int]:
@@ -308,7 +318,8 @@ def browser_guide_url(settings: Settings) -> str:
     return settings.store.browser_guide_url or f"http://localhost:{settings.api.port}/browser/guide.html"
 
 
-def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, settings: Settings) -> None:
+def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, settings: Settings,
+                pagecache: str) -> None:
     conf = private_dir(directory / "conf")
     for name in ("data", "logs", "run", "import"):
         private_dir(directory / name)
@@ -325,7 +336,7 @@ def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, s
         f"server.http.listen_address=127.0.0.1:{http_port}",
         "server.https.enabled=false",
         "dbms.security.procedures.unrestricted=gds.*",
-        f"server.memory.pagecache.size={settings.store.server_pagecache}",
+        f"server.memory.pagecache.size={pagecache}",
         "dbms.usage_report.enabled=false",
         "db.tx_log.rotation.retention_policy=2 files",
         # one server, no followers: a bookmark it has not reached is one from before a restore

@@ -47,6 +47,7 @@ from pathweave.servers.processes import (
     private_dir, read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
 )
 from pathweave.servers.processes import register_user as register_process
+from pathweave.servers.sizing import store_memory
 from pathweave.settings import Settings
 
 
@@ -200,11 +201,14 @@ def _arcadedb_start(settings: Settings, owner: int | None = None) -> ServerInfo:
         bolt_port = settings.store.server_port or free_port()
         http_port = settings.store.server_http_port or free_port()
         make_private(directory)
+        heap = store_memory("arcadedb", settings.store.server_heap, settings.store.server_pagecache)[0]
         log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+        log.write(f"pathweave: starting ArcadeDB with heap {heap}\n".encode())
+        log.flush()
         return subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.servers.store_server",
-                str(directory), str(bolt_port), str(http_port), settings.store.server_heap,
+                str(directory), str(bolt_port), str(http_port), heap,
                 str(launch_owner(directory, owner)),
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
