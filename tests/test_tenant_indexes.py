@@ -44,17 +44,24 @@ def test_the_tenant_wide_statements_are_found():
     assert {"Passage", "Entity", "Proposition", "Document", "GraphChange"} <= set().union(*statements.values())
 
 
-def test_every_tenant_wide_statement_seeks_the_tenant_index(base_store):
+def label_scans(store, statements: dict[str, set[str]]) -> dict[str, list[str]]:
+    """``{statement name: the scans of its labels}`` in the EXPLAIN plans of ``statements``
+    (``{name: labels}``) on ``store``; empty when every one seeks an index."""
     from pathweave.store.statements import statement
 
     scans = {}
-    with base_store.driver.session(database=base_store.database) as session:
-        for name, labels in sorted(tenant_wide_statements().items()):
+    with store.driver.session(database=store.database) as session:
+        for name, labels in sorted(statements.items()):
             summary = session.run("EXPLAIN " + statement(name)).consume()
             scanned = [details for kind, details in operators(summary.plan) if kind in SCANS
                        and any(f":{label}" in details for label in labels)]
             if scanned:
                 scans[name] = scanned
+    return scans
+
+
+def test_every_tenant_wide_statement_seeks_the_tenant_index(base_store):
+    scans = label_scans(base_store, tenant_wide_statements())
     assert not scans, scans
 
 
@@ -78,16 +85,7 @@ def by_id_statements() -> dict[str, set[str]]:
 def test_every_statement_reading_nodes_by_id_seeks_an_index(base_store):
     """A batch's reads by id (``UNWIND $ids ... {entity_id: id}``, ``IN $ids``) cost the batch,
     not the tenant: no label scan of a label the statement reads by id."""
-    from pathweave.store.statements import statement
-
     statements = by_id_statements()
     assert {"topology_entity_synonyms", "delete_synonyms", "synonym_degrees", "upsert_synonyms"} <= set(statements)
-    scans = {}
-    with base_store.driver.session(database=base_store.database) as session:
-        for name, labels in sorted(statements.items()):
-            summary = session.run("EXPLAIN " + statement(name)).consume()
-            scanned = [details for kind, details in operators(summary.plan) if kind in SCANS
-                       and any(f":{label}" in details for label in labels)]
-            if scanned:
-                scans[name] = scanned
+    scans = label_scans(base_store, statements)
     assert not scans, scans
