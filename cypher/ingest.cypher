@@ -143,8 +143,18 @@ RETURN count(r) AS n;
 // reads the edges only of the entities above it.
 UNWIND $ids AS id
 MATCH (a:Entity {entity_id: id}) WHERE a.tenant = $tenant
-OPTIONAL MATCH (a)-[r:SYNONYM]-(:Entity)
+OPTIONAL MATCH (a)-[r:SYNONYM]-()
 RETURN id, count(r) AS degree;
+
+// name: synonym_over_cap
+// The tenant's entities with more than $k SYNONYM edges (either direction): after gds.knn
+// rewrote the tenant's edges (a bulk load, whose cost is the tenant's anyway), the entities
+// the synonym cap reads.
+MATCH (a:Entity) WHERE a.tenant = $tenant
+OPTIONAL MATCH (a)-[r:SYNONYM]-()
+WITH a, count(r) AS degree
+WHERE degree > $k
+RETURN a.entity_id AS id;
 
 // name: delete_synonyms
 // Removes the SYNONYM edges between the pairs $pairs ({src, dst}, either direction): the edges

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from pathweave.servers import sizing
-from pathweave.servers.sizing import java_size, machine_memory, store_memory
+from pathweave.servers.sizing import cgroup_limit, java_size, machine_memory, store_memory
 from pathweave.settings import Settings, parse_size
 
 GIB = 2**30
@@ -40,9 +40,9 @@ def test_an_explicit_size_is_used_as_given_and_the_other_still_derived():
 def test_the_machine_memory_is_the_cgroup_limit_when_lower(monkeypatch):
     total = machine_memory()
     assert 0 < total
-    monkeypatch.setattr(sizing, "_cgroup_limit", lambda: 3 * GIB)
+    monkeypatch.setattr(sizing, "cgroup_limit", lambda: 3 * GIB)
     assert machine_memory() == min(total, 3 * GIB)
-    monkeypatch.setattr(sizing, "_cgroup_limit", lambda: None)
+    monkeypatch.setattr(sizing, "cgroup_limit", lambda: None)
     assert machine_memory() == sizing.psutil.virtual_memory().total
 
 
@@ -57,3 +57,26 @@ def test_the_settings_default_to_auto_and_refuse_a_bad_size(monkeypatch):
     monkeypatch.setenv("PATHWEAVE_STORE_SERVER_PAGECACHE", "0k")
     with pytest.raises(ValidationError, match="at least 1m"):
         Settings()
+
+
+def test_the_cgroup_limit_is_the_lowest_on_the_process_group_and_its_parents(tmp_path):
+    root, own = tmp_path / "cgroup", tmp_path / "self-cgroup"
+
+    def limit(path: str, value: str) -> None:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(value + "\n")
+
+    own.write_text("0::/system.slice/pathweave.service\n")  # v2: a systemd unit's MemoryMax
+    assert cgroup_limit(root, own) is None  # no files: no limit
+    limit("system.slice/pathweave.service/memory.max", "max")
+    limit("system.slice/memory.max", str(6 * GIB))
+    limit("memory.max", "max")
+    assert cgroup_limit(root, own) == 6 * GIB
+    limit("system.slice/pathweave.service/memory.max", str(2 * GIB))
+    assert cgroup_limit(root, own) == 2 * GIB
+    own.write_text("12:cpu,cpuacct:/docker/abc\n11:memory:/docker/abc\n")  # v1
+    limit("memory/docker/abc/memory.limit_in_bytes", "9223372036854771712")  # v1's "no limit"
+    assert cgroup_limit(root, own) is None
+    limit("memory/docker/memory.limit_in_bytes", str(3 * GIB))
+    assert cgroup_limit(root, own) == 3 * GIB
+    assert cgroup_limit(root, tmp_path / "absent") is None

@@ -12,7 +12,7 @@ import pytest
 
 from pathweave.graph.topology import Topology
 from pathweave.graph.vectors import encode_vector
-from pathweave_ingest.synonyms import beyond_cap, cap_synonyms
+from pathweave_ingest.synonyms import beyond_cap, cap_synonyms, over_cap
 
 pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
@@ -68,7 +68,9 @@ def test_a_common_entity_keeps_its_k_strongest_synonyms_and_the_topology_follows
                 + [{"src": new[0], "dst": new[1], "score": 0.9}])
     store.record_change(entities=new)  # as ingestion records the edges it wrote
     version = store.graph_version()
+    assert over_cap(store, 3) == [hub] and over_cap(store, 0) == []  # eight edges; the others at most two
     assert cap_synonyms(store, new, 3) == 5
+    assert over_cap(store, 3) == []
     kept = stored_edges(store, [hub])
     # the hub keeps old a (0.97), new 5 (0.87) and new 4 (0.86); old b's older, weaker edge went too
     assert set(kept) == {tuple(sorted((hub, old[0]))), tuple(sorted((hub, new[5]))), tuple(sorted((hub, new[4])))}

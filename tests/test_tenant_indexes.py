@@ -13,7 +13,7 @@ pytestmark = pytest.mark.neo4j_only
 
 #: ``MATCH (x:Label) WHERE x.tenant = $tenant``: a statement that reads a label by tenant.
 TENANT_WIDE = re.compile(r"MATCH \((\w+):(\w+)\)\s*WHERE \1\.tenant = \$tenant")
-SCANS = ("NodeByLabelScan", "AllNodesScan")
+SCANS = ("NodeByLabelScan", "AllNodesScan", "NodeIndexScan")
 #: Labels of the key registry, one tenant of its own by design (cypher/keys.cypher).
 REGISTRY_LABELS = {"ApiKey"}
 
@@ -65,9 +65,11 @@ def test_every_tenant_wide_statement_seeks_the_tenant_index(base_store):
     assert not scans, scans
 
 
-#: ``(x:Label {key: ...})`` or ``WHERE x.key IN $list``: a statement that reads nodes by their ids.
-BY_ID = re.compile(r"\((\w+):(\w+) \{(\w+): [\w.$]+\}\)")
-BY_ID_LIST = re.compile(r"MATCH \((\w+):(\w+)\)\s*WHERE \1\.(\w+) IN \$")
+#: ``(x:Label {key: ...})`` (or an anonymous ``(:Label {key: ...})``): nodes read by a key.
+BY_ID = re.compile(r"\((\w*):(\w+)\s*\{\s*(\w+):")
+#: ``x.key IN $list``: nodes read by a list of keys (the label from ``(x:Label`` in the statement).
+BY_ID_LIST = re.compile(r"\b(\w+)\.(\w+) IN \$\w+")
+DECLARED = re.compile(r"\((\w+):(\w+)")
 
 
 def by_id_statements() -> dict[str, set[str]]:
@@ -76,9 +78,11 @@ def by_id_statements() -> dict[str, set[str]]:
 
     out: dict[str, set[str]] = {}
     for name, text in load_all().items():
-        labels = {label for _, label, _ in BY_ID.findall(text) + BY_ID_LIST.findall(text)} - REGISTRY_LABELS
-        if labels:
-            out[name] = labels
+        declared = dict(DECLARED.findall(text))
+        labels = {label for _, label, _ in BY_ID.findall(text)}
+        labels |= {declared[var] for var, _ in BY_ID_LIST.findall(text) if var in declared}
+        if labels - REGISTRY_LABELS:
+            out[name] = labels - REGISTRY_LABELS
     return out
 
 

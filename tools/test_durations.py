@@ -56,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     for seconds, name, case in slowest[:args.slowest]:
         print(f"{seconds:8.1f} s  {name:9}  {case}")
     over = [(seconds, name, case) for seconds, name, case in slowest if seconds > args.limit_s]
+    ceiling = args.limit_s if args.enforce else max(args.limit_s, args.fail_s)  # never below the limit
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"limit_s": args.limit_s, "passes": [
+    args.out.write_text(json.dumps({"limit_s": args.limit_s, "fail_s": ceiling, "passes": [
         {key: value for key, value in p.items() if key != "cases"} for p in passes],
         "slowest": [{"seconds": s, "pass": n, "test": c} for s, n, c in slowest[:args.slowest]]}, indent=2))
-    ceiling = args.limit_s if args.enforce else max(args.limit_s, args.fail_s)
     for seconds, name, case in over:
         failed = seconds > ceiling
         print(f"{'FAILED' if failed else 'OVER'} test duration: {case} ({name}) took {seconds:.0f} s, over "

@@ -515,25 +515,24 @@ def replay_and_compare(settings, service: Service, operations: list[dict]) -> di
     """Replay the accepted document operations, in their order, through the soak's own API
     (after the load and its faults) into the fresh tenant :data:`REPLAY_TENANT` of the same
     store; each PUT and DELETE waits for the jobs before it (a DELETE names the replay's id
-    of the document the soak deleted). Compares the two tenants' document graphs
+    of the document the soak deleted: the API's id of its title and text in the replay tenant). Compares the two tenants' document graphs
     (:meth:`~pathweave.store.graph_store.GraphStore.document_counts`)."""
     from pathweave.runtime import open_store
+    from pathweave_ingest.documents import document_id
+    from pathweave_ingest.loaders import SourceDocument
 
     token = service.create_key(REPLAY_TENANT, "replay", "ingest")
     started = time.monotonic()
     with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=600) as client:
         pending: list[str] = []
-        posts: list[tuple[str, dict]] = []  # (the soak's doc id, the document)
-        replayed: dict[str, str] = {}  # the soak's doc id -> the replay's
+        posts: list[dict] = []
+        replayed: dict[str, str] = {}  # the soak's doc id -> the replay's (the API's ids: tenant, title, text)
 
         def flush() -> None:
             for start in range(0, len(posts), 1000):
-                chunk = posts[start:start + 1000]
-                response = client.post("/v1/documents", json={"documents": [d for _, d in chunk]})
+                response = client.post("/v1/documents", json={"documents": posts[start:start + 1000]})
                 response.raise_for_status()
-                body = response.json()
-                pending.append(body["job_id"])
-                replayed.update(zip([i for i, _ in chunk], [d["doc_id"] for d in body["documents"]]))
+                pending.append(response.json()["job_id"])
             posts.clear()
             wait_for(lambda: jobs_settled(client, pending), 3600, "replay jobs", service.api, service.logs["api"],
                      interval=0.3)
@@ -541,7 +540,10 @@ def replay_and_compare(settings, service: Service, operations: list[dict]) -> di
 
         for op in operations:
             if op["op"] == "post":
-                posts += list(zip(op["doc_ids"], op["documents"]))
+                posts += op["documents"]
+                for d in op["documents"]:
+                    source = SourceDocument(d.get("source") or "", d["title"].strip(), d["text"].strip())
+                    replayed[document_id(TENANT, source)] = document_id(REPLAY_TENANT, source)
                 continue
             flush()
             if op["op"] == "put":

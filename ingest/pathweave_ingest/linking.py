@@ -14,13 +14,16 @@ from pathweave.settings import Settings
 from pathweave.store.graph_store import GraphStore
 from pathweave_ingest.aliases import consolidate, entity_count
 from pathweave_ingest.profile import IngestProfile
-from pathweave_ingest.synonyms import cap_synonyms, tenant_knn_count_bound, tenant_knn_pays, write_synonyms
+from pathweave_ingest.synonyms import (cap_synonyms, over_cap, tenant_knn_count_bound, tenant_knn_pays,
+                                      write_synonyms)
 
 
 @dataclass
 class Links:
-    """What linking wrote: synonym edges (written less those the cap removed), by which method (``"gds.knn"`` | ``"vector
-    index"``, empty when nothing was linked) and the entity ids whose alias edge changed."""
+    """What linking wrote: synonym edges (written less those the cap removed: the net change,
+    negative when the cap removed more older edges than were written), by which method
+    (``"gds.knn"`` | ``"vector index"``, empty when nothing was linked) and the entity ids whose
+    alias edge changed."""
 
     synonym_edges: int = 0
     method: str = ""
@@ -37,10 +40,12 @@ def link_entities(store: GraphStore, settings: Settings, ids: list[str], vectors
     entity (never a tenant-wide entity matrix in this process), or, with ``ingest.synonymy
     = gds`` on a backend that can (Neo4j + GDS), ``gds.knn`` over the whole tenant when
     the entities are a bulk load (:func:`~pathweave_ingest.synonyms.tenant_knn_pays`).
-    An entity those searches found keeps at most ``ingest.synonym_max`` edges too
-    (:func:`~pathweave_ingest.synonyms.cap_synonyms`), so a common entity's edges do not grow
-    with the tenant. Then :func:`~pathweave_ingest.aliases.consolidate` (layer 1 reads the
-    SYNONYM edges just written). Busy seconds go to ``profile``'s stages ``synonymy`` and ``aliases``.
+    Then :func:`~pathweave_ingest.aliases.consolidate` (layer 1 reads the SYNONYM edges just
+    written: each new entity's nearest). Last, an entity those searches found keeps at most
+    ``ingest.synonym_max`` edges too (:func:`~pathweave_ingest.synonyms.cap_synonyms`; after
+    ``gds.knn``, which rewrites the tenant's edges, every entity over the cap,
+    :func:`~pathweave_ingest.synonyms.over_cap`), so a common entity's edges do not grow
+    with the tenant. Busy seconds go to ``profile``'s stages ``synonymy`` and ``aliases``.
     Idempotent (MERGE)."""
     if not ids:
         return Links()
@@ -56,8 +61,10 @@ def link_entities(store: GraphStore, settings: Settings, ids: list[str], vectors
         if written is None:
             written, method = write_synonyms(store, ids, vectors, names, ingest.synonym_threshold,
                                              ingest.synonym_max), "vector index"
-        written -= cap_synonyms(store, ids, ingest.synonym_max)  # at most synonym_max at both ends
-    with profile.stage("aliases"):
+    with profile.stage("aliases"):  # layer 1 reads each new entity's own nearest: before the cap
         changed = consolidate(store, ids, vectors, names, settings.aliases,
                               (ingest.synonym_threshold, ingest.synonym_max))
+    with profile.stage("synonymy"):  # at most synonym_max at both ends
+        capped = over_cap(store, ingest.synonym_max) if method == "gds.knn" else ids
+        written -= cap_synonyms(store, capped, ingest.synonym_max)
     return Links(written, method, changed)

@@ -82,6 +82,13 @@ def beyond_cap(entities: set[str], rows: list[dict], k: int) -> list[tuple[str, 
     return sorted(cut)
 
 
+def over_cap(store, k: int) -> list[str]:
+    """The tenant's entities with more than ``k`` SYNONYM edges (statement ``synonym_over_cap``:
+    one pass over the tenant's entities, for the bulk path whose ``gds.knn`` rewrote the
+    tenant's edges); none when ``k < 1``."""
+    return [row["id"] for row in store.run("synonym_over_cap", k=int(k))] if k >= 1 else []
+
+
 def cap_synonyms(store, ids: list[str], k: int) -> int:
     """Keep at most ``k`` SYNONYM edges at each end (spec §1's ``synonym_max`` per entity,
     held for the entities a search found as well as for the searching ones, so the tenant's
@@ -89,8 +96,12 @@ def cap_synonyms(store, ids: list[str], k: int) -> int:
     of the entities ``ids`` and of those of their neighbours that hold more than ``k``
     (statements ``topology_entity_synonyms``, ``synonym_degrees``; an entity that no edge of
     ``ids`` touches kept its edges), removes the edges beyond the cap (:func:`beyond_cap`,
-    statement ``delete_synonyms``) and records both ends as changed, all in one transaction (two
-    batches capping one entity at once see each other's edges or start over). Reads
+    statement ``delete_synonyms``) and records both ends as changed, all in one transaction.
+    Two batches capping one entity at once: on ArcadeDB the later commit conflicts and starts
+    over; on Neo4j (read committed) a stale read can only cut edges already outside the
+    entity's top ``k``, and the last cap, which starts after every edge was written, leaves
+    at most ``k``. An edge cut stays cut when a stronger neighbour's document is later
+    removed, until ``pathweave reembed`` links the tenant again. Reads
     about ``len(ids) * k`` rows plus ``k + len(ids)`` per neighbour over the cap. Returns the
     number of edges removed; ``k < 1`` removes none."""
     if k < 1 or not ids:

@@ -34,24 +34,40 @@ def java_size(size: int) -> str:
     return f"{max(1, size // 2**20)}m"
 
 
-def _cgroup_limit() -> int | None:
-    """The memory limit of this process's cgroup (v2 ``memory.max`` or v1
-    ``memory.limit_in_bytes``) in bytes, or None when there is none."""
-    for path in (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")):
+def cgroup_limit(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")) -> int | None:
+    """The lowest memory limit (bytes) on this process's cgroup and its parents, or None when
+    none is set: cgroup v2 ``memory.max`` from the process's group (``own``: ``0::/path``) up to
+    ``root``, or v1 ``memory/<path>/memory.limit_in_bytes`` (a systemd ``MemoryMax`` is one
+    of these); ``max`` and v1's huge "no limit" values are no limit."""
+    try:
+        lines = own.read_text().splitlines()
+    except OSError:
+        lines = []
+    candidates: list[Path] = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        relative = Path(path.lstrip("/"))
+        if controllers == "":  # v2
+            candidates += [root / part / "memory.max" for part in [relative, *relative.parents]]
+        elif "memory" in controllers.split(","):  # v1
+            candidates += [root / "memory" / part / "memory.limit_in_bytes" for part in [relative, *relative.parents]]
+    candidates += [root / "memory.max", root / "memory" / "memory.limit_in_bytes"]
+    limits = []
+    for path in candidates:
         try:
             text = path.read_text().strip()
         except OSError:
             continue
         if text.isdigit() and int(text) < _UNLIMITED:
-            return int(text)
-    return None
+            limits.append(int(text))
+    return min(limits) if limits else None
 
 
 def machine_memory() -> int:
     """The memory this machine gives its processes, in bytes: the physical memory, or the
     cgroup's limit when lower (a container's)."""
     total = psutil.virtual_memory().total
-    limit = _cgroup_limit()
+    limit = cgroup_limit()
     return min(total, limit) if limit else total
 
 
