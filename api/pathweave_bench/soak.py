@@ -515,7 +515,8 @@ def replay_and_compare(settings, service: Service, operations: list[dict]) -> di
     """Replay the accepted document operations, in their order, through the soak's own API
     (after the load and its faults) into the fresh tenant :data:`REPLAY_TENANT` of the same
     store; each PUT and DELETE waits for the jobs before it (a DELETE names the replay's id
-    of the document the soak deleted: the API's id of its title and text in the replay tenant). Compares the two tenants' document graphs
+    of the document the soak deleted: the API's id of its title and text in the replay
+    tenant). Compares the two tenants' document graphs
     (:meth:`~pathweave.store.graph_store.GraphStore.document_counts`)."""
     from pathweave.runtime import open_store
     from pathweave_ingest.documents import document_id

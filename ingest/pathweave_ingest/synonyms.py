@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from pathweave.store.graph_store import batched
 from pathweave.text import alnum_count
 
 #: ``gds.knn`` (NN-descent) compares all of the tenant's entities whatever changed, while the
@@ -18,6 +19,8 @@ from pathweave.text import alnum_count
 #: are at least this share of the tenant's (a first or bulk load). Figures on Neo4j 5.26 +
 #: GDS 2.13: see docs/benchmarks.md, "Synonymy on Neo4j".
 TENANT_KNN_SHARE = 0.25
+#: Entity ids or pairs per statement of the synonym cap.
+BATCH = 1000
 
 
 def tenant_knn_count_bound(new_entities: int) -> int:
@@ -109,19 +112,17 @@ def cap_synonyms(store, ids: list[str], k: int) -> int:
 
     def work(run) -> int:
         rows: list[dict] = []
-        for start in range(0, len(ids), 1000):
-            rows += run("topology_entity_synonyms", ids=ids[start:start + 1000])
-        near = sorted({row["dst"] for row in rows} - set(ids))
+        for chunk in batched(ids, BATCH):
+            rows += run("topology_entity_synonyms", ids=list(chunk))
         full = set(ids)
-        for start in range(0, len(near), 1000):
-            over = [row["id"] for row in run("synonym_degrees", ids=near[start:start + 1000])
-                    if int(row["degree"]) > k]
+        for chunk in batched(sorted({row["dst"] for row in rows} - full), BATCH):
+            over = [row["id"] for row in run("synonym_degrees", ids=list(chunk)) if int(row["degree"]) > k]
             if over:
                 rows += run("topology_entity_synonyms", ids=over)
                 full.update(over)
         cut = beyond_cap(full, rows, k)
-        for start in range(0, len(cut), 1000):
-            run("delete_synonyms", pairs=[{"src": a, "dst": b} for a, b in cut[start:start + 1000]])
+        for chunk in batched(cut, BATCH):
+            run("delete_synonyms", pairs=[{"src": a, "dst": b} for a, b in chunk])
         if cut:
             store.record_change_in(run, entities=sorted({end for pair in cut for end in pair}))
         return len(cut)

@@ -57,7 +57,7 @@ from pathweave.errors import LLMUnavailable
 from pathweave.settings import LLMSettings
 from pathweave.servers.llm_weights import INSTALL_HINT, ModelUnavailable, assemble
 from pathweave.servers.processes import (
-    Lifetime, ServerError, free_port, launch_owner, log_tail, make_private, pid_alive, read_json, start_once,
+    Lifetime, ServerError, free_port, launch_owner, log_tail, make_private, open_server_log, pid_alive, read_json, start_once,
     stop_recorded, wait_ready, write_json,
 )
 
@@ -312,7 +312,7 @@ def start(data_dir: Path, llm: LLMSettings, owner: int | None = None, report_exi
         launched["port"] = port
         threads = llm.server_threads or os.cpu_count() or 1
         make_private(directory)
-        log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+        log = open_server_log(directory)
         chosen = launch_owner(directory, owner)
         (directory / EXIT_FILE).unlink(missing_ok=True)  # an earlier server's: this one is new
         process = subprocess.Popen(

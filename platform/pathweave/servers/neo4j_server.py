@@ -42,8 +42,8 @@ from pathlib import Path
 
 from pathweave.servers.neo4j_browser import browser_settings
 from pathweave.servers.processes import (
-    OWNER_FILE, Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_free,
-    port_open, private_dir, read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
+    OWNER_FILE, Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, open_server_log, pid_alive,
+    port_free, port_open, private_dir, read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
 )
 from pathweave.servers.sizing import store_memory
 from pathweave.settings import Settings
@@ -147,16 +147,14 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
         password = read_password(directory)
         bolt_port, http_port = _ports(directory, settings)
         heap, pagecache = _memory(settings)
-        _write_conf(directory, target, bolt_port, http_port, settings, pagecache)
+        _write_conf(directory, target, bolt_port, http_port, settings)
         # the system database holds the users: none yet (a new data dir, or one a restore
         # loaded the graph into before its first start) takes the generated password
         if not (directory / "data" / "dbms" / "auth.ini").exists() and \
                 not (directory / "data" / "databases" / "system").exists():
             _set_initial_password(directory, target, password)
         make_private(directory)
-        log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
-        log.write(f"pathweave: starting Neo4j with heap {heap}, page cache {pagecache}\n".encode())
-        log.flush()
+        log = open_server_log(directory, f"starting Neo4j with heap {heap}, page cache {pagecache}")
         return subprocess.Popen(
             [sys.executable, "-m", "pathweave.servers.neo4j_server", str(directory), str(target),
              heap, str(bolt_port), str(http_port), str(launch_owner(directory, owner))],
@@ -286,7 +284,7 @@ def _offline(settings: Settings):
 
 def _write_admin_conf(directory: Path, settings: Settings) -> None:
     """``neo4j.conf`` for ``neo4j-admin`` on a stopped server: the next start's ports."""
-    _write_conf(directory, build(), *_ports(directory, settings), settings, _memory(settings)[1])
+    _write_conf(directory, build(), *_ports(directory, settings), settings)
 
 
 def _memory(settings: Settings) -> tuple[str, str]:
@@ -318,8 +316,7 @@ def browser_guide_url(settings: Settings) -> str:
     return settings.store.browser_guide_url or f"http://localhost:{settings.api.port}/browser/guide.html"
 
 
-def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, settings: Settings,
-                pagecache: str) -> None:
+def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, settings: Settings) -> None:
     conf = private_dir(directory / "conf")
     for name in ("data", "logs", "run", "import"):
         private_dir(directory / name)
@@ -336,7 +333,7 @@ def _write_conf(directory: Path, target: Path, bolt_port: int, http_port: int, s
         f"server.http.listen_address=127.0.0.1:{http_port}",
         "server.https.enabled=false",
         "dbms.security.procedures.unrestricted=gds.*",
-        f"server.memory.pagecache.size={pagecache}",
+        f"server.memory.pagecache.size={_memory(settings)[1]}",
         "dbms.usage_report.enabled=false",
         "db.tx_log.rotation.retention_policy=2 files",
         # one server, no followers: a bookmark it has not reached is one from before a restore

@@ -145,6 +145,16 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def open_server_log(directory: Path, note: str = ""):
+    """``directory/server.log`` opened for appending (binary, 0600: a server's stdout and
+    stderr), with the line ``pathweave: <note>`` written first when ``note`` is given."""
+    log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+    if note:
+        log.write(f"pathweave: {note}\n".encode())
+        log.flush()
+    return log
+
+
 def log_tail(directory: Path, lines: int = 20, name: str = "server.log") -> str:
     """The last ``lines`` lines of ``directory/name`` ("(no log)" when unreadable), for errors."""
     try:

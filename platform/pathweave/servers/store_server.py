@@ -43,8 +43,8 @@ import httpx
 
 from pathweave.servers import neo4j_server
 from pathweave.servers.processes import (
-    Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, pid_alive, port_open,
-    private_dir, read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
+    Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, open_server_log, pid_alive,
+    port_open, private_dir, read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
 )
 from pathweave.servers.processes import register_user as register_process
 from pathweave.servers.sizing import store_memory
@@ -202,9 +202,7 @@ def _arcadedb_start(settings: Settings, owner: int | None = None) -> ServerInfo:
         http_port = settings.store.server_http_port or free_port()
         make_private(directory)
         heap = store_memory("arcadedb", settings.store.server_heap, settings.store.server_pagecache)[0]
-        log = os.fdopen(os.open(directory / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
-        log.write(f"pathweave: starting ArcadeDB with heap {heap}\n".encode())
-        log.flush()
+        log = open_server_log(directory, f"starting ArcadeDB with heap {heap}")
         return subprocess.Popen(
             [
                 sys.executable, "-m", "pathweave.servers.store_server",
