@@ -77,6 +77,46 @@ RETURN a.entity_id AS src, b.entity_id AS dst, r.score AS score;
 MATCH (a:Entity)-[r:SYNONYM]->(b:Entity) WHERE a.tenant = $tenant
 RETURN a.entity_id AS src, b.entity_id AS dst, r.score AS score;
 
+// name: tenant_passage_count
+// How many passages the tenant holds, counted up to $limit (a mode needing the whole
+// topology is refused above a limit, read through the tenant index).
+MATCH (p:Passage) WHERE p.tenant = $tenant
+WITH p LIMIT $limit
+RETURN count(p) AS n;
+
+// name: frontier_entity_passages
+// A query's frontier (pathweave.graph.frontier): for each entity of $ids, its alias group
+// (its canonical entity, itself when it is no alias, and the canonical's aliases) and the
+// passages stating a proposition that mentions a member: what a process must hold for
+// the entity's row of the PPR graph to be whole. One row per entity found.
+UNWIND $ids AS id
+MATCH (e:Entity {entity_id: id})
+WHERE e.tenant = $tenant
+OPTIONAL MATCH (e)-[:ALIAS_OF]->(c:Entity)
+WITH id, coalesce(c, e) AS canonical
+OPTIONAL MATCH (a:Entity)-[:ALIAS_OF]->(canonical)
+WITH id, canonical, collect(a) AS aliases
+UNWIND [canonical] + aliases AS member
+OPTIONAL MATCH (member)<-[:MENTIONS]-(:Proposition)<-[:STATES]-(p:Passage)
+RETURN id, canonical.entity_id AS canonical, collect(DISTINCT member.entity_id) AS members,
+       collect(DISTINCT p.passage_id) AS passages;
+
+// name: frontier_proposition_passages
+// The passages stating the propositions $ids (a query's proposition seeds and hits, read
+// into its frontier). One row per (proposition, passage).
+UNWIND $ids AS id
+MATCH (q:Proposition {prop_id: id})<-[:STATES]-(p:Passage)
+WHERE q.tenant = $tenant
+RETURN id, p.passage_id AS passage_id;
+
+// name: frontier_triple_passages
+// The passages asserting the triples $ids (a restricted query's triple hits, read into its
+// frontier to decide which it may see). One row per (triple, passage).
+UNWIND $ids AS id
+MATCH (t:Triple {triple_id: id})<-[:ASSERTS]-(p:Passage)
+WHERE t.tenant = $tenant
+RETURN id, p.passage_id AS passage_id;
+
 // name: subgraph_passages
 // Title, document and embedding of the passages $ids (G_sub of a query, spec §1 stage 2).
 UNWIND $ids AS id

@@ -69,16 +69,18 @@ def test_unknown_record_and_bad_queries_raise(retriever, store):
 
 
 def test_a_new_document_is_found_by_the_very_next_query(retriever, pipeline, settings, tmp_path):
-    before = retriever.resources.topology().view()
+    before = retriever.resources.topology(whole=True).view()
     (tmp_path / "new.txt").write_text("Zakopane is a mountain town famous for its wooden Goral architecture.")
     documents, errors = load_path(tmp_path, settings.ingest.max_file_bytes)
     pipeline.ingest(documents, errors)
     result = retriever.query("Which town is famous for wooden Goral architecture?", k=3, write_record=False)
-    after = retriever.resources.topology().view()
+    after = retriever.resources.topology(whole=True).view()
     assert after.version > before.version  # the write and its links, each recorded
     assert int(after.alive.sum()) == int(before.alive.sum()) + 1
     assert result.passages[0].title == "new" and "Goral" in result.passages[0].text
-    assert retriever.resources.topology().view() is after  # kept while the version stays
+    assert retriever.resources.topology(whole=True).view() is after  # kept while the version stays
+    held = retriever.resources.topology()  # the frontier the query read: the new passage among what it holds
+    assert held.view().version == after.version and held.passage_index[result.passages[0].passage_id] in held.passage_props
 
 
 def test_empty_tenant_returns_no_passages(store, embedder, settings):

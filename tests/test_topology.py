@@ -295,7 +295,7 @@ def test_the_topology_cache_keeps_to_its_byte_bound_least_recently_used_first(ba
     """Three tenants' topologies under a bound that holds about two: asking for the third
     evicts the least recently used, never the one asked for; a bound below one topology
     keeps that one alone."""
-    from pathweave.graph.topology import TopologyCache
+    from pathweave.graph.topology_cache import TopologyCache
     from pathweave.store.graph_store import GraphStore
 
     stores = []
@@ -314,9 +314,10 @@ def test_the_topology_cache_keeps_to_its_byte_bound_least_recently_used_first(ba
         cache.get(store).view()
     cache.get(stores[0])  # the first is used again: the second is now the least recently used
     cache.get(stores[2]).view()  # loaded, then its view built: each checks the bound
-    assert set(cache._topologies) <= {stores[0].tenant, stores[2].tenant} and stores[2].tenant in cache._topologies
+    held = {tenant for tenant, _ in cache._topologies}
+    assert held <= {stores[0].tenant, stores[2].tenant} and stores[2].tenant in held
     assert cache.stats()["topology_bytes"] <= cache.max_bytes and cache.stats()["evicted"] >= 1
     tiny = TopologyCache(max_bytes=1)
     for store in stores:
         assert tiny.get(store).view().n_passages == 3
-        assert list(tiny._topologies) == [store.tenant]  # the one asked for stays, alone
+        assert [tenant for tenant, _ in tiny._topologies] == [store.tenant]  # the one asked for stays, alone

@@ -191,12 +191,12 @@ class QueryRuntime:
         return int(getattr(self.query_embedder, "dim", 384))
 
     def cache_stats(self) -> dict[str, int]:
-        """What the process's query caches hold (:meth:`pathweave.graph.topology.TopologyCache.stats`;
+        """What the process's query caches hold (:meth:`pathweave.graph.topology_cache.TopologyCache.stats`;
         zeros before the first query)."""
         with self._lock:
             cache = self._cache
         if cache is None:
-            from pathweave.graph.topology import TopologyCache
+            from pathweave.graph.topology_cache import TopologyCache
 
             return TopologyCache().stats()  # an empty cache's: every figure 0
         return cache.stats()
@@ -205,16 +205,14 @@ class QueryRuntime:
         """One :class:`~pathweave.query.retriever.Retriever` per tenant (one bounded
         topology cache for all of them)."""
         from pathweave.query.retriever import Retriever
-        from pathweave.graph.topology import TopologyCache
+        from pathweave.graph.topology_cache import TopologyCache
 
         with self._lock:
             store = self.store(tenant)
             retriever = self._retrievers.get(tenant)
             if retriever is None or retriever.store is not store:
                 if self._cache is None:
-                    query = self.settings.query
-                    self._cache = TopologyCache(query.topology_max_tenants, query.topology_idle_s,
-                                                query.node_cache_entries, query.topology_max_mb << 20)
+                    self._cache = TopologyCache.of(self.settings.query)
                 retriever = Retriever(store, self.query_embedder, self.settings, cache=self._cache,
                                       llm=self.llm_client, question_parser=self._parse_question)
                 self._retrievers[tenant] = retriever

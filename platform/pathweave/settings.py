@@ -308,6 +308,16 @@ class QuerySettings(_Section):
                                 "need it). Estimated per topology (ids, incidence lists, matrices); see /metrics.")
     node_cache_entries: int = Field(
         50_000, description="Node rows (texts, vectors) cached per tenant (LRU entries, about 2 KB each).")
+    topology: Literal["frontier", "whole"] = Field(
+        "frontier", description="What a query process holds of a tenant: frontier (what queries' pushes read, "
+                                "from the store, as they need it: pathweave.graph.frontier) or whole (the tenant's "
+                                "whole topology, read before the first answer).")
+    frontier_max_mb: int = Field(
+        256, ge=1, description="About how much memory (MiB) one tenant's frontier may hold; beyond it the frontier "
+                               "starts again empty (its node cache kept).")
+    whole_max_passages: int = Field(
+        200_000, ge=0, description="The largest tenant (passages) a mode that needs the whole topology (hipporag2 "
+                                   "under topology = frontier) is run on; larger ones are refused with an error.")
     preload_tenants: str = Field(
         "", description="Comma-separated tenants whose topologies an API replica loads at start-up, before "
                         "/readyz answers ready: a restarted replica then serves no cold first query (a large "
@@ -363,6 +373,10 @@ class RetrievalSettings(_Section):
         description="Stage-1 PPR: push (local push from the seeds), power (whole-graph power iteration, the exact "
                     "reference) or gds (Neo4j + GDS pageRank in the database, push until its projection exists).")
     ppr_epsilon: float = Field(1e-6, description="Residual bound of the local push PPR, per unit of a node's degree.")
+    frontier_passages: int = Field(
+        4000, ge=0, description="Row budget of one query's stage-1 push on a frontier: the passages it may read from "
+                                "the store (what the process held already costs nothing); where it is spent, the "
+                                "push stops short of ppr_epsilon.")
     seed_entities: int = Field(40, description="Top entities of the stage-1 paths seeded in stage 1.")
     passage_seed_weight: float = Field(
         0.05, description="Weight of a weak passage seed, times its min-max normalized cosine (both stages).")

@@ -98,12 +98,25 @@ def push_pagerank(adjacency: sp.csr_matrix, degree: np.ndarray, reset: np.ndarra
     below the exact score by less than ``epsilon x degree``. Raises ValueError when
     ``reset`` has no positive mass.
     """
+    return push(adjacency, degree, reset, damping, epsilon)[0]
+
+
+def push(adjacency: sp.csr_matrix, degree: np.ndarray, reset: np.ndarray, damping: float,
+         epsilon: float = 1e-6, pushable: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The push of :func:`push_pagerank`, returning ``(estimate, residual)``, both ``(n,)``
+    float64. ``pushable``: ``(n,)`` bool, the nodes whose rows of ``adjacency`` are whole
+    (a frontier's, :mod:`pathweave.graph.frontier`); the others keep their residual
+    unpushed, so the caller can read their rows and push again. Every push is exact on the
+    whole graph, so ``estimate + residual`` pushed further converges to the same scores.
+    Raises ValueError when ``reset`` has no positive mass."""
     reset = np.asarray(reset, dtype=np.float64)
     total = reset.sum()
     if not np.isfinite(total) or total <= 0:
         raise ValueError("PPR reset vector has no positive mass")
     reset = reset / total
     threshold = epsilon * np.maximum(degree, 1.0)
+    if pushable is not None:
+        threshold = np.where(pushable, threshold, np.inf)
     estimate = np.zeros_like(reset)
     residual = reset.copy()
     active = np.flatnonzero(residual > threshold)
@@ -119,4 +132,4 @@ def push_pagerank(adjacency: sp.csr_matrix, degree: np.ndarray, reset: np.ndarra
         if active.size:
             residual += adjacency[active].T @ (moving / degree[active])
         active = np.flatnonzero(residual > threshold)
-    return estimate
+    return estimate, residual

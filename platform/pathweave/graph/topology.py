@@ -32,14 +32,13 @@ one-passage change markedly cheaper on a large tenant; figures in docs/benchmark
 Memory: a few integers per edge (~45 MB of matrices at 8.7k passages / 69k entities; the
 SYNONYM edges are two arrays, not a dict of Python tuples); tenants unused
 for ``idle_s`` or beyond ``max_tenants`` or the cache's byte bound are evicted from
-:class:`TopologyCache`.
+:class:`~pathweave.graph.topology_cache.TopologyCache`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -448,6 +447,15 @@ class Topology:
                               store.run("topology_passage_triples", ids=chunk), chunk)
             self.set_access(chunk, access)
 
+    def fresh(self) -> Topology:
+        """An empty topology of the same kind and bounds (what :meth:`refresh` builds
+        anew when the change records do not reach back to this one's version)."""
+        return Topology(self.tenant, self.nodes.max_entries)
+
+    def apply_added(self, store: GraphStore, passage_ids: list[str]) -> None:
+        """Take in the passages a change record added (:meth:`refresh`): all of them."""
+        self._fetch_passages(store, passage_ids)
+
     def load(self, store: GraphStore) -> None:
         """Build from the store (ids only): every passage's propositions, entities and
         triples, every SYNONYM and every ALIAS_OF edge. The version is read first, so changes recorded
@@ -475,14 +483,14 @@ class Topology:
             contiguous = bool(changes) and changes[0]["version"] == self.version + 1 and all(
                 b["version"] == a["version"] + 1 for a, b in zip(changes, changes[1:]))
             if self.version < 0 or not contiguous:
-                fresh = Topology(self.tenant, self.nodes.max_entries)
+                fresh = self.fresh()
                 fresh.load(store)
                 self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("_lock", "on_built")})
             else:
                 for change in changes:
                     self.remove_passages(change["removed"] or [])
                     self.remove_entities(change["removed_entities"] or [])
-                    self._fetch_passages(store, change["added"] or [])
+                    self.apply_added(store, change["added"] or [])
                     entities = change["entities"] or []
                     if entities:
                         rows = []
@@ -632,76 +640,3 @@ class Topology:
                 x, y = names[a], names[b]
                 out[(min(x, y), max(x, y))] = round(float(w), 6)
         return out
-
-
-class TopologyCache:
-    """Topologies of the tenants this process serves: at most ``max_tenants`` and about
-    ``max_bytes`` (:attr:`Topology.bytes`; least recently used evicted first, never the
-    topology a query is asking for), none unused for more than ``idle_s`` seconds."""
-
-    def __init__(self, max_tenants: int = 16, idle_s: float = 3600.0, node_cache_entries: int = 50_000,
-                 max_bytes: int | None = None) -> None:
-        self.max_tenants = max_tenants
-        self.idle_s = idle_s
-        self.node_cache_entries = node_cache_entries
-        self.max_bytes = max_bytes
-        self.evicted = 0  # topologies evicted over the bounds (not counting idle ones)
-        self._topologies: OrderedDict[str, Topology] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, store: GraphStore, version: int | None = None) -> Topology:
-        """The tenant's topology, refreshed to the store's graph version (``version``: as the
-        caller read it, :meth:`Topology.refresh`); then, and after each view a query builds,
-        the others are evicted, least recently used first, while the cache holds more than
-        ``max_bytes``."""
-        now = time.monotonic()
-        with self._lock:
-            for tenant in [t for t, topo in self._topologies.items() if now - topo.last_used > self.idle_s]:
-                del self._topologies[tenant]
-            topology = self._topologies.get(store.tenant)
-            if topology is None:
-                topology = self._topologies[store.tenant] = Topology(store.tenant, self.node_cache_entries)
-                if self.max_bytes is not None:
-                    topology.on_built = lambda tenant: self._shrink(keep=tenant)
-            self._topologies.move_to_end(store.tenant)
-            while len(self._topologies) > self.max_tenants:
-                self._topologies.popitem(last=False)
-                self.evicted += 1
-        if topology.refresh(store, version) and self.max_bytes is not None:
-            self._shrink(keep=store.tenant)
-        return topology
-
-    def held_version(self, tenant: str) -> int | None:
-        """The graph version of ``tenant``'s topology as this process holds it (no store
-        read), None when none is held yet."""
-        with self._lock:
-            topology = self._topologies.get(tenant)
-        return topology.version if topology is not None and topology.version >= 0 else None
-
-    def _shrink(self, keep: str) -> None:
-        """Evict the least recently used topologies other than ``keep`` while the total is
-        over ``max_bytes`` (a single tenant larger than the bound stays: its queries need it)."""
-        with self._lock:
-            total = sum(topo.bytes for topo in self._topologies.values())
-            for tenant in list(self._topologies):
-                if total <= self.max_bytes:
-                    break
-                if tenant != keep:
-                    total -= self._topologies.pop(tenant).bytes
-                    self.evicted += 1
-
-    def stats(self) -> dict[str, int]:
-        """What the process holds for its tenants: ``tenants``, ``node_cache_rows``,
-        ``node_cache_bytes`` (approximate, :func:`pathweave.graph.node_cache.row_bytes`), the
-        topologies' ``topology_bytes`` (approximate, :attr:`Topology.bytes`), ``evicted``
-        (over the bounds so far), ``passages`` and ``entities`` (ids interned so far)."""
-        with self._lock:
-            topologies = list(self._topologies.values())
-        return {"tenants": len(topologies), "node_cache_rows": sum(len(t.nodes) for t in topologies),
-                "node_cache_bytes": sum(t.nodes.bytes for t in topologies),
-                "topology_bytes": sum(t.bytes for t in topologies), "evicted": self.evicted,
-                "passages": sum(len(t.passage_ids) for t in topologies),
-                "entities": sum(len(t.entity_ids) for t in topologies)}
-
-    def __len__(self) -> int:
-        return len(self._topologies)

@@ -140,14 +140,21 @@ def visible_view(view: TopologyView, access: Access) -> TopologyView:
         return restricted
 
 
+def _nothing(ids: list[str]) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Acceptor:
     """Which of an index's hits a restricted caller may see: ``accepts(id)``, and ``share``,
     the readable fraction of the tenant's alive passages (a search asks for about ``k /
-    share`` places at once instead of widening)."""
+    share`` places at once instead of widening). ``prepare(ids)``: called with a round's
+    ids before they are asked (a frontier reads them first,
+    :meth:`pathweave.graph.frontier.Frontier.acceptors`)."""
 
     accepts: Callable[[str], bool]
     share: float
+    prepare: Callable[[list[str]], None] = _nothing
 
 
 def acceptors(view: TopologyView, access: Access) -> dict[str, Acceptor] | None:

@@ -22,6 +22,7 @@ from pathweave.graph.ppr import Walk, min_max, personalized_pagerank, transition
 from pathweave.retrieval.proprag import weak_passage_seeds
 from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
 from pathweave.graph.topology import TopologyView
+from pathweave.graph.visibility import visible_view
 
 TOP_FACTS = 5
 TOP_ENTITIES = 5
@@ -106,7 +107,10 @@ def hipporag2(view: TopologyView, graph: HippoGraph, facts: list[tuple[str, floa
 
 class HippoRAG2Mode(RankingMode):
     """Retrieval mode ``hipporag2`` (spec §2, baseline): fact and passage vector searches,
-    then :func:`hipporag2` on the topology (its walk built once per graph version)."""
+    then :func:`hipporag2` on the topology (its walk built once per graph version). Its
+    power iteration needs the tenant's whole graph: where the process holds frontiers, the
+    whole topology is read for it, and refused above ``query.whole_max_passages``
+    (:meth:`~pathweave.retrieval.resources.QueryResources.topology`)."""
 
     name = "hipporag2"
 
@@ -116,6 +120,8 @@ class HippoRAG2Mode(RankingMode):
 
     def rank(self, frame: QueryFrame) -> Ranking:
         view = frame.view
+        if frame.frontier is not None:
+            view = visible_view(frame.resources.topology(view.version, whole=True).view(), frame.access)
         seeds = weak_passage_seeds(view, frame.found["passages"], PASSAGE_SEED)
         frame.clock("seeds")
         graph = view.extras.get("hipporag2") or view.keep("hipporag2", build_hippo_graph(view))
@@ -123,4 +129,4 @@ class HippoRAG2Mode(RankingMode):
         candidates = np.flatnonzero(view.alive & (ranked > 0))
         order = candidates[np.argsort(-ranked[candidates], kind="stable")][:frame.depth]
         frame.clock("ppr")
-        return Ranking([view.passage_ids[i] for i in order], ranked[order].tolist())
+        return Ranking([view.passage_ids[i] for i in order], ranked[order].tolist(), view=view)

@@ -26,6 +26,7 @@ from pathweave.retrieval.lexical import rrf
 from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
 from pathweave.settings import RetrievalSettings
 from pathweave.graph.subgraph import NodeReader, Subgraph, build_subgraph
+from pathweave.graph.frontier import Frontier
 from pathweave.graph.topology import TopologyView
 from pathweave.graph.visibility import acceptors
 
@@ -57,6 +58,7 @@ class PropRAGOutput:
     seeds: dict[int, float]
     subgraph: Subgraph
     timings: dict[str, float] = field(default_factory=dict)
+    view: TopologyView | None = None  # the view ranked on (a frontier's, grown by stage 1)
 
 
 def _top_entities(paths: list[Path], subgraph: Subgraph, query: np.ndarray, limit: int) -> dict[int, float]:
@@ -99,17 +101,12 @@ def weak_passage_seeds(view: TopologyView, hits: list[tuple[str, float]],
     return np.asarray([index[i] for i in keep], dtype=np.int64), weight * values
 
 
-def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: RetrievalSettings,
-           in_database: Callable[[np.ndarray, float], np.ndarray | None] | None = None) -> np.ndarray:
-    """Stage-1 passage scores ``(P,)`` (spec §1 stage 1) on the topology ``view``.
-
-    Steps 1-2: the top ``stage1_paths`` of the ``stage1_props`` nearest propositions seed
-    their entities (sum of scores; top ``seed_entities`` get 1.0). Step 3: the top passages
-    get ``passage_seed_weight`` x their normalized cosine. Step 4: PPR with
-    ``damping_stage1``: ``in_database(reset, damping)`` when given and it answers (Neo4j
-    GDS, ``params.stage1_ppr == "gds"``), else ``power`` (power iteration, tol 1e-6) when
-    asked, else ``push`` (local push, error below ``ppr_epsilon`` x degree per node).
-    """
+def stage1_reset(query_seeds: Stage1Seeds, view: TopologyView, params: RetrievalSettings) -> np.ndarray:
+    """The stage-1 PPR seeds ``(E + P,)`` on ``view`` (spec §1 stage 1, steps 1-3): the top
+    ``stage1_paths`` of the ``stage1_props`` nearest propositions seed their entities (sum of
+    scores; the top ``seed_entities`` get 1.0), as do the entities the question names; the
+    top passages get ``passage_seed_weight`` x their normalized cosine, or 1.0 when nothing
+    else seeds. All zeros when nothing does."""
     n_e, n_p = view.n_entities, view.n_passages
     kept = query_seeds.props[: params.stage1_paths]
     props = [(view.prop_index.get(pid, -1), cos) for pid, cos in kept]
@@ -125,10 +122,23 @@ def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: RetrievalSettin
     reset[[e for e in named if 0 <= e < n_e]] = 1.0  # entities the question names join the seeds
     passages, weights = weak_passage_seeds(view, query_seeds.passages, params.passage_seed_weight)
     reset[n_e + passages] = weights
-    if reset.sum() <= 0:
-        if not len(passages):
-            return np.zeros(n_p)
+    if reset.sum() <= 0 and len(passages):
         reset[n_e + passages] = 1.0
+    return reset
+
+
+def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: RetrievalSettings,
+           in_database: Callable[[np.ndarray, float], np.ndarray | None] | None = None) -> np.ndarray:
+    """Stage-1 passage scores ``(P,)`` (spec §1 stage 1) on the topology ``view``: PPR with
+    ``damping_stage1`` from :func:`stage1_reset`'s seeds: ``in_database(reset, damping)``
+    when given and it answers (Neo4j GDS, ``params.stage1_ppr == "gds"``), else ``power``
+    (power iteration, tol 1e-6) when asked, else ``push`` (local push, error below
+    ``ppr_epsilon`` x degree per node).
+    """
+    n_e, n_p = view.n_entities, view.n_passages
+    reset = stage1_reset(query_seeds, view, params)
+    if reset.sum() <= 0:
+        return np.zeros(n_p)
     scores = in_database(reset, params.damping_stage1) if in_database else None
     if scores is not None:
         return scores
@@ -138,15 +148,38 @@ def stage1(query_seeds: Stage1Seeds, view: TopologyView, params: RetrievalSettin
     return push_pagerank(view.adjacency, view.degree, reset, params.damping_stage1, params.ppr_epsilon)[n_e:]
 
 
+def frontier_stage1(query_seeds: Stage1Seeds, frontier: Frontier,
+                    params: RetrievalSettings) -> tuple[TopologyView, np.ndarray]:
+    """Stage 1 on a query's frontier (:mod:`pathweave.graph.frontier`): the seeds' passages
+    read (those stating the top propositions, the passage hits), :func:`stage1_reset`'s
+    seeds, and the push from them reading the rows it reaches (at most
+    ``frontier_passages`` passages, error below ``ppr_epsilon`` x degree where that is not
+    spent): the frontier's last view and its passages' ``(P,)`` scores."""
+    frontier.read_propositions([pid for pid, _ in query_seeds.props[: params.stage1_paths]])
+    frontier.read_passages(pid for pid, _ in query_seeds.passages)
+    view = frontier.view()
+    reset = stage1_reset(query_seeds, view, params)
+    n_e = view.n_entities
+    entities, passages = np.flatnonzero(reset[:n_e]), np.flatnonzero(reset[n_e:])
+    return frontier.pagerank(entities, reset[entities], passages, reset[n_e + passages], params.damping_stage1,
+                             params.ppr_epsilon)
+
+
 def proprag(
     query: np.ndarray, query_seeds: Stage1Seeds, view: TopologyView, reader: NodeReader | None,
     params: RetrievalSettings, encode: Callable[[list[str]], np.ndarray],
     clock: Callable[[str], None] = lambda _: None,
     in_database: Callable[[np.ndarray, float], np.ndarray | None] | None = None,
+    frontier: Frontier | None = None,
 ) -> PropRAGOutput:
     """Both stages for an L2-normalized ``(d,)`` query vector; ``clock(stage)`` marks timings
-    (stage1, fetch, beam, stage2). ``reader`` reads G_sub's texts and embeddings."""
-    first = stage1(query_seeds, view, params, in_database)
+    (stage1, fetch, beam, stage2). ``reader`` reads G_sub's texts and embeddings. With a
+    ``frontier``, stage 1 is :func:`frontier_stage1` and the rest runs on the view it grew
+    (``PropRAGOutput.view``)."""
+    if frontier is not None:
+        view, first = frontier_stage1(query_seeds, frontier, params)
+    else:
+        first = stage1(query_seeds, view, params, in_database)
     candidates = np.flatnonzero(view.alive & (first > 0))
     stage1_order = candidates[np.argsort(-first[candidates], kind="stable")]
     clock("stage1")
@@ -181,7 +214,8 @@ def proprag(
     subgraph.ensure_entities(np.unique(np.concatenate(
         [subgraph.prop_entities[list(p.props)].indices for p in paths] or [np.zeros(0, np.int64)])))
     vias = [[None] + [graph.via(a, b) for a, b in zip(p.props, p.props[1:])] for p in paths]
-    return PropRAGOutput(order=order, scores=final, paths=paths, vias=vias, seeds=combined, subgraph=subgraph)
+    return PropRAGOutput(order=order, scores=final, paths=paths, vias=vias, seeds=combined, subgraph=subgraph,
+                         view=view)
 
 
 def in_database_ppr(store, stage1_ppr: str, view: TopologyView, ppr_timings: dict[str, float]):
@@ -260,18 +294,22 @@ class PropRAGMode(RankingMode):
         seeds = Stage1Seeds(frame.found["props"], passages, frame.found.get("entities_text", []))
         if resources.settings.apr.proprag_question_runs:
             known = dict(seeds.passages)
-            readable = acceptors(view, frame.access)
-            for pid, cos in earlier_question_passages(resources.store, frame.vector):
+            readable = frame.frontier.acceptors() if frame.frontier is not None else acceptors(view, frame.access)
+            earlier = earlier_question_passages(resources.store, frame.vector)
+            if readable is not None:
+                readable["Passage"].prepare([pid for pid, _ in earlier])
+            for pid, cos in earlier:
                 if readable is not None and not readable["Passage"].accepts(pid):
                     continue
                 known[pid] = max(known.get(pid, cos), cos)
             seeds.passages = sorted(known.items(), key=lambda item: -item[1])
         frame.clock("seeds")
         # GDS runs on the tenant's whole projection: a restricted caller's stage 1 runs here
-        in_database = None if frame.access.restricted else \
+        in_database = None if frame.access.restricted or frame.frontier is not None else \
             in_database_ppr(resources.store, params.stage1_ppr, view, frame.ppr_timings)
         out = proprag(frame.vector, seeds, view, frame.reader, params, resources.embedder.encode, frame.clock,
-                      in_database)
+                      in_database, frame.frontier)
+        view = out.view
         subgraph = out.subgraph
         top = out.order[:frame.depth]
         paths = [
@@ -285,4 +323,5 @@ class PropRAGMode(RankingMode):
             SeedEntity(entity_id=subgraph.entity_ids[e], name=subgraph.entity_names[e], weight=round(w, 6))
             for e, w in sorted(out.seeds.items(), key=lambda item: -item[1])
         ]
-        return Ranking([view.passage_ids[i] for i in top], out.scores[top].tolist(), subgraph, paths, seed_entities)
+        return Ranking([view.passage_ids[i] for i in top], out.scores[top].tolist(), subgraph, paths, seed_entities,
+                       view)

@@ -1,6 +1,6 @@
 """What every retrieval mode works with (:class:`QueryResources`): the store, the query
 embedder, the settings, the tenant's topology (through the process's bounded
-:class:`~pathweave.graph.topology.TopologyCache`) and node reader, the vector searches, the
+:class:`~pathweave.graph.topology_cache.TopologyCache`) and node reader, the vector searches, the
 ranked passages' one read, the reasoning-record writer and the LLM client. A mode
 (:mod:`pathweave.retrieval.strategy`) gets these and nothing of the dispatcher
 (:class:`~pathweave.query.retriever.Retriever`, which holds these and dispatches).
@@ -18,7 +18,7 @@ from pathweave.store.backends import fulltext_search, vector_search, versioned_v
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.records.citations import format_citation, passage_citations
 from pathweave.embedding.embedders import Embedder
-from pathweave.errors import LLMUnavailable
+from pathweave.errors import LLMUnavailable, NotApplicable
 from pathweave.model import PassageHit, QueryResult
 from pathweave.records.reasoning import RecordWriter
 from pathweave.retrieval.lexical import complete_ties, lucene_query
@@ -27,7 +27,9 @@ from pathweave.settings import PruneRAGSettings, Settings
 from pathweave.store.graph_store import GraphStore
 from pathweave.telemetry import current_trace_id
 from pathweave.graph.subgraph import NodeReader
-from pathweave.graph.topology import Topology, TopologyCache, TopologyView
+from pathweave.graph.frontier import Frontier, FrontierTopology
+from pathweave.graph.topology import Topology, TopologyView
+from pathweave.graph.topology_cache import TopologyCache
 
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
@@ -67,8 +69,7 @@ class QueryResources:
         self.embedder = embedder
         self.settings = settings
         if cache is None:  # not ``cache or``: an empty cache is falsy (it has a length)
-            cache = TopologyCache(settings.query.topology_max_tenants, settings.query.topology_idle_s,
-                                  settings.query.node_cache_entries, settings.query.topology_max_mb << 20)
+            cache = TopologyCache.of(settings.query)
         self.cache = cache
         self.records = RecordWriter(store)
         self._embedder_checked: int | None = None  # the graph version whose embedder record was checked
@@ -102,10 +103,28 @@ class QueryResources:
         check it against the version they read."""
         return self.cache.held_version(self.store.tenant)
 
-    def topology(self, version: int | None = None) -> Topology:
+    def topology(self, version: int | None = None, whole: bool = False) -> Topology:
         """The tenant's topology at the store's current graph version (``version``: as this
-        query's vector searches read it, :meth:`nearest`; None: read it)."""
-        return self.cache.get(self.store, version)
+        query's vector searches read it, :meth:`nearest`; None: read it): its frontier
+        (setting ``query.topology``) unless ``whole`` is asked. A whole topology of a tenant
+        over ``query.whole_max_passages`` passages is refused (:class:`~pathweave.errors.NotApplicable`)
+        when the process otherwise holds frontiers: reading it would cost the corpus, not the query."""
+        if whole and self.cache.frontier_bytes is not None:
+            limit = self.settings.query.whole_max_passages
+            size = self.store.run("tenant_passage_count", limit=limit + 1)[0]["n"]
+            if size > limit:
+                raise NotApplicable(f"this mode needs the tenant's whole graph, and the tenant holds more than "
+                                    f"query.whole_max_passages = {limit} passages: use proprag or dense, or raise "
+                                    f"the setting")
+        return self.cache.get(self.store, version, whole)
+
+    def frontier(self, topology: Topology, access: Access = UNRESTRICTED) -> Frontier | None:
+        """One query's :class:`~pathweave.graph.frontier.Frontier` on ``topology`` for
+        ``access`` (its push reads at most ``retrieval.frontier_passages`` passages); None
+        for a whole topology."""
+        if not isinstance(topology, FrontierTopology):
+            return None
+        return Frontier(topology, self.store, access, self.settings.retrieval.frontier_passages)
 
     def reader(self, topology: Topology) -> NodeReader:
         """Reads this tenant's node rows through the topology's bounded node cache."""
@@ -159,7 +178,9 @@ class QueryResources:
         texts = reader.passage_texts(ids)
         if access.restricted:
             shared = None if view is None else view.extras.get("shared_passages")
-            asked = set(ids) if shared is None else {pid for pid in ids if view.passage_index.get(pid, -1) in shared}
+            # a passage the view does not hold (a frontier's) is asked too: how many documents hold it is unknown
+            asked = set(ids) if shared is None else {pid for pid in ids if view.passage_index.get(pid, -1) in shared
+                                                     or view.passage_index.get(pid, view.n_passages) >= view.n_passages}
             cited = {pid: None for pid in ids if pid not in asked}
             cited.update(passage_citations(self.store, sorted(asked), access))
             meta = {pid: (title, doc_id if cited[pid] is None else cited[pid]["doc_id"], vec)

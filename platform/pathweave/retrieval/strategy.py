@@ -25,6 +25,7 @@ from pathweave.retrieval.context_codes import read_session_lines
 from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.stopwatch import Stopwatch
 from pathweave.graph.subgraph import NodeReader, Subgraph, build_subgraph
+from pathweave.graph.frontier import Frontier
 from pathweave.graph.topology import TopologyView
 from pathweave.graph.visibility import acceptors, visible_view
 
@@ -98,6 +99,7 @@ class Ranking:
     subgraph: Subgraph | None = None
     paths: list[ReasoningPath] = field(default_factory=list)
     seeds: list[SeedEntity] = field(default_factory=list)
+    view: TopologyView | None = None  # the view it ranked on, when not the frame's (a frontier grown by the push)
 
 
 @dataclass
@@ -119,6 +121,7 @@ class QueryFrame:
     ppr_timings: dict[str, float] = field(default_factory=dict)
     found: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     access: Access = UNRESTRICTED  # what the caller may read; ``view`` is already restricted to it
+    frontier: Frontier | None = None  # the query's frontier, when the process holds frontiers
 
 
 class RankingMode(RetrievalMode):
@@ -170,28 +173,35 @@ class RankingMode(RetrievalMode):
         if access.restricted:  # the readable part first: the searches keep only its hits
             topology = resources.topology(resources.held_version())  # the held one: no read
             applied = topology.version  # (a view is rebuilt only for a change of its graph: its own may be older)
-            view = visible_view(topology.view(), access)
+            frontier, accept = _readable(resources, topology, access)
             clock("topology")
             found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
-                                               accept=acceptors(view, access))
+                                               accept=accept)
             if version is None:  # the searches read no version: ask for it
                 version = resources.store.graph_version()
             if version > applied:  # the graph changed since the held topology: again on the new one
                 topology = resources.topology(version)
-                view = visible_view(topology.view(), access)
+                frontier, accept = _readable(resources, topology, access)
                 found, _ = resources.nearest(self.searches(resources, depth), vector, lexical, request.question,
-                                             accept=acceptors(view, access))
+                                             accept=accept)
+            view = frontier.view() if frontier is not None else visible_view(topology.view(), access)
             clock("search")
         else:
             found, version = resources.nearest(self.searches(resources, depth), vector, lexical, request.question)
             clock("search")
             topology = resources.topology(version)  # at least the version the searches saw
+            frontier = resources.frontier(topology)
             view = topology.view()  # built here on the first query after a change
             clock("topology")
         reader = resources.reader(topology)
         frame = QueryFrame(resources, request, view, reader, vector, uuid.uuid4().hex, depth, clock, found=found,
-                           access=access)
+                           access=access, frontier=frontier)
         ranking = self.rank(frame)
+        if ranking.view is not None:
+            view = ranking.view
+        if frontier is not None and budget is not None and ranking.subgraph is None:
+            frontier.read_passages(ranking.ids)  # G_sub of the ranked passages is sliced from what is held
+            view = frontier.view()
         result = QueryResult(query_id=frame.query_id, question=request.question, mode=self.name,
                              graph_version=view.version, paths=ranking.paths, seeds=ranking.seeds,
                              passages=resources.passage_hits(reader, ranking.ids, ranking.scores, access, view))
@@ -216,6 +226,16 @@ class RankingMode(RetrievalMode):
         result.timings_ms.update(frame.ppr_timings)
         return Retrieval(result, subgraph, vector)
 
+
+
+def _readable(resources: QueryResources, topology, access: Access):
+    """``(frontier, acceptors)`` of a restricted caller on ``topology``: its frontier (None
+    for a whole topology) and the acceptors its searches keep hits with (a frontier's read
+    the hits first)."""
+    frontier = resources.frontier(topology, access)
+    if frontier is not None:
+        return frontier, frontier.acceptors()
+    return None, acceptors(visible_view(topology.view(), access), access)
 
 
 RERUNS = 3

@@ -133,12 +133,15 @@ class Backend(Protocol):
 
 class Acceptor(Protocol):
     """Which of an index's hits a search keeps (a restricted caller's readable nodes,
-    :func:`pathweave.graph.visibility.acceptors`): ``accepts(id)``, and ``share`` in (0, 1],
-    about the fraction of the tenant's nodes it accepts."""
+    :func:`pathweave.graph.visibility.acceptors`): ``accepts(id)``, ``share`` in (0, 1],
+    about the fraction of the tenant's nodes it accepts, and ``prepare(ids)``, called with a
+    round's candidate ids before any is asked."""
 
     share: float
 
     def accepts(self, node_id: str) -> bool: ...
+
+    def prepare(self, ids: list[str]) -> None: ...
 
 
 MIN_FIRST_SHARE = 0.05
@@ -268,9 +271,25 @@ def exact_search(store: GraphStore, label: str, prop: str, vector: list[float], 
     if int(row["size"]) > bound:
         return None
     to_cosine = cosine_of if store.backend.similarity_normalized else float
-    hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"])
-                   if s is not None and (accept is None or accept.accepts(i))), key=lambda hit: -hit[1])
-    return hits[:k], row
+    hits = sorted(((i, to_cosine(s)) for i, s in zip(row["ids"], row["scores"]) if s is not None),
+                  key=lambda hit: -hit[1])
+    return accepted(hits, k, accept)[:k], row
+
+
+def accepted(hits: list[tuple[str, float]], k: int, accept: Acceptor | None) -> list[tuple[str, float]]:
+    """The ``hits`` (in order) that ``accept`` accepts, prepared (``accept.prepare``) a chunk
+    at a time, best first, until ``k`` are kept: the rest is neither prepared nor kept."""
+    if accept is None:
+        return hits
+    kept: list[tuple[str, float]] = []
+    step = max(2 * k, 64)
+    for start in range(0, len(hits), step):
+        chunk = hits[start:start + step]
+        accept.prepare([i for i, _ in chunk])
+        kept += [hit for hit in chunk if accept.accepts(hit[0])]
+        if len(kept) >= k:
+            break
+    return kept
 
 
 def _nearest(store: GraphStore, statement: str, label: str, vector: np.ndarray, k: int, max_k: int, prop: str,
@@ -325,8 +344,8 @@ def _widening(store: GraphStore, statement: str, k: int, max_k: int, score, exac
     asked, last = k if accept is None else min(max_k, first_ask(k, accept.share)), -1
     while True:
         rows = store.run(statement, k=asked, **params)
-        mine = [(row["id"], score(row["score"])) for row in rows
-                if row["tenant"] == store.tenant and (accept is None or accept.accepts(row["id"]))]
+        mine = accepted([(row["id"], score(row["score"])) for row in rows if row["tenant"] == store.tenant], k,
+                        accept)
         if not ask_wider(len(rows), len(mine), asked, k, last, max_k):
             mine.sort(key=lambda item: -item[1])
             return mine[:k], rows

@@ -1,0 +1,120 @@
+"""Stage 1 on a query's frontier (pathweave.graph.frontier), on the real store: the push over
+the rows it read equals the exact Personalized PageRank of the tenant's whole graph, with
+aliases and after ingests and deletions applied from the change log; a small row budget
+reads less than the tenant; a frontier over its memory cap starts again and answers the
+same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pathweave.graph.frontier import Frontier, FrontierTopology
+from pathweave.graph.topology import Topology
+from pathweave.retrieval.proprag import Stage1Seeds, frontier_stage1, stage1
+from pathweave.settings import RetrievalSettings
+from pathweave_ingest.jobs import delete_document
+from pathweave_ingest.loaders import SourceDocument, load_path
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXACT = RetrievalSettings(ppr_epsilon=1e-10)  # the push to 1e-10 x degree: the exact scores to 1e-8
+"""Power iteration stops at an L1 change of 1e-6, a coarser reference than this."""
+
+
+def _seeds(whole: Topology, n: int, offset: int = 0) -> Stage1Seeds:
+    """Stage-1 seeds of ``n`` propositions and ``n`` passages of ``whole``, as the indexes
+    would give them (decreasing cosines)."""
+    view = whole.view()
+    props = [view.prop_ids[r] for r in sorted(whole.prop_entities)][offset:offset + n]
+    passages = [view.passage_ids[p] for p in sorted(whole.passage_props)][offset:offset + n]
+    cosines = np.linspace(0.9, 0.5, n).tolist()
+    return Stage1Seeds(list(zip(props, cosines)), list(zip(passages, cosines)))
+
+
+def _by_id(view, scores: np.ndarray) -> dict[str, float]:
+    return {view.passage_ids[p]: float(scores[p]) for p in np.flatnonzero(view.alive)}
+
+
+def _same_scores(store, topology: FrontierTopology, seeds: Stage1Seeds, budget: int = 100_000) -> Frontier:
+    """The frontier's stage 1 against the exact one on a whole topology read now."""
+    whole = Topology(store.tenant)
+    whole.refresh(store)
+    exact = _by_id(whole.view(), stage1(seeds, whole.view(), EXACT))
+    frontier = Frontier(topology, store, budget=budget)
+    view, scores = frontier_stage1(seeds, frontier, EXACT)
+    found = _by_id(view, scores)
+    assert set(found) <= set(exact)
+    assert max(abs(found.get(pid, 0.0) - score) for pid, score in exact.items()) < 1e-8
+    top = sorted(exact, key=lambda pid: -exact[pid])[:5]
+    assert sorted(found, key=lambda pid: -found[pid])[:5] == top
+    return frontier
+
+
+@pytest.fixture()
+def ingested(pipeline, settings):
+    documents, errors = load_path(FIXTURES / "docs", settings.ingest.max_file_bytes)
+    pipeline.ingest(documents, errors)
+    whole = Topology(pipeline.store.tenant)
+    whole.refresh(pipeline.store)
+    return whole
+
+
+def test_the_push_on_the_frontier_equals_the_exact_ppr_of_the_whole_graph(store, ingested):
+    topology = FrontierTopology(store.tenant)
+    topology.refresh(store)
+    assert topology.view().n_passages == 0  # nothing read before a query asks
+    frontier = _same_scores(store, topology, _seeds(ingested, 3))
+    assert frontier.read > 0 and topology.complete
+    held = set(topology.passage_props)
+    _same_scores(store, topology, _seeds(ingested, 3))  # again: what is held is reused
+    assert set(topology.passage_props) == held
+
+
+def test_a_small_row_budget_reads_less_than_the_tenant(store, ingested):
+    topology = FrontierTopology(store.tenant)
+    topology.refresh(store)
+    frontier = Frontier(topology, store, budget=1)
+    view, scores = frontier_stage1(_seeds(ingested, 1), frontier, EXACT)
+    assert len(topology.passage_props) < len(ingested.passage_props)
+    assert (frontier.declined or frontier.read >= frontier.budget) and scores.sum() > 0  # stopped short, ranked
+
+
+def test_the_frontier_follows_ingests_deletions_and_aliases(pipeline, store, ingested, tmp_path):
+    topology = FrontierTopology(store.tenant)
+    topology.refresh(store)
+    _same_scores(store, topology, _seeds(ingested, 3))
+    extra = SourceDocument(str(tmp_path / "krakow.txt"), "Krakow",
+                           "Krakow was the capital of Poland before Warsaw. Marie Curie visited Krakow.")
+    pipeline.ingest([extra])
+    assert topology.refresh(store)
+    _same_scores(store, topology, _seeds(ingested, 3))
+    # an alias edge between two held entities: both groups change, the push follows
+    view = topology.view()
+    a, c = sorted(topology.complete)[:2]
+    store.run("alias_link", rows=[{"alias": view.entity_ids[a], "canonical": view.entity_ids[c], "score": 0.95,
+                                   "method": "knn"}])
+    store.record_change(aliases=[view.entity_ids[a]])
+    assert topology.refresh(store)
+    assert topology.aliases.get(a) == c and c not in topology.complete
+    _same_scores(store, topology, _seeds(ingested, 3))
+    assert delete_document(store, pipeline._doc_id(extra))["removed"]["passages"] >= 1
+    assert topology.refresh(store)
+    _same_scores(store, topology, _seeds(ingested, 3))
+
+
+def test_a_frontier_over_its_cap_starts_again_and_answers_the_same(store, ingested):
+    cap = ingested.bytes // 4  # a quarter of what the whole tenant takes
+    topology = FrontierTopology(store.tenant, max_bytes=cap)
+    topology.refresh(store)
+    trims = 0
+    for offset in range(6):
+        before = topology.bytes
+        frontier = _same_scores(store, topology, _seeds(ingested, 2, offset))
+        trims += before > cap
+        assert frontier.topology is topology
+    assert trims >= 1  # the cap was reached and held: each query started within it
+    assert topology.bytes <= ingested.bytes
