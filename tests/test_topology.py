@@ -295,7 +295,7 @@ def test_the_topology_cache_keeps_to_its_byte_bound_least_recently_used_first(ba
     """Three tenants' topologies under a bound that holds about two: asking for the third
     evicts the least recently used, never the one asked for; a bound below one topology
     keeps that one alone."""
-    from pathweave.graph.topology_cache import TopologyCache
+    from pathweave.graph.topology import TopologyCache
     from pathweave.store.graph_store import GraphStore
 
     stores = []

@@ -9,9 +9,11 @@ renamed, copy after copy), all through the normal ingestion pipeline. A second t
 At each step, with the large tenant at ``N`` passages (the last 1,000 of them ingested
 apart, timed: the ingestion rate at that size):
 
-- a new query process (an API replica restarted): its first query (the topology loaded
-  from the store), then, after warm-up queries, Recall@2/5 and p50/p95 of proprag, dense
-  and hipporag2 on the MuSiQue questions, its RSS and query caches;
+- a new query process (an API replica restarted): its first query (what it reads of the
+  tenant to answer it), its tenth, then, after warm-up queries, Recall@2/5 and p50/p95 of
+  proprag, dense and hipporag2 on the MuSiQue questions, its RSS and query caches, and the
+  exact reference (proprag with the exact PPR on the whole topology) with proprag's paired
+  difference to it;
 - the store server's RSS and the data folder's size on disk, the GDS projection's seconds;
 - freshness: one new document (the same at every step), its ingest seconds, the next
   query's ms and the document's rank (the document is removed again, so a kept store
@@ -41,12 +43,12 @@ from pathweave.settings import get_settings
 from pathweave.terminal import stdout_console
 from pathweave_bench.common import (default_data_dir, git_commit, machine_info, project_now, wait_for_idle_store,
                                     with_backend, write_results)
-from pathweave_bench.scale import FRESH_DOCUMENTS, QueryProcess, default_distractors, rss_mb
+from pathweave_bench.scale import EXACT, FRESH_DOCUMENTS, QueryProcess, default_distractors, rss_mb
 from pathweave_bench.synthetic import renamed_copies
 from pathweave_ingest.loaders import SourceDocument
 
 LARGE, SMALL = "scale", "small"
-MODES = ["proprag", "dense", "hipporag2"]
+MODES = ["proprag", "dense", "hipporag2", EXACT]
 TIMED_PASSAGES = 1000
 """Passages ingested apart at the end of each step, their rate the step's ingestion rate."""
 WARM_UP = 200
@@ -162,6 +164,7 @@ def measure_step(store, settings, questions: list[dict]) -> dict:
     queries = QueryProcess(settings, LARGE)  # an API replica started now: nothing loaded yet
     try:
         first = queries.call("first", questions[0]["question"])["first_query_ms"]
+        tenth = [queries.call("first", q["question"])["first_query_ms"] for q in questions[1:10]][-1]
         queries.call("warm_up", WARM_UP)
         served = queries.call("modes", questions, MODES)
         fresh = _freshness(store, settings, queries)
@@ -169,7 +172,7 @@ def measure_step(store, settings, questions: list[dict]) -> dict:
     finally:
         queries.close()
     pid = _store_pid(settings)
-    return {**served, "first_query_after_restart_ms": first, "fresh": fresh,
+    return {**served, "first_query_after_restart_ms": first, "tenth_query_after_restart_ms": tenth, "fresh": fresh,
             "store_rss_mb": rss_mb(pid) if pid else None, "store_disk_mb": store_disk_mb(settings),
             "gds_projection_s": projection_s, "waited_for_idle_store_s": waited,
             "small": _small_figures(settings, questions)}

@@ -36,7 +36,7 @@ from pathweave.settings import get_settings
 from pathweave.runtime import open_store
 from pathweave_bench.common import (default_data_dir, git_commit, machine_info, profile_table, project_now,
                                     publish_results, wait_for_idle_store, with_backend)
-from pathweave_bench.musique import evaluate
+from pathweave_bench.musique import evaluate, paired_difference
 from pathweave.terminal import stdout_console
 from pathweave_ingest.loaders import SourceDocument
 
@@ -68,6 +68,21 @@ def rss_mb(pid: int | None = None) -> float:
     return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
 
 
+EXACT = "proprag_exact"
+"""The reference row: proprag with the exact stage-1 PPR (power iteration) on the tenant's
+whole topology (:func:`exact_reference`)."""
+
+
+def exact_reference(retriever: Retriever) -> Retriever:
+    """A retriever of ``retriever``'s store whose proprag is the exact reference: stage 1 by
+    power iteration over the tenant's whole topology (``query.topology = whole``, a cache of
+    its own), what a frontier's bounded push is compared against."""
+    settings = retriever.settings
+    return Retriever(retriever.store, retriever.embedder, settings.model_copy(update={
+        "retrieval": settings.retrieval.model_copy(update={"stage1_ppr": "power"}),
+        "query": settings.query.model_copy(update={"topology": "whole"})}))
+
+
 def measure(retriever: Retriever, questions: list[dict], console: Console) -> dict:
     """Recall and latency of proprag (push and exact PPR) and dense on ``questions``."""
     proprag = evaluate(retriever, questions, "proprag", console)
@@ -75,10 +90,7 @@ def measure(retriever: Retriever, questions: list[dict], console: Console) -> di
     # what a query process holds to serve (before the exact-PPR reference below builds its
     # whole-graph walk matrix, which serving never does)
     serving_rss = rss_mb()
-    exact_params = retriever.settings.retrieval.model_copy(update={"stage1_ppr": "power"})
-    exact = Retriever(retriever.store, retriever.embedder,
-                      retriever.settings.model_copy(update={"retrieval": exact_params}), cache=retriever.resources.cache)
-    power = evaluate(exact, questions, "proprag", console)
+    power = evaluate(exact_reference(retriever), questions, "proprag", console)
     return {"recall_at_2": proprag["recall_at_2"], "recall_at_5": proprag["recall_at_5"],
             "dense_recall_at_2": dense["recall_at_2"], "dense_recall_at_5": dense["recall_at_5"],
             "exact_ppr_recall_at_2": power["recall_at_2"], "exact_ppr_recall_at_5": power["recall_at_5"],
@@ -124,16 +136,22 @@ def _first_query(retriever: Retriever, console: Console, question: str) -> dict:
 
 def _modes(retriever: Retriever, console: Console, questions: list[dict], modes: list[str]) -> dict:
     """:func:`~pathweave_bench.musique.evaluate` of each of ``modes`` (warm), without the
-    per-question lists; the process's RSS before hipporag2 (``query_rss_mb``: what serving
-    PropRAG and dense holds) and after all of them, and its query caches."""
-    figures, serving_rss = {}, None
+    per-question lists; :data:`EXACT` is the exact reference (:func:`exact_reference`), and
+    proprag's paired difference to it (``proprag.vs_exact``: mean and SE of R@2 and R@5)
+    when both ran. The process's RSS before hipporag2 or the reference (``query_rss_mb``:
+    what serving PropRAG and dense holds; both read the tenant's whole topology) and after
+    all of them, and its query caches (before the reference: the serving ones)."""
+    figures, results, serving_rss, caches = {}, {}, None, None
     for mode in modes:
-        if mode == "hipporag2":  # builds a whole-graph walk matrix PropRAG and dense never need
-            serving_rss = rss_mb()
-        result = evaluate(retriever, questions, mode, console)
-        figures[mode] = {key: result[key] for key in ("recall_at_2", "recall_at_5", "p50_ms", "p95_ms")}
+        if mode in ("hipporag2", EXACT) and serving_rss is None:
+            serving_rss, caches = rss_mb(), retriever.resources.cache.stats()
+        runner = exact_reference(retriever) if mode == EXACT else retriever
+        results[mode] = evaluate(runner, questions, "proprag" if mode == EXACT else mode, console)
+        figures[mode] = {key: results[mode][key] for key in ("recall_at_2", "recall_at_5", "p50_ms", "p95_ms")}
+    if EXACT in results and "proprag" in results:
+        figures["proprag"]["vs_exact"] = paired_difference(results["proprag"], results[EXACT])
     return {"modes": figures, "query_rss_mb": serving_rss or rss_mb(), "query_rss_all_modes_mb": rss_mb(),
-            "caches": retriever.resources.cache.stats()}
+            "caches": caches or retriever.resources.cache.stats()}
 
 
 _COMMANDS = {"measure": _refresh_and_measure, "fresh": _fresh_query, "first": _first_query, "modes": _modes,

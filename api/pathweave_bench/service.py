@@ -15,9 +15,11 @@ from pathlib import Path
 from pathweave.servers.processes import free_port, pid_alive, read_json
 from pathweave_bench.common import ChildProcesses, http_ready, wait_for
 
-APPROXIMATE_SLACK = 2
+APPROXIMATE_SLACK = 5
 """SYNONYM and ALIAS_OF edges (from the store's approximate vector index, and alias groups
-built on them) of a benchmark's graph may differ from its replay's by 1 % or this many edges."""
+built on them) of a benchmark's graph may differ from its replay's by 1 % or this many edges
+(a short soak's few dozen edges differed by 3 when its batches ran in another order; a long
+soak's thousands by 0.2 %: docs/benchmarks.md)."""
 
 
 class Service:

@@ -191,12 +191,12 @@ class QueryRuntime:
         return int(getattr(self.query_embedder, "dim", 384))
 
     def cache_stats(self) -> dict[str, int]:
-        """What the process's query caches hold (:meth:`pathweave.graph.topology_cache.TopologyCache.stats`;
+        """What the process's query caches hold (:meth:`pathweave.graph.topology.TopologyCache.stats`;
         zeros before the first query)."""
         with self._lock:
             cache = self._cache
         if cache is None:
-            from pathweave.graph.topology_cache import TopologyCache
+            from pathweave.graph.topology import TopologyCache
 
             return TopologyCache().stats()  # an empty cache's: every figure 0
         return cache.stats()
@@ -205,7 +205,7 @@ class QueryRuntime:
         """One :class:`~pathweave.query.retriever.Retriever` per tenant (one bounded
         topology cache for all of them)."""
         from pathweave.query.retriever import Retriever
-        from pathweave.graph.topology_cache import TopologyCache
+        from pathweave.graph.topology import TopologyCache
 
         with self._lock:
             store = self.store(tenant)

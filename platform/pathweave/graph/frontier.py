@@ -40,188 +40,16 @@ import numpy as np
 
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.graph.ppr import push
-from pathweave.graph.topology import FETCH_BATCH, Topology, TopologyView
+from pathweave.graph.topology import FrontierTopology, TopologyView, batched_read
 from pathweave.graph.visibility import Acceptor, acceptors, visible_view
 
 if TYPE_CHECKING:
     from pathweave.store.graph_store import GraphStore
 
 
-def _batched(store: GraphStore, statement: str, ids: list[str]) -> list[dict]:
-    rows: list[dict] = []
-    for start in range(0, len(ids), FETCH_BATCH):
-        rows += store.run(statement, ids=ids[start:start + FETCH_BATCH])
-    return rows
-
-
-class FrontierTopology(Topology):
-    """A tenant's topology holding only what queries' frontiers read (see the module's
-    text). ``complete``: the entities (indices) whose rows are whole; ``floors``: the passage
-    counts of entities a query declined to complete (over its budget), a lower bound of
-    their degree; ``max_bytes``: the cap beyond which :meth:`trim` empties it (None: none).
-    Reads go to the store outside the topology's lock; what they return is applied under it."""
-
-    def __init__(self, tenant: str, node_cache_entries: int = 50_000, max_bytes: int | None = None) -> None:
-        super().__init__(tenant, node_cache_entries)
-        self.max_bytes = max_bytes
-        self.complete: set[int] = set()
-        self.floors: dict[int, int] = {}
-        self.synonyms_read: set[int] = set()  # entities whose SYNONYM edges are held
-        self.passages_read = 0  # passages read from the store (all queries, since the last trim)
-
-    def fresh(self) -> FrontierTopology:
-        return FrontierTopology(self.tenant, self.nodes.max_entries, self.max_bytes)
-
-    def load(self, store: GraphStore) -> None:
-        """Nothing is read but the version: a frontier reads what its query needs."""
-        self.version = store.graph_version()
-
-    def trim(self) -> bool:
-        """Start again empty at the current version (the node cache kept) when over
-        ``max_bytes``; returns whether it did. Views already handed out stay valid."""
-        with self._lock:
-            if self.max_bytes is None or self.bytes <= self.max_bytes:
-                return False
-            fresh = self.fresh()
-            fresh.version, fresh.nodes = self.version, self.nodes
-            self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("_lock", "on_built")})
-            return True
-
-    def bounds(self, n_entities: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """The complete entities below ``n_entities`` (indices) and the floors of the others
-        ``(indices, passage counts)``, read under the lock (a concurrent query may add)."""
-        with self._lock:
-            held = np.fromiter((e for e in self.complete if e < n_entities), dtype=np.int64)
-            floors = [(e, c) for e, c in self.floors.items() if e < n_entities]
-        ends = np.asarray(floors, dtype=np.int64).reshape(-1, 2)
-        return held, (ends[:, 0], ends[:, 1].astype(np.float64))
-
-    # ---- what the change log changes, restricted to what is held -----------------------
-    def _loaded(self, passage_id: str) -> bool:
-        return self.passage_index.get(passage_id, -1) in self.passage_props
-
-    def apply_added(self, store: GraphStore, passage_ids: list[str]) -> None:
-        """Take in the added passages that mention a complete entity (they belong to its row);
-        of those already held (another document holds them now), the access is read again."""
-        with self._lock:
-            held = [p for p in passage_ids if self._loaded(p)]
-        if held:
-            super()._read_access(store, held)
-        if not self.complete or not passage_ids:
-            return
-        wanted = set()
-        for row in _batched(store, "topology_passage_propositions", passage_ids):
-            entities = [self.entity_index.get(e, -1) for e in row["entities"] or []]
-            if any(self.aliases.get(e, e) in self.complete for e in entities if e >= 0):
-                wanted.add(row["passage_id"])
-        self.read_passages(store, [p for p in passage_ids if p in wanted])
-
-    def set_synonyms(self, entity_ids: list[str], rows: list[dict]) -> None:
-        """The SYNONYM edges of the held entities among ``entity_ids`` (others are read when a
-        frontier reaches them)."""
-        known = [e for e in entity_ids if e in self.entity_index]
-        rows = [r for r in rows if r["src"] in self.entity_index or r["dst"] in self.entity_index]
-        if known or rows:
-            super().set_synonyms(known, rows)
-
-    def set_aliases(self, entity_ids: list[str], rows: list[dict]) -> None:
-        """The alias edges of the held entities; a group whose members changed is no longer
-        complete (its new member's passages are not read yet)."""
-        rows = [r for r in rows if r["alias"] in self.entity_index or r["canonical"] in self.entity_index]
-        known = [e for e in entity_ids if e in self.entity_index]
-        if not known and not rows:
-            return
-        before = {self.entity_index[e]: self.aliases.get(self.entity_index[e]) for e in known}
-        super().set_aliases(known, rows)
-        for e, old in before.items():
-            new = self.aliases.get(e)
-            if new != old:  # the groups of both canonicals changed
-                self.complete -= {e, old, new}
-        for row in rows:  # an alias not listed (held as a canonical's member) moves too
-            a = self.entity_index[row["alias"]]
-            if a not in before:
-                self.complete -= {self.aliases.get(a), a}
-
-    def remove_entities(self, entity_ids: list[str]) -> None:
-        gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
-        self.complete -= gone
-        self.synonyms_read -= gone
-        super().remove_entities(entity_ids)
-
-    def _read_access(self, store: GraphStore, passage_ids: list[str]) -> None:
-        super()._read_access(store, [p for p in passage_ids if self._loaded(p)])
-
-    # ---- reading what a frontier asks for --------------------------------------------
-    def read_passages(self, store: GraphStore, passage_ids: Iterable[str]) -> int:
-        """Read the passages of ``passage_ids`` not held yet (their propositions, entities,
-        triples and access), with the SYNONYM and alias edges of the entities they bring;
-        returns how many were read."""
-        with self._lock:
-            new = [p for p in dict.fromkeys(passage_ids) if not self._loaded(p)]
-        if not new:
-            return 0
-        for start in range(0, len(new), FETCH_BATCH):
-            chunk = new[start:start + FETCH_BATCH]
-            access = store.run("topology_passage_access", ids=chunk)  # first: no passage without its access
-            props = store.run("topology_passage_propositions", ids=chunk)
-            triples = store.run("topology_passage_triples", ids=chunk)
-            with self._lock:
-                self.add_passages(props, triples, chunk)
-                self.set_access(chunk, access)
-        with self._lock:
-            self.passages_read += len(new)
-            entities = {e for p in new for r in self.passage_props.get(self.passage_index[p], ())
-                        for e in self.prop_entities.get(int(r), ()).tolist()}
-            entities = [self.entity_ids[e] for e in sorted(entities - self.synonyms_read)]
-        self._read_entity_edges(store, entities)
-        return len(new)
-
-    def _read_entity_edges(self, store: GraphStore, entity_ids: list[str]) -> None:
-        """The SYNONYM edges of ``entity_ids`` and the alias edges of them and of the
-        entities those edges name first."""
-        if not entity_ids:
-            return
-        synonyms = _batched(store, "topology_entity_synonyms", entity_ids)
-        named = sorted({r[end] for r in synonyms for end in ("src", "dst")} | set(entity_ids))
-        aliases = _batched(store, "topology_entity_aliases", named)
-        with self._lock:
-            self._entities(named)  # held: their edges apply
-            super().set_synonyms(entity_ids, synonyms)
-            self.synonyms_read.update(self.entity_index[e] for e in entity_ids)
-            self.set_aliases(named, aliases)
-
-    def complete_entities(self, store: GraphStore, entity_ids: list[str], budget: int) -> tuple[set[str], set[str]]:
-        """Make the entities of ``entity_ids`` complete, in order, while the passages to read
-        stay within ``budget``: ``(completed, declined)`` ids. A declined entity's passage
-        count is kept as its degree's floor (:attr:`floors`); an entity the store no longer
-        has is declined."""
-        rows = {row["id"]: row for row in _batched(store, "frontier_entity_passages", entity_ids)}
-        taken: list[dict] = []
-        wanted: list[str] = []
-        declined: set[str] = set()
-        with self._lock:
-            for eid in entity_ids:
-                row = rows.get(eid)
-                missing = [] if row is None else [p for p in row["passages"] if not self._loaded(p)]
-                if row is None or (len(wanted) + len(missing) > budget and missing):
-                    declined.add(eid)
-                    if row is not None:
-                        self.floors[self._intern(self.entity_index, self.entity_ids, eid)] = len(row["passages"])
-                    continue
-                taken.append(row)
-                wanted += missing
-        self.read_passages(store, wanted)
-        members = sorted({m for row in taken for m in row["members"]})
-        with self._lock:
-            unread = [m for m in members if self.entity_index.get(m, -1) not in self.synonyms_read]
-        self._read_entity_edges(store, unread)
-        aliases = _batched(store, "topology_entity_aliases", members)
-        with self._lock:
-            self.set_aliases(members, aliases)
-            for row in taken:  # after the alias edges: their change would make the group incomplete again
-                for eid in (row["id"], row["canonical"]):
-                    self.complete.add(self._intern(self.entity_index, self.entity_ids, eid))
-        return {row["id"] for row in taken}, declined
+MAX_ROUNDS = 64
+"""The most rounds of reads one push takes (each reads every row over the threshold at once,
+so a push needs about as many as its paths have steps)."""
 
 
 class Frontier:
@@ -250,22 +78,28 @@ class Frontier:
         self.topology.read_passages(self.store, passage_ids)
 
     def read_propositions(self, prop_ids: list[str]) -> None:
-        """Hold the passages stating the propositions of ``prop_ids``."""
-        self.read_passages(r["passage_id"] for r in _batched(self.store, "frontier_proposition_passages",
-                                                               list(prop_ids)))
+        """Hold the passages stating the propositions of ``prop_ids`` (a proposition a held
+        passage states is held already: no read)."""
+        topology = self.topology
+        with topology._lock:
+            unheld = [r for r in prop_ids if topology.prop_index.get(r, -1) not in topology.prop_entities]
+        if unheld:
+            self.read_passages([r["passage_id"] for r in batched_read(self.store, "frontier_proposition_passages",
+                                                                       unheld)])
 
     def read_triples(self, triple_ids: list[str]) -> None:
         """Hold the passages asserting the triples of ``triple_ids``."""
-        self.read_passages(r["passage_id"] for r in _batched(self.store, "frontier_triple_passages",
-                                                               list(triple_ids)))
+        self.read_passages([r["passage_id"] for r in batched_read(self.store, "frontier_triple_passages",
+                                                                   list(triple_ids))])
 
-    def complete(self, entity_ids: list[str]) -> None:
-        """Make the entities of ``entity_ids`` complete within what is left of the budget."""
-        left = max(0, self.budget - self.read)
-        before = self.topology.passages_read
-        _, declined = self.topology.complete_entities(self.store, list(entity_ids), left)
-        self.read += max(0, self.topology.passages_read - before)
+    def complete(self, entity_ids: list[str]) -> int:
+        """Make the entities of ``entity_ids`` complete within what is left of the budget;
+        returns how many were made complete or declined."""
+        completed, declined, read = self.topology.complete_entities(self.store, list(entity_ids),
+                                                                    max(0, self.budget - self.read))
+        self.read += read
         self.declined |= declined
+        return len(completed) + len(declined)
 
     def pagerank(self, entities: np.ndarray, entity_weights: np.ndarray, passages: np.ndarray,
                  passage_weights: np.ndarray, damping: float, epsilon: float) -> tuple[TopologyView, np.ndarray]:
@@ -274,7 +108,8 @@ class Frontier:
         view and its passages' ``(P,)`` scores. Rounds: push the whole rows; read the rows of
         the incomplete entities over the threshold (``epsilon x`` their degree, or their
         floor when larger), most residual per degree first; again, until none is left, the
-        budget is spent or nothing more could be read."""
+        budget is spent or nothing more could be read (or after :data:`MAX_ROUNDS`)."""
+        rounds = 0
         while True:
             view = self.view()
             n_e, n_p = view.n_entities, view.n_passages
@@ -293,14 +128,13 @@ class Frontier:
             need = residual / np.maximum(floor, 1.0)
             blocked = np.flatnonzero(~pushable & (need > epsilon))
             ids = [view.entity_ids[i] for i in blocked[np.argsort(-need[blocked], kind="stable")]]
-            ids = [i for i in ids if i not in self.declined]
+            ids = [i for i in ids if i not in self.declined]  # and none larger than a query may read:
+            ids = [i for i in ids if self.topology.floors.get(view.entity_index[i], 0) <= self.budget]
             if not ids or self.read >= self.budget:
                 return view, estimate[n_e:]
-            completed = len(self.topology.complete)
-            declined = len(self.declined)
-            self.complete(ids)
-            if len(self.topology.complete) == completed and len(self.declined) == declined:
+            if not self.complete(ids) or rounds >= MAX_ROUNDS:
                 return view, estimate[n_e:]  # nothing more could be read
+            rounds += 1
 
     def acceptors(self) -> dict[str, Acceptor] | None:
         """A restricted caller's acceptors (:func:`pathweave.graph.visibility.acceptors`) on

@@ -29,10 +29,13 @@ graph is the last one shifted (passages after the new entities) plus the change,
 re-stacked from scratch (keeping the SYNONYM edges as arrays and not re-stacking made a
 one-passage change markedly cheaper on a large tenant; figures in docs/benchmarks.md).
 
+:class:`FrontierTopology` is the same structure holding only what queries' frontiers
+read (:mod:`pathweave.graph.frontier`): the default of a query process (``query.topology``).
+
 Memory: a few integers per edge (~45 MB of matrices at 8.7k passages / 69k entities; the
 SYNONYM edges are two arrays, not a dict of Python tuples); tenants unused
 for ``idle_s`` or beyond ``max_tenants`` or the cache's byte bound are evicted from
-:class:`~pathweave.graph.topology_cache.TopologyCache`.
+:class:`TopologyCache`.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,6 +53,7 @@ import scipy.sparse as sp
 from pathweave.graph.node_cache import NodeCache
 
 if TYPE_CHECKING:
+    from pathweave.settings import QuerySettings
     from pathweave.store.graph_store import GraphStore
 
 FETCH_BATCH = 1000
@@ -640,3 +645,303 @@ class Topology:
                 x, y = names[a], names[b]
                 out[(min(x, y), max(x, y))] = round(float(w), 6)
         return out
+
+
+def batched_read(store: GraphStore, statement: str, ids: list[str]) -> list[dict]:
+    """The rows of ``statement`` for ``ids``, :data:`FETCH_BATCH` ids per round trip."""
+    rows: list[dict] = []
+    for start in range(0, len(ids), FETCH_BATCH):
+        rows += store.run(statement, ids=ids[start:start + FETCH_BATCH])
+    return rows
+
+
+class FrontierTopology(Topology):
+    """A tenant's topology holding only what queries' frontiers read (see the module's
+    text). ``complete``: the entities (indices) whose rows are whole; ``floors``: the passage
+    counts of entities a query declined to complete (over its budget), a lower bound of
+    their degree; ``max_bytes``: the cap beyond which :meth:`trim` empties it (None: none).
+    Reads go to the store outside the topology's lock; what they return is applied under it."""
+
+    def __init__(self, tenant: str, node_cache_entries: int = 50_000, max_bytes: int | None = None) -> None:
+        super().__init__(tenant, node_cache_entries)
+        self.max_bytes = max_bytes
+        self.complete: set[int] = set()
+        self.floors: dict[int, int] = {}
+        self.synonyms_read: set[int] = set()  # entities whose SYNONYM edges are held
+        self.passages_read = 0  # passages read from the store (all queries, since the last trim)
+
+    def fresh(self) -> FrontierTopology:
+        return FrontierTopology(self.tenant, self.nodes.max_entries, self.max_bytes)
+
+    def load(self, store: GraphStore) -> None:
+        """Nothing is read but the version: a frontier reads what its query needs."""
+        self.version = store.graph_version()
+
+    def trim(self) -> bool:
+        """Start again empty at the current version (the node cache kept) when over
+        ``max_bytes``; returns whether it did. Views already handed out stay valid."""
+        with self._lock:
+            if self.max_bytes is None or self.bytes <= self.max_bytes:
+                return False
+            fresh = self.fresh()
+            fresh.version, fresh.nodes = self.version, self.nodes
+            self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("_lock", "on_built")})
+            return True
+
+    def bounds(self, n_entities: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """The complete entities below ``n_entities`` (indices) and the floors of the others
+        ``(indices, passage counts)``, read under the lock (a concurrent query may add)."""
+        with self._lock:
+            held = np.fromiter((e for e in self.complete if e < n_entities), dtype=np.int64)
+            floors = [(e, c) for e, c in self.floors.items() if e < n_entities]
+        ends = np.asarray(floors, dtype=np.int64).reshape(-1, 2)
+        return held, (ends[:, 0], ends[:, 1].astype(np.float64))
+
+    # ---- what the change log changes, restricted to what is held -----------------------
+    def _loaded(self, passage_id: str) -> bool:
+        return self.passage_index.get(passage_id, -1) in self.passage_props
+
+    def apply_added(self, store: GraphStore, passage_ids: list[str]) -> None:
+        """Take in the added passages that mention a complete entity (they belong to its row);
+        of those already held (another document holds them now), the access is read again."""
+        with self._lock:
+            held = [p for p in passage_ids if self._loaded(p)]
+        if held:
+            super()._read_access(store, held)
+        if not self.complete or not passage_ids:
+            return
+        wanted = set()
+        for row in batched_read(store, "topology_passage_propositions", passage_ids):
+            entities = [self.entity_index.get(e, -1) for e in row["entities"] or []]
+            if any(self.aliases.get(e, e) in self.complete for e in entities if e >= 0):
+                wanted.add(row["passage_id"])
+        self.read_passages(store, [p for p in passage_ids if p in wanted])
+
+    def set_synonyms(self, entity_ids: list[str], rows: list[dict]) -> None:
+        """The SYNONYM edges of the held entities among ``entity_ids`` (others are read when a
+        frontier reaches them)."""
+        known = [e for e in entity_ids if e in self.entity_index]
+        rows = [r for r in rows if r["src"] in self.entity_index or r["dst"] in self.entity_index]
+        if known or rows:
+            super().set_synonyms(known, rows)
+
+    def set_aliases(self, entity_ids: list[str], rows: list[dict]) -> None:
+        """The alias edges of the held entities; a group whose members changed is no longer
+        complete (its new member's passages are not read yet)."""
+        rows = [r for r in rows if r["alias"] in self.entity_index or r["canonical"] in self.entity_index]
+        known = [e for e in entity_ids if e in self.entity_index]
+        if not known and not rows:
+            return
+        before = {self.entity_index[e]: self.aliases.get(self.entity_index[e]) for e in known}
+        super().set_aliases(known, rows)
+        for e, old in before.items():
+            new = self.aliases.get(e)
+            if new != old:  # the groups of both canonicals changed
+                self.complete -= {e, old, new}
+        for row in rows:  # an alias not listed (held as a canonical's member) moves too
+            a = self.entity_index[row["alias"]]
+            if a not in before:
+                self.complete -= {self.aliases.get(a), a}
+
+    def remove_entities(self, entity_ids: list[str]) -> None:
+        gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
+        self.complete -= gone
+        self.synonyms_read -= gone
+        super().remove_entities(entity_ids)
+
+    def _read_access(self, store: GraphStore, passage_ids: list[str]) -> None:
+        super()._read_access(store, [p for p in passage_ids if self._loaded(p)])
+
+    # ---- reading what a frontier asks for --------------------------------------------
+    def _current(self, read: Callable[[], Any], apply: Callable[[Any], None]) -> bool:
+        """``apply(read())``: the store read outside the lock, applied under it unless a
+        refresh moved the version meanwhile (what was read may predate a change the refresh
+        applied: read again, at most :data:`READ_ROUNDS` times). Returns whether it applied."""
+        for _ in range(READ_ROUNDS):
+            with self._lock:
+                seen = self.version
+            rows = read()
+            with self._lock:
+                if self.version == seen:
+                    apply(rows)
+                    return True
+        return False
+
+    def read_passages(self, store: GraphStore, passage_ids: Iterable[str]) -> int:
+        """Read the passages of ``passage_ids`` not held yet (their propositions, entities,
+        triples and access), with the SYNONYM and alias edges of the entities they bring;
+        returns how many were read."""
+        with self._lock:
+            new = [p for p in dict.fromkeys(passage_ids) if not self._loaded(p)]
+        read: list[str] = []
+        for start in range(0, len(new), FETCH_BATCH):
+            chunk = new[start:start + FETCH_BATCH]
+
+            def rows(chunk=chunk):  # the access first: no passage without its access
+                return (store.run("topology_passage_access", ids=chunk),
+                        store.run("topology_passage_propositions", ids=chunk),
+                        store.run("topology_passage_triples", ids=chunk))
+
+            def apply(found, chunk=chunk):
+                access, props, triples = found
+                self.add_passages(props, triples, chunk)
+                self.set_access(chunk, access)
+            if self._current(rows, apply):
+                read += chunk
+        with self._lock:
+            self.passages_read += len(read)
+            entities = {e for p in read for r in self.passage_props.get(self.passage_index[p], ())
+                        for e in self.prop_entities.get(int(r), ()).tolist()}
+            entities = [self.entity_ids[e] for e in sorted(entities - self.synonyms_read)]
+        self._read_entity_edges(store, entities)
+        return len(read)
+
+    def _read_entity_edges(self, store: GraphStore, entity_ids: list[str]) -> None:
+        """The SYNONYM edges of ``entity_ids`` and the alias edges of them and of the
+        entities those edges name first."""
+        if not entity_ids:
+            return
+
+        def rows():
+            synonyms = batched_read(store, "topology_entity_synonyms", entity_ids)
+            named = sorted({r[end] for r in synonyms for end in ("src", "dst")} | set(entity_ids))
+            return synonyms, named, batched_read(store, "topology_entity_aliases", named)
+
+        def apply(found):
+            synonyms, named, aliases = found
+            self._entities(named)  # held: their edges apply
+            Topology.set_synonyms(self, entity_ids, synonyms)
+            self.synonyms_read.update(self.entity_index[e] for e in entity_ids)
+            self.set_aliases(named, aliases)
+        self._current(rows, apply)
+
+    def complete_entities(self, store: GraphStore, entity_ids: list[str],
+                          budget: int) -> tuple[set[str], set[str], int]:
+        """Make the entities of ``entity_ids`` complete, in order, while the passages to read
+        stay within ``budget``: ``(completed, declined)`` ids and the passages read. A
+        declined entity's passage count is kept as its degree's floor (:attr:`floors`); an
+        entity the store no longer has is declined. None is marked complete when a refresh
+        moved the version while they were read (the push asks again)."""
+        with self._lock:
+            seen = self.version
+        rows = {row["id"]: row for row in batched_read(store, "frontier_entity_passages", entity_ids)}
+        taken: list[dict] = []
+        wanted: list[str] = []
+        declined: set[str] = set()
+        with self._lock:
+            for eid in entity_ids:
+                row = rows.get(eid)
+                missing = [] if row is None else [p for p in row["passages"] if not self._loaded(p)]
+                if row is None or (len(wanted) + len(missing) > budget and missing):
+                    declined.add(eid)
+                    if row is not None:
+                        self.floors[self._intern(self.entity_index, self.entity_ids, eid)] = len(row["passages"])
+                    continue
+                taken.append(row)
+                wanted += missing
+        read = self.read_passages(store, wanted)
+        members = sorted({m for row in taken for m in row["members"]})
+        with self._lock:
+            unread = [m for m in members if self.entity_index.get(m, -1) not in self.synonyms_read]
+        self._read_entity_edges(store, unread)
+
+        def mark(aliases):
+            if self.version != seen or any(not self._loaded(p) for p in wanted):
+                taken.clear()  # a refresh came between: nothing is known whole
+                return
+            self.set_aliases(members, aliases)
+            for row in taken:  # after the alias edges: their change would make the group incomplete again
+                for eid in (row["id"], row["canonical"]):
+                    self.complete.add(self._intern(self.entity_index, self.entity_ids, eid))
+        self._current(lambda: batched_read(store, "topology_entity_aliases", members), mark)
+        return {row["id"] for row in taken}, declined, read
+
+
+READ_ROUNDS = 3
+"""How many times a frontier's read is asked again when a refresh moved the topology's
+version while it was read (:meth:`FrontierTopology._current`)."""
+
+
+class TopologyCache:
+    """Topologies of the tenants this process serves: at most ``max_tenants`` and about
+    ``max_bytes`` (:attr:`Topology.bytes`; least recently used evicted first, never the
+    topology a query is asking for), none unused for more than ``idle_s`` seconds."""
+
+    def __init__(self, max_tenants: int = 16, idle_s: float = 3600.0, node_cache_entries: int = 50_000,
+                 max_bytes: int | None = None, frontier_bytes: int | None = None) -> None:
+        self.max_tenants = max_tenants
+        self.idle_s = idle_s
+        self.node_cache_entries = node_cache_entries
+        self.max_bytes = max_bytes
+        self.frontier_bytes = frontier_bytes  # None: tenants' topologies are whole
+        self.evicted = 0  # topologies evicted over the bounds (not counting idle ones)
+        self._topologies: OrderedDict[tuple[str, bool], Topology] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, query: QuerySettings) -> TopologyCache:
+        """The cache section ``query`` configures (``topology``, its bounds)."""
+        return cls(query.topology_max_tenants, query.topology_idle_s, query.node_cache_entries,
+                   query.topology_max_mb << 20, query.frontier_max_mb << 20 if query.topology == "frontier" else None)
+
+    def get(self, store: GraphStore, version: int | None = None, whole: bool = False) -> Topology:
+        """The tenant's topology, refreshed to the store's graph version (``version``: as the
+        caller read it, :meth:`Topology.refresh`): a
+        :class:`FrontierTopology` when the cache holds frontiers
+        and ``whole`` is not asked. Then, and after each view a query builds, the others are
+        evicted, least recently used first, while the cache holds more than ``max_bytes``."""
+        now = time.monotonic()
+        key = (store.tenant, whole or self.frontier_bytes is None)
+        with self._lock:
+            for stale in [k for k, topo in self._topologies.items() if now - topo.last_used > self.idle_s]:
+                del self._topologies[stale]
+            topology = self._topologies.get(key)
+            if topology is None:
+                topology = Topology(store.tenant, self.node_cache_entries) if key[1] else \
+                    FrontierTopology(store.tenant, self.node_cache_entries, self.frontier_bytes)
+                self._topologies[key] = topology
+                if self.max_bytes is not None:
+                    topology.on_built = lambda tenant: self._shrink(keep=key)
+            self._topologies.move_to_end(key)
+            while len(self._topologies) > self.max_tenants:
+                self._topologies.popitem(last=False)
+                self.evicted += 1
+        if topology.refresh(store, version) and self.max_bytes is not None:
+            self._shrink(keep=key)
+        return topology
+
+    def held_version(self, tenant: str, whole: bool = False) -> int | None:
+        """The graph version of ``tenant``'s topology (its frontier, unless ``whole`` or the
+        cache holds whole ones) as this process holds it (no store read), None when none is
+        held yet."""
+        with self._lock:
+            topology = self._topologies.get((tenant, whole or self.frontier_bytes is None))
+        return topology.version if topology is not None and topology.version >= 0 else None
+
+    def _shrink(self, keep: tuple[str, bool]) -> None:
+        """Evict the least recently used topologies other than ``keep`` while the total is
+        over ``max_bytes`` (a single tenant larger than the bound stays: its queries need it)."""
+        with self._lock:
+            total = sum(topo.bytes for topo in self._topologies.values())
+            for key in list(self._topologies):
+                if total <= self.max_bytes:
+                    break
+                if key != keep:
+                    total -= self._topologies.pop(key).bytes
+                    self.evicted += 1
+
+    def stats(self) -> dict[str, int]:
+        """What the process holds for its tenants: ``tenants``, ``node_cache_rows``,
+        ``node_cache_bytes`` (approximate, :func:`pathweave.graph.node_cache.row_bytes`), the
+        topologies' ``topology_bytes`` (approximate, :attr:`Topology.bytes`), ``evicted``
+        (over the bounds so far), ``passages`` and ``entities`` (ids interned so far)."""
+        with self._lock:
+            topologies = list(self._topologies.values())
+        return {"tenants": len(topologies), "node_cache_rows": sum(len(t.nodes) for t in topologies),
+                "node_cache_bytes": sum(t.nodes.bytes for t in topologies),
+                "topology_bytes": sum(t.bytes for t in topologies), "evicted": self.evicted,
+                "passages": sum(len(t.passage_ids) for t in topologies),
+                "entities": sum(len(t.entity_ids) for t in topologies)}
+
+    def __len__(self) -> int:
+        return len(self._topologies)

@@ -25,7 +25,7 @@ from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 from pathweave.settings import Settings
 from pathweave.telemetry import TRACER, current_trace_id, in_span, traced
 from pathweave.store.graph_store import GraphStore
-from pathweave.graph.topology_cache import TopologyCache
+from pathweave.graph.topology import TopologyCache
 
 
 class Retriever:

@@ -156,7 +156,7 @@ def frontier_stage1(query_seeds: Stage1Seeds, frontier: Frontier,
     ``frontier_passages`` passages, error below ``ppr_epsilon`` x degree where that is not
     spent): the frontier's last view and its passages' ``(P,)`` scores."""
     frontier.read_propositions([pid for pid, _ in query_seeds.props[: params.stage1_paths]])
-    frontier.read_passages(pid for pid, _ in query_seeds.passages)
+    frontier.read_passages([pid for pid, _ in query_seeds.passages])
     view = frontier.view()
     reset = stage1_reset(query_seeds, view, params)
     n_e = view.n_entities

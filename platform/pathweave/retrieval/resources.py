@@ -1,6 +1,6 @@
 """What every retrieval mode works with (:class:`QueryResources`): the store, the query
 embedder, the settings, the tenant's topology (through the process's bounded
-:class:`~pathweave.graph.topology_cache.TopologyCache`) and node reader, the vector searches, the
+:class:`~pathweave.graph.topology.TopologyCache`) and node reader, the vector searches, the
 ranked passages' one read, the reasoning-record writer and the LLM client. A mode
 (:mod:`pathweave.retrieval.strategy`) gets these and nothing of the dispatcher
 (:class:`~pathweave.query.retriever.Retriever`, which holds these and dispatches).
@@ -27,9 +27,8 @@ from pathweave.settings import PruneRAGSettings, Settings
 from pathweave.store.graph_store import GraphStore
 from pathweave.telemetry import current_trace_id
 from pathweave.graph.subgraph import NodeReader
-from pathweave.graph.frontier import Frontier, FrontierTopology
-from pathweave.graph.topology import Topology, TopologyView
-from pathweave.graph.topology_cache import TopologyCache
+from pathweave.graph.frontier import Frontier
+from pathweave.graph.topology import FrontierTopology, Topology, TopologyCache, TopologyView
 
 
 _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pathweave-search")
@@ -101,14 +100,21 @@ class QueryResources:
         """The graph version of the topology this process holds for the tenant (no store
         read; None when it holds none): a restricted query's searches start from it and
         check it against the version they read."""
-        return self.cache.held_version(self.store.tenant)
+        return self.cache.held_version(self.store.tenant, self._whole())
+
+    def _whole(self, asked: bool = False) -> bool:
+        """Whether this query needs the whole topology: asked, or a stage 1 that is not the push."""
+        return asked or self.settings.retrieval.stage1_ppr != "push"
 
     def topology(self, version: int | None = None, whole: bool = False) -> Topology:
         """The tenant's topology at the store's current graph version (``version``: as this
         query's vector searches read it, :meth:`nearest`; None: read it): its frontier
-        (setting ``query.topology``) unless ``whole`` is asked. A whole topology of a tenant
-        over ``query.whole_max_passages`` passages is refused (:class:`~pathweave.errors.NotApplicable`)
-        when the process otherwise holds frontiers: reading it would cost the corpus, not the query."""
+        (setting ``query.topology``) unless ``whole`` is asked or stage 1 is not the push
+        (``retrieval.stage1_ppr`` power or gds run on the whole graph). A whole topology of a
+        tenant over ``query.whole_max_passages`` passages is refused
+        (:class:`~pathweave.errors.NotApplicable`) when the process otherwise holds frontiers:
+        reading it would cost the corpus, not the query."""
+        whole = self._whole(whole)
         if whole and self.cache.frontier_bytes is not None:
             limit = self.settings.query.whole_max_passages
             size = self.store.run("tenant_passage_count", limit=limit + 1)[0]["n"]
