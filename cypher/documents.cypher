@@ -215,30 +215,33 @@ SET s.status = 'failed', s.error = row.error, s.finished_at = row.finished_at, s
 RETURN s.doc_id AS doc_id;
 
 // name: doc_requeue_candidates
-// Versions to run again (pathweave jobs requeue, POST /v1/jobs/requeue, the in-process
-// queue's reaper), looked up by state through the (tenant, status) index, so a sweep costs
-// what is pending, not the tenant's size: $statuses holds 'running' (those whose lease ran
-// out before $now, ms: their worker died and no delivery took them over), with 'failed' and
-// 'queued' when asked (a queued one's message was in a queue that is gone). Only those whose
-// payload is kept.
+// Versions to run again (pathweave jobs requeue, POST /v1/jobs/requeue, the API's sweep),
+// looked up by state through the (tenant, status) index, so a sweep costs what is pending,
+// not the tenant's size: $statuses holds 'running' (those whose lease ran out before $now,
+// ms: their worker died and no delivery took them over), with 'failed' and 'queued' when
+// asked (a queued one queued before $queued_before, ISO time: its message was lost, or was in
+// a queue that is gone). Only those whose payload is kept.
 UNWIND $statuses AS st
 MATCH (s:DocumentStatus {tenant: $tenant, status: st})
 WHERE s.payload IS NOT NULL AND (st <> 'running' OR coalesce(s.lease_until, 0) < $now)
+  AND (st <> 'queued' OR coalesce(s.queued_at, '') < $queued_before)
 RETURN s.doc_id AS doc_id, s.version AS version, s.payload AS payload
 ORDER BY doc_id
 LIMIT $limit;
 
 // name: doc_requeue
-// Back to queued under $job_id (compare-and-set: the same version, still failed, queued, or
-// running under a lease that ran out before $now). A failed version starts its attempts over
-// (a person asked); a dead worker's keeps them, so a document that kills workers still runs out.
+// Back to queued under $job_id (compare-and-set: the same version, still failed, queued
+// before $queued_before, or running under a lease that ran out before $now: two sweeps at
+// once queue a version once). A failed version starts its attempts over (a person asked); a
+// dead worker's keeps them, so a document that kills workers still runs out.
 // rows: {doc_id, version}. Returns those queued.
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 SET s.cas = true REMOVE s.cas
 WITH s, row
 WHERE s.version = row.version
-  AND (($failed AND s.status = 'failed') OR ($queued AND s.status = 'queued')
+  AND (($failed AND s.status = 'failed')
+       OR ($queued AND s.status = 'queued' AND coalesce(s.queued_at, '') < $queued_before)
        OR (s.status = 'running' AND coalesce(s.lease_until, 0) < $now))
 SET s.attempts = CASE WHEN s.status = 'failed' THEN 0 ELSE coalesce(s.attempts, 0) END
 SET s.status = 'queued', s.job_id = $job_id, s.error = null, s.lease_until = null, s.worker = null,

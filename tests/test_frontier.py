@@ -39,12 +39,14 @@ def _by_id(view, scores: np.ndarray) -> dict[str, float]:
     return {view.passage_ids[p]: float(scores[p]) for p in np.flatnonzero(view.alive)}
 
 
-def _same_scores(store, topology: FrontierTopology, seeds: Stage1Seeds, budget: int = 100_000) -> Frontier:
-    """The frontier's stage 1 against the exact one on a whole topology read now."""
+def _same_scores(store, topology: FrontierTopology, seeds: Stage1Seeds, budget: int = 100_000,
+                 frontier: Frontier | None = None) -> Frontier:
+    """The frontier's stage 1 (on ``frontier``, else a new one) against the exact one on a
+    whole topology read now."""
     whole = Topology(store.tenant)
     whole.refresh(store)
     exact = _by_id(whole.view(), stage1(seeds, whole.view(), EXACT))
-    frontier = Frontier(topology, store, budget=budget)
+    frontier = frontier or Frontier(topology, store, budget=budget)
     view, scores = frontier_stage1(seeds, frontier, EXACT)
     found = _by_id(view, scores)
     assert set(found) <= set(exact)
@@ -112,12 +114,12 @@ def test_a_frontier_over_its_cap_starts_again_and_answers_the_same(store, ingest
     topology.refresh(store)
     trims = 0
     for offset in range(6):
-        before = topology.bytes
-        frontier = _same_scores(store, topology, _seeds(ingested, 2, offset))
-        trims += before > cap
-        assert frontier.topology is topology
-    assert trims >= 1  # the cap was reached and held: each query started within it
-    assert topology.bytes <= ingested.bytes
+        generation = topology.generation
+        frontier = Frontier(topology, store, budget=100_000)  # a query starts: over the cap, it starts again
+        assert topology.bytes <= cap  # each query starts within the cap, and reads what it needs
+        trims += topology.generation != generation
+        _same_scores(store, topology, _seeds(ingested, 2, offset), frontier=frontier)
+    assert trims >= 1  # the cap was reached, and held
 
 
 def test_a_read_a_refresh_overtook_is_read_again_before_it_is_applied(store, ingested):

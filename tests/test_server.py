@@ -118,3 +118,34 @@ def test_the_demo_stops_the_servers_it_started_and_leaves_the_others(own_setting
         assert store_server.status(own_settings) == info  # ran before: runs on
     finally:
         store_server.stop(own_settings)
+
+
+@pytest.mark.arcadedb_only
+def test_a_start_right_after_the_owner_exits_gets_a_new_server_not_the_stopping_one(own_settings, tmp_path):
+    """An on-demand server whose owner exited stops by itself; the next command's start at
+    that moment must neither connect to the server going away nor open its database files
+    before it is gone: it waits for the old one, then starts its own (the lifecycle race of
+    one CLI command after another)."""
+    import subprocess
+    import sys
+
+    from neo4j import GraphDatabase
+
+    from pathweave.servers.processes import mark_stopping, pid_alive
+
+    script = ("import sys; from pathlib import Path; from pathweave.settings import Settings\n"
+              "from pathweave.servers import store_server\n"
+              f"s = Settings(data_dir=Path({str(own_settings.data_dir)!r}), store={{'server_start_timeout_s': 60}})\n"
+              "print(store_server.start(s, owner=__import__('os').getpid()).pid, flush=True)\n")
+    owner = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    old = int(owner.stdout.split()[-1])  # its owner has exited: the server stops within seconds
+    state = own_settings.data_dir / "server" / "server.json"
+    if pid_alive(old):
+        mark_stopping(state)  # as the server does first thing when it stops (here before it noticed)
+    try:
+        info = store_server.start(own_settings)
+        assert info.pid != old and not pid_alive(old)
+        with GraphDatabase.driver(info.bolt_uri, auth=(info.user, info.password)) as driver:
+            driver.verify_connectivity()  # a server that answers, not one going away
+    finally:
+        store_server.stop(own_settings)

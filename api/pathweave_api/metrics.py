@@ -26,6 +26,9 @@ QUERY_STAGE_SECONDS = Histogram("pathweave_query_stage_duration_seconds",
 DOCUMENTS_SUBMITTED = Counter("pathweave_documents_submitted_total", "Documents accepted for ingestion.")
 BATCHES_ENQUEUED = Counter("pathweave_batches_enqueued_total", "Ingestion batches enqueued, by queue mode.",
                            ["mode"])
+REQUEUED = Counter("pathweave_documents_requeued_total", "Accepted versions the API's sweep published again (a "
+                   "worker died with their lease, or their message was never sent or was lost), by queue mode.",
+                   ["mode"])
 AUTH_FAILURES = Counter("pathweave_auth_failures_total", "Requests refused for a missing or invalid API key.")
 RATE_LIMITED = Counter("pathweave_rate_limited_total", "Requests refused by the per-key rate limit.")
 QUEUE_DEPTH = Gauge("pathweave_ingest_queue_depth", "Ingestion batches waiting (in-process queue or broker).")

@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from pathweave.settings import ApiSettings, Settings, WorkerSettings, get_settings
+from pathweave_api import metrics
 from pathweave_api.keys import REGISTRY, KeyStore, key_store_for
 from pathweave_api.limits import AuthThrottle, Counters, RateLimiter
 from pathweave_api.problems import ApiProblem
@@ -22,6 +23,11 @@ from pathweave_ingest.tasks import InProcessQueue, QueueFull
 from pathweave_ingest.worker_runtime import Runtime
 
 log = logging.getLogger("pathweave_api")
+
+
+SWEEP_BATCHES = 16
+"""Batches the sweep publishes per tenant and round with a broker (the in-process queue's own
+room bounds it without one)."""
 
 
 class CeleryDispatcher:
@@ -143,36 +149,51 @@ class Services:
         if self.api.preload:
             self._warm_thread = threading.Thread(target=self._warm, name="pathweave-warm", daemon=True)
             self._warm_thread.start()
-        if not self.ws.broker_url:  # no broker redelivers what a dead process was running: reap it here
-            self._reaper = threading.Thread(target=self._reap, name="pathweave-reaper", daemon=True)
-            self._reaper.start()
+        # the sweep, in every mode: nothing else publishes what the store holds as accepted and
+        # whose message is gone (a worker that died with its lease, a publish that never happened)
+        self._reaper = threading.Thread(target=self._reap, name="pathweave-reaper", daemon=True)
+        self._reaper.start()
 
     def _reap(self) -> None:
-        """The in-process queue's reaper: every ``worker.lease_s`` seconds, each tenant's
-        documents whose worker died with their lease are queued again (their attempts kept);
-        the first sweep also takes the versions left queued (the queue of a process that
-        exited is gone). Tenants are those of the key store."""
-        from pathweave_api.submissions import dispatch  # it imports this module's type only
+        """The API's sweep, the outbox of the ingestion queue: every ``worker.lease_s``
+        seconds, each tenant's documents whose worker died with their lease are queued again
+        (their attempts kept), and, while the queue holds no batch, the versions queued longer
+        than ``worker.requeue_after_s`` are published again: their message was never sent
+        (the API killed between the accepting commit and the publish, a publish whose failure
+        could not be recorded) or was lost (a broker restarted without persistence). The
+        first sweep of an in-process queue takes every queued version (the queue of a process
+        that exited is gone). A version delivered twice runs once (the task's compare-and-set
+        on the version); two replicas sweeping at once queue it once (``doc_requeue``). A
+        publish that fails leaves the versions queued for the next sweep. Tenants are those
+        of the key store."""
+        from datetime import datetime, timedelta, timezone
 
         first = True
         while not self._stopping.wait(0.5 if first else self.ws.lease_s):
             try:
                 tenants = sorted({key.tenant for key in self.keys.list(include_revoked=False)})
                 size = self.ws.batch_size(self.runtime.device)
+                dispatcher = self.dispatcher
+                local = dispatcher.mode == "inprocess"
+                everything = first and local
+                idle = everything or dispatcher.depth() == 0
+                before = None if everything else (datetime.now(timezone.utc) - timedelta(
+                    seconds=self.ws.requeue_after_s)).isoformat()
                 for tenant in tenants:
-                    free = self.dispatcher.queue.free() - 1  # leave room for the API's own submissions
+                    free = dispatcher.queue.free() - 1 if local else SWEEP_BATCHES  # room for the API's own
                     if self._stopping.is_set() or free <= 0:
                         break
                     store = self.runtime.store(tenant)
-                    sub = jobs.requeue(store, jobs.new_job_id(), size, self.dispatcher.mode, failed=False,
-                                       queued=first, limit=free * size)
+                    sub = jobs.requeue(store, jobs.new_job_id(), size, dispatcher.mode, failed=False,
+                                       queued=idle, limit=free * size, queued_before=before)
                     if sub.to_enqueue:
-                        log.warning("reaper: %d document(s) of tenant %r queued again (job %s)",
+                        log.warning("sweep: %d document(s) of tenant %r queued again (job %s)",
                                     len(sub.to_enqueue), tenant, sub.job_id)
-                        dispatch(self, tenant, store, sub, sub.to_enqueue)
+                        dispatcher.submit_all(tenant, sub.job_id, jobs.batches_of(sub.to_enqueue, size))
+                        metrics.REQUEUED.labels(dispatcher.mode).inc(len(sub.to_enqueue))
                 first = False
-            except Exception as exc:  # noqa: BLE001 - the store is away: the next sweep retries
-                log.warning("reaper sweep failed: %s: %s", type(exc).__name__, str(exc)[:300])
+            except Exception as exc:  # noqa: BLE001 - the store or broker is away: the next sweep retries
+                log.warning("sweep failed: %s: %s", type(exc).__name__, str(exc)[:300])
 
     @property
     def needs_extractor(self) -> bool:

@@ -18,9 +18,12 @@ jobs_app = typer.Typer(help="Ingestion jobs: queue failed or stuck documents aga
 def jobs_requeue(
     tenant: Optional[str] = typer.Option(None, help="Tenant (default from settings)."),
     failed: bool = typer.Option(True, "--failed/--no-failed", help="Also the failed versions (attempts start over)."),
+    queued: bool = typer.Option(False, "--queued", help="Also the versions still queued (their message may be lost; "
+                                                        "one delivered twice runs once)."),
 ) -> None:
-    """Queue again, as one new job, the tenant's failed documents and those whose worker died
-    with their lease (a newer write of a document still wins). Prints the job id and count."""
+    """Queue again, as one new job, the tenant's failed documents, those whose worker died
+    with their lease and, with --queued, those still queued (a newer write of a document
+    still wins). Prints the job id and count."""
     from pathweave.settings import get_settings
     from pathweave_ingest import jobs
     from pathweave_ingest.tasks import run_batch_with_retries
@@ -33,7 +36,7 @@ def jobs_requeue(
     try:
         store = runtime.store(settings.tenant)
         size = ws.batch_size(runtime.device)
-        sub = jobs.requeue(store, jobs.new_job_id(), size, "celery" if ws.broker_url else "inprocess", failed)
+        sub = jobs.requeue(store, jobs.new_job_id(), size, "celery" if ws.broker_url else "inprocess", failed, queued)
         if not sub.to_enqueue:
             console.print("nothing to queue again")
             return

@@ -321,18 +321,21 @@ def fail(store: GraphStore, docs: Iterable[dict[str, Any]], error: str) -> list[
     return [row["doc_id"] for row in store.run("doc_status_failed", rows=rows)] if rows else []
 
 
-def requeue_in(run: Run, job_id: str, failed: bool, queued: bool, limit: int = 10_000) -> list[dict[str, Any]]:
+def requeue_in(run: Run, job_id: str, failed: bool, queued: bool, limit: int = 10_000,
+               queued_before: str | None = None) -> list[dict[str, Any]]:
     """Inside the caller's write transaction: the versions to run again (``failed`` ones when
-    asked, always those running under a lease that ran out, ``queued`` ones when asked: their
-    queue is gone) back to ``queued`` under ``job_id`` (compare-and-set on the version).
+    asked, always those running under a lease that ran out, ``queued`` ones when asked that
+    were queued before ``queued_before``, ISO time, default now: their message was lost or
+    their queue is gone) back to ``queued`` under ``job_id`` (compare-and-set on the version).
     Returns their payloads (kept since acceptance) with their ``version``."""
-    now = now_ms()
+    now, queued_at = now_ms(), now_iso()
+    queued_before = queued_before or queued_at
     statuses = ["running"] + ["failed"] * failed + ["queued"] * queued
-    found = run("doc_requeue_candidates", statuses=statuses, now=now, limit=limit)
+    found = run("doc_requeue_candidates", statuses=statuses, now=now, limit=limit, queued_before=queued_before)
     if not found:
         return []
-    taken = {row["doc_id"] for row in run("doc_requeue", job_id=job_id, now=now, queued_at=now_iso(),
-                                          failed=failed, queued=queued,
+    taken = {row["doc_id"] for row in run("doc_requeue", job_id=job_id, now=now, queued_at=queued_at,
+                                          failed=failed, queued=queued, queued_before=queued_before,
                                           rows=[{"doc_id": r["doc_id"], "version": r["version"]} for r in found])}
     return [{**json.loads(r["payload"]), "version": int(r["version"])} for r in found if r["doc_id"] in taken]
 

@@ -501,6 +501,10 @@ class WorkerSettings(_Section):
                              f"({self.visibility_timeout_s} s): a redelivered batch must find its lease run out")
         return self
 
+    requeue_after_s: float = Field(
+        120.0, gt=0, description="A version queued longer than this (s) while the queue holds no batch is published "
+                                 "again by the API's sweep (its message was never sent or was lost); a second "
+                                 "delivery is a no-op (the task's compare-and-set on the version).")
     inprocess_queue_size: int = Field(256, ge=1, description="Batches queued in-process (no broker).")
     inprocess_workers: int = Field(1, ge=1, description="Threads running the in-process batches (no broker).")
 

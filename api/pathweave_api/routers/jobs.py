@@ -32,16 +32,19 @@ def get_job(key: IngestKey, svc: ServicesDep, job_id: Annotated[str, Path(patter
              description=("Queues again, as one new job, the tenant's documents whose newest version failed "
                           "(`failed=true`, the default; their attempts start over) and those whose worker died "
                           "with their lease (always; their attempts are kept, so a document that kills its "
-                          "workers still runs out). Each keeps its version: a newer write still wins. Answers "
-                          "202 with the job (`Location: /v1/jobs/{id}`); `enqueued` 0 when nothing needed it."),
+                          "workers still runs out), and with `queued=true` those still queued (their message may "
+                          "be lost; one delivered twice runs once). Each keeps its version: a newer write still "
+                          "wins. Answers 202 with the job (`Location: /v1/jobs/{id}`); `enqueued` 0 when nothing "
+                          "needed it."),
              responses=errors(422))
 async def requeue(response: Response, key: Annotated[ApiKey, Depends(scoped("admin"))], svc: ServicesDep,
-                  failed: Annotated[bool, Query(description="Also the failed versions.")] = True):
+                  failed: Annotated[bool, Query(description="Also the failed versions.")] = True,
+                  queued: Annotated[bool, Query(description="Also the versions still queued.")] = False):
     def work():
         check_queue(svc, 1)
         store = svc.store(key.tenant)
         batch_size = svc.ws.batch_size(svc.runtime.device)
-        sub = svc.guard(jobs.requeue, store, jobs.new_job_id(), batch_size, svc.dispatcher.mode, failed)
+        sub = svc.guard(jobs.requeue, store, jobs.new_job_id(), batch_size, svc.dispatcher.mode, failed, queued)
         return dispatch(svc, key.tenant, store, sub, sub.to_enqueue)
 
     result = await run_in_threadpool(work)

@@ -94,24 +94,33 @@ class Frontier:
 
     def complete(self, entity_ids: list[str]) -> int:
         """Make the entities of ``entity_ids`` complete within what is left of the budget;
-        returns how many were made complete or declined."""
-        completed, declined, read = self.topology.complete_entities(self.store, list(entity_ids),
-                                                                    max(0, self.budget - self.read))
+        returns how many were made complete or declined (1 when the topology moved meanwhile:
+        the push asks again)."""
+        completed, declined, read, moved = self.topology.complete_entities(self.store, list(entity_ids),
+                                                                           max(0, self.budget - self.read))
         self.read += read
         self.declined |= declined
-        return len(completed) + len(declined)
+        return len(completed) + len(declined) or int(moved)
 
-    def pagerank(self, entities: np.ndarray, entity_weights: np.ndarray, passages: np.ndarray,
+    def pagerank(self, seeds: TopologyView, entities: np.ndarray, entity_weights: np.ndarray, passages: np.ndarray,
                  passage_weights: np.ndarray, damping: float, epsilon: float) -> tuple[TopologyView, np.ndarray]:
-        """Personalized PageRank by push from the seed ``entities`` and ``passages`` (topology
-        indices, stable across the held topology's views) with their weights: the last
-        view and its passages' ``(P,)`` scores. Rounds: push the whole rows; read the rows of
-        the incomplete entities over the threshold (``epsilon x`` their degree, or their
-        floor when larger), most residual per degree first; again, until none is left, the
-        budget is spent or nothing more could be read (or after :data:`MAX_ROUNDS`)."""
-        rounds = 0
+        """Personalized PageRank by push from the seed ``entities`` and ``passages`` (indices
+        of the view ``seeds``, stable across the views of its generation) with their weights:
+        the last view and its passages' ``(P,)`` scores. Rounds: push the whole rows (the
+        complete entities the view itself carries: what it holds of them is whole); read the
+        rows of the incomplete entities over the threshold (``epsilon x`` their degree, or
+        their floor when larger), most residual per degree first; again, until none is left,
+        the budget is spent or nothing more could be read (or after :data:`MAX_ROUNDS`).
+        When the topology starts again empty meanwhile (:meth:`FrontierTopology.trim`, a
+        rebuild), the last round's view and scores are the answer; raises
+        :class:`FrontierMoved` when that happens before the first."""
+        generation, last, rounds = seeds.extras["generation"], None, 0
         while True:
             view = self.view()
+            if view.extras["generation"] != generation:
+                if last is None:
+                    raise FrontierMoved("the tenant's frontier started again while the query read it")
+                return last
             n_e, n_p = view.n_entities, view.n_passages
             reset = np.zeros(n_e + n_p)
             reset[entities] = entity_weights
@@ -120,20 +129,23 @@ class Frontier:
                 return view, np.zeros(n_p)
             pushable = np.ones(n_e + n_p, dtype=bool)
             pushable[:n_e] = view.canonical[:n_e] != np.arange(n_e)  # an alias has no edges: its row is whole
-            held, floors = self.topology.bounds(n_e)
-            pushable[held] = True
+            held = view.extras["complete"]
+            pushable[held[held < n_e]] = True
             estimate, residual = push(view.adjacency, view.degree, reset, damping, epsilon, pushable)
-            floor = view.degree.copy()
-            floor[floors[0]] = np.maximum(floor[floors[0]], floors[1])
+            last = (view, estimate[n_e:])
+            floor, larger = view.degree.copy(), np.zeros(n_e + n_p, dtype=bool)
+            ends, counts = view.extras["floors"]
+            inside = ends < n_e
+            floor[ends[inside]] = np.maximum(floor[ends[inside]], counts[inside])
+            larger[ends[inside]] = counts[inside] > self.budget  # more passages than a query may read
             need = residual / np.maximum(floor, 1.0)
-            blocked = np.flatnonzero(~pushable & (need > epsilon))
+            blocked = np.flatnonzero(~pushable & ~larger & (need > epsilon))
             ids = [view.entity_ids[i] for i in blocked[np.argsort(-need[blocked], kind="stable")]]
-            ids = [i for i in ids if i not in self.declined]  # and none larger than a query may read:
-            ids = [i for i in ids if self.topology.floors.get(view.entity_index[i], 0) <= self.budget]
+            ids = [i for i in ids if i not in self.declined]
             if not ids or self.read >= self.budget:
-                return view, estimate[n_e:]
+                return last
             if not self.complete(ids) or rounds >= MAX_ROUNDS:
-                return view, estimate[n_e:]  # nothing more could be read
+                return last  # nothing more could be read
             rounds += 1
 
     def acceptors(self) -> dict[str, Acceptor] | None:
@@ -153,9 +165,18 @@ class Frontier:
         return {label: acceptor(label) for label in readers}
 
     def _accepting_now(self) -> dict[str, Acceptor]:
-        """The plain acceptors of the caller's view of what is held now (built once per view)."""
-        view = self.view()
+        """The plain acceptors of the caller's view of what is held now (built once per held
+        view: a hit asked again costs a lookup)."""
+        held = self.topology.view()
         with self._lock:
-            if self._accepting is None or self._accepting[0] is not view:
-                self._accepting = (view, acceptors(view, self.access))
-            return self._accepting[1]
+            if self._accepting is not None and self._accepting[0] is held:
+                return self._accepting[1]
+        found = acceptors(visible_view(held, self.access), self.access)
+        with self._lock:
+            self._accepting = (held, found)
+        return found
+
+
+class FrontierMoved(RuntimeError):
+    """The tenant's frontier started again empty (over its cap, or rebuilt) while a query's
+    push read it: the push's indices mean nothing in the new one (:meth:`Frontier.pagerank`)."""

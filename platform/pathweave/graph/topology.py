@@ -536,8 +536,10 @@ class Topology:
         entries = len(self.passage_props) + len(self.prop_entities) + len(self.passage_triples) + \
             len(self.triple_ends) + len(self.aliases) + len(self.prop_refs) + len(self.passage_access)
         edges = view.states.nnz + view.prop_entities.nnz + len(view.assertions[0])
+        with view._lock:  # what concurrent queries keep with the view is added under it
+            held = _view_bytes(view)
         return (ids * ID_BYTES + entries * ENTRY_BYTES + edges * 8 + self.synonym_pairs.nbytes
-                + self.synonym_scores.nbytes + _view_bytes(view))
+                + self.synonym_scores.nbytes + held)
 
     def _canonical(self, n_e: int) -> np.ndarray:
         """``(E,)``: each entity's canonical entity (itself when it is no alias)."""
@@ -669,9 +671,25 @@ class FrontierTopology(Topology):
         self.floors: dict[int, int] = {}
         self.synonyms_read: set[int] = set()  # entities whose SYNONYM edges are held
         self.passages_read = 0  # passages read from the store (all queries, since the last trim)
+        self.generation = 0  # bumped whenever it starts again empty: indices of another generation mean nothing
 
     def fresh(self) -> FrontierTopology:
-        return FrontierTopology(self.tenant, self.nodes.max_entries, self.max_bytes)
+        fresh = FrontierTopology(self.tenant, self.nodes.max_entries, self.max_bytes)
+        fresh.generation = self.generation + 1
+        return fresh
+
+    def _build(self) -> TopologyView:
+        """The view, with what a push needs to read together with it (under the same lock):
+        ``extras["complete"]`` the complete entities, ``extras["floors"]`` ``(indices, counts)``,
+        ``extras["generation"]``, and ``extras["partial"]`` (a restricted caller's view is
+        always rebuilt from its readable passages: what is held may name entities no held
+        passage mentions)."""
+        view = super()._build()
+        ends = np.asarray(sorted(self.floors.items()), dtype=np.int64).reshape(-1, 2)
+        view.extras.update({"complete": np.fromiter(sorted(self.complete), dtype=np.int64, count=len(self.complete)),
+                            "floors": (ends[:, 0], ends[:, 1].astype(np.float64)),
+                            "generation": self.generation, "partial": True})
+        return view
 
     def load(self, store: GraphStore) -> None:
         """Nothing is read but the version: a frontier reads what its query needs."""
@@ -687,15 +705,6 @@ class FrontierTopology(Topology):
             fresh.version, fresh.nodes = self.version, self.nodes
             self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("_lock", "on_built")})
             return True
-
-    def bounds(self, n_entities: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """The complete entities below ``n_entities`` (indices) and the floors of the others
-        ``(indices, passage counts)``, read under the lock (a concurrent query may add)."""
-        with self._lock:
-            held = np.fromiter((e for e in self.complete if e < n_entities), dtype=np.int64)
-            floors = [(e, c) for e, c in self.floors.items() if e < n_entities]
-        ends = np.asarray(floors, dtype=np.int64).reshape(-1, 2)
-        return held, (ends[:, 0], ends[:, 1].astype(np.float64))
 
     # ---- what the change log changes, restricted to what is held -----------------------
     def _loaded(self, passage_id: str) -> bool:
@@ -759,13 +768,18 @@ class FrontierTopology(Topology):
         applied: read again, at most :data:`READ_ROUNDS` times). Returns whether it applied."""
         for _ in range(READ_ROUNDS):
             with self._lock:
-                seen = self.version
+                seen = self.epoch
             rows = read()
             with self._lock:
-                if self.version == seen:
+                if self.epoch == seen:
                     apply(rows)
                     return True
         return False
+
+    @property
+    def epoch(self) -> tuple[int, int]:
+        """``(version, generation)``: what a read must find unchanged to be applied."""
+        return self.version, self.generation
 
     def read_passages(self, store: GraphStore, passage_ids: Iterable[str]) -> int:
         """Read the passages of ``passage_ids`` not held yet (their propositions, entities,
@@ -784,13 +798,15 @@ class FrontierTopology(Topology):
 
             def apply(found, chunk=chunk):
                 access, props, triples = found
+                there = {row["passage_id"] for row in access} | {row["passage_id"] for row in props}
+                chunk = [p for p in chunk if p in there]  # an id the store does not hold (any more) stays out
                 self.add_passages(props, triples, chunk)
                 self.set_access(chunk, access)
-            if self._current(rows, apply):
-                read += chunk
+                read.extend(chunk)
+            self._current(rows, apply)
         with self._lock:
             self.passages_read += len(read)
-            entities = {e for p in read for r in self.passage_props.get(self.passage_index[p], ())
+            entities = {e for p in read for r in self.passage_props.get(self.passage_index.get(p, -1), ())
                         for e in self.prop_entities.get(int(r), ()).tolist()}
             entities = [self.entity_ids[e] for e in sorted(entities - self.synonyms_read)]
         self._read_entity_edges(store, entities)
@@ -816,14 +832,16 @@ class FrontierTopology(Topology):
         self._current(rows, apply)
 
     def complete_entities(self, store: GraphStore, entity_ids: list[str],
-                          budget: int) -> tuple[set[str], set[str], int]:
+                          budget: int) -> tuple[set[str], set[str], int, bool]:
         """Make the entities of ``entity_ids`` complete, in order, while the passages to read
-        stay within ``budget``: ``(completed, declined)`` ids and the passages read. A
+        stay within ``budget``: ``(completed, declined)`` ids, the passages read and whether
+        the topology moved meanwhile. A
         declined entity's passage count is kept as its degree's floor (:attr:`floors`); an
         entity the store no longer has is declined. None is marked complete when a refresh
-        moved the version while they were read (the push asks again)."""
+        moved the version while they were read (the push asks again: they count as declined
+        none, completed none, and ``moved`` is returned true)."""
         with self._lock:
-            seen = self.version
+            seen = self.epoch
         rows = {row["id"]: row for row in batched_read(store, "frontier_entity_passages", entity_ids)}
         taken: list[dict] = []
         wanted: list[str] = []
@@ -836,6 +854,7 @@ class FrontierTopology(Topology):
                     declined.add(eid)
                     if row is not None:
                         self.floors[self._intern(self.entity_index, self.entity_ids, eid)] = len(row["passages"])
+                        self._view = None  # the next view carries the floor
                     continue
                 taken.append(row)
                 wanted += missing
@@ -845,16 +864,23 @@ class FrontierTopology(Topology):
             unread = [m for m in members if self.entity_index.get(m, -1) not in self.synonyms_read]
         self._read_entity_edges(store, unread)
 
+        with self._lock:  # the held aliases of these groups too: one the store no longer has is dropped
+            canonicals = {self.entity_index[row["canonical"]] for row in taken if row["canonical"] in self.entity_index}
+            asked = sorted(set(members) | {self.entity_ids[a] for a, c in self.aliases.items() if c in canonicals})
+        moved = []
+
         def mark(aliases):
-            if self.version != seen or any(not self._loaded(p) for p in wanted):
-                taken.clear()  # a refresh came between: nothing is known whole
+            if self.epoch != seen or any(not self._loaded(p) for p in wanted):
+                moved.append(True)  # a refresh came between: nothing is known whole
                 return
-            self.set_aliases(members, aliases)
+            self.set_aliases(asked, aliases)
             for row in taken:  # after the alias edges: their change would make the group incomplete again
                 for eid in (row["id"], row["canonical"]):
                     self.complete.add(self._intern(self.entity_index, self.entity_ids, eid))
-        self._current(lambda: batched_read(store, "topology_entity_aliases", members), mark)
-        return {row["id"] for row in taken}, declined, read
+            self._view = None  # the next view carries them
+        if not self._current(lambda: batched_read(store, "topology_entity_aliases", asked), mark) or moved:
+            return set(), declined, read, True
+        return {row["id"] for row in taken}, declined, read, False
 
 
 READ_ROUNDS = 3

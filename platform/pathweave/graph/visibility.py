@@ -33,6 +33,10 @@ import scipy.sparse as sp
 from pathweave.access import Access
 from pathweave.graph.topology import TopologyView, synonym_matrix
 
+CARRIED = ("complete", "floors", "generation", "partial")
+"""What a frontier's view carries for its push (:meth:`pathweave.graph.topology.FrontierTopology._build`),
+kept in the restricted view built from it."""
+
 MAX_VISIBLE_VIEWS = 32
 """Restricted views kept per topology version (distinct sets of readable access classes);
 the oldest is dropped beyond it."""
@@ -109,7 +113,8 @@ def restrict(view: TopologyView, passages: np.ndarray) -> TopologyView:
         assertions=(triple_passages, triple_rows), canonical=canonical,
         extras={"passage_entities": passage_entities, "raw_prop_entities": raw, "raw_triple_ends": raw_ends,
                 "synonym_pairs": pairs, "synonym_scores": scores,
-                "shared_passages": view.extras.get("shared_passages", frozenset()), "visible": visible})
+                "shared_passages": view.extras.get("shared_passages", frozenset()), "visible": visible,
+                **{key: view.extras[key] for key in CARRIED if key in view.extras}})
 
 
 def visible_view(view: TopologyView, access: Access) -> TopologyView:
@@ -120,8 +125,8 @@ def visible_view(view: TopologyView, access: Access) -> TopologyView:
     if not access.restricted:
         return view
     passages = readable_passages(view, access)
-    if passages.sum() == view.alive.sum():
-        return view
+    if passages.sum() == view.alive.sum() and not view.extras.get("partial"):
+        return view  # (a frontier's may name entities no held passage mentions: always rebuilt)
     classes = tuple(i for i, acl in enumerate(view.access_classes) if access.reads(acl))
     kept = view.extras.get("visible_views")
     if kept is None:

@@ -23,10 +23,10 @@ from pathweave.graph.ppr import min_max, personalized_pagerank, push_pagerank, t
 from pathweave.telemetry import stage_span
 from pathweave.retrieval.beam import Path, beam_search
 from pathweave.retrieval.lexical import rrf
-from pathweave.retrieval.strategy import QueryFrame, Ranking, RankingMode
+from pathweave.retrieval.strategy import RERUNS, QueryFrame, Ranking, RankingMode
 from pathweave.settings import RetrievalSettings
 from pathweave.graph.subgraph import NodeReader, Subgraph, build_subgraph
-from pathweave.graph.frontier import Frontier
+from pathweave.graph.frontier import Frontier, FrontierMoved
 from pathweave.graph.topology import TopologyView
 from pathweave.graph.visibility import acceptors
 
@@ -155,14 +155,21 @@ def frontier_stage1(query_seeds: Stage1Seeds, frontier: Frontier,
     seeds, and the push from them reading the rows it reaches (at most
     ``frontier_passages`` passages, error below ``ppr_epsilon`` x degree where that is not
     spent): the frontier's last view and its passages' ``(P,)`` scores."""
-    frontier.read_propositions([pid for pid, _ in query_seeds.props[: params.stage1_paths]])
-    frontier.read_passages([pid for pid, _ in query_seeds.passages])
-    view = frontier.view()
-    reset = stage1_reset(query_seeds, view, params)
-    n_e = view.n_entities
-    entities, passages = np.flatnonzero(reset[:n_e]), np.flatnonzero(reset[n_e:])
-    return frontier.pagerank(entities, reset[entities], passages, reset[n_e + passages], params.damping_stage1,
-                             params.ppr_epsilon)
+    for _ in range(RERUNS):
+        frontier.read_propositions([pid for pid, _ in query_seeds.props[: params.stage1_paths]])
+        frontier.read_passages([pid for pid, _ in query_seeds.passages])
+        view = frontier.view()
+        reset = stage1_reset(query_seeds, view, params)
+        n_e = view.n_entities
+        entities, passages = np.flatnonzero(reset[:n_e]), np.flatnonzero(reset[n_e:])
+        try:
+            return frontier.pagerank(view, entities, reset[entities], passages, reset[n_e + passages],
+                                     params.damping_stage1, params.ppr_epsilon)
+        except FrontierMoved:  # started again empty under this query: read its seeds again
+            continue
+    if reset.sum() <= 0:  # moved under every try: the push on the last seeds' view, as it holds them
+        return view, np.zeros(view.n_passages)
+    return view, push_pagerank(view.adjacency, view.degree, reset, params.damping_stage1, params.ppr_epsilon)[n_e:]
 
 
 def proprag(

@@ -115,7 +115,8 @@ class QueryResources:
         (:class:`~pathweave.errors.NotApplicable`) when the process otherwise holds frontiers:
         reading it would cost the corpus, not the query."""
         whole = self._whole(whole)
-        if whole and self.cache.frontier_bytes is not None:
+        if whole and self.cache.frontier_bytes is not None and \
+                self.cache.held_version(self.store.tenant, whole=True) is None:  # counted once, before it is read
             limit = self.settings.query.whole_max_passages
             size = self.store.run("tenant_passage_count", limit=limit + 1)[0]["n"]
             if size > limit:

@@ -42,8 +42,9 @@ from pathlib import Path
 
 from pathweave.servers.neo4j_browser import browser_settings
 from pathweave.servers.processes import (
-    OWNER_FILE, Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, open_server_log, pid_alive,
-    port_free, port_open, private_dir, read_json, read_password, start_once, stop_requested, terminate, wait_ready, write_json,
+    OWNER_FILE, Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, mark_stopping,
+    open_server_log, pid_alive, port_free, port_open, private_dir, read_json, read_password, server_state, start_once,
+    stop_requested, terminate, wait_ready, wait_stopped, write_json,
 )
 from pathweave.servers.sizing import store_memory
 from pathweave.settings import Settings
@@ -122,13 +123,8 @@ def server_dir(settings: Settings) -> Path:
 def status(settings: Settings) -> ServerInfo | None:
     """The running managed Neo4j of ``settings.data_dir``, or None (stale state removed)."""
     directory = server_dir(settings)
-    state = directory / "server.json"
-    data = read_json(state)
+    data = server_state(directory / "server.json")
     if data is None:
-        state.unlink(missing_ok=True)
-        return None
-    if not pid_alive(int(data.get("pid", 0))):
-        state.unlink(missing_ok=True)
         return None
     return ServerInfo(pid=int(data["pid"]), bolt_port=int(data["bolt_port"]), http_port=int(data["http_port"]),
                       password=read_password(directory), user=USER, backend="neo4j", database=DATABASE)
@@ -143,6 +139,7 @@ def start(settings: Settings, owner: int | None = None) -> ServerInfo:
     directory = server_dir(settings)
 
     def launch() -> subprocess.Popen:
+        wait_stopped(directory / "server.json")  # a server going away first frees the database files
         target = build()
         password = read_password(directory)
         bolt_port, http_port = _ports(directory, settings)
@@ -174,6 +171,7 @@ def stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     forget_owner(directory)
     info = status(settings)
     if info is None:
+        wait_stopped(directory / "server.json")  # one stopping by itself: until it has
         return False
     terminate(info.pid, timeout_s)
     supervisor = int(data.get("supervisor", 0))
@@ -405,6 +403,8 @@ def _serve(directory: Path, target: Path, heap: str, bolt_port: int, http_port: 
                 break
             time.sleep(1.0 if written else 0.2)
     finally:
+        if written:
+            mark_stopping(state)  # from now on a client starts the next server, after this one exits
         if jvm.poll() is None:
             jvm.terminate()
             try:

@@ -199,6 +199,53 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
+def server_state(state_file: Path) -> dict | None:
+    """What ``state_file`` (a managed server's ``server.json``: ``pid`` and its ports) records
+    of a server that runs and is not stopping: None when there is none (the file of a dead
+    process is removed; one marked stopping, :func:`mark_stopping`, is left to its server)."""
+    data = read_json(state_file)
+    if data is None or not pid_alive(int(data.get("pid", 0))):
+        state_file.unlink(missing_ok=True)
+        return None
+    return None if data.get("stopping") else data
+
+
+def mark_stopping(state_file: Path) -> None:
+    """Record in ``state_file`` that its server is stopping (before it stops): a client that
+    reads it from then on starts a new one (:func:`wait_stopped` first) instead of connecting
+    to a server that is going away."""
+    data = read_json(state_file)
+    if data is not None:
+        write_json(state_file, {**data, "stopping": True})
+
+
+def wait_stopped(state_file: Path, timeout_s: float = 120.0) -> None:
+    """Wait until the server ``state_file`` marks as stopping has exited (its database files
+    are then free for the next one); raises :class:`ServerError` after ``timeout_s``."""
+    data = read_json(state_file)
+    if data is None or not data.get("stopping"):
+        return
+    pid, deadline = int(data.get("pid", 0)), time.monotonic() + timeout_s
+    while pid_alive(pid) and _serves(pid, state_file.parent):
+        if time.monotonic() > deadline:
+            raise ServerError(f"the server (pid {pid}) recorded in {state_file} is still stopping after "
+                              f"{timeout_s:.0f} s")
+        time.sleep(0.1)
+    if read_json(state_file) == data:  # not a file the next server wrote meanwhile
+        state_file.unlink(missing_ok=True)
+
+
+def _serves(pid: int, directory: Path) -> bool:
+    """Whether process ``pid`` is a managed server of ``directory`` (its command line names
+    the directory: a pid the system gave another process since is not waited for)."""
+    try:
+        return any(str(directory) in part for part in psutil.Process(pid).cmdline())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
 @contextmanager
 def starting(directory: Path) -> Iterator[bool]:
     """Hold ``directory/starting.lock`` (this pid, 0600) while starting the server of

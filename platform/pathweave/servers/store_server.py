@@ -31,7 +31,6 @@ become ready within ``server_start_timeout_s`` seconds.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -43,8 +42,9 @@ import httpx
 
 from pathweave.servers import neo4j_server
 from pathweave.servers.processes import (
-    Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, open_server_log, pid_alive,
-    port_open, private_dir, read_password, start_once, stop_recorded, stop_requested, wait_ready, write_json,
+    Lifetime, ServerError, ServerInfo, forget_owner, free_port, launch_owner, make_private, mark_stopping,
+    open_server_log, port_open, private_dir, read_password, server_state, start_once, stop_recorded,
+    stop_requested, wait_ready, wait_stopped, write_json,
 )
 from pathweave.servers.processes import register_user as register_process
 from pathweave.servers.sizing import store_memory
@@ -168,16 +168,8 @@ def _arcadedb_server_command(info: ServerInfo, command: str, missing_ok: bool = 
 def _arcadedb_status(settings: Settings) -> ServerInfo | None:
     """The running ArcadeDB server of ``settings.data_dir``, or None (stale state removed)."""
     directory = _server_dir(settings)
-    state = directory / "server.json"
-    if not state.exists():
-        return None
-    try:
-        data = json.loads(state.read_text())
-    except (OSError, ValueError):
-        state.unlink(missing_ok=True)
-        return None
-    if not pid_alive(int(data.get("pid", 0))):
-        state.unlink(missing_ok=True)
+    data = server_state(directory / "server.json")
+    if data is None:
         return None
     return ServerInfo(
         pid=int(data["pid"]),
@@ -197,6 +189,7 @@ def _arcadedb_start(settings: Settings, owner: int | None = None) -> ServerInfo:
     directory = _server_dir(settings)
 
     def launch() -> subprocess.Popen:
+        wait_stopped(directory / "server.json")  # a server going away first frees the database files
         password = read_password(directory)
         bolt_port = settings.store.server_port or free_port()
         http_port = settings.store.server_http_port or free_port()
@@ -248,6 +241,8 @@ def _arcadedb_stop(settings: Settings, timeout_s: float = 30.0) -> bool:
     Returns False when no server was running.
     """
     info = _arcadedb_status(settings)
+    if info is None:
+        wait_stopped(_server_dir(settings) / "server.json")  # one stopping by itself: until it has
     return stop_recorded(info and info.pid, _server_dir(settings) / "server.json", timeout_s)
 
 
@@ -290,6 +285,7 @@ def _serve(directory: str, bolt_port: int, http_port: int, heap: str, owner: int
                 print(f"{reason}: stopping the store server", flush=True)
                 break
     finally:
+        mark_stopping(state)  # from now on a client starts the next server, after this one exits
         server.stop()
         state.unlink(missing_ok=True)
         if stopping():  # stopped on purpose (SIGTERM/SIGINT): not restarted with this lifetime
