@@ -60,11 +60,13 @@ class ServerInfo:
 
 
 def private_dir(*directories: Path) -> Path:
-    """Create each folder (parents too) private to the user (0700); returns the last."""
+    """Create each folder (parents too) private to the user (0700); returns the last as an
+    absolute path (a managed server runs in its folder and is given it: a relative data dir,
+    such as ``--keep bench-state/x``, would be read again from inside it)."""
     for directory in directories:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         _chmod(directory, 0o700)
-    return directories[-1]
+    return Path(directories[-1]).absolute()
 
 
 def _chmod(path: Path, mode: int) -> None:
