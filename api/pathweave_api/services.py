@@ -166,8 +166,6 @@ class Services:
         on the version); two replicas sweeping at once queue it once (``doc_requeue``). A
         publish that fails leaves the versions queued for the next sweep. Tenants are those
         of the key store."""
-        from datetime import datetime, timedelta, timezone
-
         first = True
         while not self._stopping.wait(0.5 if first else self.ws.lease_s):
             try:
@@ -177,15 +175,14 @@ class Services:
                 local = dispatcher.mode == "inprocess"
                 everything = first and local
                 idle = everything or dispatcher.depth() == 0
-                before = None if everything else (datetime.now(timezone.utc) - timedelta(
-                    seconds=self.ws.requeue_after_s)).isoformat()
+                waited = 0.0 if everything else self.ws.requeue_after_s
                 for tenant in tenants:
                     free = dispatcher.queue.free() - 1 if local else SWEEP_BATCHES  # room for the API's own
                     if self._stopping.is_set() or free <= 0:
                         break
                     store = self.runtime.store(tenant)
                     sub = jobs.requeue(store, jobs.new_job_id(), size, dispatcher.mode, failed=False,
-                                       queued=idle, limit=free * size, queued_before=before)
+                                       queued=idle, limit=free * size, queued_for_s=waited)
                     if sub.to_enqueue:
                         log.warning("sweep: %d document(s) of tenant %r queued again (job %s)",
                                     len(sub.to_enqueue), tenant, sub.job_id)

@@ -94,14 +94,14 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch
 
 
 def requeue(store: GraphStore, job_id: str, batch_size: int, queue: str, failed: bool = True,
-            queued: bool = False, limit: int = 10_000, queued_before: str | None = None) -> Submission:
+            queued: bool = False, limit: int = 10_000, queued_for_s: float = 0.0) -> Submission:
     """Queue again, under a new job ``job_id``, the versions that need it
     (:func:`pathweave_ingest.lifecycle.requeue_in`: failed ones when ``failed``, those whose
-    worker died with their lease, queued ones when ``queued``, queued before ``queued_before``),
+    worker died with their lease, queued ones when ``queued``, queued for ``queued_for_s`` s or more),
     in ONE transaction with the job, at most ``limit`` of them. Nothing is enqueued here:
     ``to_enqueue`` holds their payloads."""
     def work(run):
-        docs = lifecycle.requeue_in(run, job_id, failed, queued, limit, queued_before)
+        docs = lifecycle.requeue_in(run, job_id, failed, queued, limit, queued_for_s)
         if docs:
             _write_job(run, job_id, now_iso(), docs, {d["doc_id"]: d["version"] for d in docs}, len(docs),
                        batch_size, queue)

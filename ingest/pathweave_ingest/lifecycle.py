@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pathweave.store.graph_store import GraphStore, WriteConflict
@@ -322,14 +322,14 @@ def fail(store: GraphStore, docs: Iterable[dict[str, Any]], error: str) -> list[
 
 
 def requeue_in(run: Run, job_id: str, failed: bool, queued: bool, limit: int = 10_000,
-               queued_before: str | None = None) -> list[dict[str, Any]]:
+               queued_for_s: float = 0.0) -> list[dict[str, Any]]:
     """Inside the caller's write transaction: the versions to run again (``failed`` ones when
     asked, always those running under a lease that ran out, ``queued`` ones when asked that
-    were queued before ``queued_before``, ISO time, default now: their message was lost or
-    their queue is gone) back to ``queued`` under ``job_id`` (compare-and-set on the version).
+    have been queued for at least ``queued_for_s`` seconds: their message was lost or their
+    queue is gone) back to ``queued`` under ``job_id`` (compare-and-set on the version).
     Returns their payloads (kept since acceptance) with their ``version``."""
     now, queued_at = now_ms(), now_iso()
-    queued_before = queued_before or queued_at
+    queued_before = (datetime.now(timezone.utc) - timedelta(seconds=queued_for_s)).isoformat()
     statuses = ["running"] + ["failed"] * failed + ["queued"] * queued
     found = run("doc_requeue_candidates", statuses=statuses, now=now, limit=limit, queued_before=queued_before)
     if not found:

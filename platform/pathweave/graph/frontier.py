@@ -80,9 +80,7 @@ class Frontier:
     def read_propositions(self, prop_ids: list[str]) -> None:
         """Hold the passages stating the propositions of ``prop_ids`` (a proposition a held
         passage states is held already: no read)."""
-        topology = self.topology
-        with topology._lock:
-            unheld = [r for r in prop_ids if topology.prop_index.get(r, -1) not in topology.prop_entities]
+        unheld = self.topology.unheld_propositions(prop_ids)
         if unheld:
             self.read_passages([r["passage_id"] for r in batched_read(self.store, "frontier_proposition_passages",
                                                                        unheld)])

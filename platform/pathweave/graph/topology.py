@@ -60,6 +60,14 @@ FETCH_BATCH = 1000
 """Passages per topology read (``topology_passage_propositions`` / ``..._triples``)."""
 
 
+def batched_read(store: GraphStore, statement: str, ids: list[str]) -> list[dict]:
+    """The rows of ``statement`` for ``ids``, :data:`FETCH_BATCH` ids per round trip."""
+    rows: list[dict] = []
+    for start in range(0, len(ids), FETCH_BATCH):
+        rows += store.run(statement, ids=ids[start:start + FETCH_BATCH])
+    return rows
+
+
 def _csr(rows: list[np.ndarray], cols: list[np.ndarray], shape: tuple[int, int],
          data: np.ndarray | None = None, binary: bool = True) -> sp.csr_matrix:
     r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
@@ -438,19 +446,31 @@ class Topology:
             self.set_access(chunk, store.run("topology_passage_access", ids=chunk))
 
     def _read_aliases(self, store: GraphStore, entity_ids: list[str]) -> None:
-        rows = []
-        for start in range(0, len(entity_ids), FETCH_BATCH):
-            rows += store.run("topology_entity_aliases", ids=entity_ids[start:start + FETCH_BATCH])
-        self.set_aliases(entity_ids, rows)
+        self.set_aliases(entity_ids, batched_read(store, "topology_entity_aliases", entity_ids))
 
     # ---- reading the store --------------------------------------------------------
+    @staticmethod
+    def _passage_rows(store: GraphStore, chunk: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
+        """The rows of the passages ``chunk``: access (read first: no passage without its
+        access), propositions with their entities, triples."""
+        return (store.run("topology_passage_access", ids=chunk),
+                store.run("topology_passage_propositions", ids=chunk),
+                store.run("topology_passage_triples", ids=chunk))
+
+    def _add_passage_rows(self, chunk: list[str], rows: tuple[list[dict], list[dict], list[dict]]) -> list[str]:
+        """Add the passages of ``chunk`` from their :meth:`_passage_rows`; an id the store
+        returned nothing for (not held any more) is left out. Returns those added."""
+        access, props, triples = rows
+        there = {row["passage_id"] for row in access} | {row["passage_id"] for row in props}
+        chunk = [p for p in chunk if p in there]
+        self.add_passages(props, triples, chunk)
+        self.set_access(chunk, access)
+        return chunk
+
     def _fetch_passages(self, store: GraphStore, passage_ids: list[str]) -> None:
         for start in range(0, len(passage_ids), FETCH_BATCH):
             chunk = passage_ids[start:start + FETCH_BATCH]
-            access = store.run("topology_passage_access", ids=chunk)  # read first: no passage without its access
-            self.add_passages(store.run("topology_passage_propositions", ids=chunk),
-                              store.run("topology_passage_triples", ids=chunk), chunk)
-            self.set_access(chunk, access)
+            self._add_passage_rows(chunk, self._passage_rows(store, chunk))
 
     def fresh(self) -> Topology:
         """An empty topology of the same kind and bounds (what :meth:`refresh` builds
@@ -498,10 +518,7 @@ class Topology:
                     self.apply_added(store, change["added"] or [])
                     entities = change["entities"] or []
                     if entities:
-                        rows = []
-                        for start in range(0, len(entities), FETCH_BATCH):
-                            rows += store.run("topology_entity_synonyms", ids=entities[start:start + FETCH_BATCH])
-                        self.set_synonyms(entities, rows)
+                        self.set_synonyms(entities, batched_read(store, "topology_entity_synonyms", entities))
                     if change.get("aliases"):
                         self._read_aliases(store, change["aliases"])
                     if change.get("access"):
@@ -649,14 +666,6 @@ class Topology:
         return out
 
 
-def batched_read(store: GraphStore, statement: str, ids: list[str]) -> list[dict]:
-    """The rows of ``statement`` for ``ids``, :data:`FETCH_BATCH` ids per round trip."""
-    rows: list[dict] = []
-    for start in range(0, len(ids), FETCH_BATCH):
-        rows += store.run(statement, ids=ids[start:start + FETCH_BATCH])
-    return rows
-
-
 class FrontierTopology(Topology):
     """A tenant's topology holding only what queries' frontiers read (see the module's
     text). ``complete``: the entities (indices) whose rows are whole; ``floors``: the passage
@@ -670,7 +679,6 @@ class FrontierTopology(Topology):
         self.complete: set[int] = set()
         self.floors: dict[int, int] = {}
         self.synonyms_read: set[int] = set()  # entities whose SYNONYM edges are held
-        self.passages_read = 0  # passages read from the store (all queries, since the last trim)
         self.generation = 0  # bumped whenever it starts again empty: indices of another generation mean nothing
 
     def fresh(self) -> FrontierTopology:
@@ -709,6 +717,11 @@ class FrontierTopology(Topology):
     # ---- what the change log changes, restricted to what is held -----------------------
     def _loaded(self, passage_id: str) -> bool:
         return self.passage_index.get(passage_id, -1) in self.passage_props
+
+    def unheld_propositions(self, prop_ids: list[str]) -> list[str]:
+        """Those of ``prop_ids`` no held passage states."""
+        with self._lock:
+            return [r for r in prop_ids if self.prop_index.get(r, -1) not in self.prop_entities]
 
     def apply_added(self, store: GraphStore, passage_ids: list[str]) -> None:
         """Take in the added passages that mention a complete entity (they belong to its row);
@@ -790,22 +803,9 @@ class FrontierTopology(Topology):
         read: list[str] = []
         for start in range(0, len(new), FETCH_BATCH):
             chunk = new[start:start + FETCH_BATCH]
-
-            def rows(chunk=chunk):  # the access first: no passage without its access
-                return (store.run("topology_passage_access", ids=chunk),
-                        store.run("topology_passage_propositions", ids=chunk),
-                        store.run("topology_passage_triples", ids=chunk))
-
-            def apply(found, chunk=chunk):
-                access, props, triples = found
-                there = {row["passage_id"] for row in access} | {row["passage_id"] for row in props}
-                chunk = [p for p in chunk if p in there]  # an id the store does not hold (any more) stays out
-                self.add_passages(props, triples, chunk)
-                self.set_access(chunk, access)
-                read.extend(chunk)
-            self._current(rows, apply)
+            self._current(lambda chunk=chunk: self._passage_rows(store, chunk),
+                          lambda rows, chunk=chunk: read.extend(self._add_passage_rows(chunk, rows)))
         with self._lock:
-            self.passages_read += len(read)
             entities = {e for p in read for r in self.passage_props.get(self.passage_index.get(p, -1), ())
                         for e in self.prop_entities.get(int(r), ()).tolist()}
             entities = [self.entity_ids[e] for e in sorted(entities - self.synonyms_read)]
