@@ -122,6 +122,8 @@ RETURN count(e) AS n;
 // the k-means budget, a removal's repair, a split): the tenant's next batch past the budget
 // refines every loose group once (pathweave_ingest.aliases.consolidate). A count on the
 // tenant's Meta node $meta_id, so concurrent marks all count.
+// replay: counts twice (the count only says that groups wait; a refinement covers the count
+// it read, so at most one refinement more).
 MERGE (m:Meta {meta_id: $meta_id})
 ON CREATE SET m.tenant = $tenant, m.version = 0
 SET m.alias_unrefined = coalesce(m.alias_unrefined, 0) + 1

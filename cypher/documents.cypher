@@ -62,19 +62,23 @@ RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, 
 // First statement of a transaction that accepts writes (pathweave_ingest.lifecycle): the
 // status node of each of $ids, created at version 0 when the document has none, is
 // written, so this transaction holds its lock until it commits and concurrent accepts of
-// one document are serialized. Returns the head as this transaction sees it; an id whose
-// head belongs to another tenant gives no row (and nothing of it is touched).
+// one document are serialized. $owner: a token of this one transaction (the same on each of
+// its tries); replayed: the head was last locked by it, so an earlier try committed (a
+// commit whose outcome the store did not tell) and its outcome stands. Returns the head as
+// this transaction sees it; an id whose head belongs to another tenant gives no row (and
+// nothing of it is touched).
 UNWIND $ids AS id
 OPTIONAL MATCH (other:DocumentStatus {doc_id: id}) WHERE other.tenant <> $tenant
 WITH id, other WHERE other IS NULL
 MERGE (s:DocumentStatus {doc_id: id})
 ON CREATE SET s.tenant = $tenant, s.version = 0
+WITH s, id, coalesce(s.locked_by = $owner, false) AS replayed
 SET s.locked_by = $owner
-WITH s, id
+WITH s, id, replayed
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, d.acl AS acl, s.status AS status,
        s.attempts AS attempts, coalesce(s.version, 0) AS version, s.applied_version AS applied_version,
-       s.acl AS head_acl, coalesce(s.acl_set, false) AS head_acl_set;
+       s.acl AS head_acl, coalesce(s.acl_set, false) AS head_acl_set, replayed;
 
 // name: doc_accept
 // A new version of each document (status node locked by doc_lock in this transaction):
@@ -83,6 +87,7 @@ RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, 
 // source, queued_at, payload, acl, acl_given}: a write that names an access list makes it the
 // head's (the newest accepted list, what the write that makes a version visible stores).
 // Returns each document's new version.
+// replay: not run for a head doc_lock found replayed (the version it took stands).
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 SET s.version = coalesce(s.version, 0) + 1, s.status = 'queued', s.job_id = $job_id, s.title = row.title,
@@ -121,15 +126,17 @@ RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error A
 // process's own, $worker). $now and
 // $lease_until: ms since the epoch. Returns the documents taken with their payloads (JSON, kept
 // on the head since the version was accepted: a queued batch carries references only).
+// replay: a head this very claim took ($worker at $started_at, a commit whose outcome the
+// store did not tell) is taken again without counting a new attempt.
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 SET s.cas = true REMOVE s.cas
-WITH s, row
+WITH s, row, coalesce(s.status = 'running' AND s.worker = $worker AND s.started_at = $started_at, false) AS replayed
 WHERE s.version = row.version
-  AND (s.status = 'queued'
+  AND (s.status = 'queued' OR replayed
        OR (s.status = 'running' AND ((row.resumed AND s.worker = $worker) OR coalesce(s.lease_until, 0) < $now)))
-SET s.status = 'running', s.attempts = coalesce(s.attempts, 0) + row.count, s.started_at = $started_at,
-    s.worker = $worker, s.lease_until = $lease_until
+SET s.status = 'running', s.attempts = coalesce(s.attempts, 0) + CASE WHEN replayed THEN 0 ELSE row.count END,
+    s.started_at = $started_at, s.worker = $worker, s.lease_until = $lease_until
 RETURN s.doc_id AS doc_id, s.payload AS payload;
 
 // name: doc_lease_renew
@@ -162,6 +169,7 @@ RETURN s.doc_id AS doc_id;
 // doc_lock just before: version + 1, done; a version queued or running is superseded by it.
 // rows: {doc_id, title, source, finished_at, acl, acl_given} (acl as in doc_accept).
 // Returns each document's new version.
+// replay: not run for a head doc_lock found replayed (the version it took stands).
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 WITH s, row, coalesce(s.version, 0) + 1 AS version
@@ -252,6 +260,7 @@ RETURN s.doc_id AS doc_id;
 // A DELETE (or a folder sync's removal) accepted as a new version of each of $ids, whose
 // status nodes doc_lock holds in this transaction: the tombstone keeps the version counter,
 // so an older version still queued can never come back. $finished_at: ISO time.
+// replay: not run for a head doc_lock found replayed (the tombstone it took stands).
 UNWIND $ids AS id
 MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 WITH s, coalesce(s.version, 0) + 1 AS version

@@ -12,6 +12,8 @@
 // $entities: entity ids whose SYNONYM edges were (re)written; $aliases: entity ids whose
 // ALIAS_OF edge was written or removed (cypher/aliases.cypher); $access: passage ids whose
 // documents' access lists changed (cypher/documents.cypher). Run in a write transaction.
+// replay: the change is recorded again under the next version (applying a change record
+// twice gives the same topology; the version only has to grow).
 MERGE (m:Meta {meta_id: $meta_id})
 ON CREATE SET m.tenant = $tenant, m.version = 0
 SET m.version = m.version + 1

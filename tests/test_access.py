@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pathweave.access import UNRESTRICTED, Access
+from pathweave.access import Access
 from pathweave.errors import NotApplicable
 from pathweave_cli.main import app
 

@@ -142,3 +142,36 @@ def test_every_mode_of_the_vocabulary_has_its_strategy_and_options():
 
     assert tuple(STRATEGIES) == MODES and set(MODE_OPTIONS) == set(MODES)
     assert all(STRATEGIES[mode].options == MODE_OPTIONS[mode] for mode in MODES)
+
+
+BUILTIN_ERRORS = {"Exception", "RuntimeError", "ValueError", "LookupError", "KeyError", "TimeoutError", "OSError",
+                  "ConnectionError", "TypeError"}
+
+
+def errors_outside_the_vocabulary(roots) -> list[str]:
+    """Exception classes of the modules under ``roots`` (folders) whose bases are builtin
+    exceptions alone: outside the one vocabulary rooted at ``PathweaveError``."""
+    import ast
+    from pathlib import Path
+
+    found = []
+    for root in roots:
+        for path in sorted(Path(root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef) and node.bases:
+                    bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                    if bases <= BUILTIN_ERRORS and node.name != "PathweaveError":
+                        found.append(f"{path}:{node.lineno} {node.name}")
+    return found
+
+
+def test_every_error_of_the_core_and_ingestion_says_whether_it_is_transient(tmp_path):
+    """One error vocabulary: every exception class of ``pathweave`` and ``pathweave_ingest``
+    derives from ``PathweaveError``, whose ``transient`` says whether to retry later."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    assert errors_outside_the_vocabulary([root / "platform" / "pathweave", root / "ingest" / "pathweave_ingest"]) == []
+    (tmp_path / "m.py").write_text("class Lost(RuntimeError):\n    pass\n\nclass Kept(PathweaveError, RuntimeError):\n"
+                                   "    pass\n")
+    assert [line.rsplit(" ", 1)[1] for line in errors_outside_the_vocabulary([tmp_path])] == ["Lost"]

@@ -40,3 +40,24 @@ def test_each_statement_runs_in_the_transaction_its_clauses_need():
                                "doc_status_get")] == ["read"] * 6
     assert [modes[n] for n in ("doc_status_done", "doc_status_retry", "doc_status_failed", "doc_accept",
                                "doc_lease_renew", "api_key_revoke", "api_key_import")] == ["write"] * 7
+
+
+def test_every_statement_that_counts_says_how_a_replay_is_recognized():
+    """The store's retry policy runs a transaction again after a commit whose outcome the
+    store did not tell (``pathweave.store.retry``): a writing statement that adds to a stored
+    number (a version, an attempt, a count) must say under ``// replay:`` why a second run
+    after its own commit is safe, and the statements known to count are found (the check can fail)."""
+    import re
+
+    from pathweave.store.statements import access_mode, cypher_dir, documented
+
+    counting = re.compile(r"(coalesce\(\s*\w+\.\w+\s*,\s*0\s*\)|\b[a-z]\w*\.\w+)\s*\+\s*(\d|row\.|CASE)", re.I)
+    found, silent = set(), []
+    for path in sorted(cypher_dir().glob("*.cypher")):
+        for st in documented(path.read_text(encoding="utf-8"), str(path)):
+            if access_mode(st.name) != "read" and counting.search(st.body):
+                found.add(st.name)
+                if not re.search(r"^replay:", st.doc, re.M):
+                    silent.append(st.name)
+    assert {"doc_accept", "doc_claim", "doc_applied", "doc_mark_deleted", "record_graph_change"} <= found
+    assert not silent, f"statements that count without a '// replay:' line: {silent}"

@@ -16,7 +16,11 @@ pytestmark = pytest.mark.neo4j_only
 @pytest.fixture()
 def routed(settings, base_store, monkeypatch):
     """The settings of the managed Neo4j reached as a configured ``neo4j://`` store, and a
-    count of the managed transactions by access mode (a spy around the driver's own)."""
+    count of the managed transactions by access mode (a spy around the driver's own):
+    ``read``/``write`` on every thread, ``write_here`` on the test's own (the process's
+    other threads, such as an earlier test's ingestion writers, may write meanwhile)."""
+    import threading
+
     from neo4j import Session
 
     from pathweave.servers import store_server
@@ -25,7 +29,8 @@ def routed(settings, base_store, monkeypatch):
     port = info.bolt_uri.rsplit(":", 1)[1]
     store = settings.store.model_copy(update={"uri": f"neo4j://127.0.0.1:{port}", "user": info.user,
                                               "password": info.password, "database": info.database})
-    counts = {"read": 0, "write": 0}
+    counts = {"read": 0, "write": 0, "write_here": 0}
+    here = threading.current_thread()
     real_read, real_write = Session.execute_read, Session.execute_write
 
     def read(self, work, *args, **kwargs):
@@ -34,6 +39,7 @@ def routed(settings, base_store, monkeypatch):
 
     def write(self, work, *args, **kwargs):
         counts["write"] += 1
+        counts["write_here"] += threading.current_thread() is here
         return real_write(self, work, *args, **kwargs)
 
     monkeypatch.setattr(Session, "execute_read", read)
@@ -84,11 +90,11 @@ def test_a_statement_that_meets_a_leader_switch_is_run_again_once(routed, monkey
 
     with open_store(settings, tenant=tenant) as store:
         monkeypatch.setattr(ManagedTransaction, "run", run)
-        writes = counts["write"]
+        writes = counts["write_here"]
         rows = store.run("record_graph_change", meta_id=store.meta_id, added=["p9"], removed=[], removed_entities=[],
                          entities=[], aliases=[], access=[])
         monkeypatch.setattr(ManagedTransaction, "run", real_run)
-        assert len(tries) == 2 and counts["write"] == writes + 1  # one execute_write, its work run twice
+        assert len(tries) == 2 and counts["write_here"] == writes + 1  # one execute_write, its work run twice
         assert int(rows[0]["version"]) == 1 and store.graph_version() == 1
 
 

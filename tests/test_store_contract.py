@@ -389,7 +389,7 @@ def test_a_transient_error_the_driver_let_through_is_retried_and_no_other_failur
     from neo4j.exceptions import Neo4jError, ResultFailedError
 
     from pathweave.errors import is_transient
-    from pathweave.store.graph_store import _conflict, _masked_transient, _server_error
+    from pathweave.store.retry import ambiguous, again, rolled_back, server_error
 
     deadlock = Neo4jError._hydrate_neo4j(code="Neo.TransientError.Transaction.DeadlockDetected", message="deadlock")
     syntax = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Statement.SyntaxError", message="bad")
@@ -403,11 +403,14 @@ def test_a_transient_error_the_driver_let_through_is_retried_and_no_other_failur
         except ResultFailedError as exc:
             return exc
 
-    assert _masked_transient(masked(deadlock))
-    assert not _masked_transient(masked(syntax))
-    assert not _masked_transient(deadlock)  # the driver retries it itself
-    assert not _masked_transient(ResultFailedError(None, "no cause"))
-    assert _server_error(masked(deadlock)) is deadlock and is_transient(_server_error(masked(deadlock)))
+    assert rolled_back(masked(deadlock)) and again(masked(deadlock))
+    assert not again(masked(syntax))
+    assert not again(deadlock)  # the driver retries it itself
+    assert not again(ResultFailedError(None, "no cause"))
+    assert server_error(masked(deadlock)) is deadlock and is_transient(server_error(masked(deadlock)))
     conflict = Neo4jError._hydrate_neo4j(code="Neo.DatabaseError.General.UnknownError",
                                          message="ConcurrentModificationException on record #3:1")
-    assert _conflict(masked(conflict)) and not _masked_transient(masked(conflict))  # an ArcadeDB conflict behind it
+    assert rolled_back(masked(conflict)) and rolled_back(conflict)  # an ArcadeDB conflict, behind it or not
+    on_commit = Neo4jError._hydrate_neo4j(code="Neo.DatabaseError.General.UnknownError",
+                                          message="Transaction error on commit")
+    assert ambiguous(on_commit) and not rolled_back(on_commit) and again(on_commit)

@@ -34,13 +34,18 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+import uuid
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pathweave.store.graph_store import GraphStore, WriteConflict
+from pathweave.store.graph_store import GraphStore
+from pathweave.store.retry import WriteConflict
 from pathweave_ingest.documents import DocumentChange, record_change, remove_documents
+from pathweave.errors import PathweaveError
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Superseded(RuntimeError):
+class Superseded(PathweaveError, RuntimeError):
     """A newer version of these documents was accepted: the write transaction that would
     have made an older one visible is rolled back (:func:`fence`)."""
 
@@ -67,7 +72,7 @@ class Superseded(RuntimeError):
         self.doc_ids = set(doc_ids)
 
 
-class NoSuchDocument(LookupError):
+class NoSuchDocument(PathweaveError, LookupError):
     """DELETE of a document the tenant never had (nothing written)."""
 
 
@@ -132,17 +137,20 @@ def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
     enqueue, done = [], []
     for doc in docs:
         head = heads[doc["doc_id"]]
-        if is_current(head, doc) and head.get("status") in (None, "done"):
+        if head["replayed"]:  # this job's accept committed on an earlier try: the version it took stands
+            (done if head["status"] == "done" else enqueue).append({**doc, "version": int(head["version"])})
+        elif is_current(head, doc) and head.get("status") in (None, "done"):
             done.append({**doc, "version": int(head["version"])})
         else:
             enqueue.append(doc)
+    fresh = [doc for doc in enqueue if "version" not in doc]
     if done:
         marked = run("doc_status_already_done", rows=_status_rows(done, queued_at), job_id=job_id)[0]["n"]
         if marked < sum(1 for doc in done if heads[doc["doc_id"]].get("status") is None):
             raise WriteConflict("a locked document head was not found again in this transaction")
-    versions = _versions_of_locked(run, "doc_accept", [d["doc_id"] for d in enqueue],
-                                  rows=_status_rows(enqueue, queued_at, payload=True), job_id=job_id) if enqueue else {}
-    return [{**doc, "version": versions[doc["doc_id"]]} for doc in enqueue], done
+    versions = _versions_of_locked(run, "doc_accept", [d["doc_id"] for d in fresh],
+                                  rows=_status_rows(fresh, queued_at, payload=True), job_id=job_id) if fresh else {}
+    return [{**doc, "version": versions.get(doc["doc_id"], doc.get("version"))} for doc in enqueue], done
 
 
 def job_view_status(row: dict[str, Any] | None, version: int | None) -> tuple[str, int | None]:
@@ -186,10 +194,18 @@ def apply_head_acl(store: GraphStore, doc_id: str) -> dict[str, Any]:
     return _set_acl(store, doc_id, None, from_head=True)
 
 
+def transaction_token(kind: str) -> str:
+    """A token of one accepting transaction (``doc_lock``'s ``$owner``): the same on each of its
+    tries, so a try finds the heads an earlier try of it committed (``replayed``)."""
+    return f"{kind}:{uuid.uuid4().hex}"
+
+
 def _set_acl(store: GraphStore, doc_id: str, value: list[str] | None, from_head: bool) -> dict[str, Any]:
+    owner = transaction_token("acl")
+
     def work(run: Run) -> DocumentChange:
         nonlocal value
-        heads = run("doc_lock", ids=[doc_id], owner="acl")
+        heads = run("doc_lock", ids=[doc_id], owner=owner)
         if not heads or (not heads[0]["ingested"] and heads[0]["status"] in (None, "deleted")):
             raise NoSuchDocument(doc_id)  # rolls the lock's MERGE back
         if from_head:
@@ -222,14 +238,18 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
     recorded. ``must_exist``: raise :class:`NoSuchDocument` (nothing written) when the tenant
     never had a document of ``doc_ids`` (a DELETE; a folder sync's removals need not).
     Returns ``({doc_id: version}, change)``."""
+    token = transaction_token(owner)
+
     def work(run: Run) -> tuple[dict[str, int], DocumentChange]:
-        heads = run("doc_lock", ids=doc_ids, owner=owner) if doc_ids else []
+        heads = run("doc_lock", ids=doc_ids, owner=token) if doc_ids else []
         if must_exist and (len(heads) < len(doc_ids) or any(
-                not h["ingested"] and h["status"] in (None, "deleted") for h in heads)):
+                not h["ingested"] and h["status"] in (None, "deleted") and not h["replayed"] for h in heads)):
             raise NoSuchDocument(", ".join(doc_ids))  # rolls the lock's MERGE back
         locked = [h["doc_id"] for h in heads]
-        versions = _versions_of_locked(run, "doc_mark_deleted", locked, ids=locked,
-                                      finished_at=now_iso()) if locked else {}
+        fresh = [h["doc_id"] for h in heads if not h["replayed"]]  # a replayed head keeps the tombstone it took
+        versions = {h["doc_id"]: int(h["version"]) for h in heads if h["replayed"]}
+        versions |= _versions_of_locked(run, "doc_mark_deleted", fresh, ids=fresh,
+                                       finished_at=now_iso()) if fresh else {}
         change = DocumentChange()
         remove_documents(run, locked, change, store.dimensions)
         if change.removed_doc_ids:
@@ -242,25 +262,29 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
     return versions, change
 
 
-def applied_in(run: Run, docs: list[dict[str, Any]]) -> list[str]:
+def applied_in(run: Run, docs: list[dict[str, Any]], owner: str) -> list[str]:
     """Inside the write transaction that makes ``docs`` visible without a queue (the CLI's
     ingest; ``{doc_id, title, source, acl}``, ``acl`` None when the write names none): each
     head is locked and takes the next version (and the access list the write names),
     ``done`` (a version queued or running meanwhile is superseded by this write). Returns the
     ids stored at that moment (the caller cuts their old version off: another writer may
-    have stored one since the caller looked). Raises ValueError (nothing written) for an id
-    of another tenant."""
+    have stored one since the caller looked). ``owner``: the transaction's token
+    (:func:`transaction_token`). Raises ValueError (nothing written) for an id of another
+    tenant."""
     if not docs:
         return []
-    heads = run("doc_lock", ids=[d["doc_id"] for d in docs], owner="direct")
+    heads = run("doc_lock", ids=[d["doc_id"] for d in docs], owner=owner)
     others = sorted({d["doc_id"] for d in docs} - {h["doc_id"] for h in heads})
     if others:  # ids are hashes of the tenant: only a forged id names another tenant's document
         raise ValueError(f"document ids of another tenant: {others[:3]}")
     finished_at = now_iso()
-    _versions_of_locked(run, "doc_applied", [d["doc_id"] for d in docs],
-                       rows=[{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],
-                              "finished_at": finished_at, "acl": d.get("acl"),
-                              "acl_given": d.get("acl") is not None} for d in docs])
+    replayed = {h["doc_id"] for h in heads if h["replayed"]}  # the version an earlier try took stands
+    fresh = [d for d in docs if d["doc_id"] not in replayed]
+    if fresh:
+        _versions_of_locked(run, "doc_applied", [d["doc_id"] for d in fresh],
+                           rows=[{"doc_id": d["doc_id"], "title": d["title"], "source": d["source"],
+                                  "finished_at": finished_at, "acl": d.get("acl"),
+                                  "acl_given": d.get("acl") is not None} for d in fresh])
     return [h["doc_id"] for h in heads if h["ingested"]]
 
 
@@ -340,6 +364,47 @@ def requeue_in(run: Run, job_id: str, failed: bool, queued: bool, limit: int = 1
     return [{**json.loads(r["payload"]), "version": int(r["version"])} for r in found if r["doc_id"] in taken]
 
 
+class _HeadWriters:
+    """The document heads this process is writing, so that a worker's lease renewal and its
+    own swap never contend on one head: on ArcadeDB's optimistic transactions a renewal
+    committed while the swap's transaction (which locks the head from its fence on) is open
+    makes the swap's commit fail, and a swap longer than a third of the lease would fail on
+    every retry. A swap waits for a renewal in flight; a renewal waits while a swap of its
+    documents is open (the swap's fence proves the lease still held; the renewal follows it).
+    So a swap must be shorter than the lease (``worker.lease_s``)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._swapping: Counter[str] = Counter()
+        self._renewing: Counter[str] = Counter()
+
+    @contextmanager
+    def _holding(self, ids: Collection[str], mine: Counter[str], theirs: Counter[str]) -> Iterator[None]:
+        ids = set(ids)
+        with self._changed:
+            self._changed.wait_for(lambda: not any(theirs[i] for i in ids))
+            mine.update(ids)
+        try:
+            yield
+        finally:
+            with self._changed:
+                mine.subtract(ids)
+                mine += Counter()  # drops the heads no longer held
+                self._changed.notify_all()
+
+    def swapping(self, ids: Collection[str]):
+        """Held while a swap's transaction over the heads ``ids`` runs (retries included)."""
+        return self._holding(ids, self._swapping, self._renewing)
+
+    def renewing(self, ids: Collection[str]):
+        """Held while a lease renewal of ``ids`` runs."""
+        return self._holding(ids, self._renewing, self._swapping)
+
+
+HEAD_WRITERS = _HeadWriters()
+"""The process's one record of the heads its swaps and lease renewals write."""
+
+
 @dataclass
 class Lease:
     """Keeps a worker's lease on the documents it runs (``docs``: payloads with their
@@ -365,7 +430,8 @@ class Lease:
     def _run(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
             try:
-                self.renew()
+                with HEAD_WRITERS.renewing(d["doc_id"] for d in self.docs):
+                    self.renew()
             except Exception as exc:  # noqa: BLE001 - the store is away; the next renewal retries
                 log.warning("lease renewal of %d document(s) failed: %s", len(self.docs), exc)
 

@@ -50,12 +50,13 @@ from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.linking import link_entities
 from pathweave.apr.codebook import code_steps
 from pathweave.apr.writes import TripleRef, fact_run_rows, triple_ref
+from pathweave.errors import PathweaveError
 
 
 T = TypeVar("T")
 
 
-class StaleBatch(RuntimeError):
+class StaleBatch(PathweaveError, RuntimeError):
     """Nodes a prepared group links to were removed by a concurrent transaction: prepare it again."""
 
 
@@ -335,6 +336,7 @@ class Pipeline:
                                                    "acl": None if doc.acl is None else sorted(doc.acl)}
                                                   for doc_id, doc in group]
         replaced = [doc_id for doc_id, _ in group if doc_id in replace]
+        owner = lifecycle.transaction_token("direct")
         added = list(dict.fromkeys(row["passage_id"] for row in batch.rows.get("upsert_passages", [])))
 
         def timed(stage: str, call: Callable[[], T]) -> T:
@@ -346,7 +348,7 @@ class Pipeline:
 
         def work(run) -> DocumentChange:
             change = DocumentChange(added_passage_ids=list(added))
-            old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced))
+            old = timed("change", lambda: self._begin_swap(run, fenced, direct, replaced, owner))
             newest = lifecycle.head_acls(run, [doc_id for doc_id, _ in group])  # heads locked: a PATCH since wins
             for row in batch.rows.get("upsert_documents", []):
                 if row["doc_id"] in newest:
@@ -363,18 +365,20 @@ class Pipeline:
             timed("change", lambda: record_change(run, self.store, change))
             return change
 
-        change = self.store.execute_write(work)
+        with lifecycle.HEAD_WRITERS.swapping(fenced):  # no renewal of their leases meanwhile
+            change = self.store.execute_write(work)
         self.store.backend.graph_changed(self.store)
         return change
 
     @staticmethod
-    def _begin_swap(run, fenced: dict[str, int], direct: list[dict], replaced: list[str]) -> list[str]:
+    def _begin_swap(run, fenced: dict[str, int], direct: list[dict], replaced: list[str], owner: str) -> list[str]:
         """The swap's first steps: the fence on the claimed versions, or the direct writes
-        accepted as versions (:func:`~pathweave_ingest.lifecycle.applied_in`); then the
+        accepted as versions under the transaction's token ``owner``
+        (:func:`~pathweave_ingest.lifecycle.applied_in`); then the
         passages of the versions being replaced cut off (also those of a direct document
         another writer stored since the group was planned). Returns the cut passage ids."""
         lifecycle.fence(run, fenced)
-        stored = lifecycle.applied_in(run, direct)
+        stored = lifecycle.applied_in(run, direct, owner)
         cut = list(dict.fromkeys(replaced + stored))
         return [p for doc_id in cut for p in detach_document(run, doc_id)]
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from pathweave.errors import StoreUnavailable, is_transient
+from pathweave.errors import PathweaveError, StoreUnavailable, is_transient
 from pathweave.store.graph_store import GraphStore
 from pathweave.telemetry import TRACER
 from pathweave_ingest import lifecycle
@@ -379,7 +379,7 @@ def run_batch_with_retries(runtime: Runtime, tenant: str, job_id: str, documents
     return total
 
 
-class QueueFull(RuntimeError):
+class QueueFull(PathweaveError, RuntimeError):
     """The in-process queue has no room for the batches of a submission."""
 
 

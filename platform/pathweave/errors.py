@@ -16,7 +16,10 @@ from __future__ import annotations
 
 
 class PathweaveError(Exception):
-    """Base of Pathweave's typed errors."""
+    """Base of Pathweave's typed errors. ``transient``: worth retrying later, nothing lost
+    (what :func:`is_transient` answers for it)."""
+
+    transient: bool = False
 
 
 class BadRequest(PathweaveError, ValueError):
@@ -29,6 +32,8 @@ class NotApplicable(BadRequest):
 
 class StoreUnavailable(PathweaveError, RuntimeError):
     """The store could not be reached or asked to retry: retry later, nothing is lost."""
+
+    transient = True
 
 
 class LLMUnavailable(PathweaveError, RuntimeError):
@@ -53,15 +58,15 @@ def is_transient(exc: BaseException) -> bool:
     to reconnect (:meth:`pathweave.runtime.QueryRuntime.lost`; the driver's I/O then also
     fails inside itself with an ``AttributeError`` or ``BufferError`` on the connection it
     tore down), credentials a restarted managed store no longer accepts (it generated new
-    ones: reconnecting reads them), or a :class:`StoreUnavailable`?"""
+    ones: reconnecting reads them)? A Pathweave error says it itself (``transient``: a
+    :class:`StoreUnavailable`, a managed server's error, a write conflict)."""
     import httpx
     from neo4j.exceptions import AuthError, DriverError, ServiceUnavailable, SessionExpired, TransientError
 
-    from pathweave.servers.processes import ServerError
-    from pathweave.store.graph_store import WriteConflict
-
-    if isinstance(exc, (StoreUnavailable, ServiceUnavailable, SessionExpired, TransientError, ServerError, WriteConflict,
-                        AuthError, ConnectionError, TimeoutError, httpx.TransportError)):
+    if isinstance(exc, PathweaveError):
+        return exc.transient
+    if isinstance(exc, (ServiceUnavailable, SessionExpired, TransientError, AuthError, ConnectionError, TimeoutError,
+                        httpx.TransportError)):
         return True
     text = str(exc).lower()
     if isinstance(exc, DriverError) and "closed" in text:

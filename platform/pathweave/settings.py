@@ -62,6 +62,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 from pydantic_settings.sources.utils import parse_env_vars
+from pathweave.errors import PathweaveError
 
 ENV_PREFIX = "PATHWEAVE_"
 
@@ -113,7 +114,7 @@ def _deprecated(old: str, new: str) -> None:
     log.warning(message)
 
 
-class UnknownSettingError(ValueError):
+class UnknownSettingError(PathweaveError, ValueError):
     """A ``PATHWEAVE_*`` environment variable that names no setting."""
 
 

@@ -5,7 +5,6 @@ session's store server, and the API publishing to them."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pathweave.servers.processes import free_port, stop_process
+from pathweave.servers.processes import stop_process
 from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

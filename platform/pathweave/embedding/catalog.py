@@ -30,6 +30,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from pathweave.errors import PathweaveError
 
 #: Settings that are cosine thresholds on the embedder's scale (section, field); each catalog
 #: model's :attr:`~EmbeddingModel.calibration` gives a value for every one.
@@ -54,7 +55,7 @@ SPEC_DEFAULTS: dict[str, float] = {
 }
 
 
-class UnknownEmbedder(ValueError):
+class UnknownEmbedder(PathweaveError, ValueError):
     """An embedder name that is neither in the catalog nor a model directory."""
 
 

@@ -42,6 +42,7 @@ from pathweave.access import UNRESTRICTED, Access
 from pathweave.graph.ppr import push
 from pathweave.graph.topology import FrontierTopology, TopologyView, batched_read
 from pathweave.graph.visibility import Acceptor, acceptors, visible_view
+from pathweave.errors import PathweaveError
 
 if TYPE_CHECKING:
     from pathweave.store.graph_store import GraphStore
@@ -175,6 +176,6 @@ class Frontier:
         return found
 
 
-class FrontierMoved(RuntimeError):
+class FrontierMoved(PathweaveError, RuntimeError):
     """The tenant's frontier started again empty (over its cap, or rebuilt) while a query's
     push read it: the push's indices mean nothing in the new one (:meth:`Frontier.pagerank`)."""

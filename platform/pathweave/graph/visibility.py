@@ -81,7 +81,7 @@ def restrict(view: TopologyView, passages: np.ndarray) -> TopologyView:
     the raw incidence of what those passages state. Its ``extras["visible"]`` holds the
     readable ``passages (P,)``, ``props (R,)``, ``entities (E,)`` and ``triples (T,)`` masks
     and their ``share`` of the alive passages."""
-    n_e, n_p, n_r = view.n_entities, view.n_passages, view.prop_entities.shape[0]
+    n_e, n_p = view.n_entities, view.n_passages
     alive = view.alive & passages[:n_p]
     states = _binary(sp.diags(alive.astype(np.float64)) @ view.states)
     props = np.asarray(states.sum(axis=0)).ravel() > 0

@@ -22,13 +22,18 @@ from urllib.parse import urlparse
 
 import httpx
 
-from pathweave.errors import LLMUnavailable
+from pathweave.errors import LLMUnavailable, PathweaveError
 from pathweave.settings import LLMSettings
 from pathweave.telemetry import traced
 
 
-class LLMError(RuntimeError):
-    """An LLM request failed: endpoint unreachable, timeout, HTTP error, missing logprobs."""
+class LLMError(PathweaveError, RuntimeError):
+    """An LLM request failed: endpoint unreachable, timeout, HTTP error, missing logprobs.
+    ``transient``: the endpoint did not answer (unreachable, timed out): worth asking again."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True)
@@ -191,10 +196,10 @@ class LLMClient:
                     response = self._openai.chat.completions.create(**kwargs)  # once, where it runs now
         except openai.APITimeoutError as exc:
             self._failed()
-            raise LLMError(f"LLM request timed out at {self.base_url}: {exc}") from None
+            raise LLMError(f"LLM request timed out at {self.base_url}: {exc}", transient=True) from None
         except openai.APIConnectionError as exc:
             self._failed()
-            raise LLMError(f"LLM endpoint {self.base_url} unreachable: {exc}") from None
+            raise LLMError(f"LLM endpoint {self.base_url} unreachable: {exc}", transient=True) from None
         except openai.APIError as exc:
             self._failed()
             raise LLMError(f"LLM endpoint {self.base_url} failed: {exc}") from None

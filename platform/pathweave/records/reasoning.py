@@ -20,6 +20,7 @@ from pathweave.model import QueryResult
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.records.session_ids import session_steps
 from pathweave.store.graph_store import GraphStore
+from pathweave.errors import PathweaveError
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def _cite_selected(store: GraphStore, selected: list[dict], access: Access = UNR
         row["reference"] = cited[passage]["reference"] if passage in cited else None
 
 
-class RecordsBehind(RuntimeError):
+class RecordsBehind(PathweaveError, RuntimeError):
     """The record writer did not catch up within the wait a reader allows (retry later)."""
 
 

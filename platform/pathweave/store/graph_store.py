@@ -7,7 +7,6 @@ lives behind :class:`pathweave.store.backends.Backend` (``store.backend``).
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 import weakref
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 
 from neo4j import Driver
 
+from pathweave.store.retry import CONFLICT_RETRIES, WriteConflict, again, server_error, transact
 from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
 from pathweave.telemetry import traced
@@ -25,62 +25,7 @@ log = logging.getLogger(__name__)
 _SCHEMA_PREFIX = "constraint_"
 T = TypeVar("T")
 
-
-CONFLICT_RETRIES = 8
-"""How often :meth:`GraphStore.execute_write` runs a transaction again after a write conflict."""
-
-
-CONFLICT_SIGNS = ("concurrentmodification", "duplicated key", "concurrent change", "transaction error on commit")
-"""Lower-case text of ArcadeDB's errors for a transaction rolled back by another writer's commit."""
-
-
-class WriteConflict(RuntimeError):
-    """Raised by a transaction's own work when a record it wrote earlier in the same
-    transaction is not found again: on ArcadeDB, a concurrent transaction committed the node
-    this one's MERGE created (both made it), and the index lookup no longer sees this one's
-    copy. :meth:`GraphStore.execute_write` runs the transaction again; its MERGE then
-    matches the committed node."""
-
-
-def _server_error(exc: BaseException) -> BaseException:
-    """The server's error behind what the driver raised in its place: a transaction whose
-    close, exhausting a result that failed, raised a :class:`neo4j.exceptions.ResultFailedError`
-    from the server's error (neo4j 6.x, when another thread took the released connection
-    first); ``exc`` itself otherwise."""
-    from neo4j.exceptions import ResultFailedError
-
-    seen = 0
-    while isinstance(exc, ResultFailedError) and exc.__cause__ is not None and seen < 8:
-        exc, seen = exc.__cause__, seen + 1
-    return exc
-
-
-def _masked_transient(exc: BaseException) -> bool:
-    """A retryable server error (a deadlock, a lock timeout) that the driver let through
-    unretried behind a :class:`neo4j.exceptions.ResultFailedError` (:func:`_server_error`);
-    the transaction never committed: run it again."""
-    from neo4j.exceptions import Neo4jError
-
-    error = _server_error(exc)
-    return error is not exc and isinstance(error, Neo4jError) and error.is_retryable()
-
-
-def _conflict(exc: BaseException) -> bool:
-    """A write conflict of ArcadeDB's optimistic transactions: two writers changed one record,
-    or both created the node a MERGE looked for (the second commit finds its key taken, or
-    the transaction no longer finds its own copy: :class:`WriteConflict`; run again, its
-    MERGE matches the first one's node). Over Bolt, ArcadeDB reports a duplicate key found at
-    commit only as "Transaction error on commit" (the cause left out), the text it also uses
-    for a commit that failed on I/O: run again too, as the driver runs a managed transaction
-    again after a commit whose outcome it did not learn (the work must be safe to repeat:
-    compare-and-set or idempotent); a persistent failure still ends after
-    :data:`CONFLICT_RETRIES`."""
-    exc = _server_error(exc)
-    if isinstance(exc, WriteConflict):
-        return True
-    text = str(exc).lower()
-    return any(sign in text for sign in CONFLICT_SIGNS)
-
+__all__ = ["CONFLICT_RETRIES", "GraphStore", "WriteConflict", "batched", "bookmark_manager", "forget_bookmarks"]
 
 _BOOKMARK_MANAGERS: "weakref.WeakKeyDictionary[Driver, Any]" = weakref.WeakKeyDictionary()
 _BOOKMARK_LOCK = threading.Lock()
@@ -144,7 +89,7 @@ class GraphStore:
         """Whether ``exc`` says the database is behind this process's own bookmarks: it was
         replaced by an earlier state (a restore) and will never reach them. They are then
         forgotten (logged), and the work may run again."""
-        if not self._bookmarked or getattr(_server_error(exc), "code", None) != BOOKMARK_TIMEOUT:
+        if not self._bookmarked or getattr(server_error(exc), "code", None) != BOOKMARK_TIMEOUT:
             return False
         log.warning("the store is behind this process's bookmarks (restored from a backup?): starting afresh")
         forget_bookmarks(self.driver)
@@ -187,9 +132,9 @@ class GraphStore:
         the driver picks for reads; a bookmark the cluster has not reached
         in the server's wait is an error, not retried). ``on_leader``: a read that must see
         every commit of every process (e.g. a key's revocation) runs where writes do. ArcadeDB,
-        and ``CALL … IN TRANSACTIONS``: an auto-commit transaction (on ArcadeDB a writing one
-        that meets a write conflict runs again, at most :data:`CONFLICT_RETRIES` times). In a
-        traced query or batch, a span ``store <name>``."""
+        and ``CALL … IN TRANSACTIONS``: an auto-commit transaction. A writing statement runs
+        again under the store's retry policy (:mod:`pathweave.store.retry`). In a traced query
+        or batch, a span ``store <name>``."""
         params.setdefault("tenant", self.tenant)
         text = statement(name)
         mode = access_mode(name) if self._bookmarked and not read_after else "auto"
@@ -205,25 +150,15 @@ class GraphStore:
                     return [record.data() for record in tx.run(text, params)]
                 return session.execute_read(work) if mode == "read" else session.execute_write(work)
 
+        writes = access_mode(name) != "read"
         with traced(f"store {name}", **{"db.operation.name": name, "db.system.name": self.backend.name}):
-            for conflicts in range(CONFLICT_RETRIES + 1):
-                try:
-                    return attempt()
-                except Exception as exc:
-                    if not read_after and self._moved_back(exc):
-                        return attempt()
-                    # ArcadeDB: an auto-commit write that met another writer's change of a record
-                    # was rolled back whole; the statements are compare-and-set or idempotent: again
-                    again = _masked_transient(exc) if mode != "auto" else \
-                        _conflict(exc) and access_mode(name) != "read"
-                    if conflicts == CONFLICT_RETRIES or not again:
-                        raise _server_error(exc)  # what callers classify (transient or not)
-                    time.sleep(random.uniform(0.01, 0.05) * (conflicts + 1))
-        raise AssertionError("unreachable")
+            # a bookmark another process gave that the store has not reached is an error, not retried
+            return transact(attempt, runs_again=lambda exc: writes and again(exc),
+                            moved_back=lambda exc: not read_after and self._moved_back(exc))
 
     def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:
-        """Write ``rows`` with named UNWIND statement ``name`` in batches (one managed
-        transaction each: the driver retries transient errors such as write conflicts)."""
+        """Write ``rows`` with named UNWIND statement ``name`` in batches (one transaction
+        each, :meth:`run_in_transaction`)."""
         written = 0
         for chunk in batched(rows, self.batch_size):
             written += len(chunk)
@@ -235,10 +170,10 @@ class GraphStore:
         """Run named statements ``(name, params)`` in ONE write transaction: all or nothing.
         ``on_step(name, seconds)`` after each statement (ingestion's profile; a retried
         transaction reports its statements again). ``steps`` is read once into a list: the
-        driver re-runs the transaction on a transient error (and so does this method on one
-        the driver let through, :func:`_masked_transient`), and a generator would then be
-        exhausted and commit nothing. A write conflict the driver's retries did not resolve
-        is raised (a worker's batch is then retried whole, :mod:`pathweave_ingest.tasks`)."""
+        transaction runs again under the store's retry policy (:mod:`pathweave.store.retry`:
+        the driver's managed retries, a write conflict, an ambiguous commit, a restore's
+        bookmarks), and a generator would then be exhausted and commit nothing. An error the
+        policy does not retry, or the last try's, is raised (the server's error)."""
         steps = list(steps)
 
         def work(tx) -> None:
@@ -248,45 +183,28 @@ class GraphStore:
                 if on_step is not None:
                     on_step(name, time.perf_counter() - started)
 
-        moved_back = False
-        for attempt in range(CONFLICT_RETRIES + 1):
-            try:
-                with self._session() as session:
-                    session.execute_write(work)
-                return
-            except Exception as exc:
-                if not moved_back and self._moved_back(exc):
-                    moved_back = True
-                    continue
-                if attempt == CONFLICT_RETRIES or not _masked_transient(exc):
-                    raise _server_error(exc)  # what callers classify (transient or not)
+        def attempt() -> None:
+            with self._session() as session:
+                session.execute_write(work)
+
+        transact(attempt, runs_again=again, moved_back=self._moved_back)
 
     def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
-        """Run ``work(run)`` in ONE managed write transaction (retried on transient errors and
-        on write conflicts, so ``work`` must start over cleanly): ``run(name, **params) -> rows``
-        runs named statements inside it for the tenant. Returns what ``work`` returns.
-
-        The driver retries what Neo4j reports as transient (lock timeouts, deadlocks); a write
-        conflict of ArcadeDB's optimistic transactions (two writers changed one record, e.g.
-        the tenant's graph-version node) and a transient error the driver let through
-        (:func:`_masked_transient`) are retried here, at most :data:`CONFLICT_RETRIES` times
-        with a short random pause."""
+        """Run ``work(run)`` in ONE managed write transaction, run again under the store's
+        retry policy (:mod:`pathweave.store.retry`; so ``work`` must start over cleanly):
+        ``run(name, **params) -> rows`` runs named statements inside it for the tenant.
+        Returns what ``work`` returns; raises the server's error of the last try, or any
+        error the policy does not retry (``work``'s own included)."""
         def transaction(tx):
             def run(name: str, **params: Any) -> list[dict[str, Any]]:
                 return [r.data() for r in tx.run(statement(name), {"tenant": self.tenant, **params})]
             return work(run)
 
-        for attempt in range(CONFLICT_RETRIES + 1):
-            try:
-                with self._session() as session:
-                    return session.execute_write(transaction)
-            except Exception as exc:
-                if self._moved_back(exc) and attempt < CONFLICT_RETRIES:
-                    continue
-                if attempt == CONFLICT_RETRIES or not (_conflict(exc) or _masked_transient(exc)):
-                    raise _server_error(exc)  # what callers classify (transient or not)
-                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-        raise AssertionError("unreachable")
+        def attempt() -> T:
+            with self._session() as session:
+                return session.execute_write(transaction)
+
+        return transact(attempt, runs_again=again, moved_back=self._moved_back)
 
     def write_all(self, steps: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> None:
         """Write several named UNWIND batches in ONE transaction (used per group of

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pathweave.store.statements import statement
+from pathweave.errors import PathweaveError
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def graph_size(run: Run) -> tuple[int, int]:
     return int(rows[0]["node_count"] or 0), int(rows[0]["relationship_count"] or 0)
 
 
-class ProjectionTooLarge(RuntimeError):
+class ProjectionTooLarge(PathweaveError, RuntimeError):
     """A projection's memory estimate exceeds the share of the GDS server's heap it may take
     (``store.gds_max_heap_percent``): refused before anything is loaded."""
 

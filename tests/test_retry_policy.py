@@ -1,0 +1,142 @@
+"""The store's one retry policy (``pathweave.store.retry``) on the real stores: a transaction
+the store rolled back runs again (a reasoning record that met a write conflict is written,
+not dropped), and a commit that took effect but answered without its outcome runs again
+without counting twice (an accept, a delete and a claim read their own commit back). The
+faults are injected around the store's own transactions: the statements, the driver and the
+store are the real ones."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pathweave_ingest import jobs, lifecycle
+
+pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
+
+
+def _server_error(message: str):
+    from neo4j.exceptions import Neo4jError
+
+    return Neo4jError._hydrate_neo4j(code="Neo.DatabaseError.General.UnknownError", message=message)
+
+
+@pytest.fixture()
+def faults(monkeypatch):
+    """``faults(kind, times)``: the next ``times`` store transactions (any thread) end in an
+    error: ``"rolled back"`` raises an ArcadeDB write conflict before the transaction runs,
+    ``"ambiguous"`` raises "Transaction error on commit" after it committed. Returns the
+    list of faults raised so far."""
+    from pathweave.store import graph_store
+
+    real, raised, lock = graph_store.transact, [], threading.Lock()
+    pending = {"kind": None, "times": 0}
+
+    def transact(work, **kwargs):
+        def faulty():
+            with lock:
+                kind = pending["kind"] if pending["times"] > 0 else None
+                pending["times"] -= kind is not None
+            if kind == "rolled back":
+                raised.append(kind)
+                raise _server_error("ConcurrentModificationException: record #12:7 was changed by another transaction")
+            out = work()
+            if kind == "ambiguous":
+                raised.append(kind)
+                raise _server_error("Transaction error on commit")
+            return out
+        return real(faulty, **kwargs)
+
+    monkeypatch.setattr(graph_store, "transact", transact)
+
+    def arm(kind: str, times: int = 1) -> list[str]:
+        pending.update(kind=kind, times=times)
+        return raised
+    return arm
+
+
+def _payload(store, title="Harbour rules", text="Ferries leave Ulvik harbour at six."):
+    return jobs.payloads(store.tenant, [jobs.to_source({"title": title, "text": text, "source": title})])
+
+
+def test_an_accept_a_claim_and_a_delete_whose_commit_answered_without_its_outcome_count_once(store, faults):
+    submitted = _payload(store)
+    raised = faults("ambiguous")
+    submission = jobs.create_job(store, jobs.new_job_id(), submitted, 8, "celery")
+    assert raised == ["ambiguous"]  # the accept committed, its answer lost, its transaction ran again
+    doc_id = submitted[0]["doc_id"]
+    head = store.run("document_states", ids=[doc_id])[0]
+    assert (head["status"], head["version"]) == ("queued", 1) and submission.to_enqueue[0]["version"] == 1
+
+    faults("ambiguous")
+    taken = lifecycle.claim(store, submission.to_enqueue, (), "w1", 60.0)
+    assert [d["doc_id"] for d in taken] == [doc_id]  # the replay finds its own claim: still taken
+    head = store.run("document_states", ids=[doc_id])[0]
+    assert (head["status"], head["attempts"], head["worker"]) == ("running", 1, "w1")
+
+    faults("ambiguous")
+    deleted = lifecycle.delete(store, doc_id)
+    head = store.run("document_states", ids=[doc_id])[0]
+    assert deleted["version"] == 2 and (head["status"], head["version"]) == ("deleted", 2)
+    assert len(raised) == 3
+
+
+def test_a_rolled_back_accept_runs_again_and_a_policy_that_never_clears_gives_up(store, faults):
+    from pathweave.store.retry import CONFLICT_RETRIES
+
+    raised = faults("rolled back")
+    submitted = _payload(store)
+    jobs.create_job(store, jobs.new_job_id(), submitted, 8, "celery")
+    assert raised == ["rolled back"]
+    assert store.run("document_states", ids=[submitted[0]["doc_id"]])[0]["version"] == 1
+
+    faults("rolled back", times=CONFLICT_RETRIES + 1)
+    again = _payload(store, text="Ferries leave Ulvik harbour at seven.")
+    with pytest.raises(Exception, match="ConcurrentModification"):
+        jobs.create_job(store, jobs.new_job_id(), again, 8, "celery")
+    assert len(raised) == 1 + CONFLICT_RETRIES + 1
+    head = store.run("document_states", ids=[submitted[0]["doc_id"]])[0]
+    assert (head["version"], head["status"]) == (1, "queued")  # nothing of the failed accept
+
+
+def test_a_reasoning_record_that_met_a_write_conflict_is_written(pipeline, store, embedder, settings, faults):
+    from pathweave.query.retriever import Retriever
+    from pathweave_ingest.loaders import SourceDocument
+
+    pipeline.ingest([SourceDocument("a", "Ulvik", "Ferries leave Ulvik harbour at six. Ulvik lies on the Skarn coast.")])
+    retriever = Retriever(store, embedder, settings)
+    result = retriever.query("When do ferries leave Ulvik?", mode="dense", k=1)
+    retriever.flush(60)
+    again = result.model_copy(update={"query_id": f"{result.query_id}-again"})
+    raised = faults("rolled back")
+    retriever.resources.records.write_now(again)  # the record writer's write, on this thread
+    assert raised == ["rolled back"] and retriever.resources.records.failures == 0
+    assert retriever.read_record(again.query_id)["query_id"] == again.query_id
+
+
+def test_a_lease_renewal_and_its_own_swap_never_write_one_head_at_once():
+    """Pure logic of ``lifecycle.HEAD_WRITERS``: a renewal waits while a swap of its heads is
+    open, a swap waits for a renewal in flight, other heads are not held up."""
+    writers = lifecycle._HeadWriters()
+    order: list[str] = []
+    swap_open, renewal_done = threading.Event(), threading.Event()
+
+    def renew():
+        swap_open.wait(5)
+        with writers.renewing(["d1", "d2"]):
+            order.append("renewal")
+        renewal_done.set()
+
+    thread = threading.Thread(target=renew)
+    thread.start()
+    with writers.swapping(["d2"]):
+        swap_open.set()
+        with writers.renewing(["d3"]):  # another document's renewal passes
+            order.append("other renewal")
+        time.sleep(0.2)
+        assert not renewal_done.is_set()
+        order.append("swap")
+    thread.join(5)
+    assert order == ["other renewal", "swap", "renewal"]
