@@ -109,9 +109,13 @@ SET s.status = 'done', s.job_id = $job_id, s.title = row.title, s.source = row.s
 RETURN count(s) AS n;
 
 // name: doc_status_get
+// The heads of $ids, each with the access list that guards it: the newest accepted one (a
+// write or PATCH named it), else the stored document's (null: the whole tenant reads it).
 UNWIND $ids AS id
 MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
+OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error AS error,
+       CASE WHEN coalesce(s.acl_set, false) THEN s.acl ELSE d.acl END AS acl,
        s.job_id AS job_id, s.title AS title, s.source AS source, s.queued_at AS queued_at,
        s.started_at AS started_at, s.finished_at AS finished_at, s.seconds AS seconds,
        s.passages AS passages, s.propositions AS propositions, s.entities AS entities,

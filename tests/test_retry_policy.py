@@ -31,10 +31,10 @@ def faults(monkeypatch):
     list of faults raised so far."""
     from pathweave.store import graph_store
 
-    real, raised, lock = graph_store.transact, [], threading.Lock()
+    real, raised, lock = graph_store.GraphStore._transact, [], threading.Lock()
     pending = {"kind": None, "times": 0}
 
-    def transact(work, **kwargs):
+    def transact(work, runs_again, moved_back):
         def faulty():
             with lock:
                 kind = pending["kind"] if pending["times"] > 0 else None
@@ -47,9 +47,9 @@ def faults(monkeypatch):
                 raised.append(kind)
                 raise _server_error("Transaction error on commit")
             return out
-        return real(faulty, **kwargs)
+        return real(faulty, runs_again, moved_back)
 
-    monkeypatch.setattr(graph_store, "transact", transact)
+    monkeypatch.setattr(graph_store.GraphStore, "_transact", staticmethod(transact))
 
     def arm(kind: str, times: int = 1) -> list[str]:
         pending.update(kind=kind, times=times)

@@ -30,5 +30,5 @@ echo "== the suite on ArcadeDB (the default store)"
 .venv/bin/python -m pytest -q --junitxml=bench-results/tests-arcadedb.xml "$@" || status=$?
 echo "== the store contract on Neo4j 5.26 + GDS 2.13"
 PATHWEAVE_STORE_BACKEND=neo4j .venv/bin/python -m pytest -q --junitxml=bench-results/tests-neo4j.xml "$@" || status=$?
-.venv/bin/python tools/test_durations.py bench-results/tests-arcadedb.xml bench-results/tests-neo4j.xml || status=$?
+.venv/bin/python tools/test_durations.py --enforce bench-results/tests-arcadedb.xml bench-results/tests-neo4j.xml || status=$?
 exit $status

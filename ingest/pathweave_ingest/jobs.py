@@ -139,8 +139,11 @@ def _document_view(row: dict[str, Any]) -> dict[str, Any]:
     return {key: row.get(key) for key in keys}
 
 
-def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
-    """The job with its documents' states and progress, or None (unknown for this tenant)."""
+def job_status(store: GraphStore, job_id: str, access: Access = UNRESTRICTED) -> dict[str, Any] | None:
+    """The job with its documents' states and progress, or None (unknown for this tenant). A
+    document ``access`` may not read (:mod:`pathweave.access`, by the newest accepted access
+    list, else the stored one) counts in the job's state and progress but is not listed (no
+    id, title, source or error of it)."""
     rows = store.run("job_get", job_id=job_id)
     if not rows:
         return None
@@ -148,6 +151,7 @@ def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
     doc_ids = list(job["doc_ids"] or [])
     versions = list(job.get("versions") or [None] * len(doc_ids))
     statuses = {row["doc_id"]: row for row in store.run("doc_status_get", ids=doc_ids)}
+    unreadable = {doc_id for doc_id, row in statuses.items() if not access.reads(row["acl"])}
     documents = []
     for doc_id, version in zip(doc_ids, versions):
         row = statuses.get(doc_id)
@@ -175,7 +179,7 @@ def job_status(store: GraphStore, job_id: str) -> dict[str, Any] | None:
             "passages": sum(int(d["passages"] or 0) for d in documents if d["status"] == "done"),
         },
         "finished_at": max((d["finished_at"] or "" for d in documents), default=None) if total and finished == total else None,
-        "documents": documents,
+        "documents": [d for d in documents if d["doc_id"] not in unreadable],
         "bookmarks": job_bookmarks([statuses[d] for d in doc_ids if d in statuses]),
     }
 

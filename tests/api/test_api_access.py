@@ -200,3 +200,19 @@ def test_an_upload_carries_its_access_list_in_the_form(client, keys, wait):
     for principals, sees in ((["group:red"], True), (["user:alice"], True), (["group:blue"], False)):
         answer = client.post("/v1/query", headers=key(keys, tenant, principals), json=ask).json()
         assert ("MARKERUPLOAD6610" in " ".join(strings(answer))) == sees, principals
+
+
+def test_a_job_lists_to_a_restricted_caller_only_the_documents_it_may_read(client, keys, ingest):
+    tenant = f"acc{uuid.uuid4().hex[:10]}"
+    admin = key(keys, tenant, scope="admin")
+    job = ingest(admin, DOCS)
+    red = key(keys, tenant, ["group:red"])
+    view = client.get(f"/v1/jobs/{job['job_id']}", headers=red)
+    assert view.status_code == 200, view.text
+    assert {d["title"] for d in view.json()["documents"]} == {"Tidewright Guild", "Project Ossifrage"}
+    assert view.json()["total"] == len(DOCS) and view.json()["status"] == "done"  # the job's state: all of it
+    whole = client.get(f"/v1/jobs/{job['job_id']}", headers=admin).json()
+    assert len(whole["documents"]) == len(DOCS)
+    hidden_ids = [d["doc_id"] for d in whole["documents"] if d["title"] in ("Sablewind merger", "Tolliver file")]
+    assert len(hidden_ids) == 2 and not any(doc_id in view.text for doc_id in hidden_ids)
+    assert "Sablewind" not in view.text and "Tolliver" not in view.text

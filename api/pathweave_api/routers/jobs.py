@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from pathweave_api.auth import IngestKey, scoped
+from pathweave_api.callers import Caller
 from pathweave_api.keys import ApiKey
 from pathweave_api.models import HEX32_PATTERN, JobResponse, SubmitResponse
 from pathweave_api.problems import ApiProblem, errors
@@ -19,9 +20,10 @@ router = APIRouter()
 
 @router.get("/v1/jobs/{job_id}", response_model=JobResponse, tags=["documents"], summary="A job's progress",
          responses=errors(404, 422))
-def get_job(key: IngestKey, svc: ServicesDep, job_id: Annotated[str, Path(pattern=HEX32_PATTERN, description="Job id.",
-                                                        examples=["8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"])]):
-    job = svc.guard(jobs.job_status, svc.store(key.tenant), job_id)
+def get_job(key: IngestKey, access: Caller, svc: ServicesDep,
+            job_id: Annotated[str, Path(pattern=HEX32_PATTERN, description="Job id.",
+                                        examples=["8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"])]):
+    job = svc.guard(jobs.job_status, svc.store(key.tenant), job_id, access)
     if job is None:
         raise ApiProblem(404, f"no job {job_id} for this tenant", "not-found")
     return job

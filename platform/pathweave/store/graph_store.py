@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from neo4j import Driver
 
-from pathweave.store.retry import CONFLICT_RETRIES, WriteConflict, again, server_error, transact
+from pathweave.store.retry import CONFLICT_RETRIES, WriteConflict, again, retrying, server_error
 from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
 from pathweave.telemetry import traced
@@ -95,6 +95,23 @@ class GraphStore:
         forget_bookmarks(self.driver)
         return True
 
+    @staticmethod
+    def _transact(work: Callable[[], T], runs_again: Callable[[BaseException], bool],
+                  moved_back: Callable[[BaseException], bool]) -> T:
+        """``work()`` (one transaction) under the store's retry policy
+        (:func:`pathweave.store.retry.retrying`); raises the server's error behind the last
+        try's (:func:`~pathweave.store.retry.server_error`: what callers classify)."""
+        try:
+            for attempt in retrying(runs_again, moved_back):
+                with attempt:
+                    return work()
+        except Exception as exc:
+            error = server_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        raise AssertionError("unreachable: the policy's last try raises")
+
     def _session(self, bookmarks: Sequence[str] = (), read: bool = False):
         """A session of the store's database. On Neo4j it shares the process's bookmark
         manager (every transaction sees what this process committed before it, on whichever
@@ -153,8 +170,8 @@ class GraphStore:
         writes = access_mode(name) != "read"
         with traced(f"store {name}", **{"db.operation.name": name, "db.system.name": self.backend.name}):
             # a bookmark another process gave that the store has not reached is an error, not retried
-            return transact(attempt, runs_again=lambda exc: writes and again(exc),
-                            moved_back=lambda exc: not read_after and self._moved_back(exc))
+            return self._transact(attempt, runs_again=lambda exc: writes and again(exc),
+                                  moved_back=lambda exc: not read_after and self._moved_back(exc))
 
     def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:
         """Write ``rows`` with named UNWIND statement ``name`` in batches (one transaction
@@ -187,7 +204,7 @@ class GraphStore:
             with self._session() as session:
                 session.execute_write(work)
 
-        transact(attempt, runs_again=again, moved_back=self._moved_back)
+        self._transact(attempt, runs_again=again, moved_back=self._moved_back)
 
     def execute_write(self, work: Callable[[Callable[..., list[dict[str, Any]]]], T]) -> T:
         """Run ``work(run)`` in ONE managed write transaction, run again under the store's
@@ -204,7 +221,7 @@ class GraphStore:
             with self._session() as session:
                 return session.execute_write(transaction)
 
-        return transact(attempt, runs_again=again, moved_back=self._moved_back)
+        return self._transact(attempt, runs_again=again, moved_back=self._moved_back)
 
     def write_all(self, steps: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> None:
         """Write several named UNWIND batches in ONE transaction (used per group of

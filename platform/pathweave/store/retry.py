@@ -29,13 +29,10 @@ Waits: random, growing with the attempt (10-50 ms times the attempt's number), a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random
 
 from pathweave.errors import PathweaveError
-
-T = TypeVar("T")
 
 CONFLICT_RETRIES = 8
 """How often a transaction runs again after an error :func:`again` allows."""
@@ -94,20 +91,14 @@ def again(exc: BaseException) -> bool:
     return rolled_back(exc) or ambiguous(exc)
 
 
-def transact(work: Callable[[], T], *, runs_again: Callable[[BaseException], bool],
-             moved_back: Callable[[BaseException], bool] = lambda exc: False) -> T:
-    """``work()`` run again while an error says it may (``runs_again(exc)``, e.g. :func:`again`;
-    ``moved_back(exc)``: the store is behind the process's bookmarks, which it forgot), at most
-    :data:`CONFLICT_RETRIES` times. Returns what ``work`` returns; raises the server's error
-    (:func:`server_error`) of the last try."""
-    retrying = Retrying(stop=stop_after_attempt(CONFLICT_RETRIES + 1),
-                        wait=lambda state: wait_random(0.01, 0.05)(state) * state.attempt_number,
-                        retry=retry_if_exception(lambda exc: moved_back(exc) or runs_again(exc)),
-                        reraise=True)
-    try:
-        return retrying(work)
-    except Exception as exc:
-        error = server_error(exc)
-        if error is exc:
-            raise
-        raise error from exc
+def retrying(runs_again: Callable[[BaseException], bool],
+             moved_back: Callable[[BaseException], bool] = lambda exc: False) -> Retrying:
+    """The policy's tries, for ``for attempt in retrying(...): with attempt: ...``: again while
+    an error says so (``runs_again(exc)``, e.g. :func:`again`; ``moved_back(exc)``: the store is
+    behind the process's bookmarks, which it forgot), at most :data:`CONFLICT_RETRIES` times,
+    after a random wait growing with the try's number; the last try's error is raised (the
+    caller raises the server's error behind it, :func:`server_error`)."""
+    return Retrying(stop=stop_after_attempt(CONFLICT_RETRIES + 1),
+                    wait=lambda state: wait_random(0.01, 0.05)(state) * state.attempt_number,
+                    retry=retry_if_exception(lambda exc: moved_back(exc) or runs_again(exc)),
+                    reraise=True)
