@@ -63,17 +63,18 @@ RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, 
 // status node of each of $ids, created at version 0 when the document has none, is
 // written, so this transaction holds its lock until it commits and concurrent accepts of
 // one document are serialized. $owner: a token of this one transaction (the same on each of
-// its tries); replayed: the head was last locked by it, so an earlier try committed (a
-// commit whose outcome the store did not tell) and its outcome stands. Returns the head as
-// this transaction sees it; an id whose head belongs to another tenant gives no row (and
-// nothing of it is touched).
+// its tries), kept among the head's last 16 (lock_tokens); replayed: the head holds it, so an
+// earlier try committed (a commit whose outcome the store did not tell), and its outcome
+// stands, whatever writers came since. Returns the head as this transaction sees it; an id
+// whose head belongs to another tenant gives no row (and nothing of it is touched).
 UNWIND $ids AS id
+WITH DISTINCT id
 OPTIONAL MATCH (other:DocumentStatus {doc_id: id}) WHERE other.tenant <> $tenant
 WITH id, other WHERE other IS NULL
 MERGE (s:DocumentStatus {doc_id: id})
 ON CREATE SET s.tenant = $tenant, s.version = 0
-WITH s, id, coalesce(s.locked_by = $owner, false) AS replayed
-SET s.locked_by = $owner
+WITH s, id, $owner IN coalesce(s.lock_tokens, []) AS replayed
+SET s.lock_tokens = ([$owner] + [t IN coalesce(s.lock_tokens, []) WHERE t <> $owner])[0..16]
 WITH s, id, replayed
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, d.acl AS acl, s.status AS status,
@@ -87,7 +88,8 @@ RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, 
 // source, queued_at, payload, acl, acl_given}: a write that names an access list makes it the
 // head's (the newest accepted list, what the write that makes a version visible stores).
 // Returns each document's new version.
-// replay: not run for a head doc_lock found replayed (the version it took stands).
+// replay: not run when the job $job_id is written (pathweave_ingest.jobs.create_job reads it
+// first: the accept committed on an earlier try, the versions it took stand).
 UNWIND $rows AS row
 MATCH (s:DocumentStatus {doc_id: row.doc_id}) WHERE s.tenant = $tenant
 SET s.version = coalesce(s.version, 0) + 1, s.status = 'queued', s.job_id = $job_id, s.title = row.title,

@@ -8,7 +8,6 @@ store are the real ones."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -25,14 +24,15 @@ def _server_error(message: str):
 
 @pytest.fixture()
 def faults(monkeypatch):
-    """``faults(kind, times)``: the next ``times`` store transactions (any thread) end in an
-    error: ``"rolled back"`` raises an ArcadeDB write conflict before the transaction runs,
-    ``"ambiguous"`` raises "Transaction error on commit" after it committed. Returns the
+    """``faults(kind, times, between)``: the next ``times`` store transactions (any thread)
+    end in an error: ``"rolled back"`` raises an ArcadeDB write conflict before the
+    transaction runs, ``"ambiguous"`` raises "Transaction error on commit" after it committed
+    (``between()`` runs first: another writer's transaction before the next try). Returns the
     list of faults raised so far."""
     from pathweave.store import graph_store
 
     real, raised, lock = graph_store.GraphStore._transact, [], threading.Lock()
-    pending = {"kind": None, "times": 0}
+    pending = {"kind": None, "times": 0, "between": None}
 
     def transact(work, runs_again, moved_back):
         def faulty():
@@ -45,14 +45,16 @@ def faults(monkeypatch):
             out = work()
             if kind == "ambiguous":
                 raised.append(kind)
+                if pending["between"] is not None:
+                    pending.pop("between")()
                 raise _server_error("Transaction error on commit")
             return out
         return real(faulty, runs_again, moved_back)
 
     monkeypatch.setattr(graph_store.GraphStore, "_transact", staticmethod(transact))
 
-    def arm(kind: str, times: int = 1) -> list[str]:
-        pending.update(kind=kind, times=times)
+    def arm(kind: str, times: int = 1, between=None) -> list[str]:
+        pending.update(kind=kind, times=times, between=between)
         return raised
     return arm
 
@@ -80,7 +82,18 @@ def test_an_accept_a_claim_and_a_delete_whose_commit_answered_without_its_outcom
     deleted = lifecycle.delete(store, doc_id)
     head = store.run("document_states", ids=[doc_id])[0]
     assert deleted["version"] == 2 and (head["status"], head["version"]) == ("deleted", 2)
-    assert len(raised) == 3
+
+    # a newer write accepted between the tries: the replay finds its own commit all the same, and
+    # the newer write stays the newest (not deleted over)
+    def write():
+        return jobs.create_job(store, jobs.new_job_id(), submitted, 8, "celery")
+
+    assert write().to_enqueue[0]["version"] == 3
+    faults("ambiguous", between=write)
+    lifecycle.delete(store, doc_id)
+    head = store.run("document_states", ids=[doc_id])[0]
+    assert (head["status"], head["version"]) == ("queued", 5)  # 4: the delete, 5: the write after it
+    assert len(raised) == 4
 
 
 def test_a_rolled_back_accept_runs_again_and_a_policy_that_never_clears_gives_up(store, faults):
@@ -117,26 +130,27 @@ def test_a_reasoning_record_that_met_a_write_conflict_is_written(pipeline, store
 
 
 def test_a_lease_renewal_and_its_own_swap_never_write_one_head_at_once():
-    """Pure logic of ``lifecycle.HEAD_WRITERS``: a renewal waits while a swap of its heads is
-    open, a swap waits for a renewal in flight, other heads are not held up."""
+    """Pure logic of ``lifecycle.HEAD_WRITERS``: a renewal leaves out the heads a swap holds
+    (and renews the others at once); a swap waits for a renewal of its heads in flight."""
     writers = lifecycle._HeadWriters()
-    order: list[str] = []
-    swap_open, renewal_done = threading.Event(), threading.Event()
+    with writers.swapping(["d2"]):
+        with writers.renewing(["d1", "d2", "d3"]) as free:
+            assert free == {"d1", "d3"}
+    with writers.renewing(["d1", "d2"]) as free:
+        assert free == {"d1", "d2"}  # no swap open: all of them
+    renewal_in_flight, renewal_may_end, swapped = threading.Event(), threading.Event(), []
 
     def renew():
-        swap_open.wait(5)
-        with writers.renewing(["d1", "d2"]):
-            order.append("renewal")
-        renewal_done.set()
+        with writers.renewing(["d1"]):
+            renewal_in_flight.set()
+            renewal_may_end.wait(10)
+            swapped.append(("swap open while renewing", bool(writers._swapping["d1"])))
 
     thread = threading.Thread(target=renew)
     thread.start()
-    with writers.swapping(["d2"]):
-        swap_open.set()
-        with writers.renewing(["d3"]):  # another document's renewal passes
-            order.append("other renewal")
-        time.sleep(0.2)
-        assert not renewal_done.is_set()
-        order.append("swap")
-    thread.join(5)
-    assert order == ["other renewal", "swap", "renewal"]
+    assert renewal_in_flight.wait(10)
+    threading.Timer(0.3, renewal_may_end.set).start()
+    with writers.swapping(["d1"]):  # waits until the renewal ended
+        swapped.append(("renewal ended before the swap", not writers._renewing["d1"]))
+    thread.join(10)
+    assert swapped == [("swap open while renewing", False), ("renewal ended before the swap", True)]

@@ -37,11 +37,17 @@ ON_BEHALF_HEADER = "X-Pathweave-On-Behalf-Of"
 ID_TOKEN_HEADER = "X-Pathweave-Id-Token"
 
 
+JWKS_REFETCH_COOLDOWN_S = 60.0
+"""The shortest time between two fetches of the issuer's JWKS that a token naming an unknown
+``kid`` may cause (s): a key rotation is picked up within it, and tokens with made-up key ids
+(any delegate key can send them) cannot make the API fetch the key set per request."""
+
+
 @functools.lru_cache(maxsize=8)
 def _jwks_client(url: str):
     import jwt
 
-    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300)
+    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300, cooldown_duration=JWKS_REFETCH_COOLDOWN_S)
 
 
 @functools.lru_cache(maxsize=8)

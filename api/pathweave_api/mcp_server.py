@@ -46,7 +46,7 @@ from pathweave_api.auth import authenticate, require_scope
 from pathweave_api.callers import access_of
 from pathweave_api.keys import ApiKey
 from pathweave_api.models import DOC_ID_PATTERN, HEX32_PATTERN
-from pathweave_api.problems import ApiProblem, problem_response
+from pathweave_api.problems import ApiProblem, problem_response, unexpected
 from pathweave_api.services import Services, build_services
 
 CALLER = "pathweave.caller"
@@ -123,6 +123,10 @@ def build_server(svc: Services, query_body: type, stdio_key: str | None = None) 
             raise error(_problem_text(exc)) from None
         except ValidationError as exc:
             raise error(_validation_text(exc)) from None
+        except (ToolError, ResourceError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - answered as REST answers it, never with its own text
+            raise error(_problem_text(unexpected(exc, svc, f"MCP {scope} tool"))) from None
 
     def query(question: str, mode: str, k: int, token_budget: int | None, session_id: str | None,
               answer: bool) -> Callable[[ApiKey, Access], dict]:

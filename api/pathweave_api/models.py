@@ -145,12 +145,18 @@ class AclPatch(BaseModel):
         return _principals(value, "acl")
 
 
+WRITE_BOOKMARKS = ("Neo4j bookmarks of this write's commit: pass them as a query's `consistency` and the query "
+                   "reads at least this state on whichever replica and cluster member serves it (empty on "
+                   "ArcadeDB, whose single server always does).")
+
+
 class AclResponse(BaseModel):
     """A document's access list after a PATCH, and the graph version that holds it."""
 
     doc_id: str
     acl: list[str] | None
     graph_version: int
+    bookmarks: list[str] = Field(default_factory=list, description=WRITE_BOOKMARKS)
 
 
 class DocumentsRequest(BaseModel):
@@ -291,6 +297,7 @@ class DeleteResponse(BaseModel):
     version: int = Field(description="The version the deletion was accepted as: a write of this document "
                                      "accepted earlier and still queued or running is superseded by it.")
     removed: RemovedCounts
+    bookmarks: list[str] = Field(default_factory=list, description=WRITE_BOOKMARKS)
 
 
 class QueryBody(QueryRequest):

@@ -148,20 +148,28 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        from pathweave.errors import is_transient
+        problem = unexpected(exc, getattr(request.app.state, "services", None), f"{request.method} {request.url.path}")
+        return problem_response(problem.status, problem.detail, request.url.path, problem.kind, problem.headers or None)
 
-        request_id = uuid.uuid4().hex[:12]
-        if is_transient(exc):
-            log.warning("store unavailable (request %s): %s", request_id, exc)
-            services = getattr(request.app.state, "services", None)
-            if services is not None:  # reconnect for the next request: the store may run elsewhere now
-                services.runtime.lost()
-            return problem_response(503, f"the store is unavailable; retry later (request {request_id})",
-                                    request.url.path, "store-unavailable", {"Retry-After": "5"})
-        log.error("unhandled error (request %s) on %s %s", request_id, request.method, request.url.path,
-                  exc_info=exc)
-        return problem_response(500, f"internal error (request {request_id}); details are in the server log",
-                                request.url.path, "internal-error")
+
+def unexpected(exc: BaseException, services, where: str) -> ApiProblem:
+    """The problem an error no route answered itself stands for, the same on every interface
+    (REST, a stream's ``error`` event, an MCP tool): 503 ``store-unavailable`` with
+    ``Retry-After`` for a transient one (:func:`pathweave.errors.is_transient`; ``services``,
+    when given, reconnect for the next request: the store may run elsewhere now), else 500
+    ``internal-error``, logged with its traceback under a request id; the detail never carries
+    the exception's own text. ``where``: what failed, for the log (``"POST /v1/query"``)."""
+    from pathweave.errors import is_transient
+
+    request_id = uuid.uuid4().hex[:12]
+    if is_transient(exc):
+        log.warning("store unavailable (request %s, %s): %s", request_id, where, exc)
+        if services is not None:
+            services.runtime.lost()
+        return ApiProblem(503, f"the store is unavailable; retry later (request {request_id})", "store-unavailable",
+                          {"Retry-After": "5"})
+    log.error("unhandled error (request %s) on %s", request_id, where, exc_info=exc)
+    return ApiProblem(500, f"internal error (request {request_id}); details are in the server log", "internal-error")
 
 
 ERR = {"model": Problem}

@@ -137,20 +137,17 @@ def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
     enqueue, done = [], []
     for doc in docs:
         head = heads[doc["doc_id"]]
-        if head["replayed"]:  # this job's accept committed on an earlier try: the version it took stands
-            (done if head["status"] == "done" else enqueue).append({**doc, "version": int(head["version"])})
-        elif is_current(head, doc) and head.get("status") in (None, "done"):
+        if is_current(head, doc) and head.get("status") in (None, "done"):
             done.append({**doc, "version": int(head["version"])})
         else:
             enqueue.append(doc)
-    fresh = [doc for doc in enqueue if "version" not in doc]
     if done:
         marked = run("doc_status_already_done", rows=_status_rows(done, queued_at), job_id=job_id)[0]["n"]
         if marked < sum(1 for doc in done if heads[doc["doc_id"]].get("status") is None):
             raise WriteConflict("a locked document head was not found again in this transaction")
-    versions = _versions_of_locked(run, "doc_accept", [d["doc_id"] for d in fresh],
-                                  rows=_status_rows(fresh, queued_at, payload=True), job_id=job_id) if fresh else {}
-    return [{**doc, "version": versions.get(doc["doc_id"], doc.get("version"))} for doc in enqueue], done
+    versions = _versions_of_locked(run, "doc_accept", [d["doc_id"] for d in enqueue],
+                                  rows=_status_rows(enqueue, queued_at, payload=True), job_id=job_id) if enqueue else {}
+    return [{**doc, "version": versions[doc["doc_id"]]} for doc in enqueue], done
 
 
 def job_view_status(row: dict[str, Any] | None, version: int | None) -> tuple[str, int | None]:
@@ -369,36 +366,46 @@ class _HeadWriters:
     own swap never contend on one head: on ArcadeDB's optimistic transactions a renewal
     committed while the swap's transaction (which locks the head from its fence on) is open
     makes the swap's commit fail, and a swap longer than a third of the lease would fail on
-    every retry. A swap waits for a renewal in flight; a renewal waits while a swap of its
-    documents is open (the swap's fence proves the lease still held; the renewal follows it).
-    So a swap must be shorter than the lease (``worker.lease_s``)."""
+    every retry. A swap waits for a renewal in flight (one statement); a renewal leaves out
+    the heads a swap holds (their next renewal follows the swap). So a swap, retries
+    included, must end within two thirds of the lease (``worker.lease_s``): a longer one
+    lets a redelivery take its documents over (run twice, never lost)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._swapping: Counter[str] = Counter()
         self._renewing: Counter[str] = Counter()
 
+    def _release(self, ids: set[str], held: Counter[str]) -> None:
+        with self._changed:
+            held.subtract(ids)
+            held += Counter()  # drops the heads no longer held
+            self._changed.notify_all()
+
     @contextmanager
-    def _holding(self, ids: Collection[str], mine: Counter[str], theirs: Counter[str]) -> Iterator[None]:
+    def swapping(self, ids: Collection[str]) -> Iterator[None]:
+        """Held while a swap's transaction over the heads ``ids`` runs (retries included),
+        after the renewals of any of them in flight."""
         ids = set(ids)
         with self._changed:
-            self._changed.wait_for(lambda: not any(theirs[i] for i in ids))
-            mine.update(ids)
+            self._changed.wait_for(lambda: not any(self._renewing[i] for i in ids))
+            self._swapping.update(ids)
         try:
             yield
         finally:
-            with self._changed:
-                mine.subtract(ids)
-                mine += Counter()  # drops the heads no longer held
-                self._changed.notify_all()
+            self._release(ids, self._swapping)
 
-    def swapping(self, ids: Collection[str]):
-        """Held while a swap's transaction over the heads ``ids`` runs (retries included)."""
-        return self._holding(ids, self._swapping, self._renewing)
-
-    def renewing(self, ids: Collection[str]):
-        """Held while a lease renewal of ``ids`` runs."""
-        return self._holding(ids, self._renewing, self._swapping)
+    @contextmanager
+    def renewing(self, ids: Collection[str]) -> Iterator[set[str]]:
+        """Held while a lease renewal runs; gives the heads of ``ids`` no swap holds (those
+        the renewal writes), at once."""
+        with self._changed:
+            free = {i for i in ids if not self._swapping[i]}
+            self._renewing.update(free)
+        try:
+            yield free
+        finally:
+            self._release(free, self._renewing)
 
 
 HEAD_WRITERS = _HeadWriters()
@@ -421,17 +428,21 @@ class Lease:
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
-    def renew(self) -> None:
-        rows = [{"doc_id": d["doc_id"], "version": int(d["version"])} for d in self.docs]
+    def renew(self, ids: Collection[str] | None = None) -> None:
+        """Extend the lease of the documents (those of ``ids`` only, when given)."""
+        docs = [d for d in self.docs if ids is None or d["doc_id"] in ids]
+        if not docs:
+            return
+        rows = [{"doc_id": d["doc_id"], "version": int(d["version"])} for d in docs]
         held = {row["doc_id"] for row in self.store.run(
             "doc_lease_renew", rows=rows, worker=self.worker, lease_until=now_ms() + int(self.lease_s * 1000))}
-        self.lost |= {d["doc_id"] for d in self.docs} - held
+        self.lost |= {d["doc_id"] for d in docs} - held
 
     def _run(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
             try:
-                with HEAD_WRITERS.renewing(d["doc_id"] for d in self.docs):
-                    self.renew()
+                with HEAD_WRITERS.renewing([d["doc_id"] for d in self.docs]) as free:
+                    self.renew(free)
             except Exception as exc:  # noqa: BLE001 - the store is away; the next renewal retries
                 log.warning("lease renewal of %d document(s) failed: %s", len(self.docs), exc)
 

@@ -332,8 +332,9 @@ def _load_html(path: Path, max_bytes: int) -> SourceDocument:
 
 
 DOCX_EXPANSION_MAX = 20
-"""How many times the file limit a ``.docx``'s parts may expand to: deflated WordprocessingML
-shrinks to between a fifth and a fifteenth of its size, a zip bomb to a thousandth."""
+"""How many times its own size a ``.docx``'s parts may expand to: deflated WordprocessingML
+shrinks to between a fifth and a fifteenth of its size (images not at all), a zip bomb to a
+thousandth."""
 
 
 def _load_docx(path: Path, max_bytes: int) -> SourceDocument:
@@ -345,11 +346,15 @@ def _load_docx(path: Path, max_bytes: int) -> SourceDocument:
     _check_size(path, max_bytes)
     if not zipfile.is_zipfile(path):
         raise ValueError("not a Word .docx file (not a zip archive; old binary .doc files are not supported)")
-    with zipfile.ZipFile(path) as package:  # the sizes its parts declare bound what reading them yields
-        expanded = sum(part.file_size for part in package.infolist())
-    if expanded > DOCX_EXPANSION_MAX * max_bytes:
-        raise ValueError(f"a .docx that expands to {expanded} bytes (over {DOCX_EXPANSION_MAX}x the limit of "
-                         f"{max_bytes} bytes): refused before it is unpacked")
+    try:
+        with zipfile.ZipFile(path) as package:  # the sizes its parts declare bound what reading them yields
+            expanded = sum(part.file_size for part in package.infolist())
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"not a readable Word .docx file (a broken zip archive: {exc})") from None
+    size = path.stat().st_size
+    if expanded > DOCX_EXPANSION_MAX * size:
+        raise ValueError(f"a .docx of {size} bytes that expands to {expanded} bytes (over {DOCX_EXPANSION_MAX}x "
+                         "its size, as a zip bomb does): refused before it is unpacked")
     try:
         document = docx.Document(str(path))
     except Exception as exc:  # noqa: BLE001 - python-docx raises several kinds on broken packages

@@ -46,3 +46,25 @@ def test_api_put_replaces_and_uploads_pdf(client, new_tenant, store_for, wait, t
     bad = client.post("/v1/documents", headers=headers,
                       files=[("files", ("old.docx", b"not a zip", "application/octet-stream"))])
     assert bad.status_code == 422 and "not a Word .docx file" in bad.text
+
+
+def test_a_patch_and_a_delete_answer_the_bookmarks_of_their_commit(client, new_tenant, store_for, wait):
+    """Read-your-writes across replicas for PATCH and DELETE as for a job: their answers carry
+    the bookmarks of their commit (Neo4j; none on ArcadeDB's single server), which a query
+    takes as its ``consistency``."""
+    tenant, headers = new_tenant("bm")
+    put = client.put("/v1/documents/policies:ferry", headers=headers,
+                     json={"title": "Ferry rules", "text": "Ferries leave Ulvik harbour at six every morning."})
+    assert wait(headers, put.json()["job_id"])["status"] == "done"
+    doc_id = put.json()["documents"][0]["doc_id"]
+    neo4j = store_for(tenant).backend.name == "neo4j"
+    patched = client.patch(f"/v1/documents/{doc_id}/acl", headers=headers, json={"acl": ["group:harbour"]})
+    assert patched.status_code == 200, patched.text
+    deleted = client.delete(f"/v1/documents/{doc_id}", headers=headers)
+    assert deleted.status_code == 200, deleted.text
+    for answer in (patched.json(), deleted.json()):
+        assert bool(answer["bookmarks"]) == neo4j, answer
+    assert set(patched.json()["bookmarks"]) != set(deleted.json()["bookmarks"]) or not neo4j  # each its own commit
+    ask = {"question": "When do ferries leave Ulvik?", "mode": "dense", "consistency": deleted.json()["bookmarks"]}
+    answer = client.post("/v1/query", headers=headers, json=ask)
+    assert answer.status_code == 200 and not answer.json()["passages"], answer.text

@@ -118,6 +118,31 @@ def test_http_tools_equal_the_rest_api_and_scopes_hold(served, tenant_keys):
     assert listed["total"] == len(CORE_DOCS) and doc["passages"]
 
 
+def test_an_unexpected_failure_is_told_as_rest_tells_it_never_with_its_own_text(served, tenant_keys, monkeypatch):
+    """A tool whose work fails unexpectedly answers what the REST route answers (500
+    ``internal-error`` and a request id, the traceback in the server log), not the exception's
+    text. The failure is injected into the real retriever."""
+    from pathweave.query.retriever import Retriever
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("SECRET-7731 in /srv/pathweave/internal.py: password=hunter2")
+
+    monkeypatch.setattr(Retriever, "query", broken)
+    base, _ = served
+    _, query_key, _ = tenant_keys
+    auth = {"Authorization": f"Bearer {query_key}"}
+
+    async def calls(client):
+        return await client.call_tool("search", QUESTION)
+
+    failed = _call(f"{base}/mcp", calls, auth)
+    with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
+        rest = http.post("/v1/query", json=QUESTION)
+    assert rest.status_code == 500 and "SECRET" not in rest.text
+    assert failed.is_error and failed.content[0].text.startswith("500 internal-error: internal error (request ")
+    assert "SECRET" not in failed.content[0].text and "hunter2" not in failed.content[0].text
+
+
 def test_http_without_a_valid_key_is_refused_before_the_sdk(served):
     base, _ = served
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}

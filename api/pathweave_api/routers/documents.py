@@ -95,7 +95,7 @@ def _set_acl(svc: Services, tenant: str, access: Access, doc_id: str, acl: list[
         done = svc.guard(lifecycle.set_acl, store, doc_id, acl)
     except lifecycle.NoSuchDocument:
         raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found") from None
-    return {"doc_id": doc_id, "acl": done["acl"], "graph_version": done["version"]}
+    return {"doc_id": doc_id, "acl": done["acl"], "graph_version": done["version"], "bookmarks": store.last_bookmarks()}
 
 
 def router(api: ApiSettings) -> APIRouter:
@@ -182,7 +182,7 @@ def router(api: ApiSettings) -> APIRouter:
         result = svc.guard(jobs.delete_document, store, doc_id)
         if result is None:
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
-        return result
+        return {**result, "bookmarks": store.last_bookmarks()}  # the process's, its commit among them
 
     @router.patch(
         "/v1/documents/{doc_id}/acl", response_model=AclResponse, tags=["documents"],

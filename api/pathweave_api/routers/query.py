@@ -5,7 +5,6 @@ import asyncio
 import contextvars
 import functools
 import json
-import logging
 import threading
 import time
 
@@ -20,11 +19,10 @@ from pathweave_api.auth import QueryKey
 from pathweave_api.bodies import json_body
 from pathweave_api.callers import Caller
 from pathweave_api.models import TEXT_PATTERN, QueryBody, QueryResponse, json_int
-from pathweave_api.problems import ApiProblem, errors
+from pathweave_api.problems import ApiProblem, errors, unexpected
 from pathweave_api.services import Services, ServicesDep, guard
 
 
-logger = logging.getLogger(__name__)
 
 SSE_EVENT = {"type": "object", "required": ["event", "data"], "description": "One Server-Sent Event.", "properties": {
     "event": {"type": "string", "enum": ["retrieval", "step", "token", "answer", "error"]},
@@ -235,7 +233,6 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
     ``error`` event (a problem document) that ends the stream."""
     from sse_starlette.sse import EventSourceResponse
 
-    from pathweave.errors import is_transient
     from pathweave.telemetry import current_trace_id
 
     feed = _Feed()
@@ -252,13 +249,7 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
             feed.put(("failed", exc))
 
     def problem_event(exc: BaseException) -> dict:
-        if isinstance(exc, ApiProblem):
-            problem = exc
-        elif is_transient(exc):
-            problem = ApiProblem(503, "the store is unavailable; retry later", "store-unavailable")
-        else:
-            logger.error("streamed %s query failed", req.mode, exc_info=exc)
-            problem = ApiProblem(500, "the query failed", "internal")
+        problem = exc if isinstance(exc, ApiProblem) else unexpected(exc, svc, f"streamed {req.mode} query")
         return {"event": "error", "data": json.dumps({"type": f"urn:pathweave:problem:{problem.kind}",
                                                       "status": problem.status, "detail": problem.detail})}
 

@@ -29,11 +29,8 @@ from pathweave.telemetry import traced
 
 class LLMError(PathweaveError, RuntimeError):
     """An LLM request failed: endpoint unreachable, timeout, HTTP error, missing logprobs.
-    ``transient``: the endpoint did not answer (unreachable, timed out): worth asking again."""
-
-    def __init__(self, message: str, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient
+    Not transient in :func:`pathweave.errors.is_transient`'s sense (that is the store's):
+    the callers that ask the model say what a failed request means."""
 
 
 @dataclass(frozen=True)
@@ -196,10 +193,10 @@ class LLMClient:
                     response = self._openai.chat.completions.create(**kwargs)  # once, where it runs now
         except openai.APITimeoutError as exc:
             self._failed()
-            raise LLMError(f"LLM request timed out at {self.base_url}: {exc}", transient=True) from None
+            raise LLMError(f"LLM request timed out at {self.base_url}: {exc}") from None
         except openai.APIConnectionError as exc:
             self._failed()
-            raise LLMError(f"LLM endpoint {self.base_url} unreachable: {exc}", transient=True) from None
+            raise LLMError(f"LLM endpoint {self.base_url} unreachable: {exc}") from None
         except openai.APIError as exc:
             self._failed()
             raise LLMError(f"LLM endpoint {self.base_url} failed: {exc}") from None

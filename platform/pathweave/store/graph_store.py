@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from neo4j import Driver
 
-from pathweave.store.retry import CONFLICT_RETRIES, WriteConflict, again, retrying, server_error
+from pathweave.store.retry import CONFLICT_RETRIES, WriteConflict, again, masked_transient, retrying, server_error
 from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
 from pathweave.telemetry import traced
@@ -170,7 +170,8 @@ class GraphStore:
         writes = access_mode(name) != "read"
         with traced(f"store {name}", **{"db.operation.name": name, "db.system.name": self.backend.name}):
             # a bookmark another process gave that the store has not reached is an error, not retried
-            return self._transact(attempt, runs_again=lambda exc: writes and again(exc),
+            # a read runs again only where the driver let its own retry through (writes: the policy)
+            return self._transact(attempt, runs_again=again if writes else masked_transient,
                                   moved_back=lambda exc: not read_after and self._moved_back(exc))
 
     def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:

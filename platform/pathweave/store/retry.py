@@ -66,16 +66,21 @@ def server_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def rolled_back(exc: BaseException) -> bool:
-    """Whether ``exc`` says its transaction did not commit and may run again whatever it
-    ran: a write conflict of ArcadeDB's optimistic transactions, or a retryable Neo4j error
-    the driver let through unretried."""
+def masked_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a retryable Neo4j error (a deadlock, a lock timeout) that the driver
+    let through unretried behind a ``ResultFailedError``: the transaction, reading or
+    writing, did not commit."""
     from neo4j.exceptions import Neo4jError
 
     error = server_error(exc)
-    if isinstance(error, WriteConflict):
-        return True
-    if error is not exc and isinstance(error, Neo4jError) and error.is_retryable():
+    return error is not exc and isinstance(error, Neo4jError) and error.is_retryable()
+
+
+def rolled_back(exc: BaseException) -> bool:
+    """Whether ``exc`` says its transaction did not commit and may run again whatever it
+    ran: a write conflict of ArcadeDB's optimistic transactions, or :func:`masked_transient`."""
+    error = server_error(exc)
+    if isinstance(error, WriteConflict) or masked_transient(exc):
         return True
     return any(sign in str(error).lower() for sign in ROLLED_BACK_SIGNS)
 
