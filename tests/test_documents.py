@@ -198,11 +198,11 @@ def _bad(tmp_path: Path, case: str, make_pdf) -> tuple[Path, str]:
     if case == "docx":
         (folder / "old.docx").write_bytes(b"\xd0\xcf\x11\xe0 an old binary word file")
         return folder / "old.docx", "not a Word .docx file"
-    if case == "bomb":  # a file of about 40 kB whose text expands to about 5 MB
+    if case == "bomb":  # a file of about 60 kB whose text expands to about 20 MB
         import docx
 
         d = docx.Document()
-        d.add_paragraph("a" * 5_000_000)
+        d.add_paragraph("a" * 20_000_000)
         d.save(str(folder / "bomb.docx"))
         return folder / "bomb.docx", "refused before it is unpacked"
     if case == "size":

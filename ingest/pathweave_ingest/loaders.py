@@ -331,10 +331,14 @@ def _load_html(path: Path, max_bytes: int) -> SourceDocument:
     return from_segments(str(path), title.strip(), segments)
 
 
-DOCX_EXPANSION_MAX = 20
+DOCX_EXPANSION_MAX = 100
 """How many times its own size a ``.docx``'s parts may expand to: deflated WordprocessingML
-shrinks to between a fifth and a fifteenth of its size (images not at all), a zip bomb to a
+shrinks to between a fifth and a thirtieth of its size (images not at all), a zip bomb to a
 thousandth."""
+
+DOCX_EXPANDED_MAX_FILES = 4
+"""How many times the file limit a ``.docx``'s parts may expand to in all (what python-docx
+parses into memory, about ten times that)."""
 
 
 def _load_docx(path: Path, max_bytes: int) -> SourceDocument:
@@ -352,9 +356,10 @@ def _load_docx(path: Path, max_bytes: int) -> SourceDocument:
     except zipfile.BadZipFile as exc:
         raise ValueError(f"not a readable Word .docx file (a broken zip archive: {exc})") from None
     size = path.stat().st_size
-    if expanded > DOCX_EXPANSION_MAX * size:
+    if expanded > min(DOCX_EXPANSION_MAX * size, DOCX_EXPANDED_MAX_FILES * max_bytes):
         raise ValueError(f"a .docx of {size} bytes that expands to {expanded} bytes (over {DOCX_EXPANSION_MAX}x "
-                         "its size, as a zip bomb does): refused before it is unpacked")
+                         f"its size, as a zip bomb does, or {DOCX_EXPANDED_MAX_FILES}x the file limit): refused "
+                         "before it is unpacked")
     try:
         document = docx.Document(str(path))
     except Exception as exc:  # noqa: BLE001 - python-docx raises several kinds on broken packages

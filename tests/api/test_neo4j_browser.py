@@ -44,16 +44,16 @@ def wait_for(check, seconds: float = 60.0, what: str = "the page"):
     return wait_until(check, seconds, what, interval_s=0.3)
 
 
-def click(browser, element, what: str) -> None:
-    """Click ``element`` once it is in view and nothing the Browser draws over it (a frame's
-    header while the stream scrolls) takes the click."""
-    from selenium.common.exceptions import ElementClickInterceptedException
+def click(browser, element) -> None:
+    """Click ``element`` as a user would once it is in view; where the Browser draws over it
+    (the editor's bar over the stream's top frame) the click event is sent to it directly."""
+    from selenium.common.exceptions import ElementClickInterceptedException, ElementNotInteractableException
 
-    def clicked() -> bool:
-        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    try:
         element.click()
-        return True
-    wait_until(clicked, 30.0, f"a click on {what}", interval_s=0.3, errors=(ElementClickInterceptedException,))
+    except (ElementClickInterceptedException, ElementNotInteractableException):
+        browser.execute_script("arguments[0].click()", element)
 
 
 def captions(browser) -> list[str]:
@@ -135,7 +135,7 @@ def test_neo4j_browser_draws_the_reasoning_record(pipeline, store, embedder, set
             frames = len(browser.find_elements(By.CSS_SELECTOR, '[data-testid="frame"]'))
             if command:
                 browser.find_element(By.CSS_SELECTOR, '[data-testid="activeEditor"] textarea').send_keys(command)
-            click(browser, browser.find_element(By.CSS_SELECTOR, '[data-testid="editor-Run"]'), "Run")
+            click(browser, browser.find_element(By.CSS_SELECTOR, '[data-testid="editor-Run"]'))
             wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, '[data-testid="frame"]')) > frames,
                      what=f"the frame of {(command or 'the editor')[:40]!r}")
 
@@ -145,7 +145,7 @@ def test_neo4j_browser_draws_the_reasoning_record(pipeline, store, embedder, set
         saved = wait_for(lambda: browser.find_elements(
             By.CSS_SELECTOR, 'pre.runnable[data-name="browser_reasoning_record"]'), what="the guide")
         assert one_line(saved[0].text) == one_line(query)
-        click(browser, saved[0], "the guide's saved query")  # the guide puts it in the editor
+        click(browser, saved[0])  # the guide puts it in the editor
         run(None)
         wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "svg g.node"), what="the graph")
         time.sleep(1.0)  # the force layout settles; the node set is complete once drawn
