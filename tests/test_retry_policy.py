@@ -24,20 +24,20 @@ def _server_error(message: str):
 
 @pytest.fixture()
 def faults(monkeypatch):
-    """``faults(kind, times, between)``: the next ``times`` store transactions (any thread)
-    end in an error: ``"rolled back"`` raises an ArcadeDB write conflict before the
+    """``faults(kind, times, between)``: the next ``times`` store transactions of the test's
+    thread (not of the session's background threads, such as an API's sweep) end in an error: ``"rolled back"`` raises an ArcadeDB write conflict before the
     transaction runs, ``"ambiguous"`` raises "Transaction error on commit" after it committed
     (``between()`` runs first: another writer's transaction before the next try). Returns the
     list of faults raised so far."""
     from pathweave.store import graph_store
 
-    real, raised, lock = graph_store.GraphStore._transact, [], threading.Lock()
+    real, raised, lock, here = graph_store.GraphStore._transact, [], threading.Lock(), threading.current_thread()
     pending = {"kind": None, "times": 0, "between": None}
 
     def transact(work, runs_again, moved_back):
         def faulty():
             with lock:
-                kind = pending["kind"] if pending["times"] > 0 else None
+                kind = pending["kind"] if pending["times"] > 0 and threading.current_thread() is here else None
                 pending["times"] -= kind is not None
             if kind == "rolled back":
                 raised.append(kind)
