@@ -63,23 +63,26 @@ RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, 
 // status node of each of $ids, created at version 0 when the document has none, is
 // written, so this transaction holds its lock until it commits and concurrent accepts of
 // one document are serialized. $owner: a token of this one transaction (the same on each of
-// its tries), kept among the head's last 16 (lock_tokens); replayed: the head holds it, so an
-// earlier try committed (a commit whose outcome the store did not tell), and its outcome
-// stands, whatever writers came since. Returns the head as this transaction sees it; an id
-// whose head belongs to another tenant gives no row (and nothing of it is touched).
+// its tries), kept among the head's last 4 (lock_tokens); replayed: the head holds it, so an
+// earlier try committed (a commit whose outcome the store did not tell); latest: and no other
+// writer locked the head since (the try may do that try's work again: the same outcome), else
+// a newer write superseded it (the try leaves that head alone). Returns the head as this
+// transaction sees it; an id whose head belongs to another tenant gives no row (and nothing
+// of it is touched).
 UNWIND $ids AS id
 WITH DISTINCT id
 OPTIONAL MATCH (other:DocumentStatus {doc_id: id}) WHERE other.tenant <> $tenant
 WITH id, other WHERE other IS NULL
 MERGE (s:DocumentStatus {doc_id: id})
 ON CREATE SET s.tenant = $tenant, s.version = 0
-WITH s, id, $owner IN coalesce(s.lock_tokens, []) AS replayed
-SET s.lock_tokens = ([$owner] + [t IN coalesce(s.lock_tokens, []) WHERE t <> $owner])[0..16]
-WITH s, id, replayed
+WITH s, id, $owner IN coalesce(s.lock_tokens, []) AS replayed,
+     coalesce(head(s.lock_tokens) = $owner, false) AS latest
+SET s.lock_tokens = ([$owner] + [t IN coalesce(s.lock_tokens, []) WHERE t <> $owner])[0..4]
+WITH s, id, replayed, latest
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 RETURN id AS doc_id, d IS NOT NULL AS ingested, d.content_hash AS content_hash, d.acl AS acl, s.status AS status,
        s.attempts AS attempts, coalesce(s.version, 0) AS version, s.applied_version AS applied_version,
-       s.acl AS head_acl, coalesce(s.acl_set, false) AS head_acl_set, replayed;
+       s.acl AS head_acl, coalesce(s.acl_set, false) AS head_acl_set, replayed, latest;
 
 // name: doc_accept
 // A new version of each document (status node locked by doc_lock in this transaction):
@@ -112,12 +115,14 @@ RETURN count(s) AS n;
 
 // name: doc_status_get
 // The heads of $ids, each with the access list that guards it: the newest accepted one (a
-// write or PATCH named it), else the stored document's (null: the whole tenant reads it).
+// write or PATCH named it), else the stored document's (null: the whole tenant reads it);
+// acl_known false: neither (a first version in flight that names none, a tombstone).
 UNWIND $ids AS id
 MATCH (s:DocumentStatus {doc_id: id}) WHERE s.tenant = $tenant
 OPTIONAL MATCH (d:Document {doc_id: id}) WHERE d.tenant = $tenant
 RETURN s.doc_id AS doc_id, s.status AS status, s.attempts AS attempts, s.error AS error,
        CASE WHEN coalesce(s.acl_set, false) THEN s.acl ELSE d.acl END AS acl,
+       coalesce(s.acl_set, false) OR d IS NOT NULL AS acl_known,
        s.job_id AS job_id, s.title AS title, s.source AS source, s.queued_at AS queued_at,
        s.started_at AS started_at, s.finished_at AS finished_at, s.seconds AS seconds,
        s.passages AS passages, s.propositions AS propositions, s.entities AS entities,

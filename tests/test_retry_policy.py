@@ -35,16 +35,19 @@ def faults(monkeypatch):
     pending = {"kind": None, "times": 0, "between": None}
 
     def transact(work, runs_again, moved_back):
-        def faulty():
+        def take(kind: str) -> bool:
             with lock:
-                kind = pending["kind"] if pending["times"] > 0 and threading.current_thread() is here else None
-                pending["times"] -= kind is not None
-            if kind == "rolled back":
-                raised.append(kind)
+                taken = pending["kind"] == kind and pending["times"] > 0 and threading.current_thread() is here
+                pending["times"] -= taken
+            return taken
+
+        def faulty():
+            if take("rolled back"):
+                raised.append("rolled back")
                 raise _server_error("ConcurrentModificationException: record #12:7 was changed by another transaction")
             out = work()
-            if kind == "ambiguous":
-                raised.append(kind)
+            if take("ambiguous"):  # armed before this transaction or while it ran
+                raised.append("ambiguous")
                 if pending["between"] is not None:
                     pending.pop("between")()
                 raise _server_error("Transaction error on commit")
@@ -94,6 +97,31 @@ def test_an_accept_a_claim_and_a_delete_whose_commit_answered_without_its_outcom
     head = store.run("document_states", ids=[doc_id])[0]
     assert (head["status"], head["version"]) == ("queued", 5)  # 4: the delete, 5: the write after it
     assert len(raised) == 4
+
+
+def test_a_direct_write_whose_commit_answered_without_its_outcome_yields_to_a_newer_delete(
+        pipeline, store, faults, monkeypatch):
+    """The CLI's direct write (its swap accepts the version): the commit answers ambiguously
+    and a DELETE comes before the next try; the try finds the newer write and leaves the
+    document to it (deleted, nothing of it in the graph), instead of writing it back."""
+    from pathweave_ingest.loaders import SourceDocument
+
+    doc = SourceDocument("ferry", "Ferry rules", "Ferries leave Ulvik harbour at six every morning.", key="ferry")
+    pipeline.ingest([doc])
+    doc_id = store.run("documents_list")[0]["doc_id"]
+    real_applied, armed = lifecycle.applied_in, []
+
+    def applied_in(run, docs, owner):  # inside the swap of the second version: its commit answers ambiguously
+        if not armed:
+            armed.append(faults("ambiguous", between=lambda: lifecycle.delete(store, doc_id)))
+        return real_applied(run, docs, owner)
+
+    monkeypatch.setattr(lifecycle, "applied_in", applied_in)
+    pipeline.ingest([SourceDocument("ferry", "Ferry rules", "Ferries leave Ulvik harbour at seven.", key="ferry")])
+    head = store.run("document_states", ids=[doc_id])[0]
+    assert armed and armed[0] == ["ambiguous"]
+    assert (head["status"], head["version"]) == ("deleted", 3)  # 2: the write, 3: the delete after it
+    assert store.run("snapshot_passages") == []
 
 
 def test_a_rolled_back_accept_runs_again_and_a_policy_that_never_clears_gives_up(store, faults):

@@ -147,8 +147,9 @@ def _document_view(row: dict[str, Any]) -> dict[str, Any]:
 def job_status(store: GraphStore, job_id: str, access: Access = UNRESTRICTED) -> dict[str, Any] | None:
     """The job with its documents' states and progress, or None (unknown for this tenant). A
     document ``access`` may not read (:mod:`pathweave.access`, by the newest accepted access
-    list, else the stored one) counts in the job's state and progress but is not listed (no
-    id, title, source or error of it)."""
+    list, else the stored one; for a restricted caller, also one whose list is not known yet,
+    as :func:`list_documents` leaves out the documents in flight) counts in the job's state
+    and progress but is not listed (no id, title, source or error of it)."""
     rows = store.run("job_get", job_id=job_id)
     if not rows:
         return None
@@ -156,7 +157,8 @@ def job_status(store: GraphStore, job_id: str, access: Access = UNRESTRICTED) ->
     doc_ids = list(job["doc_ids"] or [])
     versions = list(job.get("versions") or [None] * len(doc_ids))
     statuses = {row["doc_id"]: row for row in store.run("doc_status_get", ids=doc_ids)}
-    unreadable = {doc_id for doc_id, row in statuses.items() if not access.reads(row["acl"])}
+    unreadable = {doc_id for doc_id, row in statuses.items()  # one whose list is not known yet, too
+                  if access.restricted and not (row["acl_known"] and access.reads(row["acl"]))}
     documents = []
     for doc_id, version in zip(doc_ids, versions):
         row = statuses.get(doc_id)

@@ -203,6 +203,8 @@ def _set_acl(store: GraphStore, doc_id: str, value: list[str] | None, from_head:
     def work(run: Run) -> DocumentChange:
         nonlocal value
         heads = run("doc_lock", ids=[doc_id], owner=owner)
+        if heads and heads[0]["replayed"] and not heads[0]["latest"]:
+            return DocumentChange()  # an earlier try committed, a newer write came since: it wins
         if not heads or (not heads[0]["ingested"] and heads[0]["status"] in (None, "deleted")):
             raise NoSuchDocument(doc_id)  # rolls the lock's MERGE back
         if from_head:
@@ -218,7 +220,8 @@ def _set_acl(store: GraphStore, doc_id: str, value: list[str] | None, from_head:
 
     change = store.execute_write(work)
     store.backend.graph_changed(store)
-    return {"doc_id": doc_id, "acl": value, "version": change.version}
+    return {"doc_id": doc_id, "acl": value,
+            "version": change.version if change.version is not None else store.graph_version()}
 
 
 def head_acls(run: Run, doc_ids: list[str]) -> dict[str, list[str] | None]:
@@ -242,8 +245,9 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
         if must_exist and (len(heads) < len(doc_ids) or any(
                 not h["ingested"] and h["status"] in (None, "deleted") and not h["replayed"] for h in heads)):
             raise NoSuchDocument(", ".join(doc_ids))  # rolls the lock's MERGE back
-        locked = [h["doc_id"] for h in heads]
-        fresh = [h["doc_id"] for h in heads if not h["replayed"]]  # a replayed head keeps the tombstone it took
+        # a replayed head keeps the tombstone it took; one a newer write locked since is that write's now
+        locked = [h["doc_id"] for h in heads if not h["replayed"] or h["latest"]]
+        fresh = [h["doc_id"] for h in heads if not h["replayed"]]
         versions = {h["doc_id"]: int(h["version"]) for h in heads if h["replayed"]}
         versions |= _versions_of_locked(run, "doc_mark_deleted", fresh, ids=fresh,
                                        finished_at=now_iso()) if fresh else {}
@@ -267,7 +271,8 @@ def applied_in(run: Run, docs: list[dict[str, Any]], owner: str) -> list[str]:
     ids stored at that moment (the caller cuts their old version off: another writer may
     have stored one since the caller looked). ``owner``: the transaction's token
     (:func:`transaction_token`). Raises ValueError (nothing written) for an id of another
-    tenant."""
+    tenant, :class:`Superseded` for documents an earlier try of this transaction stored and a
+    newer write locked since (the caller writes the group again without them)."""
     if not docs:
         return []
     heads = run("doc_lock", ids=[d["doc_id"] for d in docs], owner=owner)
@@ -275,6 +280,8 @@ def applied_in(run: Run, docs: list[dict[str, Any]], owner: str) -> list[str]:
     if others:  # ids are hashes of the tenant: only a forged id names another tenant's document
         raise ValueError(f"document ids of another tenant: {others[:3]}")
     finished_at = now_iso()
+    if superseded := {h["doc_id"] for h in heads if h["replayed"] and not h["latest"]}:
+        raise Superseded(superseded)  # an earlier try committed, a newer write came since: it wins
     replayed = {h["doc_id"] for h in heads if h["replayed"]}  # the version an earlier try took stands
     fresh = [d for d in docs if d["doc_id"] not in replayed]
     if fresh:
