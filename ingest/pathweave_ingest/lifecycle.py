@@ -107,7 +107,7 @@ def _acl_key(acl: Collection[str] | None) -> tuple[str, ...] | None:
 def _versions_of_locked(run: Run, name: str, doc_ids: Collection[str], **params: Any) -> dict[str, int]:
     """Run statement ``name`` that gives each head ``doc_lock`` holds in this transaction its
     next version; returns ``{doc_id: version}``. Raises
-    :class:`pathweave.store.graph_store.WriteConflict` (the transaction runs again) when a head is not
+    :class:`pathweave.store.retry.WriteConflict` (the transaction runs again) when a head is not
     found again: a concurrent first write of the same new id committed its copy first."""
     versions = {row["doc_id"]: int(row["version"]) for row in run(name, **params)}
     if lost := set(doc_ids) - set(versions):

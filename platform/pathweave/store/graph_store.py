@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from neo4j import Driver
 
-from pathweave.store.retry import CONFLICT_RETRIES, WriteConflict, again, masked_transient, retrying, server_error
+from pathweave.store.retry import again, masked_transient, retrying, server_error
 from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
 from pathweave.telemetry import traced
@@ -24,8 +24,6 @@ log = logging.getLogger(__name__)
 
 _SCHEMA_PREFIX = "constraint_"
 T = TypeVar("T")
-
-__all__ = ["CONFLICT_RETRIES", "GraphStore", "WriteConflict", "batched", "bookmark_manager", "forget_bookmarks"]
 
 _BOOKMARK_MANAGERS: "weakref.WeakKeyDictionary[Driver, Any]" = weakref.WeakKeyDictionary()
 _BOOKMARK_LOCK = threading.Lock()
