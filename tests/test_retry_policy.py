@@ -16,17 +16,18 @@ from pathweave_ingest import jobs, lifecycle
 pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
-def _server_error(message: str):
+def _server_error(message: str, code: str = "Neo.DatabaseError.General.UnknownError"):
     from neo4j.exceptions import Neo4jError
 
-    return Neo4jError._hydrate_neo4j(code="Neo.DatabaseError.General.UnknownError", message=message)
+    return Neo4jError._hydrate_neo4j(code=code, message=message)
 
 
 @pytest.fixture()
 def faults(monkeypatch):
     """``faults(kind, times, between)``: the next ``times`` store transactions of the test's
-    thread (not of the session's background threads, such as an API's sweep) end in an error: ``"rolled back"`` raises an ArcadeDB write conflict before the
-    transaction runs, ``"ambiguous"`` raises "Transaction error on commit" after it committed
+    thread (not of the session's background threads, such as an API's sweep) end in an error:
+    ``"rolled back"`` raises an ArcadeDB write conflict before the transaction runs,
+    ``"transient"`` a retryable server error (ArcadeDB's DeadlockDetected) before it runs, ``"ambiguous"`` raises "Transaction error on commit" after it committed
     (``between()`` runs first: another writer's transaction before the next try). Returns the
     list of faults raised so far."""
     from pathweave.store import graph_store
@@ -45,6 +46,10 @@ def faults(monkeypatch):
             if take("rolled back"):
                 raised.append("rolled back")
                 raise _server_error("ConcurrentModificationException: record #12:7 was changed by another transaction")
+            if take("transient"):
+                raised.append("transient")
+                raise _server_error("Record #30:98 was modified by a concurrent transaction between its read and its update",
+                                    code="Neo.TransientError.Transaction.DeadlockDetected")
             out = work()
             if take("ambiguous"):  # armed before this transaction or while it ran
                 raised.append("ambiguous")
@@ -140,6 +145,29 @@ def test_a_rolled_back_accept_runs_again_and_a_policy_that_never_clears_gives_up
     assert len(raised) == 1 + CONFLICT_RETRIES + 1
     head = store.run("document_states", ids=[submitted[0]["doc_id"]])[0]
     assert (head["version"], head["status"]) == (1, "queued")  # nothing of the failed accept
+
+
+def test_an_auto_commit_statement_the_server_ended_with_a_transient_error_runs_again(store, faults):
+    """The driver retries a transient error (a deadlock, a concurrent update) in a managed
+    transaction only; an auto-commit one (every statement on ArcadeDB, ``CALL … IN
+    TRANSACTIONS`` on Neo4j) is run again by the policy, reading or writing. A managed one's
+    transient error that reaches the policy is raised: the driver spent its own retries."""
+    from neo4j.exceptions import TransientError
+
+    raised = faults("transient")
+    if store._bookmarked:  # Neo4j: managed transactions, and one statement of its own transactions
+        assert store.run("neo4j_import_synonyms", rows=[], threshold=0.9) == [{"written": 0}]
+        assert raised == ["transient"]
+        faults("transient")
+        with pytest.raises(TransientError, match="concurrent transaction"):
+            store.run("record_embedder", meta_id=store.meta_id, embedder="bge-small", dim=384, identity="bge")
+        assert raised == ["transient", "transient"]
+        return
+    store.run("record_embedder", meta_id=store.meta_id, embedder="bge-small", dim=384, identity="bge")
+    assert raised == ["transient"] and store.run("embedder_record", meta_id=store.meta_id)
+    faults("transient")
+    assert store.run("embedder_record", meta_id=store.meta_id)[0]["name"] == "bge-small"  # a read runs again too
+    assert raised == ["transient", "transient"]
 
 
 def test_a_reasoning_record_that_met_a_write_conflict_is_written(pipeline, store, embedder, settings, faults):

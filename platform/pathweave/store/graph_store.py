@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from neo4j import Driver
 
-from pathweave.store.retry import again, masked_transient, retrying, server_error
+from pathweave.store.retry import again, masked_transient, retrying, server_error, transient
 from pathweave.store.statements import access_mode, load_all, statement
 from pathweave.store.backends.base import Backend
 from pathweave.telemetry import traced
@@ -168,8 +168,11 @@ class GraphStore:
         writes = access_mode(name) != "read"
         with traced(f"store {name}", **{"db.operation.name": name, "db.system.name": self.backend.name}):
             # a bookmark another process gave that the store has not reached is an error, not retried
-            # a read runs again only where the driver let its own retry through (writes: the policy)
-            return self._transact(attempt, runs_again=again if writes else masked_transient,
+            # a managed read runs again only where the driver let its own retry through (writes:
+            # the policy); an auto-commit one also where the driver does not retry at all
+            def runs_again(exc: BaseException) -> bool:
+                return (again(exc) if writes else masked_transient(exc)) or (mode == "auto" and transient(exc))
+            return self._transact(attempt, runs_again=runs_again,
                                   moved_back=lambda exc: not read_after and self._moved_back(exc))
 
     def write(self, name: str, rows: Sequence[dict[str, Any]], **params: Any) -> int:

@@ -7,7 +7,9 @@ An error ends a transaction in one of three ways:
   ArcadeDB write conflict (another writer's commit changed a record this one wrote, or took
   the key its MERGE created: :class:`WriteConflict`, ``ConcurrentModificationException``,
   "duplicated key"), or a retryable Neo4j error the driver let through behind a
-  ``ResultFailedError``. Running the transaction again is safe for any statement.
+  ``ResultFailedError``, or any retryable error of an auto-commit transaction
+  (:func:`transient`, which the driver does not retry). Running the transaction again is
+  safe for any statement.
 - **ambiguous** (:func:`ambiguous`): ArcadeDB over Bolt reports a commit that failed as
   "Transaction error on commit", whether the cause was a duplicate key (rolled back) or I/O
   (the outcome unknown). It is run again too: every statement is safe to run again after a
@@ -66,14 +68,22 @@ def server_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def masked_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` is a retryable Neo4j error (a deadlock, a lock timeout) that the driver
-    let through unretried behind a ``ResultFailedError``: the transaction, reading or
-    writing, did not commit."""
+def transient(exc: BaseException) -> bool:
+    """Whether the server's error behind ``exc`` is a retryable Neo4j error (a deadlock, a lock
+    timeout, ArcadeDB's "modified by a concurrent transaction between its read and its
+    update"): the transaction, reading or writing, did not commit. The driver retries these
+    in managed transactions only, so an auto-commit transaction's caller retries them
+    (:meth:`~pathweave.store.graph_store.GraphStore.run`)."""
     from neo4j.exceptions import Neo4jError
 
     error = server_error(exc)
-    return error is not exc and isinstance(error, Neo4jError) and error.is_retryable()
+    return isinstance(error, Neo4jError) and error.is_retryable()
+
+
+def masked_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a :func:`transient` error that the driver let through unretried
+    behind a ``ResultFailedError`` (a managed transaction's)."""
+    return server_error(exc) is not exc and transient(exc)
 
 
 def rolled_back(exc: BaseException) -> bool:
