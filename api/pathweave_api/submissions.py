@@ -5,6 +5,8 @@ shared by the document routes, ``POST /v1/jobs/requeue`` and the in-process queu
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from typing import Any
 
 from pathweave_api import metrics
@@ -14,6 +16,12 @@ from pathweave_ingest import jobs
 from pathweave_ingest.tasks import QueueFull
 
 log = logging.getLogger(__name__)
+
+TEST_EXIT_BEFORE_PUBLISH = os.environ.get("PATHWEAVE_TEST_EXIT_BEFORE_PUBLISH")
+"""The benchmarks' fault point (a file's path; unset everywhere else): while that file holds
+a document id, the next submission of that document removes it and SIGKILLs this process
+between the accepting commit and the publish, as a crash there would (``bench history``: the
+sweep must publish the accepted version)."""
 
 
 def check_queue(svc, batches: int) -> None:
@@ -35,6 +43,8 @@ def dispatch(svc, tenant: str, store, sub: jobs.Submission, payloads: list[dict]
     batch_size = svc.ws.batch_size(svc.runtime.device)
     dispatcher = svc.dispatcher
     batches = jobs.batches_of(sub.to_enqueue, batch_size)
+    if TEST_EXIT_BEFORE_PUBLISH and sub.to_enqueue:
+        _exit_if_armed(TEST_EXIT_BEFORE_PUBLISH, {d["doc_id"] for d in sub.to_enqueue})
     try:
         dispatcher.submit_all(tenant, sub.job_id, batches)
     except Exception as exc:  # noqa: BLE001
@@ -56,3 +66,16 @@ def dispatch(svc, tenant: str, store, sub: jobs.Submission, payloads: list[dict]
                        "status": "done" if p["doc_id"] in done else "queued"} for p in payloads],
         "links": {"job": f"/v1/jobs/{sub.job_id}"},
     }
+
+
+def _exit_if_armed(path: str, doc_ids: set[str]) -> None:
+    """SIGKILL this process if file ``path`` names one of ``doc_ids`` (removed first)."""
+    try:
+        with open(path, encoding="utf-8") as armed:
+            if armed.read().strip() not in doc_ids:
+                return
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    log.warning("fault point: exiting between the accepting commit and the publish")
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -222,19 +222,25 @@ def bench_history(
     writers: int = typer.Option(4, min=1, help="Concurrent writing clients."),
     worker_kills: int = typer.Option(3, min=0, help="SIGKILLs of the worker, each while a version runs."),
     store_kills: int = typer.Option(1, min=0, help="SIGKILLs of the store server."),
+    api_kills: int = typer.Option(2, min=0, help="SIGKILLs of the API between a submission's accepting commit "
+                                                 "and its publish (a fault point; restarted at once)."),
+    redis_losses: int = typer.Option(1, min=0, help="SIGKILLs of Redis, started again without its files (every "
+                                                    "message it held lost)."),
     backend: str = typer.Option("arcadedb", help="The managed store: arcadedb or neo4j."),
     think_s: float = typer.Option(1.0, min=0.0, help="Each writer's mean pause between writes (s)."),
     out: Path = typer.Option(Path("bench-results"), help="Where history.json (and a failing history) go."),
 ) -> None:
-    """A register checker for versioned documents: concurrent PUTs and DELETEs of a
-    few external ids under worker and store kills, every read recorded; lost updates, missing
-    windows, going back, and the graph against a clean replay of the final versions."""
+    """A register checker for versioned documents in broker mode (Celery, Redis): concurrent
+    PUTs and DELETEs of a few external ids under worker, store, API and Redis kills, every
+    read recorded; lost updates, versions left queued or running, missing windows, going
+    back, and the graph against a clean replay of the final versions."""
     from pathweave.terminal import stdout_console
     from pathweave_bench.history import print_table, run_history
 
     if backend not in ("arcadedb", "neo4j"):
         raise typer.BadParameter("use arcadedb or neo4j", param_hint="--backend")
-    results = run_history(out, writes, ids, writers, worker_kills, store_kills, backend, think_s)
+    results = run_history(out, writes, ids, writers, worker_kills, store_kills, backend, think_s,
+                          api_kills=api_kills, redis_losses=redis_losses)
     print_table(results, stdout_console())
     if not results["ok"]:
         raise typer.Exit(1)

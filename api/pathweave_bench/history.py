@@ -5,8 +5,11 @@ The real service on loopback (:class:`~pathweave_bench.service.Service`: Redis, 
 Celery worker, the managed store of ``backend``). ``writers`` clients concurrently PUT and
 DELETE a handful of external ids (every PUT carries a unique marker: "The approver of policy
 <id> is <marker>."), while the worker is SIGKILLed mid-replacement (restarted 2 s later, as
-a supervisor would) and the store server is SIGKILLed (started again by whichever process
-needs it next). Meanwhile one reader asks, the whole time, ``GET /v1/documents/{doc_id}`` of
+a supervisor would), the store server is SIGKILLed (started again by whichever process
+needs it next), the API is SIGKILLed between a submission's accepting commit and its publish
+(a fault point, restarted at once), and Redis is SIGKILLed and started again without its
+files (every message it held lost): the API's sweep must publish what the store holds as
+accepted. Meanwhile one reader asks, the whole time, ``GET /v1/documents/{doc_id}`` of
 every id and a dense query that returns every id's passage, and a poller records when each
 accepted version's job finishes (done, superseded or failed).
 
@@ -14,7 +17,9 @@ The recorded history (every write with the version it was accepted as and when i
 completed, every read with the marker it found) is then checked (:func:`check`):
 
 - **lost updates**: after the drain, each id shows its last accepted write (absent after a
-  DELETE), and no accepted version ended failed;
+  DELETE), or a write sent after it whose answer was lost (the API killed at its fault
+  point: accepted, at a version nobody was told), no accepted version ended failed, and no
+  document is left queued or running;
 - **missing windows**: while an id's latest completed write is a PUT (and no DELETE of it is
   under way), every read of it finds some version (a replacement in progress never makes it
   disappear);
@@ -216,13 +221,17 @@ def check(history: History, final: dict[str, str | None] | None = None) -> dict:
     visible marker after the drain (None: absent). Returns counts and the first examples."""
     events = sorted(history.events, key=lambda e: e.t0)
     writes = [e for e in events if e.kind in ("put", "delete") and e.version is not None]
-    by_marker = {e.marker: e for e in writes if e.kind == "put"}
-    ids = sorted({e.id for e in writes})
+    # a write whose answer was lost or a 5xx (the API or the store killed meanwhile): it may have
+    # been accepted, at a version nobody was told
+    unsure = [e for e in events if e.kind in ("put", "delete") and e.version is None
+              and (e.status == 0 or e.status >= 500)]
+    by_marker = {e.marker: e for e in writes + unsure if e.kind == "put"}
+    ids = sorted({e.id for e in writes} | {e.id for e in unsure})
     out: dict = {"writes": len(writes), "puts": sum(e.kind == "put" for e in writes),
                  "deletes": sum(e.kind == "delete" for e in writes),
                  "reads": sum(e.kind in ("get", "query") for e in events),
                  "outcomes": {}, "lost_updates": [], "failed_versions": [], "missing": [], "going_back": [],
-                 "stale": [], "unknown_marker": []}
+                 "stale": [], "unknown_marker": [], "unsure_writes": len(unsure), "unsure_reads": 0}
     for e in writes:
         if e.kind == "put":
             out["outcomes"][e.outcome or "unfinished"] = out["outcomes"].get(e.outcome or "unfinished", 0) + 1
@@ -237,15 +246,17 @@ def check(history: History, final: dict[str, str | None] | None = None) -> dict:
 
     for ext in ids:
         mine = sorted((e for e in writes if e.id == ext), key=lambda e: e.version)
-        # a DELETE whose answer was lost or a 5xx (the store killed at its commit): it may have taken
-        # effect, at a version nobody was told; an absence after it was sent is no violation
-        unsure = [e for e in events if e.kind == "delete" and e.id == ext and e.version is None]
-        last = mine[-1]
+        # a DELETE without a version (its answer lost, a 5xx, a 404) may have taken effect: an
+        # absence after it was sent is no violation
+        unsure_deletes = [e for e in events if e.kind == "delete" and e.id == ext and e.version is None]
+        last = mine[-1] if mine else None
         if final is not None:
-            want = last.marker if last.kind == "put" else None
-            if final.get(ext) != want:
-                out["lost_updates"].append({"id": ext, "visible": final.get(ext), "expected": want,
-                                            "last_write": asdict(last)})
+            want = last.marker if last is not None and last.kind == "put" else None
+            after = [e for e in unsure if e.id == ext and (last is None or e.t1 > last.t0)]  # maybe accepted later
+            allowed = {want} | {e.marker if e.kind == "put" else None for e in after}
+            if final.get(ext) not in allowed:
+                out["lost_updates"].append({"id": ext, "visible": final.get(ext), "expected": sorted(allowed, key=str),
+                                            "last_write": asdict(last) if last else None})
         seen = 0  # the newest version a read of this id has shown
         for read in (e for e in events if e.kind in ("get", "query") and ext in e.found):
             marker = read.found[ext]
@@ -254,17 +265,20 @@ def check(history: History, final: dict[str, str | None] | None = None) -> dict:
             if marker is None:
                 deleting = [e for e in mine if e.kind == "delete" and e.t0 < read.t1
                             and (newest is None or e.version > newest.version)]  # before or concurrent
-                deleting += [e for e in unsure if e.t0 < read.t1 and (newest is None or e.t0 > newest.t0)]
+                deleting += [e for e in unsure_deletes if e.t0 < read.t1 and (newest is None or e.t0 > newest.t0)]
                 if newest is not None and newest.kind == "put" and not deleting:
                     out["missing"].append({"id": ext, "read": asdict(read), "completed": asdict(newest)})
                 later_delete = [e for e in mine if e.kind == "delete" and e.version > seen and e.t0 < read.t1]
-                later_delete += [e for e in unsure if e.t0 < read.t1]
+                later_delete += [e for e in unsure_deletes if e.t0 < read.t1]
                 if seen and not later_delete:
                     out["going_back"].append({"id": ext, "read": asdict(read), "had_seen": seen})
                 continue
             write = by_marker.get(marker)
             if write is None or write.id != ext:
                 out["unknown_marker"].append({"id": ext, "read": asdict(read), "marker": marker})
+                continue
+            if write.version is None:  # an unsure PUT, accepted after all: its version is unknown
+                out["unsure_reads"] += 1
                 continue
             if write.version < seen:
                 out["going_back"].append({"id": ext, "read": asdict(read), "had_seen": seen,
@@ -340,9 +354,10 @@ class Register:
         """Stop the writers (``stop_writers``; else wait until they spent the budget), wait
         until every accepted version finished (at most ``drain_s`` s), read each id's final
         content, check the history and replay the final versions into a fresh tenant. Returns
-        ``{drain_s, check, graph, ok}`` (plus ``history_file`` where it failed: the history
-        written to ``out/history-failed.json``). Raises TimeoutError when the drain does not
-        end."""
+        ``{drain_s, left_in_flight, check, graph, ok}`` (``left_in_flight``: the documents still
+        queued or running after the drain; plus ``history_file`` where it failed: the history
+        written to ``out/history-failed.json``). Raises TimeoutError when the acknowledged
+        versions do not all finish."""
         from pathweave_bench.api import same_graph
         from pathweave_bench.common import wait_for
 
@@ -355,6 +370,17 @@ class Register:
         try:
             wait_for(lambda: all(e.outcome for e in self.history.events if e.kind == "put" and e.job_id), drain_s,
                      "every accepted version", interval=1.0)
+            with httpx.Client(base_url=self.url, headers=self._auth, timeout=60) as client:
+                # and the versions accepted without an answer (published by the API's sweep)
+                in_flight = lambda: [d for d in client.get("/v1/documents", params={"limit": 200}).json()["documents"]
+                                     if d["status"] in ("queued", "running")]  # noqa: E731
+                try:
+                    wait_for(lambda: not in_flight(), max(drain_s - (time.monotonic() - started), 1.0),
+                             "no document queued or running", interval=1.0)
+                except TimeoutError:
+                    pass
+                results["left_in_flight"] = [{k: d.get(k) for k in ("doc_id", "status", "version", "queued_at")}
+                                             for d in in_flight()]
             time.sleep(1.0)  # the reader sees the drained state too
             self._reading.set()
             for thread in self._side:
@@ -368,7 +394,7 @@ class Register:
             results["drain_s"] = round(time.monotonic() - started, 1)
             results["check"] = check(self.history, final)
             results["graph"] = _replay(self.url, self.replay_token, final, self.external, settings, same_graph, slack)
-            results["ok"] = results["check"]["ok"] and results["graph"]["same"]
+            results["ok"] = results["check"]["ok"] and results["graph"]["same"] and not results["left_in_flight"]
         finally:
             self.stop()
             if not results.get("ok"):
@@ -384,12 +410,32 @@ class Register:
         return str(path)
 
 
+FAULT_KINDS = ("worker", "store", "api", "redis-lost")
+
+
+def fault_plan(worker_kills: int, store_kills: int, api_kills: int = 0, redis_losses: int = 0) -> list[str]:
+    """The faults of a run in the order they are inflicted (:meth:`Service.kill`'s names): one
+    of each kind left in turn (worker, store, api, redis-lost), so every kind meets a run
+    already recovering from the others."""
+    left = dict(zip(FAULT_KINDS, (worker_kills, store_kills, api_kills, redis_losses)))
+    plan: list[str] = []
+    while any(left.values()):
+        for kind in FAULT_KINDS:
+            if left[kind]:
+                plan.append(kind)
+                left[kind] -= 1
+    return plan
+
+
 def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, worker_kills: int = 3,
                 store_kills: int = 1, backend: str = "arcadedb", think_s: float = 0.3,
-                workdir: Path | None = None) -> dict:
-    """Run the service, the clients and the faults, drain, check; returns (and writes
-    ``history.json``) the results. The worker kills land while a version is running, spread
-    over the writes; the store kill after the first worker kill."""
+                workdir: Path | None = None, api_kills: int = 2, redis_losses: int = 1,
+                service_settings: dict[str, str] | None = None) -> dict:
+    """Run the service (Celery worker and Redis: broker mode), the clients and the faults
+    (:func:`fault_plan`, spread over the writes; a worker is killed while a version of it
+    runs, the API at its fault point between a commit and its publish), drain, check;
+    returns (and writes ``history.json``) the results. ``service_settings``: more
+    ``PATHWEAVE_*`` variables of the service (a test's shorter sweep)."""
     import shutil
 
     from pathweave.servers import store_server
@@ -401,7 +447,7 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     workdir = Path(workdir or tempfile.mkdtemp(prefix="pathweave-bench-history-"))
     settings = get_settings().model_copy(update={"data_dir": workdir})
     settings = settings.model_copy(update={"store": settings.store.model_copy(update={"backend": backend, "uri": ""})})
-    service = Service(workdir, llm=False, backend=backend)
+    service = Service(workdir, llm=False, backend=backend, **(service_settings or {}))
     results: dict = {"machine": machine_info(), "commit": git_commit(), "backend": backend, "writes": writes,
                      "ids": ids, "writers": writers}
     register: Register | None = None
@@ -412,17 +458,19 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
         service.start_worker()
         service.start_api()
         register = Register(service.url, token, replay_token, ids, writes, writers, think_s)
+        outbox = Outbox(service.url, service.create_key(Outbox.TENANT, "outbox", "ingest"))
         register.start()
-        faults = ["worker"] * worker_kills
-        faults[1:1] = ["store"] * store_kills
+        faults = fault_plan(worker_kills, store_kills, api_kills, redis_losses)
         for number, fault in enumerate(faults):
             # spread over the writes; a worker is killed while one of its versions runs
             wait_for(lambda: register.left <= writes * (1 - (number + 1) / (len(faults) + 1)), 900, "writes")
             if fault == "worker":
                 register.wait_running(60.0)
-            register.fault(fault, service.kill(fault))
+            register.fault(fault, service.kill(fault, submit=outbox.submit if fault == "api" else None))
         results["faults"] = register.history.faults
         results.update(register.finish(settings, APPROXIMATE_SLACK, out))
+        results["outbox"] = outbox.published(900)
+        results["ok"] = results["ok"] and all(d["visible"] == d["marker"] for d in results["outbox"])
     finally:
         if register is not None:
             register.stop()
@@ -435,6 +483,56 @@ def run_history(out: Path, writes: int = 200, ids: int = 5, writers: int = 4, wo
     out.mkdir(parents=True, exist_ok=True)
     (Path(out) / "history.json").write_text(json.dumps(results, indent=1, default=str))
     return results
+
+
+class Outbox:
+    """The documents whose submission the API's fault point kills (one per API kill, each its
+    own id in a tenant of their own, so only the API's sweep can ever publish them): their
+    version is committed and no message was sent."""
+
+    TENANT = f"{TENANT}-outbox"
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.sent: list[dict] = []
+
+    def submit(self, arm) -> str:
+        """PUT the next document after ``arm(doc_id)`` armed the fault point for it; returns
+        its document id (the PUT gets no answer: the API exits)."""
+        from pathweave_ingest.documents import source_doc_id
+
+        n = len(self.sent)
+        ext, marker = f"outbox-{n}", f"O{n:04d}"
+        doc_id = source_doc_id(self.TENANT, ext)
+        arm(doc_id)
+        self.sent.append({"id": ext, "doc_id": doc_id, "marker": marker})
+        try:
+            httpx.put(f"{self.url}/v1/documents/{ext}", json=body(ext, marker), timeout=60,
+                      headers={"Authorization": f"Bearer {self.token}"})
+        except httpx.HTTPError:
+            pass  # expected: the API exited before answering
+        return doc_id
+
+    def published(self, timeout: float) -> list[dict]:
+        """Each document sent, with the marker it shows (``visible``) once every one shows its
+        own or after ``timeout`` s."""
+        from pathweave_bench.common import wait_for
+
+        def visible() -> list[dict]:
+            with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=60) as c:
+                out = []
+                for sent in self.sent:
+                    response = _call(c, "GET", f"/v1/documents/{sent['doc_id']}")
+                    text = " ".join(p["text"] for p in response.json()["passages"]) \
+                        if response is not None and response.status_code == 200 else ""
+                    out.append({**sent, "visible": _marker(text, sent["id"]) if text else None})
+                return out
+        try:
+            wait_for(lambda: all(d["visible"] == d["marker"] for d in visible()), timeout,
+                     "the sweep's publish of the versions the API never sent", interval=1.0)
+        except TimeoutError:
+            pass
+        return visible()
 
 
 def register_keys(service) -> tuple[str, str]:
@@ -483,8 +581,12 @@ def check_rows(results: dict) -> list[tuple[str, str]]:
     faults = results.get("faults", [])
     return [("PUTs / DELETEs accepted", f"{c['puts']} / {c['deletes']}"), ("reads", str(c["reads"])),
             ("versions by outcome", ", ".join(f"{k} {v}" for k, v in sorted(c["outcomes"].items()))),
-            ("worker kills / store kills", f"{sum(f['fault'] == 'worker' for f in faults)} / "
-                                           f"{sum(f['fault'] == 'store' for f in faults)}"),
+            ("kills: worker / store / API before a publish / Redis without its files",
+             " / ".join(str(sum(f["fault"] == kind for f in faults)) for kind in FAULT_KINDS)),
+            ("writes without an answer", str(c.get("unsure_writes", 0))),
+            ("left queued or running", str(len(results.get("left_in_flight", [])))),
+            ("accepted, never sent, published by the sweep",
+             f"{sum(d['visible'] == d['marker'] for d in results.get('outbox', []))} / {len(results.get('outbox', []))}"),
             ("lost updates", str(c["lost_updates_n"])), ("failed versions", str(c["failed_versions_n"])),
             ("missing windows", str(c["missing_n"])), ("going back", str(c["going_back_n"])),
             ("stale reads", str(c["stale_n"])), ("graph equal to the replay", str(results["graph"]["same"])),

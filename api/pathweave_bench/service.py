@@ -24,9 +24,10 @@ soak's thousands by 0.2 %: docs/benchmarks.md)."""
 
 class Service:
     """The service under test: Redis, the API and the worker as child processes, the managed
-    store (and model server) they start on demand in ``workdir``."""
+    store (and model server) they start on demand in ``workdir``; ``settings``: more
+    ``PATHWEAVE_*`` variables of its processes (e.g. a test's shorter sweep)."""
 
-    def __init__(self, workdir: Path, llm: bool, backend: str = "arcadedb") -> None:
+    def __init__(self, workdir: Path, llm: bool, backend: str = "arcadedb", **settings: str) -> None:
         from pathweave.servers import neo4j_server
         from pathweave.settings import Settings
 
@@ -39,8 +40,10 @@ class Service:
         self.url = f"http://127.0.0.1:{self.api_port}"
         self.logs = {"api": workdir / "api.log", "worker": workdir / "worker.log", "redis": workdir / "redis.log",
                      "store": self.store_dir / "server.log", "llm": workdir / "llm" / "server.log"}
+        self.exit_before_publish = workdir / "exit-before-publish"  # the API's fault point, armed by kill("api")
         self.env = service_env(workdir, f"redis://127.0.0.1:{self.redis_port}/0",
-                               PATHWEAVE_WORKER_QUEUE="pathweave.soak", PATHWEAVE_STORE_BACKEND=backend)
+                               PATHWEAVE_WORKER_QUEUE="pathweave.soak", PATHWEAVE_STORE_BACKEND=backend,
+                               PATHWEAVE_TEST_EXIT_BEFORE_PUBLISH=str(self.exit_before_publish), **settings)
         self.redis = self.api = self.worker = None
 
     def start_redis(self):
@@ -79,21 +82,41 @@ class Service:
         return {"api": self.api and self.api.pid, "worker": self.worker and self.worker.pid,
                 "store": store.get("pid"), "llm": llm.get("pid"), "redis": self.redis and self.redis.pid}
 
-    def kill(self, fault: str) -> dict:
-        """Inflict ``fault`` (worker | store | redis | llm); returns what was done."""
-        pid = self.pids().get(fault)
+    def kill(self, fault: str, timeout: float = 300, submit=None) -> dict:
+        """Inflict ``fault``; returns what was done. ``worker``: SIGKILL, restarted 2 s later;
+        ``api``: ``submit(arm)`` (one document's submission: it calls ``arm(doc_id)`` first and
+        returns the id) SIGKILLs the API at its fault point between the accepting commit and
+        the publish; restarted at once; ``redis``: a clean restart; ``redis-lost``: SIGKILL
+        and a restart without its files (every message it held is gone); ``store`` | ``llm``:
+        SIGKILL (whoever needs it next starts it again). TimeoutError: the API did not exit
+        within ``timeout`` s."""
+        pid = self.pids().get(fault.removesuffix("-lost"))
         if fault == "worker":
             os.killpg(self.worker.pid, signal.SIGKILL)
             self.worker.wait(30)
             time.sleep(2.0)  # a supervisor's restart delay
             self.start_worker(wait=False)
             return {"killed": pid, "restarted": self.worker.pid}
-        if fault == "redis":  # a restart: clean shutdown (the append-only file is flushed), same port
-            self.redis.terminate()
+        if fault == "api":
+            killed = self.api
+            doc_id = submit(lambda armed: self.exit_before_publish.write_text(armed))
+            wait_for(lambda: killed.poll() is not None, timeout, "the API's exit at its fault point")
+            self.processes.items.remove(killed)
+            self.start_api()
+            return {"killed": pid, "exit": killed.returncode, "doc_id": doc_id, "restarted": self.api.pid}
+        if fault in ("redis", "redis-lost"):  # same port; "redis": clean shutdown (the append-only file is flushed)
+            if fault == "redis":
+                self.redis.terminate()
+            else:
+                self.redis.kill()
             self.redis.wait(60)
             self.processes.items.remove(self.redis)
+            if fault == "redis-lost":
+                shutil.rmtree(self.workdir / "appendonlydir", ignore_errors=True)
+                for name in ("appendonly.aof", "dump.rdb"):
+                    (self.workdir / name).unlink(missing_ok=True)
             self.start_redis()
-            return {"restarted": self.redis.pid}
+            return {"killed" if fault == "redis-lost" else "stopped": pid, "restarted": self.redis.pid}
         if pid is None or not pid_alive(pid):
             return {"skipped": f"no {fault} server runs"}
         os.kill(pid, signal.SIGKILL)  # store | llm: whoever needs it next starts it again
