@@ -219,6 +219,34 @@ def test_a_changed_access_list_holds_for_the_next_query(base_store, retriever, c
         set_acl(store, "doc:000000000000000000000000", None)
 
 
+def test_a_record_read_after_an_access_list_changed_leaves_out_what_its_reader_no_longer_reads(
+        base_store, retriever, corpus):
+    """A restricted caller's record, read after a PATCH took a document away from it: the
+    paths, statements and passages of that document are left out, ``withheld`` says so and
+    the answer-bearing parts are gone; before the change, and for an unrestricted reader, the
+    record is whole."""
+    from pathweave_ingest.lifecycle import set_acl
+
+    tenant, _, docs, _ = corpus
+    store = scoped(base_store, tenant)
+    blue = Access.of(["group:blue"])
+    result = retriever.query("Who negotiated the Sablewind merger, and what is its value?", "proprag", k=5,
+                             access=blue, token_budget=400)
+    before = retriever.read_record(result.query_id, blue)
+    assert before["withheld"] is False and any("MARKERBLUE9923" in s or "Dorvan" in s for s in strings(before))
+    set_acl(store, docs["blue"][0], [])
+    try:
+        after = retriever.read_record(result.query_id, blue)
+        leaked = [s for s in strings({k: v for k, v in after.items() if k != "text"})  # not the question itself
+                  for secret in SECRETS["blue"] if secret.lower() in s.lower()]
+        assert after["withheld"] is True and not leaked, leaked
+        assert after["answer"] is None and after["tree"] is None
+        assert retriever.read_record(result.query_id)["withheld"] is False  # the unrestricted reader reads it whole
+    finally:
+        set_acl(store, docs["blue"][0], ["group:blue"])
+    assert retriever.read_record(result.query_id, blue)["withheld"] is False
+
+
 def test_the_cli_query_as_principals_and_a_folder_sync_of_changed_sidecars(base_store, corpus, tmp_path):
     tenant, root, docs, passages = corpus
     for principals in (["group:blue"], ["user:alice"]):

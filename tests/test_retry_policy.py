@@ -185,6 +185,37 @@ def test_a_reasoning_record_that_met_a_write_conflict_is_written(pipeline, store
     assert retriever.read_record(again.query_id)["query_id"] == again.query_id
 
 
+def test_a_record_not_written_after_the_retries_is_said_in_the_result_and_counted(
+        pipeline, store, embedder, settings, faults, monkeypatch):
+    from pathweave.query.retriever import Retriever
+    from pathweave.records import reasoning
+    from pathweave.store.retry import CONFLICT_RETRIES
+    from pathweave_ingest.loaders import SourceDocument
+
+    pipeline.ingest([SourceDocument("a", "Ulvik", "Ferries leave Ulvik harbour at six. Ulvik lies on the Skarn coast.")])
+    before = settings.model_copy(update={"query": settings.query.model_copy(update={"record_before_answer": True})})
+    retriever = Retriever(store, embedder, before)
+    written = retriever.query("When do ferries leave Ulvik?", mode="dense", k=1)
+    assert written.record == "written" and retriever.read_record(written.query_id)
+    real, counted = reasoning.write_reasoning_record, reasoning.FAILED_RECORDS.value
+
+    def conflicting(store_, result):  # every try of this record's write meets a write conflict
+        raised = faults("rolled back", times=CONFLICT_RETRIES + 1)
+        try:
+            return real(store_, result)
+        finally:
+            assert len(raised) == CONFLICT_RETRIES + 1
+    monkeypatch.setattr(reasoning, "write_reasoning_record", conflicting)
+    lost = retriever.query("When do ferries leave Ulvik?", mode="dense", k=1)
+    assert lost.record == "failed" and lost.passages  # the query's answer stands, and says so
+    assert reasoning.FAILED_RECORDS.value == counted + 1 and retriever.resources.records.failures == 1
+    with pytest.raises(KeyError):
+        retriever.read_record(lost.query_id)
+    monkeypatch.setattr(reasoning, "write_reasoning_record", real)
+    later = Retriever(store, embedder, settings).query("When do ferries leave Ulvik?", mode="dense", k=1)
+    assert later.record == ("written" if settings.query.record_before_answer else "pending")
+
+
 def test_a_lease_renewal_and_its_own_swap_never_write_one_head_at_once():
     """Pure logic of ``lifecycle.HEAD_WRITERS``: a renewal leaves out the heads a swap holds
     (and renews the others at once); a swap waits for a renewal of its heads in flight."""

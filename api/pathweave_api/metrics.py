@@ -10,6 +10,8 @@ import time
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
+from pathweave.records.reasoning import FAILED_RECORDS
+
 HTTP_REQUESTS = Counter("pathweave_http_requests_total", "HTTP requests by route and status.",
                         ["method", "route", "status"])
 HTTP_SECONDS = Histogram("pathweave_http_request_duration_seconds", "HTTP request latency by route.",
@@ -40,6 +42,8 @@ TOPOLOGY_BYTES = Gauge("pathweave_topology_bytes", "Approximate bytes of the ten
                        "PATHWEAVE_QUERY_TOPOLOGY_MAX_MB).")
 TOPOLOGY_TENANTS = Gauge("pathweave_topology_tenants", "Tenant topologies held.")
 TOPOLOGY_EVICTED = Gauge("pathweave_topology_evicted", "Topologies dropped over the tenant or byte bound so far.")
+RECORDS_FAILED = Gauge("pathweave_reasoning_records_failed", "Reasoning records this process could not write after "
+                       "the store's retries (their queries' GET /v1/queries/{id} answers 404).")
 READY = Gauge("pathweave_ready", "1 when the store answers and the models are loaded.")
 
 
@@ -81,4 +85,5 @@ def render(cache_stats: dict[str, int] | None = None) -> tuple[bytes, str]:
         TOPOLOGY_BYTES.set(cache_stats["topology_bytes"])
         TOPOLOGY_TENANTS.set(cache_stats["tenants"])
         TOPOLOGY_EVICTED.set(cache_stats["evicted"])
+    RECORDS_FAILED.set(FAILED_RECORDS.value)
     return generate_latest(), CONTENT_TYPE_LATEST

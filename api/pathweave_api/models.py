@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 
-from pathweave.model import (Answer, AprContext, BudgetedContext, Mode, PassageHit, PruneTree, QueryResult,
-                             ReasoningPath, SeedEntity)
+from pathweave.model import (RECORD_STATE, Answer, AprContext, BudgetedContext, Mode, PassageHit, PruneTree,
+                             QueryResult, ReasoningPath, RecordState, SeedEntity)
 from pathweave.retrieval.request import QueryRequest
 from pathweave.access import PRINCIPAL_PATTERN
 from pathweave.text import INVISIBLE_CLASS, has_visible_text
@@ -395,6 +395,7 @@ class QueryResponse(BaseModel):
     note: str | None = None
     trace_id: str | None = Field(None, description="The query's OpenTelemetry trace (32 hex) when the service "
                                                    "traces; also in the X-Pathweave-Trace-Id header and the record.")
+    record: RecordState | None = Field(None, description=RECORD_STATE)
     links: dict[str, str]
 
     @classmethod
@@ -410,7 +411,7 @@ class QueryResponse(BaseModel):
             citations=[Citation(marker=hit.rank, **hit.model_dump(include=set(Citation.model_fields) - {"marker"}))
                        for hit in result.passages],
             timings_ms=result.timings_ms, context=result.context, answer=result.answer, tree=result.tree,
-            apr=result.apr, note=note, trace_id=result.trace_id, links={"record": f"/v1/queries/{result.query_id}"})
+            apr=result.apr, note=note, trace_id=result.trace_id, record=result.record, links={"record": f"/v1/queries/{result.query_id}"})
 
 
 class RecordStep(BaseModel):
@@ -475,6 +476,9 @@ class ReasoningRecord(BaseModel):
                                                 "answer, confidence, children and retrieved passages.")
     runs: dict | None = Field(None, description="Mode apr: the session and the runs the query asked, sent and "
                                                 "reused (ASKED / SENT / REUSED), each {run_id, code, channel, rank}.")
+    withheld: bool = Field(False, description=(
+        "True when an access list changed since the query and this caller may no longer read some of the record's "
+        "sources: those paths, statements and passages are left out, and the answer and the tree are null."))
 
 
 class DocumentPassage(BaseModel):

@@ -76,20 +76,22 @@ def _write_job(run, job_id: str, created_at: str, docs: list[dict[str, Any]], ve
 
 
 def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch_size: int,
-               queue: str) -> Submission:
+               queue: str, access: Access = UNRESTRICTED) -> Submission:
     """Accept the documents (:func:`pathweave_ingest.lifecycle.accept_in`: a new version
     each, queued, unless this content is stored with nothing pending) and write the job, in
     ONE transaction. Nothing is enqueued here. A document another job is running gets a
     newer version all the same: the running one is superseded when it tries to swap. A try
     that finds the job written (an earlier try committed without its answer) returns it as
-    written, every document to enqueue."""
+    written, every document to enqueue. Raises
+    :class:`~pathweave_ingest.lifecycle.NotPermitted` (nothing written) when ``access`` may
+    not read a document it names, stored or accepted."""
     queued_at = now_iso()
 
     def work(run):
         if committed := run("job_get", job_id=job_id):  # an earlier try committed, its answer lost: it stands
             versions = dict(zip(committed[0]["doc_ids"], committed[0]["versions"]))
             return [{**doc, "version": int(versions[doc["doc_id"]])} for doc in docs], []  # claims skip the done
-        enqueue, done = lifecycle.accept_in(run, job_id, docs, queued_at)
+        enqueue, done = lifecycle.accept_in(run, job_id, docs, queued_at, access)
         versions = {d["doc_id"]: d["version"] for d in enqueue + done}
         _write_job(run, job_id, queued_at, docs, versions, len(enqueue), batch_size, queue)
         return enqueue, done

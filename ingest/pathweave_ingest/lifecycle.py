@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from pathweave.access import UNRESTRICTED, Access
 from pathweave.store.graph_store import GraphStore
 from pathweave.store.retry import WriteConflict
 from pathweave_ingest.documents import DocumentChange, record_change, remove_documents
@@ -74,6 +75,22 @@ class Superseded(PathweaveError, RuntimeError):
 
 class NoSuchDocument(PathweaveError, LookupError):
     """DELETE of a document the tenant never had (nothing written)."""
+
+
+class NotPermitted(PathweaveError, PermissionError):
+    """A restricted caller's write of documents it may not read, stored or only accepted (a
+    version queued or running): the accepting transaction is rolled back, nothing written."""
+
+    def __init__(self, doc_ids: Collection[str]) -> None:
+        super().__init__(f"{len(doc_ids)} document(s) of this write have an access list the caller is not on")
+        self.doc_ids = sorted(doc_ids)
+
+
+def head_readable(head: dict[str, Any], access: Access) -> bool:
+    """Whether ``access`` reads the document of ``head`` (a ``doc_lock`` row) as its newest
+    accepted access list has it: the head's, when a write or a PATCH in flight set one, else
+    the stored document's (a head without either: anybody)."""
+    return access.reads(head.get("head_acl") if head.get("head_acl_set") else head.get("acl"))
 
 
 def is_current(state: dict[str, Any] | None, payload: dict[str, Any], after_write: bool = False) -> bool:
@@ -123,17 +140,22 @@ def _status_rows(items: Iterable[dict[str, Any]], queued_at: str, payload: bool 
              **({"payload": json.dumps(d, ensure_ascii=False)} if payload else {})} for d in items]
 
 
-def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str
-              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def accept_in(run: Run, job_id: str, docs: list[dict[str, Any]], queued_at: str,
+              access: Access = UNRESTRICTED) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Accept ``docs`` (task payloads, :func:`pathweave_ingest.jobs.payloads`) inside the
     caller's write transaction, under ``job_id``: each head is locked, then a document whose
     stored content is this one with nothing pending reads ``done`` (no new version), any
     other takes the next version, ``queued``. Returns ``(to_enqueue, already_done)``: the
-    payloads with their ``version`` added."""
+    payloads with their ``version`` added. Raises :class:`NotPermitted` when ``access`` may
+    not read one of them (:func:`head_readable`, under the lock: a PATCH or a write committed
+    meanwhile is seen)."""
     heads = {row["doc_id"]: row for row in run("doc_lock", ids=[d["doc_id"] for d in docs], owner=job_id)}
     missing = [d["doc_id"] for d in docs if d["doc_id"] not in heads]
     if missing:  # ids are hashes of the tenant: only a forged payload names another tenant's document
         raise ValueError(f"document ids of another tenant: {missing[:3]}")
+    refused = [doc_id for doc_id, head in heads.items() if not head_readable(head, access)]
+    if refused:
+        raise NotPermitted(refused)
     enqueue, done = [], []
     for doc in docs:
         head = heads[doc["doc_id"]]

@@ -239,6 +239,12 @@ class AprContext(BaseModel):
     doc_ids: list[str] = Field(default_factory=list, description="The documents of passage_ids (context recall).")
 
 
+RecordState = Literal["written", "pending", "failed"]
+RECORD_STATE = ("Its reasoning record: `written` before the answer; `pending`: written off the query path (GET "
+                "/v1/queries/{id} finds it shortly); `failed`: not written after the store's retries (GET answers 404); "
+                "null: not recorded.")
+
+
 class QueryResult(BaseModel):
     """Everything one query returns. ``timings_ms`` maps stage -> milliseconds."""
 
@@ -255,6 +261,7 @@ class QueryResult(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     graph_version: int = 0
     trace_id: str | None = Field(None, description="The OpenTelemetry trace of the query (32 hex), when traced.")
+    record: RecordState | None = Field(None, description=RECORD_STATE)
     _principals: list[str] | None = PrivateAttr(default=None)  # the caller's (None: unrestricted), never returned
 
     def principals(self) -> list[str] | None:

@@ -569,6 +569,9 @@ class ApiSettings(_Section):
     max_page: int = Field(500, ge=1, description="Largest limit of GET /v1/documents (documents per page).")
     record_wait_s: float = Field(
         10.0, gt=0, description="Seconds reading reasoning records waits for earlier queries' records, then 503.")
+    stream_send_timeout_s: float = Field(
+        30.0, gt=0, description="Seconds a streamed answer's event may wait for a client that stopped reading; then "
+                                "the stream ends (the model stops, the record keeps what was sent).")
 
     rate_limit_per_s: float = Field(
         20.0, ge=0, description="Requests per second per API key (token bucket); 0 disables the rate limit.")

@@ -184,6 +184,33 @@ def test_patch_of_an_access_list_holds_for_the_next_query(client, keys, corpus):
     assert "MARKERPUT5521" not in " ".join(strings(client.post("/v1/query", headers=red, json=ask).json()))
 
 
+def test_a_version_accepted_and_not_yet_ingested_is_not_replaced_by_a_key_that_may_not_read_it(
+        client, keys, store_for):
+    """The access check of a replacing write runs in the accepting transaction, under the head's
+    lock, against the newest accepted access list: a version only queued (nothing stored yet)
+    is refused to a key not on its list, nothing written; a key on it replaces it."""
+    from pathweave_ingest import jobs
+
+    tenant = f"accq{uuid.uuid4().hex[:10]}"
+    store = store_for(tenant)
+    pending = {"title": "Harrow ledger", "text": "The Harrow ledger names MARKERQUEUED7710.", "source": "harrow",
+               "acl": ["group:blue"]}
+    payload = jobs.payloads(tenant, [jobs.to_source(pending)])
+    doc_id = payload[0]["doc_id"]
+    jobs.create_job(store, jobs.new_job_id(), payload, 4, "inprocess")  # accepted, never enqueued: it stays queued
+    head = store.run("document_states", ids=[doc_id])[0]
+    assert (head["status"], head["version"], head["ingested"]) == ("queued", 1, False)
+    red = key(keys, tenant, ["group:red"])
+    refused = client.post("/v1/documents", headers=red, json={"documents": [{**pending, "acl": ["group:red"]}]})
+    assert refused.status_code == 403 and refused.json()["type"].endswith("not-permitted"), refused.text
+    head = store.run("document_states", ids=[doc_id])[0]
+    assert (head["status"], head["version"]) == ("queued", 1)  # nothing of the refused write
+    assert store.run("doc_head_acl", ids=[doc_id])[0]["acl"] == ["group:blue"]
+    blue = key(keys, tenant, ["group:blue"])
+    accepted = client.post("/v1/documents", headers=blue, json={"documents": [pending]})
+    assert accepted.status_code == 202 and accepted.json()["documents"][0]["version"] == 2, accepted.text
+
+
 def test_an_upload_carries_its_access_list_in_the_form(client, keys, wait):
     tenant = f"accu{uuid.uuid4().hex[:10]}"
     admin = key(keys, tenant)

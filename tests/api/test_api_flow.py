@@ -179,7 +179,7 @@ def test_health_ready_metrics(client):
     assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
     text = metrics.text
     assert "pathweave_http_requests_total" in text and 'route="/readyz"' in text
-    assert "pathweave_ready 1.0" in text
+    assert "pathweave_ready 1.0" in text and "pathweave_reasoning_records_failed " in text
 
 
 def test_openapi_is_complete(client):

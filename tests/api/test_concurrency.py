@@ -94,6 +94,7 @@ def test_fifty_concurrent_queries(server_url, new_tenant, docs, base_store):
     assert len(ids) == 50
     assert all(r.json()["passages"] for r in responses)
     # query.record_before_answer (the default): every id a client was given reads at once
+    assert {r.json()["record"] for r in responses} == {"written"}
     for response in responses:
         record = httpx.get(f"{server_url}/v1/queries/{response.json()['query_id']}", headers=headers, timeout=10)
         assert record.status_code == 200, record.text

@@ -68,3 +68,33 @@ def test_a_patch_and_a_delete_answer_the_bookmarks_of_their_commit(client, new_t
     ask = {"question": "When do ferries leave Ulvik?", "mode": "dense", "consistency": deleted.json()["bookmarks"]}
     answer = client.post("/v1/query", headers=headers, json=ask)
     assert answer.status_code == 200 and not answer.json()["passages"], answer.text
+
+
+def test_a_restricted_query_reads_the_graph_version_on_the_leader_first(client, keys, new_tenant, store_for, wait,
+                                                                         monkeypatch):
+    """A caller with principals and no ``consistency`` bookmarks: before its query, one read
+    of the tenant's graph version on the leader (Neo4j: its bookmark then rides the query's
+    reads, so a member that lags cannot serve an access list from before a revocation; on
+    ArcadeDB's single server, no such read). An unrestricted caller's query makes none."""
+    from pathweave.store.graph_store import GraphStore
+
+    tenant, headers = new_tenant("leader")
+    put = client.put("/v1/documents/policies:ferry", headers=headers,
+                     json={"title": "Ferry rules", "text": "Ferries leave Ulvik harbour at six.", "acl": ["group:harbour"]})
+    assert wait(headers, put.json()["job_id"])["status"] == "done"
+    token, _ = keys.create(tenant, "harbour", 0, "ingest", ["group:harbour"], False)
+    restricted = {"Authorization": f"Bearer {token}"}
+    real, leader_reads = GraphStore.run, []
+
+    def run(self, name, *args, **kwargs):
+        if self.tenant == tenant and kwargs.get("on_leader"):
+            leader_reads.append(name)
+        return real(self, name, *args, **kwargs)
+    monkeypatch.setattr(GraphStore, "run", run)
+    ask = {"question": "When do ferries leave Ulvik?", "mode": "dense", "k": 3}
+    assert client.post("/v1/query", headers=headers, json=ask).json()["passages"]
+    assert leader_reads == []
+    answer = client.post("/v1/query", headers=restricted, json=ask)
+    assert answer.status_code == 200 and answer.json()["passages"], answer.text
+    neo4j = store_for(tenant).backend.name == "neo4j"
+    assert leader_reads == (["graph_version"] if neo4j else []), leader_reads

@@ -111,3 +111,76 @@ def test_a_prunerag_query_streams_its_tree_node_by_node(served, runtime, monkeyp
         seen.add(step["node_id"])
     assert final["answer"] is not None and events[-2][1]["answer"] is None
     assert len(steps) == 5 and {s["depth"] for s in steps} == {1, 2, 3}, steps  # three levels streamed
+
+
+class _EndlessStream:
+    """A model that never stops writing (4 KB pieces, 1 ms apart) until it is closed."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.closed = threading.Event()
+        self.completion = None
+
+    def __iter__(self):
+        import time
+
+        while not self.closed.is_set():
+            yield "x" * 4095 + " "
+            time.sleep(0.001)
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class _EndlessClient:
+    model = "endless"
+
+    def __init__(self, stream: _EndlessStream) -> None:
+        self.stream = stream
+
+    def chat_stream(self, messages, **kwargs) -> _EndlessStream:
+        return self.stream
+
+
+def test_a_client_that_stops_reading_ends_its_stream_and_its_record_is_written(
+        settings, api_settings, worker_settings, runtime, monkeypatch):
+    """A client that reads the first event and then nothing (its receive buffer full, the
+    server's send waiting): after ``api.stream_send_timeout_s`` the stream ends, the model's
+    generation is closed and the record keeps what was answered. The model is scripted (it
+    writes without end): the server's behaviour towards the stalled client is the subject."""
+    import re
+    import socket
+    import uuid
+
+    stream = _EndlessStream()
+    monkeypatch.setattr(runtime, "_llm", _EndlessClient(stream))
+    stalled = api_settings.model_copy(update={"stream_send_timeout_s": 1.0})
+    with served_app(settings, stalled, worker_settings, runtime, "stalled-stream-api") as (base, keys):
+        token, _ = keys.create(f"stall{uuid.uuid4().hex[:8]}", "tests", 0)
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=300) as http:
+            job = http.post("/v1/documents", json={"documents": CORE_DOCS}).json()
+            assert wait_job(http, {}, job["job_id"])["status"] == "done"
+        body = json.dumps({"question": QUESTION, "k": 3, "answer": True, "stream": True}).encode()
+        host, port = base.removeprefix("http://").split(":")
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        client.connect((host, int(port)))
+        try:
+            client.sendall(f"POST /v1/query HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+                           f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            received = b""
+            while not (found := re.search(rb'"query_id":\s*"([0-9a-f]+)"', received)):
+                chunk = client.recv(1024)
+                assert chunk, received[-500:]
+                received += chunk
+            query_id = found.group(1).decode()
+            # ... and reads no more: the server's sends fill the buffers, then wait
+            wait_until(stream.closed.is_set, 60.0, "the stalled stream's model closed (the send timed out)")
+            with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
+                record = wait_until(lambda: http.get(f"/v1/queries/{query_id}"), 30.0,
+                                    "the stalled query's record", until=lambda r: r.status_code == 200)
+            assert record.json()["query_id"] == query_id
+        finally:
+            client.close()

@@ -38,18 +38,18 @@ from pathweave_ingest.loaders import SourceDocument
 def submit(svc: Services, tenant: str, docs: list[SourceDocument], access: Access = UNRESTRICTED) -> dict[str, Any]:
     """Create the job of ``docs`` and enqueue its batches: the ``SubmitResponse`` body; 429 when
     the queue is full, 503 when the broker or the store is unavailable (nothing enqueued); 403
-    when a restricted ``access`` would write a stored document it may not read (nothing
-    enqueued)."""
+    when a restricted ``access`` would write a document it may not read, stored or accepted
+    (checked in the accepting transaction: nothing written)."""
     payloads = jobs.payloads(tenant, docs)
-    if access.restricted:
-        rows = svc.guard(svc.store(tenant).run, "existing_document_hashes", ids=[p["doc_id"] for p in payloads])
-        if any(not access.reads(row["acl"]) for row in rows):
-            raise ApiProblem(403, "a document of this submission is stored with an access list this key's "
-                                  "principals are not on; it cannot be replaced by this key", "not-permitted")
     batch_size = svc.ws.batch_size(svc.runtime.device)
     check_queue(svc, math.ceil(len(payloads) / batch_size))
     store = svc.store(tenant)
-    sub = svc.guard(jobs.create_job, store, jobs.new_job_id(), payloads, batch_size, svc.dispatcher.mode)
+    try:
+        sub = svc.guard(jobs.create_job, store, jobs.new_job_id(), payloads, batch_size, svc.dispatcher.mode, access)
+    except lifecycle.NotPermitted:
+        raise ApiProblem(403, "a document of this submission has an access list this key's principals are not on "
+                              "(stored, or of a version accepted and not yet ingested); it cannot be replaced by "
+                              "this key", "not-permitted") from None
     metrics.DOCUMENTS_SUBMITTED.inc(len(payloads))
     return dispatch(svc, tenant, store, sub, payloads)
 

@@ -82,7 +82,8 @@ def read_after(store, bookmarks: list[str]) -> None:
 
 def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: str, **options):
     """``retriever.<how>(req, access=access, **options)`` (``query`` or ``stream``) for ``tenant``, after
-    the bookmarks of ``req.consistency``, with the core's errors as problems: its
+    the bookmarks of ``req.consistency`` (a restricted ``access`` without them: after the
+    leader's state, one read of the graph version there), with the core's errors as problems: its
     :class:`~pathweave.errors.BadRequest` a 422 (``not-applicable`` for an option the mode
     does not use; the CLI exits 2 with the same message), another embedder's tenant a 409,
     one being re-embedded a 503, no LLM to be had a 503 ``llm-unavailable``."""
@@ -92,6 +93,10 @@ def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: s
     retriever = svc.guard(svc.runtime.retriever, tenant)
     if req.consistency:
         read_after(retriever.store, req.consistency)
+    elif access.restricted and retriever.store.bookmarks is not None:
+        # a restricted caller reads access lists at least as the leader has them (a revocation that
+        # another replica committed), as keys are read: the leader's bookmark then rides every read
+        guard(retriever.store.run, "graph_version", on_leader=True, meta_id=retriever.store.meta_id)
     try:
         return _unless_reembedding(svc.guard, functools.partial(getattr(retriever, how), access=access, **options), req)
     except BadRequest as exc:
@@ -168,8 +173,8 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
     without its answer), one ``token`` event (``{"text": piece}``) per piece of the answer
     as the model writes it, then ``answer`` (the whole response: the answer with its
     citations, the timings). The model's pieces come from a thread of their own; a client
-    that disconnects closes the model's request (its generation stops) and the record is
-    written with what was answered. Errors before the first event are problem documents."""
+    that disconnects, or stops reading for ``api.stream_send_timeout_s``, closes the model's
+    request (its generation stops) and the record is written with what was answered. Errors before the first event are problem documents."""
     import anyio
     from sse_starlette.sse import EventSourceResponse
 
@@ -207,7 +212,7 @@ async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Acces
                 await run_in_threadpool(streamed.finish)  # once: a finished query returns at once
 
     headers = {TRACE_HEADER: streamed.retrieval.result.trace_id} if streamed.retrieval.result.trace_id else None
-    return EventSourceResponse(events(), headers=headers)
+    return EventSourceResponse(events(), headers=headers, send_timeout=svc.api.stream_send_timeout_s)
 
 
 class _ClientLeft(Exception):
@@ -280,7 +285,8 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
             feed.left.set()
 
     trace_id = current_trace_id()  # the request's trace (an instrumented service), which the query's joins
-    return EventSourceResponse(events(), headers={TRACE_HEADER: trace_id} if trace_id else None)
+    return EventSourceResponse(events(), headers={TRACE_HEADER: trace_id} if trace_id else None,
+                               send_timeout=svc.api.stream_send_timeout_s)
 
 
 def router(body: type[QueryBody]) -> APIRouter:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pathweave.telemetry import current_trace_id
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.apr.codebook import CodebookView, RunRow, code_steps
 from pathweave.errors import NotApplicable
@@ -410,8 +409,7 @@ class APRMode(RetrievalMode):
             result.passages = resources.passage_hits(resources.reader(topology), [p for p, _ in ranked],
                                                      [s for _, s in ranked])
         if record:
-            result.trace_id = result.trace_id or current_trace_id()  # the record names its trace
-            resources.records.submit(result.model_copy())  # SELECTED passages, like every mode
+            resources.submit_record(result)  # SELECTED passages, like every mode
         result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
         return Retrieval(result, None, outcome.query, outcome)
 
@@ -427,5 +425,4 @@ class APRMode(RetrievalMode):
 
     def write_record(self, resources, retrieval: Retrieval) -> None:
         retrieval.state.record(retrieval.result.answer.text or None)  # the answer run (spec §3)
-        retrieval.result.trace_id = retrieval.result.trace_id or current_trace_id()  # the record names its trace
-        resources.records.submit(retrieval.result.model_copy())
+        resources.submit_record(retrieval.result)

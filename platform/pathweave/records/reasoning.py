@@ -71,7 +71,10 @@ def read_reasoning_record(store: GraphStore, query_id: str, access: Access = UNR
     answer, tree, runs}``; each selected passage or proposition carries its ``reference``
     (citation); ``answer``/``tree`` (see :mod:`pathweave.records.answers`) are None unless
     the query generated them; ``runs`` (mode apr, :func:`read_query_runs`):
-    the session and the runs the query asked, sent and reused, else None.
+    the session and the runs the query asked, sent and reused, else None. For a restricted
+    ``access``, only what it may read now (:func:`_readable_now`: an access list changed
+    since the query leaves out what it no longer reads; ``withheld`` then says so, and the
+    answer and the tree are None).
 
     Raises KeyError when the tenant has no such query, or when ``access`` does not read
     everything the caller that asked it read (:meth:`pathweave.access.Access.covers`; the
@@ -94,10 +97,37 @@ def read_reasoning_record(store: GraphStore, query_id: str, access: Access = UNR
                                                  "score": row["score"], "steps": []})
         path["steps"].append({"order": row["step"], "prop_id": row["prop_id"],
                               "text": row["proposition"], "via": row["via"]})
+    kept, selected, withheld = _readable_now(store, access, list(paths.values()), selected, tree)
+    if withheld:  # written from sources this reader may no longer read
+        answer = tree = None
     _cite_selected(store, selected, access)
     return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
-            "paths": sorted(paths.values(), key=lambda p: p["rank"]), "selected": selected,
-            "answer": answer, "tree": tree, "runs": runs if has_runs else None}
+            "paths": sorted(kept, key=lambda p: p["rank"]), "selected": selected,
+            "answer": answer, "tree": tree, "runs": runs if has_runs else None, "withheld": withheld}
+
+
+def _readable_now(store: GraphStore, access: Access, paths: list[dict], selected: list[dict],
+                  tree: dict | None) -> tuple[list[dict], list[dict], bool]:
+    """What of a record ``access`` may read now (an access list may have changed since the
+    query): the paths whose every proposition a readable passage states, the selected
+    passages and propositions it may read (entities kept), and whether anything was left out,
+    a tree's retrieved passage included (then the answer and the tree, written from those
+    sources, are withheld too). An unrestricted reader reads everything: no read."""
+    if not access.restricted:
+        return paths, selected, False
+    from pathweave.records.citations import passage_citations, statement_passages
+
+    props = {step["prop_id"] for path in paths for step in path["steps"]}
+    props |= {row["id"] for row in selected if row["label"] == "Proposition"}
+    passages = {row["id"] for row in selected if row["label"] == "Passage"}
+    passages |= {hit["passage_id"] for node in (tree or {}).get("nodes", []) for hit in node["passages"]}
+    stated = set(statement_passages(store, sorted(props), [], access))
+    readable = set(passage_citations(store, sorted(passages), access))
+    kept = [path for path in paths if all(step["prop_id"] in stated for step in path["steps"])]
+    shown = [row for row in selected if row["id"] in (stated if row["label"] == "Proposition" else readable)
+             or row["label"] not in ("Proposition", "Passage")]
+    withheld = len(kept) < len(paths) or len(shown) < len(selected) or not passages <= readable
+    return kept, shown, withheld
 
 
 def _cite_selected(store: GraphStore, selected: list[dict], access: Access = UNRESTRICTED) -> None:
@@ -119,14 +149,37 @@ class RecordsBehind(PathweaveError, RuntimeError):
     """The record writer did not catch up within the wait a reader allows (retry later)."""
 
 
+class _Count:
+    """A thread-safe count (the process's records not written)."""
+
+    def __init__(self) -> None:
+        self._n, self._lock = 0, threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self._n += 1
+
+    @property
+    def value(self) -> int:
+        return self._n
+
+
+FAILED_RECORDS = _Count()
+"""Reasoning records this process could not write after the store's retries (every writer;
+the API's ``pathweave_reasoning_records_failed`` metric)."""
+
+
 class RecordWriter:
     """Writes reasoning records of one store/tenant on a background thread, in order.
 
     ``submit(result)`` returns at once (it blocks only while ``max_pending`` records
     already wait: back-pressure, nothing is dropped); ``flush()`` returns when every
-    record submitted before it is written (or its write failed). A failed write is
-    logged and counted in ``failures``; it never fails the query that produced it.
-    Records still waiting when the process dies are lost (they are a trace, not data).
+    record submitted before it is written (or its write failed). A write runs under the
+    store's retry policy (:mod:`pathweave.store.retry`); one that still fails is logged and
+    counted (``failures``, :data:`FAILED_RECORDS`); it never fails the query that produced
+    it, whose response says so where it is written before the answer
+    (:meth:`write_now`). Records still waiting when the process dies are lost (they are a
+    trace, not data).
     """
 
     def __init__(self, store: GraphStore, max_pending: int = 1000) -> None:
@@ -160,25 +213,28 @@ class RecordWriter:
                                         f"after {timeout_s:g} s")
                 self._queue.all_tasks_done.wait(remaining)
 
-    def write_now(self, result: QueryResult) -> None:
+    def write_now(self, result: QueryResult) -> bool:
         """Write ``result``'s record on the calling thread, after every record submitted
-        before it (a session's next query reads what this one sent). A failed write is
-        logged and counted, as on the writer's thread."""
+        before it (a session's next query reads what this one sent). Returns whether it was
+        written (a failure is logged and counted, as on the writer's thread)."""
         self.flush()
+        return self._write(result)
+
+    def _write(self, result: QueryResult) -> bool:
         try:
             write_reasoning_record(self.store, result)
-        except Exception:  # noqa: BLE001 - the query's result stands; its session re-sends
+            return True
+        except Exception:  # noqa: BLE001 - the query's result stands (a lost trace must not take the writer down)
             self.failures += 1
+            FAILED_RECORDS.add()
             log.exception("reasoning record %s not written", result.query_id)
+            return False
 
     def _run(self) -> None:
         while True:
             result = self._queue.get()
             try:
-                write_reasoning_record(self.store, result)
-            except Exception:  # noqa: BLE001 - a lost trace must not take the writer down
-                self.failures += 1
-                log.exception("reasoning record %s not written", result.query_id)
+                self._write(result)
             finally:
                 self._queue.task_done()
 

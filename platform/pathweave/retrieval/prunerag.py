@@ -25,7 +25,6 @@ import json
 import time
 from typing import Callable
 
-from pathweave.telemetry import current_trace_id
 from pathweave.access import UNRESTRICTED, Access
 from pathweave.llm.client import LLMError
 from pathweave.llm.confidence import answer_confidence, last_json_object
@@ -281,6 +280,5 @@ class PruneRAGMode(RetrievalMode):
         result.timings_ms = {**root.result.timings_ms, "prunerag": round((time.perf_counter() - started) * 1000, 2)}
         result.timings_ms["total"] = result.timings_ms["prunerag"]
         if record:
-            result.trace_id = result.trace_id or current_trace_id()  # the record names its trace
-            resources.records.submit(result.model_copy())
+            resources.submit_record(result)
         return dataclasses.replace(root, result=result)  # the root's Retrieval (subgraph, query vector)

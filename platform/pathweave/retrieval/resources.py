@@ -208,11 +208,13 @@ class QueryResources:
         """Write ``result``'s reasoning record: now, on the query's thread, when setting
         ``query.record_before_answer`` is on (any process reading the store finds it once the
         query has answered) or for a context sent in a session (the session's next query
-        reads what it was sent); otherwise off the query path on the record writer. The
-        record names the current trace, when the query is traced."""
+        reads what it was sent); otherwise off the query path on the record writer. Sets
+        ``result.record`` (written, failed: after the store's retries; pending). The record
+        names the current trace, when the query is traced."""
         if result.trace_id is None:
             result.trace_id = current_trace_id()
         if self.settings.query.record_before_answer or (result.context is not None and result.context.session_id):
-            self.records.write_now(result.model_copy())
+            result.record = "written" if self.records.write_now(result.model_copy()) else "failed"
         else:
+            result.record = "pending"
             self.records.submit(result.model_copy())
