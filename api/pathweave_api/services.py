@@ -157,8 +157,9 @@ class Services:
     def _reap(self) -> None:
         """The API's sweep, the outbox of the ingestion queue: every ``worker.lease_s``
         seconds, each tenant's documents whose worker died with their lease are queued again
-        (their attempts kept), and, while the queue holds no batch, the versions queued longer
-        than ``worker.requeue_after_s`` are published again: their message was never sent
+        (their attempts kept), and the versions queued longer than ``worker.requeue_after_s``
+        while the queue holds no batch (``worker.requeue_busy_after_s`` while it holds some)
+        are published again: their message was never sent
         (the API killed between the accepting commit and the publish, a publish whose failure
         could not be recorded) or was lost (a broker restarted without persistence). The
         first sweep of an in-process queue takes every queued version (the queue of a process
@@ -175,14 +176,15 @@ class Services:
                 local = dispatcher.mode == "inprocess"
                 everything = first and local
                 idle = everything or dispatcher.depth() == 0
-                waited = 0.0 if everything else self.ws.requeue_after_s
+                # a queue that never empties (constant load) still gets a lost message back, later
+                waited = 0.0 if everything else self.ws.requeue_after_s if idle else self.ws.requeue_busy_after_s
                 for tenant in tenants:
                     free = dispatcher.queue.free() - 1 if local else SWEEP_BATCHES  # room for the API's own
                     if self._stopping.is_set() or free <= 0:
                         break
                     store = self.runtime.store(tenant)
                     sub = jobs.requeue(store, jobs.new_job_id(), size, dispatcher.mode, failed=False,
-                                       queued=idle, limit=free * size, queued_for_s=waited)
+                                       queued=True, limit=free * size, queued_for_s=waited)
                     if sub.to_enqueue:
                         log.warning("sweep: %d document(s) of tenant %r queued again (job %s)",
                                     len(sub.to_enqueue), tenant, sub.job_id)

@@ -46,3 +46,45 @@ def test_the_sweep_publishes_what_was_never_sent_and_what_the_broker_lost(
         assert len(store.run("snapshot_passages")) == 2
         metrics = client.get("/metrics").text
     assert 'pathweave_documents_requeued_total{mode="celery"}' in metrics
+
+
+def test_a_queue_that_never_empties_still_gets_a_lost_message_back_after_the_busy_bound(
+        settings, worker_runtime, broker_url, queue_name, start_worker, tmp_path):
+    """A batch waits in the broker the whole time (no worker yet: the queue never empties,
+    as under constant load) while another accepted version was never published: the sweep
+    publishes it once it has waited ``worker.requeue_busy_after_s`` (not the idle bound),
+    and the worker then runs each accepted version once."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from pathweave.settings import ApiSettings, WorkerSettings
+    from pathweave_api.app import create_app
+    from waiting import wait_until
+
+    api = ApiSettings(keys_file=tmp_path / "keys.sqlite3", preload=False, argon2_time_cost=1, argon2_memory_kib=1024,
+                      argon2_parallelism=1)
+    ws = WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=6, lease_s=1.0,
+                        requeue_after_s=1.0, requeue_busy_after_s=5.0)
+    app = create_app(settings, api, ws, runtime=worker_runtime)
+    tenant, headers = _key(app.state.services.keys, "busy")
+    store = worker_runtime.store(tenant)
+    docs = [jobs.to_source({"title": t, "text": f"{t} is a ferry harbour on the Skarn coast.", "source": "test"})
+            for t in ("Ulvik", "Marsund")]
+    waiting = jobs.create_job(store, jobs.new_job_id(), jobs.payloads(tenant, docs[:1]), 6, "celery")
+    app.state.services.dispatcher.submit_all(tenant, waiting.job_id, jobs.batches_of(waiting.to_enqueue, 6))
+    accepted = time.monotonic()
+    unsent = jobs.create_job(store, jobs.new_job_id(), jobs.payloads(tenant, docs[1:]), 6, "celery")
+    doc_id = unsent.to_enqueue[0]["doc_id"]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert app.state.services.dispatcher.depth() >= 1  # the queue holds a batch from the start
+        wait_until(lambda: store.run("doc_status_get", ids=[doc_id])[0]["job_id"] != unsent.job_id, 30,
+                   "the never-published version published again by the sweep", interval_s=0.1)
+        assert time.monotonic() - accepted >= 5.0 - 0.5  # after the busy bound, not the idle one (1 s)
+        assert app.state.services.dispatcher.depth() >= 2  # the queue never emptied meanwhile
+        start_worker()
+        for sub in (waiting, unsent):
+            job = _wait(client, headers, sub.job_id, timeout=180)
+            assert job["status"] == "done", job
+            assert job["documents"][0]["version"] == sub.to_enqueue[0]["version"]  # the accepted version, run once
+        assert len(store.run("snapshot_passages")) == 2
