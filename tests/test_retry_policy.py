@@ -27,7 +27,8 @@ def faults(monkeypatch):
     """``faults(kind, times, between)``: the next ``times`` store transactions of the test's
     thread (not of the session's background threads, such as an API's sweep) end in an error:
     ``"rolled back"`` raises an ArcadeDB write conflict before the transaction runs,
-    ``"transient"`` a retryable server error (ArcadeDB's DeadlockDetected) before it runs, ``"ambiguous"`` raises "Transaction error on commit" after it committed
+    ``"transient"`` a retryable server error (ArcadeDB's DeadlockDetected) before it runs,
+    ``"ambiguous"`` raises "Transaction error on commit" after it committed
     (``between()`` runs first: another writer's transaction before the next try). Returns the
     list of faults raised so far."""
     from pathweave.store import graph_store
@@ -102,6 +103,20 @@ def test_an_accept_a_claim_and_a_delete_whose_commit_answered_without_its_outcom
     head = store.run("document_states", ids=[doc_id])[0]
     assert (head["status"], head["version"]) == ("queued", 5)  # 4: the delete, 5: the write after it
     assert len(raised) == 4
+
+
+def test_a_replayed_accept_reports_what_was_already_done(pipeline, store, faults):
+    """An accept whose commit answered ambiguously runs again and finds its job written: a
+    document whose stored content it is (nothing to do) is reported done, not enqueued."""
+    from pathweave_ingest.loaders import SourceDocument
+
+    doc = SourceDocument("ferry", "Ferry rules", "Ferries leave Ulvik harbour at six every morning.", key="ferry")
+    pipeline.ingest([doc])
+    again = jobs.payloads(store.tenant, [doc])
+    raised = faults("ambiguous")
+    submission = jobs.create_job(store, jobs.new_job_id(), again, 8, "celery")
+    assert raised == ["ambiguous"]
+    assert (submission.to_enqueue, submission.already_done) == ([], [again[0]["doc_id"]])
 
 
 def test_a_direct_write_whose_commit_answered_without_its_outcome_yields_to_a_newer_delete(

@@ -75,6 +75,11 @@ def _write_job(run, job_id: str, created_at: str, docs: list[dict[str, Any]], ve
         batches=(enqueued + batch_size - 1) // batch_size, queue=queue)
 
 
+def _done_at(head: dict[str, Any] | None, version: int) -> bool:
+    """Whether the head (``doc_status_get``) shows ``version`` done."""
+    return head is not None and head.get("status") == "done" and int(head.get("version") or 0) == version
+
+
 def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch_size: int,
                queue: str, access: Access = UNRESTRICTED) -> Submission:
     """Accept the documents (:func:`pathweave_ingest.lifecycle.accept_in`: a new version
@@ -82,7 +87,8 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch
     ONE transaction. Nothing is enqueued here. A document another job is running gets a
     newer version all the same: the running one is superseded when it tries to swap. A try
     that finds the job written (an earlier try committed without its answer) returns it as
-    written, every document to enqueue. Raises
+    written: its documents whose version is done (already, or since) as done, the others to
+    enqueue. Raises
     :class:`~pathweave_ingest.lifecycle.NotPermitted` (nothing written) when ``access`` may
     not read a document it names, stored or accepted."""
     queued_at = now_iso()
@@ -90,7 +96,10 @@ def create_job(store: GraphStore, job_id: str, docs: list[dict[str, Any]], batch
     def work(run):
         if committed := run("job_get", job_id=job_id):  # an earlier try committed, its answer lost: it stands
             versions = dict(zip(committed[0]["doc_ids"], committed[0]["versions"]))
-            return [{**doc, "version": int(versions[doc["doc_id"]])} for doc in docs], []  # claims skip the done
+            heads = {row["doc_id"]: row for row in run("doc_status_get", ids=[d["doc_id"] for d in docs])}
+            stood = [{**doc, "version": int(versions[doc["doc_id"]])} for doc in docs]
+            done = [doc for doc in stood if _done_at(heads.get(doc["doc_id"]), doc["version"])]
+            return [doc for doc in stood if doc not in done], done
         enqueue, done = lifecycle.accept_in(run, job_id, docs, queued_at, access)
         versions = {d["doc_id"]: d["version"] for d in enqueue + done}
         _write_job(run, job_id, queued_at, docs, versions, len(enqueue), batch_size, queue)

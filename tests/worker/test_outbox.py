@@ -14,22 +14,31 @@ from test_worker_kill import _key, _wait
 pytestmark = pytest.mark.store_contract  # the store is its subject: it runs on Neo4j too (conftest)
 
 
-def test_the_sweep_publishes_what_was_never_sent_and_what_the_broker_lost(
-        settings, worker_runtime, broker_url, queue_name, start_worker, tmp_path):
-    from fastapi.testclient import TestClient
-
+def _app(settings, worker_runtime, broker_url, queue_name, tmp_path, **worker):
+    """An API app on the session's runtime and broker (a one-second lease: the sweep runs
+    every second), with ``worker`` settings besides."""
     from pathweave.settings import ApiSettings, WorkerSettings
     from pathweave_api.app import create_app
 
     api = ApiSettings(keys_file=tmp_path / "keys.sqlite3", preload=False, argon2_time_cost=1, argon2_memory_kib=1024,
                       argon2_parallelism=1)
-    ws = WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=6, lease_s=1.0,
-                        requeue_after_s=1.0)
-    app = create_app(settings, api, ws, runtime=worker_runtime)
+    ws = WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=6, lease_s=1.0, **worker)
+    return create_app(settings, api, ws, runtime=worker_runtime)
+
+
+def _docs() -> list:
+    return [jobs.to_source({"title": t, "text": f"{t} is a ferry harbour on the Skarn coast.", "source": "test"})
+            for t in ("Ulvik", "Marsund")]
+
+
+def test_the_sweep_publishes_what_was_never_sent_and_what_the_broker_lost(
+        settings, worker_runtime, broker_url, queue_name, start_worker, tmp_path):
+    from fastapi.testclient import TestClient
+
+    app = _app(settings, worker_runtime, broker_url, queue_name, tmp_path, requeue_after_s=1.0)
     tenant, headers = _key(app.state.services.keys, "outbox")
     store = worker_runtime.store(tenant)
-    docs = [jobs.to_source({"title": t, "text": f"{t} is a ferry harbour on the Skarn coast.", "source": "test"})
-            for t in ("Ulvik", "Marsund")]
+    docs = _docs()
     # accepted and committed, never published: the API died right after the commit
     unsent = jobs.create_job(store, jobs.new_job_id(), jobs.payloads(tenant, docs[:1]), 6, "celery")
     # published, taken by a worker that died with its lease; the message gone with the broker's restart
@@ -58,19 +67,13 @@ def test_a_queue_that_never_empties_still_gets_a_lost_message_back_after_the_bus
 
     from fastapi.testclient import TestClient
 
-    from pathweave.settings import ApiSettings, WorkerSettings
-    from pathweave_api.app import create_app
     from waiting import wait_until
 
-    api = ApiSettings(keys_file=tmp_path / "keys.sqlite3", preload=False, argon2_time_cost=1, argon2_memory_kib=1024,
-                      argon2_parallelism=1)
-    ws = WorkerSettings(broker_url=broker_url, queue=queue_name, ingest_batch_size=6, lease_s=1.0,
-                        requeue_after_s=1.0, requeue_busy_after_s=5.0)
-    app = create_app(settings, api, ws, runtime=worker_runtime)
+    app = _app(settings, worker_runtime, broker_url, queue_name, tmp_path, requeue_after_s=1.0,
+               requeue_busy_after_s=5.0)
     tenant, headers = _key(app.state.services.keys, "busy")
     store = worker_runtime.store(tenant)
-    docs = [jobs.to_source({"title": t, "text": f"{t} is a ferry harbour on the Skarn coast.", "source": "test"})
-            for t in ("Ulvik", "Marsund")]
+    docs = _docs()
     waiting = jobs.create_job(store, jobs.new_job_id(), jobs.payloads(tenant, docs[:1]), 6, "celery")
     app.state.services.dispatcher.submit_all(tenant, waiting.job_id, jobs.batches_of(waiting.to_enqueue, 6))
     accepted = time.monotonic()
