@@ -241,6 +241,7 @@ def test_a_record_read_after_an_access_list_changed_leaves_out_what_its_reader_n
                   for secret in SECRETS["blue"] if secret.lower() in s.lower()]
         assert after["withheld"] is True and not leaked, leaked
         assert after["answer"] is None and after["tree"] is None
+        assert [row for row in after["selected"] if row["label"] not in ("Passage", "Proposition")] == []
         assert retriever.read_record(result.query_id)["withheld"] is False  # the unrestricted reader reads it whole
     finally:
         set_acl(store, docs["blue"][0], ["group:blue"])

@@ -28,6 +28,7 @@ def faults(monkeypatch):
     thread (not of the session's background threads, such as an API's sweep) end in an error:
     ``"rolled back"`` raises an ArcadeDB write conflict before the transaction runs,
     ``"transient"`` a retryable server error (ArcadeDB's DeadlockDetected) before it runs,
+    ``"bookmark"`` Neo4j's wait for a bookmark that ran out (transient too) before it runs,
     ``"ambiguous"`` raises "Transaction error on commit" after it committed
     (``between()`` runs first: another writer's transaction before the next try). Returns the
     list of faults raised so far."""
@@ -51,6 +52,10 @@ def faults(monkeypatch):
                 raised.append("transient")
                 raise _server_error("Record #30:98 was modified by a concurrent transaction between its read and its update",
                                     code="Neo.TransientError.Transaction.DeadlockDetected")
+            if take("bookmark"):
+                raised.append("bookmark")
+                raise _server_error("Database 'neo4j' not up to the requested version: 912",
+                                    code="Neo.TransientError.Transaction.BookmarkTimeout")
             out = work()
             if take("ambiguous"):  # armed before this transaction or while it ran
                 raised.append("ambiguous")
@@ -183,6 +188,18 @@ def test_an_auto_commit_statement_the_server_ended_with_a_transient_error_runs_a
     faults("transient")
     assert store.run("embedder_record", meta_id=store.meta_id)[0]["name"] == "bge-small"  # a read runs again too
     assert raised == ["transient", "transient"]
+
+
+def test_a_read_after_bookmarks_the_store_did_not_reach_is_not_run_again(store, faults):
+    """A read after another process's bookmarks whose wait ran out raises at once (the API
+    answers 503 with Retry-After), though the error is transient: running it again would hold
+    the request for the server's wait again and again."""
+    from neo4j.exceptions import TransientError
+
+    raised = faults("bookmark", times=2)
+    with pytest.raises(TransientError, match="not up to the requested version"):
+        store.run("graph_version", read_after=["a-bookmark-of-another-process"], meta_id=store.meta_id)
+    assert raised == ["bookmark"]
 
 
 def test_a_reasoning_record_that_met_a_write_conflict_is_written(pipeline, store, embedder, settings, faults):

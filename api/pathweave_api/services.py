@@ -158,8 +158,8 @@ class Services:
         """The API's sweep, the outbox of the ingestion queue: every ``worker.lease_s``
         seconds, each tenant's documents whose worker died with their lease are queued again
         (their attempts kept), and the versions queued longer than ``worker.requeue_after_s``
-        while the queue holds no batch (``worker.requeue_busy_after_s`` while it holds some)
-        are published again: their message was never sent
+        while the queue holds no batch (with a broker, ``worker.requeue_busy_after_s`` while it
+        holds some) are published again: their message was never sent
         (the API killed between the accepting commit and the publish, a publish whose failure
         could not be recorded) or was lost (a broker restarted without persistence). The
         first sweep of an in-process queue takes every queued version (the queue of a process
@@ -176,15 +176,17 @@ class Services:
                 local = dispatcher.mode == "inprocess"
                 everything = first and local
                 idle = everything or dispatcher.depth() == 0
-                # a queue that never empties (constant load) still gets a lost message back, later
-                waited = 0.0 if everything else self.ws.requeue_after_s if idle else self.ws.requeue_busy_after_s
+                # a broker's queue that never empties (constant load) still gives a lost message back,
+                # later; the in-process queue of a living process loses nothing
+                waited = 0.0 if everything else self.ws.requeue_after_s if idle else self.ws.busy_requeue_s
+                republish = idle or not local
                 for tenant in tenants:
                     free = dispatcher.queue.free() - 1 if local else SWEEP_BATCHES  # room for the API's own
                     if self._stopping.is_set() or free <= 0:
                         break
                     store = self.runtime.store(tenant)
                     sub = jobs.requeue(store, jobs.new_job_id(), size, dispatcher.mode, failed=False,
-                                       queued=True, limit=free * size, queued_for_s=waited)
+                                       queued=republish, limit=free * size, queued_for_s=waited)
                     if sub.to_enqueue:
                         log.warning("sweep: %d document(s) of tenant %r queued again (job %s)",
                                     len(sub.to_enqueue), tenant, sub.job_id)

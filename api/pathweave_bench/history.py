@@ -496,22 +496,29 @@ class Outbox:
         self.url, self.token = url, token
         self.sent: list[dict] = []
 
-    def submit(self, arm) -> str:
+    def submit(self, arm, tries: int = 30) -> str:
         """PUT the next document after ``arm(doc_id)`` armed the fault point for it; returns
-        its document id (the PUT gets no answer: the API exits)."""
+        its document id once a PUT got no answer (the API exited). A PUT that was answered (a
+        503 while the store restarts, a 429) never reached the point: disarmed, tried again
+        2 s later, ``tries`` times at most (then RuntimeError)."""
         from pathweave_ingest.documents import source_doc_id
 
         n = len(self.sent)
         ext, marker = f"outbox-{n}", f"O{n:04d}"
         doc_id = source_doc_id(self.TENANT, ext)
-        arm(doc_id)
-        self.sent.append({"id": ext, "doc_id": doc_id, "marker": marker})
-        try:
-            httpx.put(f"{self.url}/v1/documents/{ext}", json=body(ext, marker), timeout=60,
-                      headers={"Authorization": f"Bearer {self.token}"})
-        except httpx.HTTPError:
-            pass  # expected: the API exited before answering
-        return doc_id
+        for _ in range(tries):
+            arm(doc_id)
+            try:
+                answer = httpx.put(f"{self.url}/v1/documents/{ext}", json=body(ext, marker), timeout=60,
+                                   headers={"Authorization": f"Bearer {self.token}"})
+            except httpx.HTTPError:  # expected: the API exited before answering
+                self.sent.append({"id": ext, "doc_id": doc_id, "marker": marker})
+                return doc_id
+            arm(None)
+            if answer.status_code == 202:  # accepted and published: the point was not reached
+                raise RuntimeError(f"the API's fault point did not fire for {doc_id}")
+            time.sleep(2.0)
+        raise RuntimeError(f"no PUT of {ext} reached the API's fault point in {tries} tries")
 
     def published(self, timeout: float) -> list[dict]:
         """Each document sent, with the marker it shows (``visible``) once every one shows its

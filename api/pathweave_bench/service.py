@@ -82,10 +82,17 @@ class Service:
         return {"api": self.api and self.api.pid, "worker": self.worker and self.worker.pid,
                 "store": store.get("pid"), "llm": llm.get("pid"), "redis": self.redis and self.redis.pid}
 
+    def _arm(self, doc_id: str | None) -> None:
+        """Arm the API's fault point for ``doc_id`` (None: disarm)."""
+        if doc_id is None:
+            self.exit_before_publish.unlink(missing_ok=True)
+        else:
+            self.exit_before_publish.write_text(doc_id)
+
     def kill(self, fault: str, timeout: float = 300, submit=None) -> dict:
         """Inflict ``fault``; returns what was done. ``worker``: SIGKILL, restarted 2 s later;
-        ``api``: ``submit(arm)`` (one document's submission: it calls ``arm(doc_id)`` first and
-        returns the id) SIGKILLs the API at its fault point between the accepting commit and
+        ``api``: ``submit(arm)`` (one document's submission: it calls ``arm(doc_id)`` first,
+        ``arm(None)`` to disarm, and returns the id) SIGKILLs the API at its fault point between the accepting commit and
         the publish; restarted at once; ``redis``: a clean restart; ``redis-lost``: SIGKILL
         and a restart without its files (every message it held is gone); ``store`` | ``llm``:
         SIGKILL (whoever needs it next starts it again). TimeoutError: the API did not exit
@@ -99,7 +106,7 @@ class Service:
             return {"killed": pid, "restarted": self.worker.pid}
         if fault == "api":
             killed = self.api
-            doc_id = submit(lambda armed: self.exit_before_publish.write_text(armed))
+            doc_id = submit(self._arm)
             wait_for(lambda: killed.poll() is not None, timeout, "the API's exit at its fault point")
             self.processes.items.remove(killed)
             self.start_api()

@@ -245,11 +245,12 @@ def list_documents(store: GraphStore, status: str | None = None, limit: int = 50
     return page, len(items)
 
 
-def delete_document(store: GraphStore, doc_id: str) -> dict[str, Any] | None:
+def delete_document(store: GraphStore, doc_id: str, access: Access = UNRESTRICTED) -> dict[str, Any] | None:
     """Delete a document (:func:`pathweave_ingest.lifecycle.delete`: a new version that is a
     tombstone, the graph removed in the same transaction; a version queued or running is
-    superseded). Returns ``{doc_id, version, removed}``, None when the tenant never had it."""
+    superseded). Returns ``{doc_id, version, removed}``, None when the tenant never had it or
+    ``access`` may not read it (nothing written either way)."""
     try:
-        return lifecycle.delete(store, doc_id)
-    except lifecycle.NoSuchDocument:
+        return lifecycle.delete(store, doc_id, access)
+    except (lifecycle.NoSuchDocument, lifecycle.NotPermitted):
         return None

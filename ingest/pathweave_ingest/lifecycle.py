@@ -88,9 +88,15 @@ class NotPermitted(PathweaveError, PermissionError):
 
 def head_readable(head: dict[str, Any], access: Access) -> bool:
     """Whether ``access`` reads the document of ``head`` (a ``doc_lock`` row) as its newest
-    accepted access list has it: the head's, when a write or a PATCH in flight set one, else
-    the stored document's (a head without either: anybody)."""
-    return access.reads(head.get("head_acl") if head.get("head_acl_set") else head.get("acl"))
+    accepted access list has it: the head's, when a write or a PATCH set one, else the stored
+    document's. A head with neither: anybody when nothing was ever accepted for it, else (a
+    first version in flight that named no list, whose stored list is not known yet) only an
+    unrestricted caller, as a job's view of it (:func:`pathweave_ingest.jobs.job_status`)."""
+    if head.get("head_acl_set"):
+        return access.reads(head.get("head_acl"))
+    if head.get("ingested"):
+        return access.reads(head.get("acl"))
+    return not head.get("status") or not access.restricted
 
 
 def is_current(state: dict[str, Any] | None, payload: dict[str, Any], after_write: bool = False) -> bool:
@@ -184,13 +190,14 @@ def job_view_status(row: dict[str, Any] | None, version: int | None) -> tuple[st
     return row["status"] or "queued", None
 
 
-def delete(store: GraphStore, doc_id: str) -> dict[str, Any]:
+def delete(store: GraphStore, doc_id: str, access: Access = UNRESTRICTED) -> dict[str, Any]:
     """DELETE as one compare-and-set (:func:`remove`): the head takes the next version as a
     tombstone, the stored version's graph is removed and the change recorded, in ONE
     transaction; a version queued or running is superseded by it (its swap's :func:`fence`
     fails). Returns ``{doc_id, version, removed: counts}``; raises :class:`NoSuchDocument`
-    (nothing written) when the tenant never had the document."""
-    versions, change = remove(store, [doc_id], "delete", must_exist=True)
+    (nothing written) when the tenant never had the document, :class:`NotPermitted` when
+    ``access`` may not read it (:func:`head_readable`, under the lock)."""
+    versions, change = remove(store, [doc_id], "delete", must_exist=True, access=access)
     return {"doc_id": doc_id, "version": versions[doc_id], "removed": dict(change.counts)}
 
 
@@ -252,13 +259,14 @@ def head_acls(run: Run, doc_ids: list[str]) -> dict[str, list[str] | None]:
     return {row["doc_id"]: row["acl"] for row in run("doc_head_acl", ids=doc_ids) if row["acl_set"]}
 
 
-def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool = False
-           ) -> tuple[dict[str, int], DocumentChange]:
+def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool = False,
+           access: Access = UNRESTRICTED) -> tuple[dict[str, int], DocumentChange]:
     """Remove documents as new versions, in ONE write transaction: each head is locked (an id
     of another tenant is left alone) and takes the next version as a tombstone, the stored
     graph is removed (:func:`pathweave_ingest.documents.remove_documents`) and the change
     recorded. ``must_exist``: raise :class:`NoSuchDocument` (nothing written) when the tenant
-    never had a document of ``doc_ids`` (a DELETE; a folder sync's removals need not).
+    never had a document of ``doc_ids`` (a DELETE; a folder sync's removals need not), and
+    :class:`NotPermitted` when ``access`` may not read one (:func:`head_readable`).
     Returns ``({doc_id: version}, change)``."""
     token = transaction_token(owner)
 
@@ -267,6 +275,9 @@ def remove(store: GraphStore, doc_ids: list[str], owner: str, must_exist: bool =
         if must_exist and (len(heads) < len(doc_ids) or any(
                 not h["ingested"] and h["status"] in (None, "deleted") and not h["replayed"] for h in heads)):
             raise NoSuchDocument(", ".join(doc_ids))  # rolls the lock's MERGE back
+        refused = [h["doc_id"] for h in heads if not h["replayed"] and not head_readable(h, access)]
+        if refused:
+            raise NotPermitted(refused)
         # a replayed head keeps the tombstone it took; one a newer write locked since is that write's now
         locked = [h["doc_id"] for h in heads if not h["replayed"] or h["latest"]]
         fresh = [h["doc_id"] for h in heads if not h["replayed"]]

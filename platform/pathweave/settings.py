@@ -500,19 +500,24 @@ class WorkerSettings(_Section):
         if self.lease_s >= self.visibility_timeout_s:
             raise ValueError(f"worker.lease_s ({self.lease_s:g} s) must be below worker.visibility_timeout_s "
                              f"({self.visibility_timeout_s} s): a redelivered batch must find its lease run out")
-        if self.requeue_busy_after_s < self.requeue_after_s:
+        if self.requeue_busy_after_s is not None and self.requeue_busy_after_s < self.requeue_after_s:
             raise ValueError(f"worker.requeue_busy_after_s ({self.requeue_busy_after_s:g} s) must be at least "
                              f"worker.requeue_after_s ({self.requeue_after_s:g} s)")
         return self
+
+    @property
+    def busy_requeue_s(self) -> float:
+        """``requeue_busy_after_s``, or its default: 1800 s, at least ``requeue_after_s``."""
+        return self.requeue_busy_after_s or max(1800.0, self.requeue_after_s)
 
     requeue_after_s: float = Field(
         120.0, gt=0, description="A version queued longer than this (s) while the queue holds no batch is published "
                                  "again by the API's sweep (its message was never sent or was lost); a second "
                                  "delivery is a no-op (the task's compare-and-set on the version).")
-    requeue_busy_after_s: float = Field(
-        1800.0, gt=0, description="A version queued longer than this (s) is published again even while the queue "
-                                  "holds batches (a message lost under load that never lets the queue empty); "
-                                  "at least requeue_after_s.")
+    requeue_busy_after_s: float | None = Field(
+        None, gt=0, description="With a broker, a version queued longer than this (s) is published again even while "
+                                "the queue holds batches (a message lost under a load that never lets the queue "
+                                "empty); unset: 1800 s, or requeue_after_s when that is longer.")
     inprocess_queue_size: int = Field(256, ge=1, description="Batches queued in-process (no broker).")
     inprocess_workers: int = Field(1, ge=1, description="Threads running the in-process batches (no broker).")
 

@@ -205,10 +205,22 @@ def test_a_version_accepted_and_not_yet_ingested_is_not_replaced_by_a_key_that_m
     assert refused.status_code == 403 and refused.json()["type"].endswith("not-permitted"), refused.text
     head = store.run("document_states", ids=[doc_id])[0]
     assert (head["status"], head["version"]) == ("queued", 1)  # nothing of the refused write
+    gone = client.delete(f"/v1/documents/{doc_id}", headers=red)  # nor a DELETE: as absent, nothing written
+    assert gone.status_code == 404, gone.text
+    assert store.run("document_states", ids=[doc_id])[0]["version"] == 1
     assert store.run("doc_head_acl", ids=[doc_id])[0]["acl"] == ["group:blue"]
     blue = key(keys, tenant, ["group:blue"])
     accepted = client.post("/v1/documents", headers=blue, json={"documents": [pending]})
     assert accepted.status_code == 202 and accepted.json()["documents"][0]["version"] == 2, accepted.text
+    # a first version in flight that named no list: its stored list is not known yet, so only an
+    # unrestricted caller replaces it (as only such a caller reads its job)
+    unnamed = {"title": "Harrow minutes", "text": "The Harrow minutes name MARKERUNNAMED7711.", "source": "minutes"}
+    jobs.create_job(store, jobs.new_job_id(), jobs.payloads(tenant, [jobs.to_source(unnamed)]), 4, "inprocess")
+    refused = client.post("/v1/documents", headers=red, json={"documents": [unnamed]})
+    assert refused.status_code == 403 and refused.json()["type"].endswith("not-permitted"), refused.text
+    fresh = {"title": "Red notes", "text": "The red notes name MARKERFRESH7712.", "source": "red-notes",
+             "acl": ["group:red"]}
+    assert client.post("/v1/documents", headers=red, json={"documents": [fresh]}).status_code == 202  # a new id
 
 
 def test_an_upload_carries_its_access_list_in_the_form(client, keys, wait):

@@ -69,8 +69,8 @@ def test_a_queue_that_never_empties_still_gets_a_lost_message_back_after_the_bus
 
     from waiting import wait_until
 
-    app = _app(settings, worker_runtime, broker_url, queue_name, tmp_path, requeue_after_s=1.0,
-               requeue_busy_after_s=5.0)
+    queue = f"{queue_name}.busy"  # a queue of its own: no worker of an earlier test takes its batch
+    app = _app(settings, worker_runtime, broker_url, queue, tmp_path, requeue_after_s=1.0, requeue_busy_after_s=5.0)
     tenant, headers = _key(app.state.services.keys, "busy")
     store = worker_runtime.store(tenant)
     docs = _docs()
@@ -81,11 +81,17 @@ def test_a_queue_that_never_empties_still_gets_a_lost_message_back_after_the_bus
     doc_id = unsent.to_enqueue[0]["doc_id"]
     with TestClient(app, raise_server_exceptions=False) as client:
         assert app.state.services.dispatcher.depth() >= 1  # the queue holds a batch from the start
-        wait_until(lambda: store.run("doc_status_get", ids=[doc_id])[0]["job_id"] != unsent.job_id, 30,
-                   "the never-published version published again by the sweep", interval_s=0.1)
-        assert time.monotonic() - accepted >= 5.0 - 0.5  # after the busy bound, not the idle one (1 s)
-        assert app.state.services.dispatcher.depth() >= 2  # the queue never emptied meanwhile
-        start_worker()
+        depths = []
+
+        def republished() -> bool:
+            depths.append(app.state.services.dispatcher.depth())
+            return store.run("doc_status_get", ids=[doc_id])[0]["job_id"] != unsent.job_id
+        wait_until(republished, 30, "the never-published version published again by the sweep", interval_s=0.1)
+        head, elapsed = store.run("doc_status_get", ids=[doc_id])[0], time.monotonic() - accepted
+        seen = f"after {elapsed:.1f} s, queue depths {sorted(set(map(str, depths)))}, head {head}"
+        assert elapsed >= 5.0 - 0.5, seen  # after the busy bound, not the idle one (1 s)
+        assert app.state.services.dispatcher.depth() >= 2, seen  # the queue never emptied meanwhile
+        start_worker(PATHWEAVE_WORKER_QUEUE=queue)
         for sub in (waiting, unsent):
             job = _wait(client, headers, sub.job_id, timeout=180)
             assert job["status"] == "done", job

@@ -177,9 +177,7 @@ def router(api: ApiSettings) -> APIRouter:
     def delete_document(key: IngestKey, access: Caller, svc: ServicesDep, doc_id: Annotated[
             str, Path(pattern=DOC_ID_PATTERN, examples=["doc:3f1c2a9d8e7b6c5a4f3e2d1c"])]):
         store = svc.store(key.tenant)
-        if access.restricted and not _readable(svc, store, access, doc_id):
-            raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
-        result = svc.guard(jobs.delete_document, store, doc_id)
+        result = svc.guard(jobs.delete_document, store, doc_id, access)  # unreadable: as absent, checked in it
         if result is None:
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
         return {**result, "bookmarks": store.last_bookmarks()}  # the process's, its commit among them

@@ -82,8 +82,8 @@ def read_after(store, bookmarks: list[str]) -> None:
 
 def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: str, **options):
     """``retriever.<how>(req, access=access, **options)`` (``query`` or ``stream``) for ``tenant``, after
-    the bookmarks of ``req.consistency`` (a restricted ``access`` without them: after the
-    leader's state, one read of the graph version there), with the core's errors as problems: its
+    the bookmarks of ``req.consistency`` (a restricted ``access``: also after the leader's
+    state, one read of the graph version there, whatever bookmarks it gave), with the core's errors as problems: its
     :class:`~pathweave.errors.BadRequest` a 422 (``not-applicable`` for an option the mode
     does not use; the CLI exits 2 with the same message), another embedder's tenant a 409,
     one being re-embedded a 503, no LLM to be had a 503 ``llm-unavailable``."""
@@ -93,7 +93,7 @@ def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: s
     retriever = svc.guard(svc.runtime.retriever, tenant)
     if req.consistency:
         read_after(retriever.store, req.consistency)
-    elif access.restricted and retriever.store.bookmarks is not None:
+    if access.restricted and retriever.store.bookmarks is not None:
         # a restricted caller reads access lists at least as the leader has them (a revocation that
         # another replica committed), as keys are read: the leader's bookmark then rides every read
         guard(retriever.store.run, "graph_version", on_leader=True, meta_id=retriever.store.meta_id)

@@ -110,9 +110,9 @@ def _readable_now(store: GraphStore, access: Access, paths: list[dict], selected
                   tree: dict | None) -> tuple[list[dict], list[dict], bool]:
     """What of a record ``access`` may read now (an access list may have changed since the
     query): the paths whose every proposition a readable passage states, the selected
-    passages and propositions it may read (entities kept), and whether anything was left out,
-    a tree's retrieved passage included (then the answer and the tree, written from those
-    sources, are withheld too). An unrestricted reader reads everything: no read."""
+    passages and propositions it may read, and whether anything was left out, a tree's
+    retrieved passage included (then the selected entities, the answer and the tree, chosen
+    or written from those sources, are withheld too). An unrestricted reader reads everything: no read."""
     if not access.restricted:
         return paths, selected, False
     from pathweave.records.citations import passage_citations, statement_passages
@@ -127,6 +127,8 @@ def _readable_now(store: GraphStore, access: Access, paths: list[dict], selected
     shown = [row for row in selected if row["id"] in (stated if row["label"] == "Proposition" else readable)
              or row["label"] not in ("Proposition", "Passage")]
     withheld = len(kept) < len(paths) or len(shown) < len(selected) or not passages <= readable
+    if withheld:  # the entities were selected with those sources: their names go with them
+        shown = [row for row in shown if row["label"] in ("Proposition", "Passage")]
     return kept, shown, withheld
 
 

@@ -171,7 +171,8 @@ class GraphStore:
             # a managed read runs again only where the driver let its own retry through (writes:
             # the policy); an auto-commit one also where the driver does not retry at all
             def runs_again(exc: BaseException) -> bool:
-                return (again(exc) if writes else masked_transient(exc)) or (mode == "auto" and transient(exc))
+                own = mode == "auto" and not read_after and transient(exc)  # never a bookmark's wait
+                return (again(exc) if writes else masked_transient(exc)) or own
             return self._transact(attempt, runs_again=runs_again,
                                   moved_back=lambda exc: not read_after and self._moved_back(exc))
 
