@@ -69,8 +69,10 @@ def test_the_push_on_the_frontier_equals_the_exact_ppr_of_the_whole_graph(store,
     topology = FrontierTopology(store.tenant)
     topology.refresh(store)
     assert topology.view().n_passages == 0  # nothing read before a query asks
-    frontier = _same_scores(store, topology, _seeds(ingested, 3))
-    assert frontier.read > 0 and topology.complete
+    _same_scores(store, topology, _seeds(ingested, 3))
+    # read on demand: the seeds' passages, then the rows the push asked for (which the seeds'
+    # reads may all have brought already in a tenant this small: the push's own count may be 0)
+    assert topology.view().n_passages > 0 and topology.complete
     held = set(topology.passage_props)
     _same_scores(store, topology, _seeds(ingested, 3))  # again: what is held is reused
     assert set(topology.passage_props) == held
