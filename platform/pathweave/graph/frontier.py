@@ -6,10 +6,14 @@ push (Andersen, Chung & Lang 2006) a node's row of the PPR graph is needed only 
 residual exceeds ``epsilon x degree``; the nodes whose rows are needed are the query's
 frontier. :class:`FrontierTopology` is a tenant's :class:`~pathweave.graph.topology.Topology`
 that holds only what frontiers asked for: passages read by id (statements
-``topology_passage_*``), and entities made *complete* — every passage stating a
-proposition that mentions the entity or an alias of its group read
-(``frontier_entity_passages``), so that its row (co-occurrence counts, SYNONYM scores,
-passage edges) is the tenant's row. A passage's row is whole once it is read. The push
+``topology_passage_*``, with their entities' alias edges), and entities made *complete* —
+every passage stating a proposition that mentions the entity or an alias of its group read
+(``frontier_entity_passages``) and the group's SYNONYM edges, so that its row
+(co-occurrence counts, SYNONYM scores, passage edges) is the tenant's row. A passage's row
+is whole once it is read. SYNONYM edges are read for complete entities and for the
+entities of G_sub (:meth:`Frontier.with_synonyms`: stage 2's graph), not for every entity
+a read passage mentions: an incomplete entity is never pushed, and the degree its
+threshold uses is then a lower bound (it asks to be completed sooner, never later). The push
 (:func:`pathweave.graph.ppr.push`) pushes whole rows only; the incomplete nodes whose
 residual exceeds the threshold are read in one batched round and the push runs again,
 until no such node is left or the query's row budget (passages read) is spent. Every push
@@ -90,6 +94,22 @@ class Frontier:
         """Hold the passages asserting the triples of ``triple_ids``."""
         self.read_passages([r["passage_id"] for r in batched_read(self.store, "frontier_triple_passages",
                                                                    list(triple_ids))])
+
+    def with_synonyms(self, view: TopologyView, passages: np.ndarray) -> TopologyView:
+        """``view`` with the SYNONYM edges held of the entities the passages ``passages``
+        (indices of ``view``: G_sub's, whose stage-2 graph and beam use them) mention and of
+        their alias groups' held members: a newer view of the same generation when any had to
+        be read, else ``view`` itself (also when the frontier started again meanwhile)."""
+        if not len(passages):
+            return view
+        props = np.unique(view.states[passages].indices)
+        mentioned = np.unique(view.extras["raw_prop_entities"][props].indices)
+        groups = np.unique(view.canonical[mentioned[mentioned < len(view.canonical)]])
+        members = np.union1d(mentioned, np.flatnonzero(np.isin(view.canonical[:view.n_entities], groups)))
+        if not self.topology.read_synonyms(self.store, [view.entity_ids[e] for e in members.tolist()]):
+            return view
+        newer = self.view()
+        return newer if newer.extras["generation"] == view.extras["generation"] else view
 
     def complete(self, entity_ids: list[str]) -> int:
         """Make the entities of ``entity_ids`` complete within what is left of the budget;

@@ -679,6 +679,7 @@ class FrontierTopology(Topology):
         self.complete: set[int] = set()
         self.floors: dict[int, int] = {}
         self.synonyms_read: set[int] = set()  # entities whose SYNONYM edges are held
+        self.aliases_read: set[int] = set()  # entities whose ALIAS_OF edge (or its absence) is held
         self.generation = 0  # bumped whenever it starts again empty: indices of another generation mean nothing
 
     def fresh(self) -> FrontierTopology:
@@ -769,6 +770,7 @@ class FrontierTopology(Topology):
         gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
         self.complete -= gone
         self.synonyms_read -= gone
+        self.aliases_read -= gone
         super().remove_entities(entity_ids)
 
     def _read_access(self, store: GraphStore, passage_ids: list[str]) -> None:
@@ -796,8 +798,10 @@ class FrontierTopology(Topology):
 
     def read_passages(self, store: GraphStore, passage_ids: Iterable[str]) -> int:
         """Read the passages of ``passage_ids`` not held yet (their propositions, entities,
-        triples and access), with the SYNONYM and alias edges of the entities they bring;
-        returns how many were read."""
+        triples and access), with the alias edges of the entities they bring (a passage's row
+        goes to their canonical entities); returns how many were read. SYNONYM edges are read
+        only where an entity's own row is needed (:meth:`read_synonyms`,
+        :meth:`complete_entities`): a common entity's synonyms are most of a frontier's rows."""
         with self._lock:
             new = [p for p in dict.fromkeys(passage_ids) if not self._loaded(p)]
         read: list[str] = []
@@ -808,9 +812,28 @@ class FrontierTopology(Topology):
         with self._lock:
             entities = {e for p in read for r in self.passage_props.get(self.passage_index.get(p, -1), ())
                         for e in self.prop_entities.get(int(r), ()).tolist()}
-            entities = [self.entity_ids[e] for e in sorted(entities - self.synonyms_read)]
-        self._read_entity_edges(store, entities)
+            entities = [self.entity_ids[e] for e in sorted(entities - self.aliases_read)]
+        self._read_aliases_of(store, entities)
         return len(read)
+
+    def read_synonyms(self, store: GraphStore, entity_ids: list[str]) -> bool:
+        """Hold the SYNONYM edges of ``entity_ids`` (and the alias edges of the entities they
+        name); returns whether anything was read."""
+        with self._lock:
+            unread = [e for e in dict.fromkeys(entity_ids) if self.entity_index.get(e, -1) not in self.synonyms_read]
+        self._read_entity_edges(store, unread)
+        return bool(unread)
+
+    def _read_aliases_of(self, store: GraphStore, entity_ids: list[str]) -> None:
+        """The alias edges of ``entity_ids``."""
+        if not entity_ids:
+            return
+
+        def apply(rows):
+            self._entities(entity_ids)
+            self.set_aliases(entity_ids, rows)
+            self.aliases_read.update(self.entity_index[e] for e in entity_ids)
+        self._current(lambda: batched_read(store, "topology_entity_aliases", entity_ids), apply)
 
     def _read_entity_edges(self, store: GraphStore, entity_ids: list[str]) -> None:
         """The SYNONYM edges of ``entity_ids`` and the alias edges of them and of the
@@ -829,6 +852,7 @@ class FrontierTopology(Topology):
             Topology.set_synonyms(self, entity_ids, synonyms)
             self.synonyms_read.update(self.entity_index[e] for e in entity_ids)
             self.set_aliases(named, aliases)
+            self.aliases_read.update(self.entity_index[e] for e in named)
         self._current(rows, apply)
 
     def complete_entities(self, store: GraphStore, entity_ids: list[str],
@@ -874,6 +898,7 @@ class FrontierTopology(Topology):
                 moved.append(True)  # a refresh came between: nothing is known whole
                 return
             self.set_aliases(asked, aliases)
+            self.aliases_read.update(self.entity_index[e] for e in asked if e in self.entity_index)
             for row in taken:  # after the alias edges: their change would make the group incomplete again
                 for eid in (row["id"], row["canonical"]):
                     self.complete.add(self._intern(self.entity_index, self.entity_ids, eid))

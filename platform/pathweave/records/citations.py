@@ -47,19 +47,28 @@ def passage_citations(store: GraphStore, passage_ids: list[str],
     return out
 
 
-def statement_passages(store: GraphStore, prop_ids: list[str], preferred: list[str],
-                       access: Access = UNRESTRICTED) -> dict[str, str]:
-    """``prop_id -> passage_id`` citing each proposition: the first of ``preferred`` (e.g.
-    the result's ranked passages) stating it, else the first passage stating it that
-    ``access`` may read."""
-    if not prop_ids:
-        return {}
+def statement_citations(store: GraphStore, prop_ids: list[str], passage_ids: list[str], preferred: list[str],
+                        access: Access = UNRESTRICTED) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """``(statement_of, cited)``: ``prop_id -> passage_id`` citing each proposition of
+    ``prop_ids`` (the first of ``preferred``, e.g. the result's ranked passages, stating it,
+    else the first passage stating it that ``access`` may read), and
+    :func:`passage_citations` of ``passage_ids`` and of those passages. One read of the
+    stating passages and one of citations: a restricted reader's citations read decides
+    which stating passages it may read too (``cited`` then also holds the other readable
+    stating passages)."""
+    rows = store.run("proposition_citing_passages", prop_ids=sorted(set(prop_ids))) if prop_ids else []
+    if access.restricted:
+        cited = passage_citations(store, list(passage_ids) + [row["passage_id"] for row in rows], access)
+        return _first_stating([row for row in rows if row["passage_id"] in cited], preferred), cited
+    statement_of = _first_stating(rows, preferred)
+    return statement_of, passage_citations(store, list(passage_ids) + list(statement_of.values()), access)
+
+
+def _first_stating(rows: list[dict], preferred: list[str]) -> dict[str, str]:
+    """``prop_id -> passage_id`` from ``{prop_id, passage_id}`` rows: the first of
+    ``preferred`` stating it, else the first row's passage."""
     order = {pid: i for i, pid in enumerate(preferred)}
     best: dict[str, str] = {}
-    rows = store.run("proposition_citing_passages", prop_ids=sorted(set(prop_ids)))
-    if access.restricted:
-        readable = passage_citations(store, [row["passage_id"] for row in rows], access)
-        rows = [row for row in rows if row["passage_id"] in readable]
     for row in rows:
         current = best.get(row["prop_id"])
         candidate = row["passage_id"]
@@ -75,11 +84,10 @@ def cite_result(store: GraphStore, result: QueryResult, access: Access = UNRESTR
     Changes ``result`` in place and returns it. Raises what the store raises."""
     ranked = [hit.passage_id for hit in result.passages]
     lines = result.context.lines if result.context is not None else []
-    statement_of = statement_passages(store, [line.id for line in lines if line.kind == "proposition"], ranked,
-                                      access)
-    cited = passage_citations(store, [hit.passage_id for hit in result.passages if hit.reference is None]
-                              + [line.id for line in lines if line.kind == "passage"] + list(statement_of.values()),
-                              access)
+    statement_of, cited = statement_citations(
+        store, [line.id for line in lines if line.kind == "proposition"],
+        [hit.passage_id for hit in result.passages if hit.reference is None]
+        + [line.id for line in lines if line.kind == "passage"], ranked, access)
     for hit in result.passages:
         found = cited.get(hit.passage_id)
         if found:

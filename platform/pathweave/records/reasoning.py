@@ -97,54 +97,54 @@ def read_reasoning_record(store: GraphStore, query_id: str, access: Access = UNR
                                                  "score": row["score"], "steps": []})
         path["steps"].append({"order": row["step"], "prop_id": row["prop_id"],
                               "text": row["proposition"], "via": row["via"]})
-    kept, selected, withheld = _readable_now(store, access, list(paths.values()), selected, tree)
+    statement_of, cited = _sources(store, access, list(paths.values()), selected, tree)
+    kept, selected, withheld = _readable_now(access, list(paths.values()), selected, tree, statement_of, cited)
     if withheld:  # written from sources this reader may no longer read
         answer = tree = None
-    _cite_selected(store, selected, access)
+    for row in selected:  # "title, p. N" / "title > section", citing only documents it may read
+        passage = row["id"] if row["label"] == "Passage" else statement_of.get(row["id"])
+        row["reference"] = cited[passage]["reference"] if passage in cited else None
     return {"query_id": query_id, "text": rows[0]["text"] if rows else None,
             "paths": sorted(kept, key=lambda p: p["rank"]), "selected": selected,
             "answer": answer, "tree": tree, "runs": runs if has_runs else None, "withheld": withheld}
 
 
-def _readable_now(store: GraphStore, access: Access, paths: list[dict], selected: list[dict],
-                  tree: dict | None) -> tuple[list[dict], list[dict], bool]:
+def _sources(store: GraphStore, access: Access, paths: list[dict], selected: list[dict],
+             tree: dict | None) -> tuple[dict[str, str], dict[str, dict]]:
+    """The record's citations (:func:`pathweave.records.citations.statement_citations`):
+    a passage stating each selected proposition (a selected passage first) and the
+    passages' citations, as ``access`` may read them; for a restricted reader also the
+    paths' propositions and the tree's passages, which :func:`_readable_now` checks."""
+    from pathweave.records.citations import statement_citations
+
+    props = [row["id"] for row in selected if row["label"] == "Proposition"]
+    passages = [row["id"] for row in selected if row["label"] == "Passage"]
+    if not access.restricted:
+        return statement_citations(store, props, passages, passages, access)
+    props += [step["prop_id"] for path in paths for step in path["steps"]]
+    tree_passages = [hit["passage_id"] for node in (tree or {}).get("nodes", []) for hit in node["passages"]]
+    return statement_citations(store, props, passages + tree_passages, passages, access)
+
+
+def _readable_now(access: Access, paths: list[dict], selected: list[dict], tree: dict | None,
+                  statement_of: dict[str, str], cited: dict[str, dict]) -> tuple[list[dict], list[dict], bool]:
     """What of a record ``access`` may read now (an access list may have changed since the
-    query): the paths whose every proposition a readable passage states, the selected
-    passages and propositions it may read, and whether anything was left out, a tree's
-    retrieved passage included (then the selected entities, the answer and the tree, chosen
-    or written from those sources, are withheld too). An unrestricted reader reads everything: no read."""
+    query), from its :func:`_sources`: the paths whose every proposition a readable passage
+    states, the selected passages and propositions it may read, and whether anything was
+    left out, a tree's retrieved passage included (then the selected entities, the answer
+    and the tree, chosen or written from those sources, are withheld too). An unrestricted
+    reader reads everything."""
     if not access.restricted:
         return paths, selected, False
-    from pathweave.records.citations import passage_citations, statement_passages
-
-    props = {step["prop_id"] for path in paths for step in path["steps"]}
-    props |= {row["id"] for row in selected if row["label"] == "Proposition"}
     passages = {row["id"] for row in selected if row["label"] == "Passage"}
     passages |= {hit["passage_id"] for node in (tree or {}).get("nodes", []) for hit in node["passages"]}
-    stated = set(statement_passages(store, sorted(props), [], access))
-    readable = set(passage_citations(store, sorted(passages), access))
-    kept = [path for path in paths if all(step["prop_id"] in stated for step in path["steps"])]
-    shown = [row for row in selected if row["id"] in (stated if row["label"] == "Proposition" else readable)
+    kept = [path for path in paths if all(step["prop_id"] in statement_of for step in path["steps"])]
+    shown = [row for row in selected if row["id"] in (statement_of if row["label"] == "Proposition" else cited)
              or row["label"] not in ("Proposition", "Passage")]
-    withheld = len(kept) < len(paths) or len(shown) < len(selected) or not passages <= readable
+    withheld = len(kept) < len(paths) or len(shown) < len(selected) or not passages <= cited.keys()
     if withheld:  # the entities were selected with those sources: their names go with them
         shown = [row for row in shown if row["label"] in ("Proposition", "Passage")]
     return kept, shown, withheld
-
-
-def _cite_selected(store: GraphStore, selected: list[dict], access: Access = UNRESTRICTED) -> None:
-    """Set ``reference`` ("title, p. N" / "title > section") on selected passages and
-    propositions (a proposition cites a selected passage stating it, else any), citing only
-    documents ``access`` may read."""
-    from pathweave.records.citations import passage_citations, statement_passages
-
-    passages = [row["id"] for row in selected if row["label"] == "Passage"]
-    statement_of = statement_passages(store, [row["id"] for row in selected if row["label"] == "Proposition"],
-                                      passages, access)
-    cited = passage_citations(store, passages + list(statement_of.values()), access)
-    for row in selected:
-        passage = row["id"] if row["label"] == "Passage" else statement_of.get(row["id"])
-        row["reference"] = cited[passage]["reference"] if passage in cited else None
 
 
 class RecordsBehind(PathweaveError, RuntimeError):

@@ -192,6 +192,8 @@ def proprag(
     clock("stage1")
     # ---- stage 2 on G_sub -------------------------------------------------------------
     sub_passages = stage1_order[: params.subgraph_passages]
+    if frontier is not None:  # G_sub's synonym edges, read where the push did not need them
+        view = frontier.with_synonyms(view, sub_passages)
     subgraph = build_subgraph(view, sub_passages, reader)
     clock("fetch")
     allowed = np.ones(len(subgraph.prop_ids), dtype=bool)
