@@ -46,11 +46,16 @@ RETURN p.passage_id AS id;
 
 // name: topology_passage_propositions
 // For the passages $ids: each stated proposition with the entities it mentions (the
-// proposition hyper-edge). One row per (passage, proposition).
+// proposition hyper-edge), and of those that are aliases the ALIAS_OF edge: `aliased[i]`
+// is an alias of `canonicals[i]` (a frontier maps a passage's row to canonical entities
+// without a lookup of its own per entity). One row per (passage, proposition).
 UNWIND $ids AS id
 MATCH (p:Passage {passage_id: id})-[:STATES]->(q:Proposition)
 OPTIONAL MATCH (q)-[:MENTIONS]->(e:Entity)
-RETURN id AS passage_id, q.prop_id AS prop_id, collect(e.entity_id) AS entities;
+OPTIONAL MATCH (e)-[:ALIAS_OF]->(c:Entity)
+RETURN id AS passage_id, q.prop_id AS prop_id, collect(e.entity_id) AS entities,
+       collect(CASE WHEN c IS NULL THEN null ELSE e.entity_id END) AS aliased,
+       collect(c.entity_id) AS canonicals;
 
 // name: topology_passage_access
 // For the passages $ids: the access list of every document holding each, one row per

@@ -776,6 +776,17 @@ class FrontierTopology(Topology):
     def _read_access(self, store: GraphStore, passage_ids: list[str]) -> None:
         super()._read_access(store, [p for p in passage_ids if self._loaded(p)])
 
+    def _add_passage_rows(self, chunk: list[str], rows: tuple[list[dict], list[dict], list[dict]]) -> list[str]:
+        """As a whole topology's, plus the alias edges of the entities the rows mention
+        (their propositions' rows carry them: ``aliased`` / ``canonicals``)."""
+        added = super()._add_passage_rows(chunk, rows)
+        mentioned = sorted({e for row in rows[1] for e in row["entities"] or []})
+        edges = {a: c for row in rows[1] for a, c in zip(row.get("aliased") or [], row.get("canonicals") or [])}
+        if mentioned:
+            self.set_aliases(mentioned, [{"alias": a, "canonical": c} for a, c in edges.items()])
+            self.aliases_read.update(self.entity_index[e] for e in mentioned)
+        return added
+
     # ---- reading what a frontier asks for --------------------------------------------
     def _current(self, read: Callable[[], Any], apply: Callable[[Any], None]) -> bool:
         """``apply(read())``: the store read outside the lock, applied under it unless a
