@@ -82,7 +82,8 @@ def _fixture_corpus(folder):
 
 def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_path, settings, base_store):
     """One step (40 passages), ten passages timed, a 20-passage second tenant; then the kept
-    store grown on to 70 (beyond the 61 real ones: renamed copies) measures only the new step.
+    store grown on to 70 (beyond the 61 real ones: renamed copies) measures only the new step,
+    and ``remeasure`` measures the step it holds again without growing it.
     On the suite's backend, in a managed store of the run's own (the full-length run is
     ``pathweave bench scale --passages 10000,30000,100000 --keep DIR``)."""
     data = tmp_path / "data"
@@ -112,6 +113,12 @@ def test_a_short_growth_run_measures_each_step_and_a_kept_store_continues(tmp_pa
     assert page.count("<svg") >= 5 and page.count("stroke-dasharray") >= 5  # curves and their fits
     assert run["small_alone"] == results["backends"][settings.store.backend]["small_alone"]
     assert json.loads((tmp_path / "out2" / "growth.json").read_text())["backends"] == again["backends"]
+    measured = run_growth([70], data, [extra], tmp_path / "out3", keep=keep, small=20, timed=10,
+                          backends=[settings.store.backend], remeasure=True)["backends"][settings.store.backend]
+    assert [s["passages"] for s in measured["steps"]] == [40, 70]  # the step it holds, measured again
+    earlier, now = run["steps"][1], measured["steps"][1]
+    assert now["ingest_passages_per_s"] == earlier["ingest_passages_per_s"] and now["commit"]
+    assert now["fresh"]["rank"] == 1 and now["first_query_after_restart_ms"] != earlier["first_query_after_restart_ms"]
     from pathweave.runtime import open_store
     from pathweave.servers import store_server
 

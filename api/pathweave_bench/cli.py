@@ -47,6 +47,8 @@ def bench_scale(
     passages: str = typer.Option("", help="Comma list of steps, e.g. 10000,30000,100000: grow one tenant to each "
                                  "(real passages, then renamed copies) and measure there (growth.json, bench.html)."),
     small: int = typer.Option(2000, min=1, help="With --passages: the second tenant's passages."),
+    remeasure: bool = typer.Option(False, help="With --passages and --keep: measure again, at this commit, the "
+                                   "steps the kept store already holds (their ingestion figures kept)."),
     backend: str = BACKEND_OPTION,
 ) -> None:
     """Recall, latency, memory and freshness at 1x and with distractors, or at each of --passages."""
@@ -57,7 +59,9 @@ def bench_scale(
             steps = parse_steps(passages)
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--passages") from None
-        run_growth(steps, data, distractors or None, out, limit, keep, _backends(backend), small)
+        if remeasure and keep is None:
+            raise typer.BadParameter("--remeasure needs --keep (the store to measure again)", param_hint="--remeasure")
+        run_growth(steps, data, distractors or None, out, limit, keep, _backends(backend), small, remeasure=remeasure)
         return
     from pathweave_bench.scale import run_scale
 

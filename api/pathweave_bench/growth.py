@@ -190,12 +190,14 @@ def _merged(previous: dict, backend: str, run: dict) -> dict:
 
 def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | None, out: Path, limit: int = 0,
                keep: Path | None = None, backends: list[str] | None = None, small: int = 2000,
-               timed: int = TIMED_PASSAGES) -> dict:
+               timed: int = TIMED_PASSAGES, remeasure: bool = False) -> dict:
     """Grow the large tenant to each of ``steps`` passages on each of ``backends`` and
     measure (see the module); returns the results and writes ``growth.json`` and
     ``bench.html`` to ``out``. ``steps``: as :func:`parse_steps` returns them. ``keep``: the
     store's folder, kept (created, or continued from the passages it holds). ``timed``: the
-    passages ingested apart at each step (tests make it small)."""
+    passages ingested apart at each step (tests make it small). ``remeasure``: a step the kept
+    store already holds is measured again at this commit (its growth and ingestion figures,
+    and ``commit`` of its own, from the earlier run), not skipped."""
     from pathweave_bench.growth_report import print_growth, write_html
 
     console = stdout_console()
@@ -224,9 +226,21 @@ def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | No
                         run["small_alone"] = _small_figures(settings, questions)
                         console.print(f"small tenant alone: {run['small_alone']}")
                     corpus = itertools.islice(corpus_in_order(real), documents, None)
+                    held = {s["passages"]: s for s in previous.get("backends", {}).get(backend, {}).get("steps", [])}
                     for target in steps:
                         if passages >= target:
-                            console.print(f"[dim]{target:,}: already built ({passages:,} passages)[/]")
+                            built = next((held[n] for n in sorted(held) if n >= target), None)
+                            if not remeasure or built is None or built["passages"] != passages:
+                                console.print(f"[dim]{target:,}: already built ({passages:,} passages)[/]")
+                                continue
+                            kept = {key: built[key] for key in ("passages", "grow_s", "timed_passages",
+                                                                "ingest_passages_per_s") if key in built}
+                            row = {**kept, "ingest_commit": built.get("commit", previous.get("commit")),
+                                   "commit": git_commit(), **measure_step(store, settings, questions)}
+                            run["steps"].append(row)
+                            console.print(f"{passages:,} passages, measured again: {json.dumps(row)}")
+                            results["backends"][backend] = _merged(previous, backend, run)
+                            write_results(workdir, "growth.json", results)
                             continue
                         passages, grow_s = grow(store, settings, corpus, target - timed, passages, "grow")
                         wait_for_idle_store(_store_pid(settings))  # the timed passages meet a quiet store
