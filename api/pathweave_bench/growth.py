@@ -128,6 +128,17 @@ def _store_pid(settings) -> int | None:
     return info.pid if info else None
 
 
+def _warm_store(settings) -> None:
+    """Warm-up queries (:data:`WARM_UP` titles, not the questions) from a query process of
+    their own, so a store started for a run meets the measured process warm, as a running
+    store serving other replicas is (a remeasured step's store was started by this run)."""
+    queries = QueryProcess(settings, LARGE)
+    try:
+        queries.call("warm_up", WARM_UP)
+    finally:
+        queries.close()
+
+
 def _small_figures(settings, questions: list[dict]) -> dict:
     """The small tenant's proprag R@5 and p50 in a new query process."""
     queries = QueryProcess(settings, SMALL)
@@ -196,8 +207,9 @@ def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | No
     ``bench.html`` to ``out``. ``steps``: as :func:`parse_steps` returns them. ``keep``: the
     store's folder, kept (created, or continued from the passages it holds). ``timed``: the
     passages ingested apart at each step (tests make it small). ``remeasure``: a step the kept
-    store already holds is measured again at this commit (its growth and ingestion figures,
-    and ``commit`` of its own, from the earlier run), not skipped."""
+    store already holds is measured again at this commit (its growth and ingestion figures
+    from the earlier run, its ``commit`` of its own; the store, started for the run, warmed
+    first by another query process), not skipped."""
     from pathweave_bench.growth_report import print_growth, write_html
 
     console = stdout_console()
@@ -235,6 +247,7 @@ def run_growth(steps: list[int], data: Path | None, distractors: list[Path] | No
                                 continue
                             kept = {key: built[key] for key in ("passages", "grow_s", "timed_passages",
                                                                 "ingest_passages_per_s") if key in built}
+                            _warm_store(settings)  # started for this run: warm, as the other replicas keep it
                             row = {**kept, "ingest_commit": built.get("commit", previous.get("commit")),
                                    "commit": git_commit(), **measure_step(store, settings, questions)}
                             run["steps"].append(row)
