@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from pathweave.access import Access
 from pathweave.settings import ApiSettings, Settings, WorkerSettings, get_settings
 from pathweave_api import metrics
 from pathweave_api.keys import REGISTRY, KeyStore, key_store_for
@@ -249,6 +250,17 @@ class Services:
         except Exception as exc:
             self.runtime.lost()
             raise unavailable(exc) from exc
+
+    def reader_store(self, tenant: str, access: Access):
+        """:meth:`store` for reads on behalf of ``access``: a restricted caller's reads see
+        access lists at least as the leader has them (a revocation another replica committed),
+        by one read of the graph version on the leader, whose bookmark then rides every later
+        read of this process (a store without bookmarks, ArcadeDB, has one copy: no read).
+        Raises the 503 problems of :meth:`store` and :meth:`guard`."""
+        store = self.store(tenant)
+        if access.restricted and store.bookmarks is not None:
+            self.guard(store.run, "graph_version", on_leader=True, meta_id=store.meta_id)
+        return store
 
     def guard(self, fn, *args, **kwargs):
         """:func:`guard`, and on a transient store error the runtime reconnects for the next

@@ -75,7 +75,8 @@ def test_a_restricted_query_reads_the_graph_version_on_the_leader_first(client, 
     """A caller with principals and no ``consistency`` bookmarks: before its query, one read
     of the tenant's graph version on the leader (Neo4j: its bookmark then rides the query's
     reads, so a member that lags cannot serve an access list from before a revocation; on
-    ArcadeDB's single server, no such read). An unrestricted caller's query makes none."""
+    ArcadeDB's single server, no such read), and the same before its reads of records,
+    documents and jobs. An unrestricted caller's make none."""
     from pathweave.store.graph_store import GraphStore
 
     tenant, headers = new_tenant("leader")
@@ -98,3 +99,12 @@ def test_a_restricted_query_reads_the_graph_version_on_the_leader_first(client, 
     assert answer.status_code == 200 and answer.json()["passages"], answer.text
     neo4j = store_for(tenant).backend.name == "neo4j"
     assert leader_reads == (["graph_version"] if neo4j else []), leader_reads
+    # so do its reads of records, documents and jobs, which an access list decides too
+    reads = [f"/v1/queries/{answer.json()['query_id']}", "/v1/queries", "/v1/documents/policies:ferry",
+             "/v1/documents", f"/v1/jobs/{put.json()['job_id']}"]
+    for path in reads:
+        leader_reads.clear()
+        assert client.get(path, headers=restricted).status_code == 200, path
+        assert leader_reads == (["graph_version"] if neo4j else []), (path, leader_reads)
+        leader_reads.clear()
+        assert client.get(path, headers=headers).status_code == 200 and leader_reads == [], path

@@ -57,7 +57,7 @@ def submit(svc: Services, tenant: str, docs: list[SourceDocument], access: Acces
 def document_text(svc: Services, tenant: str, access: Access, doc_id: str) -> dict[str, Any]:
     """The ``DocumentText`` body of ``GET /v1/documents/{doc_id}``: the document with its
     passages in reading order; 404 when the tenant has none or ``access`` may not read it."""
-    rows = svc.guard(svc.store(tenant).run, "api_document_get", doc_id=doc_id)
+    rows = svc.guard(svc.reader_store(tenant, access).run, "api_document_get", doc_id=doc_id)
     if not rows or not access.reads(rows[0]["acl"]):
         raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
     passages = sorted((r for r in rows if r["passage_id"] is not None),
@@ -72,7 +72,7 @@ def document_page(svc: Services, tenant: str, access: Access, status: str | None
                   offset: int) -> dict[str, Any]:
     """The ``DocumentList`` body of ``GET /v1/documents``: the documents ``access`` may read
     (in state ``status``, when given), newest first, ``limit`` from ``offset``."""
-    page, total = svc.guard(jobs.list_documents, svc.store(tenant), status, limit, offset, access)
+    page, total = svc.guard(jobs.list_documents, svc.reader_store(tenant, access), status, limit, offset, access)
     return {"documents": page, "total": total, "limit": limit, "offset": offset}
 
 

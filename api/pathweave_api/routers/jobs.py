@@ -23,7 +23,7 @@ router = APIRouter()
 def get_job(key: IngestKey, access: Caller, svc: ServicesDep,
             job_id: Annotated[str, Path(pattern=HEX32_PATTERN, description="Job id.",
                                         examples=["8c1f3e2d9a7b4c6e8f0a1b2c3d4e5f60"])]):
-    job = svc.guard(jobs.job_status, svc.store(key.tenant), job_id, access)
+    job = svc.guard(jobs.job_status, svc.reader_store(key.tenant, access), job_id, access)
     if job is None:
         raise ApiProblem(404, f"no job {job_id} for this tenant", "not-found")
     return job

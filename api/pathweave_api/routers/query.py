@@ -93,10 +93,7 @@ def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: s
     retriever = svc.guard(svc.runtime.retriever, tenant)
     if req.consistency:
         read_after(retriever.store, req.consistency)
-    if access.restricted and retriever.store.bookmarks is not None:
-        # a restricted caller reads access lists at least as the leader has them (a revocation that
-        # another replica committed), as keys are read: the leader's bookmark then rides every read
-        guard(retriever.store.run, "graph_version", on_leader=True, meta_id=retriever.store.meta_id)
+    svc.reader_store(tenant, access)  # a restricted caller: after the leader's state too
     try:
         return _unless_reembedding(svc.guard, functools.partial(getattr(retriever, how), access=access, **options), req)
     except BadRequest as exc:

@@ -66,7 +66,7 @@ def reasoning_record(svc, tenant: str, access: Access, query_id: str) -> dict:
     from pathweave.records.reasoning import read_reasoning_record
 
     _caught_up(svc, tenant)  # records are written off the query path
-    store = svc.store(tenant)
+    store = svc.reader_store(tenant, access)
     rows = svc.guard(store.run, "api_query_get", query_id=query_id)
     if not rows or not readable(access, rows[0]):
         raise ApiProblem(404, f"no reasoning record {query_id} for this tenant", "not-found")
@@ -111,7 +111,7 @@ def router(api: ApiSettings) -> APIRouter:
                                   "use limit", "validation-error")
         _caught_up(svc, key.tenant)  # records are written off the query path
         # a restricted caller sees the records of callers it covers: read further back for them
-        rows = svc.guard(svc.store(key.tenant).run, "api_queries_recent",
+        rows = svc.guard(svc.reader_store(key.tenant, access).run, "api_queries_recent",
                          limit=limit if not access.restricted else min(limit * RESTRICTED_READ_AHEAD, 10_000))
         return {"queries": [{k: v for k, v in row.items() if k != "principals"} for row in rows
                             if readable(access, row)][:limit], "limit": limit}
