@@ -53,7 +53,7 @@ def test_a_patch_and_a_delete_answer_the_bookmarks_of_their_commit(client, new_t
     the bookmarks of their commit (Neo4j; none on ArcadeDB's single server), which a query
     takes as its ``consistency``."""
     tenant, headers = new_tenant("bm")
-    put = client.put("/v1/documents/policies:ferry", headers=headers,
+    put = client.put(f"/v1/documents/{put.json()['doc_id']}", headers=headers,
                      json={"title": "Ferry rules", "text": "Ferries leave Ulvik harbour at six every morning."})
     assert wait(headers, put.json()["job_id"])["status"] == "done"
     doc_id = put.json()["documents"][0]["doc_id"]
@@ -80,7 +80,7 @@ def test_a_restricted_query_reads_the_graph_version_on_the_leader_first(client, 
     from pathweave.store.graph_store import GraphStore
 
     tenant, headers = new_tenant("leader")
-    put = client.put("/v1/documents/policies:ferry", headers=headers,
+    put = client.put(f"/v1/documents/{put.json()['doc_id']}", headers=headers,
                      json={"title": "Ferry rules", "text": "Ferries leave Ulvik harbour at six.", "acl": ["group:harbour"]})
     assert wait(headers, put.json()["job_id"])["status"] == "done"
     token, _ = keys.create(tenant, "harbour", 0, "ingest", ["group:harbour"], False)
@@ -100,7 +100,7 @@ def test_a_restricted_query_reads_the_graph_version_on_the_leader_first(client, 
     neo4j = store_for(tenant).backend.name == "neo4j"
     assert leader_reads == (["graph_version"] if neo4j else []), leader_reads
     # so do its reads of records, documents and jobs, which an access list decides too
-    reads = [f"/v1/queries/{answer.json()['query_id']}", "/v1/queries", "/v1/documents/policies:ferry",
+    reads = [f"/v1/queries/{answer.json()['query_id']}", "/v1/queries", f"/v1/documents/{put.json()['doc_id']}",
              "/v1/documents", f"/v1/jobs/{put.json()['job_id']}"]
     for path in reads:
         leader_reads.clear()
