@@ -53,7 +53,7 @@ def test_a_patch_and_a_delete_answer_the_bookmarks_of_their_commit(client, new_t
     the bookmarks of their commit (Neo4j; none on ArcadeDB's single server), which a query
     takes as its ``consistency``."""
     tenant, headers = new_tenant("bm")
-    put = client.put(f"/v1/documents/{put.json()['doc_id']}", headers=headers,
+    put = client.put("/v1/documents/policies:ferry", headers=headers,
                      json={"title": "Ferry rules", "text": "Ferries leave Ulvik harbour at six every morning."})
     assert wait(headers, put.json()["job_id"])["status"] == "done"
     doc_id = put.json()["documents"][0]["doc_id"]
@@ -80,7 +80,7 @@ def test_a_restricted_query_reads_the_graph_version_on_the_leader_first(client, 
     from pathweave.store.graph_store import GraphStore
 
     tenant, headers = new_tenant("leader")
-    put = client.put(f"/v1/documents/{put.json()['doc_id']}", headers=headers,
+    put = client.put("/v1/documents/policies:ferry", headers=headers,
                      json={"title": "Ferry rules", "text": "Ferries leave Ulvik harbour at six.", "acl": ["group:harbour"]})
     assert wait(headers, put.json()["job_id"])["status"] == "done"
     token, _ = keys.create(tenant, "harbour", 0, "ingest", ["group:harbour"], False)
