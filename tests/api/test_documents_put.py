@@ -100,7 +100,7 @@ def test_a_restricted_query_reads_the_graph_version_on_the_leader_first(client, 
     neo4j = store_for(tenant).backend.name == "neo4j"
     assert leader_reads == (["graph_version"] if neo4j else []), leader_reads
     # so do its reads of records, documents and jobs, which an access list decides too
-    reads = [f"/v1/queries/{answer.json()['query_id']}", "/v1/queries", f"/v1/documents/{put.json()['doc_id']}",
+    reads = [f"/v1/queries/{answer.json()['query_id']}", "/v1/queries", f"/v1/documents/{put.json()['documents'][0]['doc_id']}",
              "/v1/documents", f"/v1/jobs/{put.json()['job_id']}"]
     for path in reads:
         leader_reads.clear()
