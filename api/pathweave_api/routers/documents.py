@@ -88,7 +88,7 @@ def _set_acl(svc: Services, tenant: str, access: Access, doc_id: str, acl: list[
     caller (a reader of a document may not widen who reads it)."""
     store = svc.store(tenant)
     if access.restricted:
-        if not _readable(svc, store, access, doc_id):
+        if not _readable(svc, svc.reader_store(tenant, access), access, doc_id):
             raise ApiProblem(404, f"no document {doc_id} for this tenant", "not-found")
         raise ApiProblem(403, "only a key without principals changes access lists", "not-permitted")
     try:

@@ -98,8 +98,9 @@ class Frontier:
     def with_synonyms(self, view: TopologyView, passages: np.ndarray) -> TopologyView:
         """``view`` with the SYNONYM edges held of the entities the passages ``passages``
         (indices of ``view``: G_sub's, whose stage-2 graph and beam use them) mention and of
-        their alias groups' held members: a newer view of the same generation when any had to
-        be read, else ``view`` itself (also when the frontier started again meanwhile)."""
+        their alias groups' held members: a newer view of the same generation and graph version
+        when any had to be read, else ``view`` itself (also when the frontier started again,
+        or a refresh moved it to another version, meanwhile: stage 2 stays on stage 1's version)."""
         if not len(passages):
             return view
         props = np.unique(view.states[passages].indices)
@@ -109,7 +110,8 @@ class Frontier:
         if not self.topology.read_synonyms(self.store, [view.entity_ids[e] for e in members.tolist()]):
             return view
         newer = self.view()
-        return newer if newer.extras["generation"] == view.extras["generation"] else view
+        same = newer.extras["generation"] == view.extras["generation"] and newer.version == view.version
+        return newer if same else view
 
     def complete(self, entity_ids: list[str]) -> int:
         """Make the entities of ``entity_ids`` complete within what is left of the budget;
