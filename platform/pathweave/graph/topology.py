@@ -820,12 +820,7 @@ class FrontierTopology(Topology):
             chunk = new[start:start + FETCH_BATCH]
             self._current(lambda chunk=chunk: self._passage_rows(store, chunk),
                           lambda rows, chunk=chunk: read.extend(self._add_passage_rows(chunk, rows)))
-        with self._lock:
-            entities = {e for p in read for r in self.passage_props.get(self.passage_index.get(p, -1), ())
-                        for e in self.prop_entities.get(int(r), ()).tolist()}
-            entities = [self.entity_ids[e] for e in sorted(entities - self.aliases_read)]
-        self._read_aliases_of(store, entities)
-        return len(read)
+        return len(read)  # (the rows brought their entities' alias edges: _add_passage_rows)
 
     def read_synonyms(self, store: GraphStore, entity_ids: list[str]) -> bool:
         """Hold the SYNONYM edges of ``entity_ids`` (and the alias edges of the entities they
@@ -834,17 +829,6 @@ class FrontierTopology(Topology):
             unread = [e for e in dict.fromkeys(entity_ids) if self.entity_index.get(e, -1) not in self.synonyms_read]
         self._read_entity_edges(store, unread)
         return bool(unread)
-
-    def _read_aliases_of(self, store: GraphStore, entity_ids: list[str]) -> None:
-        """The alias edges of ``entity_ids``."""
-        if not entity_ids:
-            return
-
-        def apply(rows):
-            self._entities(entity_ids)
-            self.set_aliases(entity_ids, rows)
-            self.aliases_read.update(self.entity_index[e] for e in entity_ids)
-        self._current(lambda: batched_read(store, "topology_entity_aliases", entity_ids), apply)
 
     def _read_entity_edges(self, store: GraphStore, entity_ids: list[str]) -> None:
         """The SYNONYM edges of ``entity_ids`` and the alias edges of them and of the
