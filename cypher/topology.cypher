@@ -95,7 +95,9 @@ RETURN count(p) AS n;
 // A query's frontier (pathweave.graph.frontier): for each entity of $ids, its alias group
 // (its canonical entity, itself when it is no alias, and the canonical's aliases) and the
 // passages stating a proposition that mentions a member: what a process must hold for
-// the entity's row of the PPR graph to be whole. One row per entity found.
+// the entity's row of the PPR graph to be whole. One row per entity found. `degree`: how
+// many passages; their ids only when at most $limit (a hub entity beyond what the query
+// could read is declined on its count, its ids never sent).
 UNWIND $ids AS id
 MATCH (e:Entity {entity_id: id})
 WHERE e.tenant = $tenant
@@ -105,8 +107,9 @@ OPTIONAL MATCH (a:Entity)-[:ALIAS_OF]->(canonical)
 WITH id, canonical, collect(a) AS aliases
 UNWIND [canonical] + aliases AS member
 OPTIONAL MATCH (member)<-[:MENTIONS]-(:Proposition)<-[:STATES]-(p:Passage)
-RETURN id, canonical.entity_id AS canonical, collect(DISTINCT member.entity_id) AS members,
-       collect(DISTINCT p.passage_id) AS passages;
+WITH id, canonical, collect(DISTINCT member.entity_id) AS members, collect(DISTINCT p.passage_id) AS passages
+RETURN id, canonical.entity_id AS canonical, members, size(passages) AS degree,
+       CASE WHEN size(passages) <= $limit THEN passages ELSE [] END AS passages;
 
 // name: frontier_proposition_passages
 // The passages stating the propositions $ids (a query's proposition seeds and hits, read

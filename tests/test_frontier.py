@@ -141,3 +141,71 @@ def test_a_read_a_refresh_overtook_is_read_again_before_it_is_applied(store, ing
     passage = next(iter(ingested.passage_index))
     topology.read_passages(store, [passage])  # and the real reads apply at the version they saw
     assert topology.passage_index[passage] in topology.passage_props
+
+
+def test_a_passage_read_brings_its_entities_alias_edges_and_g_sub_reads_their_synonyms(store, ingested, monkeypatch):
+    """A passage's rows carry the alias edges of the entities it mentions (``aliased`` /
+    ``canonicals`` of ``topology_passage_propositions``): reading it maps them to their
+    canonical entity with no alias read of its own and no SYNONYM read. G_sub's entities get
+    their SYNONYM edges before stage 2 (:meth:`Frontier.with_synonyms`); the alias edges then
+    read are only those of entities not held yet."""
+    whole = ingested.view()
+    p = next(p for p in range(whole.n_passages) if len(np.unique(
+        whole.extras["raw_prop_entities"][whole.states[p].indices].indices)) >= 2)
+    mentioned = np.unique(whole.extras["raw_prop_entities"][whole.states[p].indices].indices)
+    a, b = (whole.entity_ids[e] for e in mentioned[:2])
+    c, d = [whole.entity_ids[e] for e in range(whole.n_entities) if e not in set(mentioned.tolist())][:2]
+    store.run("alias_link", rows=[{"alias": a, "canonical": c, "score": 0.95, "method": "knn"}])
+    store.write("upsert_synonyms", [{"src": b, "dst": d, "score": 0.9}])
+    store.record_change(aliases=[a], entities=[b, d])
+    rows = store.run("topology_passage_propositions", ids=[whole.passage_ids[p]])
+    assert {(x, y) for row in rows for x, y in zip(row["aliased"], row["canonicals"])} >= {(a, c)}
+
+    topology = FrontierTopology(store.tenant)
+    topology.refresh(store)
+    asked: list[tuple[str, list]] = []
+    real = store.run
+    monkeypatch.setattr(store, "run", lambda name, **kw: asked.append((name, list(kw.get("ids") or []))) or
+                        real(name, **kw))
+    topology.read_passages(store, [whole.passage_ids[p]])
+    index = topology.entity_index
+    assert topology.aliases.get(index[a]) == index[c] and index[a] in topology.aliases_read
+    assert {name for name, _ in asked}.isdisjoint({"topology_entity_aliases", "topology_entity_synonyms"})
+    assert not topology.synonyms_read
+
+    asked.clear()
+    view = topology.view()
+    frontier = Frontier(topology, store)
+    newer = frontier.with_synonyms(view, np.asarray([view.passage_ids.index(whole.passage_ids[p])]))
+    assert newer is not view and newer.version == view.version
+    assert tuple(sorted((index[b], index[d]))) in {tuple(pair) for pair in topology.synonym_pairs.tolist()}
+    alias_ids = {i for name, ids in asked if name == "topology_entity_aliases" for i in ids}
+    assert d in alias_ids and not alias_ids & {a, b}  # d is new; a and b came with the passage's rows
+    assert frontier.with_synonyms(newer, np.asarray([view.passage_ids.index(whole.passage_ids[p])])) is newer
+
+
+def test_a_hub_entity_over_the_budget_is_declined_on_its_count_without_its_passages(store, ingested, monkeypatch):
+    """An entity with more passages than the query's budget plus all the frontier holds
+    cannot be completed: the store sends its count, not its passage ids, and the count is
+    kept as the floor of its degree."""
+    whole = ingested.view()
+    counts = np.diff((whole.extras["passage_entities"] != 0).tocsc().indptr)  # passages per entity
+    hub = whole.entity_ids[int(np.argmax(counts))]
+    assert counts.max() >= 2
+    topology = FrontierTopology(store.tenant)
+    topology.refresh(store)
+    rows: list[dict] = []
+    real = store.run
+
+    def run(name, **params):
+        found = real(name, **params)
+        if name == "frontier_entity_passages":
+            rows.extend(found)
+        return found
+    monkeypatch.setattr(store, "run", run)
+    completed, declined, read, moved = topology.complete_entities(store, [hub], budget=1)
+    assert not completed and declined == {hub} and read == 0 and not moved
+    assert rows and rows[0]["passages"] == [] and rows[0]["degree"] >= counts.max()
+    assert topology.floors[topology.entity_index[hub]] == rows[0]["degree"]
+    completed, declined, read, moved = topology.complete_entities(store, [hub], budget=1000)
+    assert completed == {hub} and read == rows[-1]["degree"] == len(rows[-1]["passages"])

@@ -32,8 +32,8 @@ one-passage change markedly cheaper on a large tenant; figures in docs/benchmark
 :class:`FrontierTopology` is the same structure holding only what queries' frontiers
 read (:mod:`pathweave.graph.frontier`): the default of a query process (``query.topology``).
 
-Memory: a few integers per edge (~45 MB of matrices at 8.7k passages / 69k entities; the
-SYNONYM edges are two arrays, not a dict of Python tuples); tenants unused
+Memory: a few integers per edge (the SYNONYM edges are two arrays, not a dict of Python
+tuples; :attr:`Topology.bytes` estimates it, figures in docs/benchmarks.md); tenants unused
 for ``idle_s`` or beyond ``max_tenants`` or the cache's byte bound are evicted from
 :class:`TopologyCache`.
 """
@@ -60,11 +60,12 @@ FETCH_BATCH = 1000
 """Passages per topology read (``topology_passage_propositions`` / ``..._triples``)."""
 
 
-def batched_read(store: GraphStore, statement: str, ids: list[str]) -> list[dict]:
-    """The rows of ``statement`` for ``ids``, :data:`FETCH_BATCH` ids per round trip."""
+def batched_read(store: GraphStore, statement: str, ids: list[str], **params) -> list[dict]:
+    """The rows of ``statement`` for ``ids`` (and ``params``), :data:`FETCH_BATCH` ids per
+    round trip."""
     rows: list[dict] = []
     for start in range(0, len(ids), FETCH_BATCH):
-        rows += store.run(statement, ids=ids[start:start + FETCH_BATCH])
+        rows += store.run(statement, ids=ids[start:start + FETCH_BATCH], **params)
     return rows
 
 
@@ -233,10 +234,12 @@ class TopologyView:
 
     @property
     def n_entities(self) -> int:
+        """E: the entities of the view (every id this topology has seen, dead ones too)."""
         return self.prop_entities.shape[1]
 
     @property
     def n_passages(self) -> int:
+        """P: the passages of the view (every id seen; :attr:`alive` marks the current)."""
         return self.states.shape[0]
 
     def keep(self, key: Any, value: Any) -> Any:
@@ -247,7 +250,7 @@ class TopologyView:
             return self.extras.setdefault(key, value)
 
     def index_of(self, index: dict[str, int], ids, limit: int) -> np.ndarray:
-        """Indices of ``ids`` known to this view (``< limit``), in order; unknown ids dropped."""
+        """``(k,)`` int64: the indices of ``ids`` known to this view (``< limit``), in order; unknown ids dropped."""
         out = [index.get(i, -1) for i in ids]
         return np.asarray([i for i in out if 0 <= i < limit], dtype=np.int64)
 
@@ -683,6 +686,7 @@ class FrontierTopology(Topology):
         self.generation = 0  # bumped whenever it starts again empty: indices of another generation mean nothing
 
     def fresh(self) -> FrontierTopology:
+        """An empty frontier topology of the next generation, with this one's settings."""
         fresh = FrontierTopology(self.tenant, self.nodes.max_entries, self.max_bytes)
         fresh.generation = self.generation + 1
         return fresh
@@ -767,6 +771,8 @@ class FrontierTopology(Topology):
                 self.complete -= {self.aliases.get(a), a}
 
     def remove_entities(self, entity_ids: list[str]) -> None:
+        """As a whole topology's, and the removed entities are no longer complete, nor
+        their synonyms or alias edges held."""
         gone = {self.entity_index[e] for e in entity_ids if e in self.entity_index}
         self.complete -= gone
         self.synonyms_read -= gone
@@ -832,22 +838,25 @@ class FrontierTopology(Topology):
 
     def _read_entity_edges(self, store: GraphStore, entity_ids: list[str]) -> None:
         """The SYNONYM edges of ``entity_ids`` and the alias edges of them and of the
-        entities those edges name first."""
+        entities those edges name first (of those whose alias edge is not held already: the
+        change log keeps a held one current)."""
         if not entity_ids:
             return
 
         def rows():
             synonyms = batched_read(store, "topology_entity_synonyms", entity_ids)
             named = sorted({r[end] for r in synonyms for end in ("src", "dst")} | set(entity_ids))
-            return synonyms, named, batched_read(store, "topology_entity_aliases", named)
+            with self._lock:
+                unheld = [e for e in named if self.entity_index.get(e, -1) not in self.aliases_read]
+            return synonyms, named, unheld, batched_read(store, "topology_entity_aliases", unheld)
 
         def apply(found):
-            synonyms, named, aliases = found
+            synonyms, named, unheld, aliases = found
             self._entities(named)  # held: their edges apply
             Topology.set_synonyms(self, entity_ids, synonyms)
             self.synonyms_read.update(self.entity_index[e] for e in entity_ids)
-            self.set_aliases(named, aliases)
-            self.aliases_read.update(self.entity_index[e] for e in named)
+            self.set_aliases(unheld, aliases)
+            self.aliases_read.update(self.entity_index[e] for e in unheld)
         self._current(rows, apply)
 
     def complete_entities(self, store: GraphStore, entity_ids: list[str],
@@ -856,23 +865,30 @@ class FrontierTopology(Topology):
         stay within ``budget``: ``(completed, declined)`` ids, the passages read and whether
         the topology moved meanwhile. A
         declined entity's passage count is kept as its degree's floor (:attr:`floors`); an
-        entity the store no longer has is declined. None is marked complete when a refresh
+        entity the store no longer has is declined, and so is one with more passages than
+        ``budget`` plus every passage held, on its count alone (a hub's passage ids are never
+        read: ``frontier_entity_passages`` with ``$limit``). None is marked complete when a refresh
         moved the version while they were read (the push asks again: they count as declined
         none, completed none, and ``moved`` is returned true)."""
         with self._lock:
             seen = self.epoch
-        rows = {row["id"]: row for row in batched_read(store, "frontier_entity_passages", entity_ids)}
+            held = len(self.passage_props)
+        # an entity with more passages than the budget plus all that is held cannot fit: its
+        # ids are not sent (a hub's), its count declines it
+        rows = {row["id"]: row for row in batched_read(store, "frontier_entity_passages", entity_ids,
+                                                       limit=budget + held)}
         taken: list[dict] = []
         wanted: list[str] = []
         declined: set[str] = set()
         with self._lock:
             for eid in entity_ids:
                 row = rows.get(eid)
-                missing = [] if row is None else [p for p in row["passages"] if not self._loaded(p)]
-                if row is None or (len(wanted) + len(missing) > budget and missing):
+                whole = row is not None and len(row["passages"]) == row["degree"]
+                missing = [] if not whole else [p for p in row["passages"] if not self._loaded(p)]
+                if not whole or (len(wanted) + len(missing) > budget and missing):
                     declined.add(eid)
                     if row is not None:
-                        self.floors[self._intern(self.entity_index, self.entity_ids, eid)] = len(row["passages"])
+                        self.floors[self._intern(self.entity_index, self.entity_ids, eid)] = row["degree"]
                         self._view = None  # the next view carries the floor
                     continue
                 taken.append(row)
