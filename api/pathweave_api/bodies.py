@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from pathweave.access import check_principals
 from pathweave.errors import BadRequest
 from pathweave_api import problems
-from pathweave_api.models import DocumentsRequest
+from pathweave_api.models import DocumentContent, DocumentsRequest
 from pathweave_api.problems import ApiProblem
 from pathweave_api.services import Services
 from pathweave_ingest.loaders import SUPPORTED, SourceDocument, load_file
@@ -91,16 +91,19 @@ def source_documents(parsed: DocumentsRequest, svc: Services) -> list[SourceDocu
     if len(parsed.documents) > api.max_documents:
         raise ApiProblem(422, f"too many documents ({len(parsed.documents)} > {api.max_documents} "
                               "per request); split the submission", "too-many-documents")
-    docs = []
-    for index, doc in enumerate(parsed.documents):
-        size = len(doc.text.encode("utf-8"))
-        if size > settings.ingest.max_file_bytes:
-            raise ApiProblem(413, f"documents[{index}] text is {size} bytes > limit {settings.ingest.max_file_bytes}",
-                             "document-too-large")
-        title = doc.title.strip()
-        docs.append(SourceDocument(doc.source or f"api:{title or 'untitled'}#{index}", title, doc.text.strip(),
-                                   acl=None if doc.acl is None else tuple(doc.acl)))
-    return docs
+    return [source_document(doc, doc.source or f"api:{doc.title.strip() or 'untitled'}#{index}",
+                            f"documents[{index}] text", settings.ingest.max_file_bytes)
+            for index, doc in enumerate(parsed.documents)]
+
+
+def source_document(doc: DocumentContent, source: str, what: str, max_bytes: int) -> SourceDocument:
+    """The document a validated ``doc`` (POST's or PUT's) describes, from ``source``, its
+    title and text stripped: 413 ``document-too-large`` (naming ``what``) when its text is
+    over ``max_bytes`` UTF-8 bytes."""
+    size = len(doc.text.encode("utf-8"))
+    if size > max_bytes:
+        raise ApiProblem(413, f"{what} is {size} bytes > limit {max_bytes}", "document-too-large")
+    return SourceDocument(source, doc.title.strip(), doc.text.strip(), acl=None if doc.acl is None else tuple(doc.acl))
 
 async def read_files(request: Request, svc: Services) -> list[SourceDocument]:
     """The documents of a multipart body's files (field ``files``), each with the access list

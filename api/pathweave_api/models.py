@@ -59,17 +59,17 @@ def _principals(value: list[str] | None, what: str) -> list[str] | None:
     return None if checked is None else list(checked)
 
 
-class DocumentIn(BaseModel):
-    """One document to ingest. ``text`` is plain UTF-8 text (it is chunked into passages)."""
+class DocumentContent(BaseModel):
+    """What every document write carries, with its one set of rules (POST's documents and
+    PUT's body alike): ``text`` plain UTF-8 text with at least one visible character and no
+    NUL (it is chunked into passages), ``title`` without NUL, ``acl`` principals."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [_DOC_EXAMPLE]})
+    model_config = ConfigDict(extra="forbid")
 
     title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).",
                        json_schema_extra={"pattern": NO_NUL_PATTERN})
     text: str = Field(..., min_length=1, max_length=20_000_000, json_schema_extra={"pattern": TEXT_PATTERN},
                       description="The document text: at least one visible character, no NUL.")
-    source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).",
-                               json_schema_extra={"pattern": NO_NUL_PATTERN})
     acl: list[Principal] | None = Field(
         None, max_length=1000, examples=[["group:finance", "user:4711"]],
         description="Access list: the principals that may read the document (kind:name). Absent or null: the "
@@ -84,48 +84,36 @@ class DocumentIn(BaseModel):
             raise ValueError("text is empty (only whitespace or invisible characters)")
         return value
 
-    @field_validator("title", "source")
-    @classmethod
-    def _short(cls, value: str | None) -> str | None:
-        return _no_nul(value, "field") if value is not None else value
-
-    @field_validator("acl")
-    @classmethod
-    def _acl(cls, value: list[str] | None) -> list[str] | None:
-        return _principals(value, "acl")
-
-
-class DocumentPut(BaseModel):
-    """The content of the document with an external id (PUT /v1/documents/{external_id})."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"title": "Travel policy", "text": "Trips to Lyon need approval from Paul Martin."}]})
-
-    title: str = Field("", max_length=1000, description="Title (part of each passage's embedding).")
-    text: str = Field(..., min_length=1, max_length=20_000_000, description="The document text.")
-    acl: list[Principal] | None = Field(
-        None, max_length=1000, examples=[["group:finance", "user:4711"]],
-        description="Access list: the principals that may read the document (kind:name). Absent or null: the "
-                    "tenant's default (everyone in the tenant, unless access.private_by_default); [] : only "
-                    "callers without principals.")
-
-    @field_validator("text")
-    @classmethod
-    def _text(cls, value: str) -> str:
-        _no_nul(value, "text")
-        if not value.strip():
-            raise ValueError("text is empty (only whitespace)")
-        return value
-
     @field_validator("title")
     @classmethod
-    def _short(cls, value: str) -> str:
+    def _title(cls, value: str) -> str:
         return _no_nul(value, "field")
 
     @field_validator("acl")
     @classmethod
     def _acl(cls, value: list[str] | None) -> list[str] | None:
         return _principals(value, "acl")
+
+
+class DocumentIn(DocumentContent):
+    """One document to ingest (POST /v1/documents), with where it comes from."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [_DOC_EXAMPLE]})
+
+    source: str | None = Field(None, max_length=1000, description="Where it comes from (kept on the document).",
+                               json_schema_extra={"pattern": NO_NUL_PATTERN})
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str | None) -> str | None:
+        return _no_nul(value, "field") if value is not None else value
+
+
+class DocumentPut(DocumentContent):
+    """The content of the document with an external id (PUT /v1/documents/{external_id})."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"title": "Travel policy", "text": "Trips to Lyon need approval from Paul Martin."}]})
 
 
 class AclPatch(BaseModel):

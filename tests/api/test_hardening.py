@@ -212,6 +212,10 @@ def test_zero_width_only_text_is_rejected(client, quiet_tenant, text):
     assert_problem(client.post("/v1/documents", headers=headers, files=[
         ("files", ("z.jsonl", json.dumps({"text": text}).encode(), "application/json"))]), 422, "empty")
     assert_problem(client.post("/v1/query", headers=headers, json={"question": text}), 422, "empty")
+    # PUT holds the same rule as POST (one validator): JSON and a file alike
+    assert_problem(client.put("/v1/documents/z-1", headers=headers, json={"title": "Z", "text": text}), 422, "empty")
+    assert_problem(client.put("/v1/documents/z-1", headers=headers, files=[
+        ("files", ("z.txt", text.encode(), "text/plain"))]), 422, "visible")
 
 
 @pytest.mark.parametrize("payload", [{"question": "q", "k": "5"}, {"question": "q", "k": True},

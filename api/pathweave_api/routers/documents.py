@@ -15,7 +15,7 @@ from pathweave.settings import ApiSettings
 from pathweave_api import metrics
 from pathweave_api.auth import IngestKey
 from pathweave_api.callers import Caller
-from pathweave_api.bodies import json_body, media_type, read_documents, read_files, require_json
+from pathweave_api.bodies import json_body, media_type, read_documents, read_files, require_json, source_document
 from pathweave_api.models import (
     DOC_ID_PATTERN,
     EXTERNAL_ID_PATTERN,
@@ -229,11 +229,7 @@ def router(api: ApiSettings) -> APIRouter:
             require_json(media, "application/json ({\"title\": ..., \"text\": ...}) or multipart/form-data "
                                 "(one file in field 'files')")
             parsed = await json_body(request, DocumentPut, '{"title": ..., "text": ...}')
-            size = len(parsed.text.encode("utf-8"))
-            if size > svc.settings.ingest.max_file_bytes:
-                raise ApiProblem(413, f"text is {size} bytes > limit {svc.settings.ingest.max_file_bytes}", "document-too-large")
-            docs = [SourceDocument(external_id, parsed.title.strip(), parsed.text.strip(),
-                                   acl=None if parsed.acl is None else tuple(parsed.acl))]
+            docs = [source_document(parsed, external_id, "text", svc.settings.ingest.max_file_bytes)]
         doc = dataclasses.replace(docs[0], source=external_id, key=external_id)
         result = await run_in_threadpool(submit, svc, key.tenant, [doc], access)
         response.headers["Location"] = result["links"]["job"]
