@@ -181,6 +181,57 @@ def test_sync_removes_exactly_the_deleted_file(tmp_path, base_store, tenant, set
     assert mixed.exit_code == 0 and "documents: 1 added, 1 replaced, 1 removed;" in mixed.output, mixed.output
 
 
+def test_the_dry_run_says_what_the_sync_then_does(tmp_path, base_store, tenant):
+    """On a folder with an added, a changed, a removed file and a changed sidecar, each
+    file's line of ``--sync --dry-run`` is what the sync then does to its document (one
+    plan: pathweave_ingest.plan), and the counts agree."""
+    from pathweave.store.graph_store import GraphStore
+    from pathweave_cli.main import app
+
+    runner = CliRunner()
+    folder = tmp_path / "tree"
+    (folder / "red").mkdir(parents=True)
+    (folder / "keep.txt").write_text("Warsaw is the capital of Poland.")
+    (folder / "change.md").write_text("# Curie\n\nMarie Curie was born in Warsaw.\n")
+    (folder / "gone.txt").write_text("Krakow lies on the Vistula.")
+    (folder / "red" / "rule.txt").write_text("Trips to Lyon need approval from Paul Martin.")
+    (folder / "red" / ".pathweave-acl.toml").write_text('acl = ["group:red"]\n')
+    assert runner.invoke(app, ["ingest", str(folder), "--sync", "--tenant", tenant]).exit_code == 0
+    store = GraphStore(base_store.driver, base_store.database, base_store.backend, tenant,
+                       base_store.batch_size, base_store.dimensions)
+
+    def stored() -> dict[str, tuple]:
+        rows = {r["doc_id"]: r for r in store.run("documents_with_source_prefix",
+                                                                  prefix=str(folder.absolute()) + os.sep)}
+        acls = {r["id"]: r["acl"] for r in store.run("existing_document_hashes", ids=list(rows))}
+        return {Path(r["source"]).name: (r["content_hash"], acls[doc_id]) for doc_id, r in rows.items()}
+
+    (folder / "new.txt").write_text("The Vistula flows through Krakow and Warsaw.")
+    (folder / "change.md").write_text("# Curie\n\nMarie Curie was born in Warsaw in 1867.\n")
+    os.remove(folder / "gone.txt")
+    (folder / "red" / ".pathweave-acl.toml").write_text('acl = ["group:blue"]\n')
+    before, version = stored(), store.graph_version()
+    dry = runner.invoke(app, ["ingest", str(folder), "--sync", "--dry-run", "--tenant", tenant])
+    assert dry.exit_code == 0, dry.output
+    assert store.graph_version() == version and stored() == before  # nothing written
+    said = {Path(line.split(None, 1)[1]).name: line.split(None, 1)[0] for line in dry.stdout.splitlines()
+            if line.split(None, 1)[0] in ("add", "replace", "acl", "keep", "remove")}
+    assert said == {"new.txt": "add", "change.md": "replace", "rule.txt": "acl", "keep.txt": "keep",
+                    "gone.txt": "remove"}, dry.stdout
+    assert "1 to add, 1 to replace, 1 to get a new access list, 1 to remove, 1 unchanged" in dry.stdout
+
+    synced = runner.invoke(app, ["ingest", str(folder), "--sync", "--tenant", tenant])
+    assert synced.exit_code == 0, synced.output
+    assert "documents: 1 added, 1 replaced, 1 removed, 1 unchanged, 1 with a new access list;" in synced.output, \
+        synced.output
+    after = stored()
+    did = {name: "add" if name not in before else "remove" if name not in after else
+           "replace" if after[name][0] != before[name][0] else "acl" if after[name][1] != before[name][1] else "keep"
+           for name in set(before) | set(after)}
+    assert did == said
+    assert after["rule.txt"][1] == ["group:blue"]
+
+
 def _bad(tmp_path: Path, case: str, make_pdf) -> tuple[Path, str]:
     folder = tmp_path / "in"
     folder.mkdir()

@@ -92,6 +92,15 @@ def config_show() -> None:
     sys.stdout.write("\n".join(toml_lines(values, model=Settings)) + "\n")
 
 
+@config_app.command("table")
+def config_table() -> None:
+    """Print the configuration reference (every setting's variable, default and meaning,
+    from the settings' descriptions) as Markdown: docs/configuration.md."""
+    from pathweave_cli.config_table import settings_table
+
+    sys.stdout.write(settings_table())
+
+
 BackendOption = typer.Option(
     None, "--backend",
     help="arcadedb or neo4j (Neo4j 5.26 + GDS 2.13, built with Maven on first use); "
@@ -213,36 +222,6 @@ def _print_managed_servers() -> None:
     stdout_console().print(table)
 
 
-def sync_plan(store, root: Path, documents, errors) -> dict[str, list]:
-    """What ``ingest DIR --sync`` does: ``{"new": [doc], "changed": [doc], "acl": [doc] (the
-    same content under another access list), "unchanged": [doc], "removed": [{doc_id, source,
-    title}]}``. A stored document of the folder is removed when
-    its file (or JSON item) is gone; one whose file failed to load is kept (never removed
-    because of a load error)."""
-    from pathweave_ingest.documents import content_hash, document_id
-
-    prefix = str(root.absolute()).rstrip(os.sep) + os.sep
-    ids = {document_id(store.tenant, doc): doc for doc in documents}
-    rows = store.run("existing_document_hashes", ids=list(ids))
-    stored = {row["id"]: row["content_hash"] for row in rows}
-    stored_acl = {row["id"]: None if row["acl"] is None else sorted(row["acl"]) for row in rows}
-    failed_files = {str(Path(e.source.split("#", 1)[0]).absolute()) for e in errors}
-    plan: dict[str, list] = {"new": [], "changed": [], "acl": [], "unchanged": [], "removed": []}
-    for doc_id, doc in ids.items():
-        if doc_id not in stored:
-            plan["new"].append(doc)
-        elif stored[doc_id] != content_hash(doc):
-            plan["changed"].append(doc)
-        elif doc.acl is not None and sorted(doc.acl) != stored_acl[doc_id]:
-            plan["acl"].append(doc)
-        else:
-            plan["unchanged"].append(doc)
-    for row in store.run("documents_with_source_prefix", prefix=prefix):
-        if row["doc_id"] not in ids and row["source"].split("#", 1)[0] not in failed_files:
-            plan["removed"].append(row)
-    return plan
-
-
 @app.command()
 def ingest(
     path: Path = typer.Argument(..., help="A .txt/.md/.json/.jsonl/.pdf/.html/.docx file or a directory (recursive)."),
@@ -269,6 +248,7 @@ def ingest(
     from pathweave_ingest.acl_sidecars import with_sidecars
     from pathweave_ingest.console import run_ingest
     from pathweave_ingest.loaders import load_path
+    from pathweave_ingest.plan import sync_plan
 
     settings = _settings(tenant)
     if extractor:
@@ -291,18 +271,19 @@ def ingest(
             plan = sync_plan(store, path, documents, errors)
             if dry_run:
                 out = stdout_console()
-                for label, key in (("add", "new"), ("replace", "changed"), ("acl", "acl"), ("keep", "unchanged")):
-                    for doc in plan[key]:
+                for label, part in (("add", plan.new), ("replace", plan.changed), ("acl", plan.acl),
+                                    ("keep", plan.unchanged)):
+                    for _, doc in part:
                         out.print(f"{label:8} {doc.key or doc.source}", soft_wrap=True, markup=False)
-                for row in plan["removed"]:
+                for row in plan.removed:
                     out.print(f"{'remove':8} {row['source']}", soft_wrap=True, markup=False)
                 for error in errors:
                     console.print(f"[yellow]skip[/]     {error}", soft_wrap=True)
-                out.print(f"dry run: {len(plan['new'])} to add, {len(plan['changed'])} to replace, "
-                          f"{len(plan['acl'])} to get a new access list, "
-                          f"{len(plan['removed'])} to remove, {len(plan['unchanged'])} unchanged; nothing written")
+                out.print(f"dry run: {len(plan.new)} to add, {len(plan.changed)} to replace, "
+                          f"{len(plan.acl)} to get a new access list, "
+                          f"{len(plan.removed)} to remove, {len(plan.unchanged)} unchanged; nothing written")
                 return
-            remove = [row["doc_id"] for row in plan["removed"]]
+            remove = [row["doc_id"] for row in plan.removed]
         try:
             report = run_ingest(store, settings, documents, errors, extraction, remove=remove)
         except EmbedderMismatch as exc:  # nothing was written

@@ -46,6 +46,7 @@ from pathweave.extractors.base import PassageExtraction, PassageInput
 from pathweave_ingest.loaders import LoadError, SourceDocument
 from pathweave.text import fact_text
 from pathweave.graph.vectors import encode_vector
+from pathweave_ingest.plan import plan_documents
 from pathweave_ingest.profile import IngestProfile
 from pathweave_ingest.linking import link_entities
 from pathweave.apr.codebook import code_steps
@@ -68,8 +69,8 @@ class IngestReport:
     documents_new: int = 0
     documents_replaced: int = 0
     documents_removed: int = 0
-    documents_unchanged: int = 0  # given, and already stored in this version
-    documents_acl_changed: int = 0  # of the unchanged, those whose access list was set
+    documents_unchanged: int = 0  # given, and already stored in this version with this access list
+    documents_acl_changed: int = 0  # given, stored in this version, whose access list was set
     passages_new: int = 0
     propositions_new: int = 0
     entities_new: int = 0
@@ -188,35 +189,23 @@ class Pipeline:
             self.line_embedder = get_query_embedder(self.settings)
         self._encode_lines = report.profile.encoder(self.line_embedder.encode)
         report.warnings = [LoadError(d.source, w) for d in documents for w in d.warnings]
-        unique = list({self._doc_id(d): d for d in documents}.items())
-        rows = self.store.run("existing_document_hashes", ids=[doc_id for doc_id, _ in unique])
-        stored = {row["id"]: row["content_hash"] for row in rows}
-        stored_acl = {row["id"]: row["acl"] for row in rows}
-        todo, replace, acl_changed = [], set(), []
-        for doc_id, doc in unique:
-            if doc_id not in stored:
-                todo.append((doc_id, doc))
-            elif doc.key and stored[doc_id] != content_hash(doc):
-                todo.append((doc_id, doc))
-                replace.add(doc_id)
-            elif doc.acl is not None and sorted(doc.acl) != (None if stored_acl[doc_id] is None
-                                                             else sorted(stored_acl[doc_id])):
-                acl_changed.append((doc_id, doc))
-        gone = [doc_id for doc_id in (remove or []) if doc_id not in {i for i, _ in unique}]
+        plan = plan_documents(self.store, documents)
+        todo, replace, given = plan.to_write, {doc_id for doc_id, _ in plan.changed}, plan.ids
+        gone = [doc_id for doc_id in (remove or []) if doc_id not in given]
         if todo:  # vectors will be written: the tenant's are of one embedder (refused before any write)
             embedder_record.claim(self.store, self.embedder)
-        report.documents_unchanged = len(unique) - len(todo)
+        report.documents_unchanged = len(plan.unchanged)
         if gone:
             with report.profile.stage("change"):
                 report.change.merge(lifecycle.remove(self.store, gone, "sync")[1])
-        for doc_id, doc in acl_changed:  # the same content under another access list: set, not re-ingested
+        for doc_id, doc in plan.acl:  # the same content under another access list: set, not re-ingested
             with report.profile.stage("change"):
                 if versions is None:  # this write is the newest
                     lifecycle.set_acl(self.store, doc_id, sorted(doc.acl))
                 elif doc_id in versions:  # a worker's: the head's list, the newest accepted one
                     lifecycle.apply_head_acl(self.store, doc_id)
             report.documents_acl_changed += 1
-        entities, aliases = self._write_documents(todo, replace, versions, len(unique) - len(todo), report,
+        entities, aliases = self._write_documents(todo, replace, versions, len(given) - len(todo), report,
                                                   on_progress)
         with report.profile.stage("change"):
             if entities or aliases:  # the links written after the groups' transactions
