@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tomllib
 import warnings
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -168,3 +169,17 @@ def test_config_show_puts_each_description_above_its_setting(monkeypatch):
     assert lines[lines.index("[store]") - 1] == "# " + Settings.model_fields["store"].description
     tenant = next(i for i, line in enumerate(lines) if line.startswith("tenant = "))
     assert lines[tenant - 1] == "# " + Settings.model_fields["tenant"].description
+
+
+def test_the_configuration_reference_is_the_settings_own():
+    """docs/configuration.md is what ``pathweave config table`` prints: every setting's
+    variable, default and description, from the settings themselves."""
+    from pathweave_cli.main import app
+
+    printed = CliRunner().invoke(app, ["config", "table"])
+    assert printed.exit_code == 0, printed.output
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert printed.stdout == reference, "docs/configuration.md is stale: pathweave config table > docs/configuration.md"
+    for section in ("store", "retrieval", "llm"):
+        for name in Settings.model_fields[section].annotation.model_fields:
+            assert f"`PATHWEAVE_{section.upper()}_{name.upper()}`" in reference
