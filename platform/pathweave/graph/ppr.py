@@ -29,7 +29,7 @@ class Walk:
     """A transition matrix prepared for power iteration: ``transposed`` ``(n, n)`` CSR
     float64 (``T^T``, so one iteration is one CSR mat-vec) and the ``dangling`` ``(n,)``
     bool mask of rows without edges. Built once per graph (snapshot), not per query:
-    transposing a 19k-node graph costs more than the PPR iterations themselves."""
+    transposing the graph costs more than the PPR iterations themselves (docs/benchmarks.md)."""
 
     transposed: sp.csr_matrix
     dangling: np.ndarray
@@ -50,8 +50,8 @@ def personalized_pagerank(
     ``transition``: ``(n, n)`` row-stochastic CSR (see :func:`transition_matrix`) or its
     prepared :class:`Walk`; ``reset``: ``(n,)`` non-negative seed weights, normalized here
     to sum 1. Iterates ``p <- (1-d) r + d (p T + (p . dangling) r)`` until the L1 change
-    is below ``tol`` (default 1e-6: on the MuSiQue graph, 19k nodes, the top-50 passage
-    order equals that of a 1e-12 solve, with ~2/3 of the iterations of 1e-8). Raises
+    is below ``tol`` (default 1e-6: the top passages' order is that of a far tighter solve,
+    in fewer iterations than 1e-8; docs/benchmarks.md). Raises
     ValueError when ``reset`` has no positive mass.
     """
     reset = np.asarray(reset, dtype=np.float64)
@@ -71,7 +71,7 @@ def personalized_pagerank(
 
 
 def min_max(values: np.ndarray) -> np.ndarray:
-    """Min-max normalize to [0, 1]; a constant vector maps to ones where positive,
+    """Min-max normalize ``(n,)`` values to ``(n,)`` float64 in [0, 1]; a constant vector maps to ones where positive,
     zeros otherwise (never divides by zero; spec §1 guard)."""
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:

@@ -111,6 +111,7 @@ class Subgraph:
 
     @property
     def n_entities(self) -> int:
+        """E: the entities G_sub holds (its matrices' entity dimension)."""
         return len(self.entity_ids)
 
     @property

@@ -47,6 +47,7 @@ class Retriever:
 
     @property
     def settings(self) -> Settings:
+        """The settings this retriever answers with."""
         return self.resources.settings
 
     @property

@@ -56,11 +56,12 @@ class PropositionGraph:
         self.entity_reach, self.linked = subgraph.extras[key]  # (E, E), (R, R)
 
     def entities(self, prop: int) -> np.ndarray:
+        """``(k,)`` int: the entities (G_sub indices) proposition ``prop`` mentions."""
         pe = self.subgraph.prop_entities
         return pe.indices[pe.indptr[prop]:pe.indptr[prop + 1]]
 
     def neighbours(self, prop: int) -> np.ndarray:
-        """Allowed propositions linked to ``prop`` through an exact or synonymous entity."""
+        """``(k,)`` int: the allowed propositions linked to ``prop`` through an exact or synonymous entity."""
         linked = self.linked
         props = linked.indices[linked.indptr[prop]:linked.indptr[prop + 1]]
         return props[self.allowed[props]]

@@ -41,6 +41,7 @@ class SessionLines:
 
     @property
     def first(self) -> bool:
+        """Whether no line of the session has a code yet (its first context)."""
         return not self.codes
 
     @property

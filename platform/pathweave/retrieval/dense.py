@@ -16,12 +16,17 @@ class DenseMode(RankingMode):
     name = "dense"
 
     def searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        """One search of the Passage vector index for ``depth`` passages."""
         return {"passages": ("Passage", depth)}
 
     def lexical_searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        """One search of the Passage full-text index for ``depth`` passages."""
         return {"passages_text": ("Passage", depth)}
 
     def rank(self, frame: QueryFrame) -> Ranking:
+        """The vector hits by cosine, best first (at most ``frame.depth``); with full-text
+        hits, their reciprocal rank fusion (:func:`~pathweave.retrieval.lexical.rrf`, fused
+        scores, not cosines). Reads no graph."""
         hits = frame.found["passages"]
         if "passages_text" in frame.found:
             hits = rrf([hits, frame.found["passages_text"]])[:frame.depth]

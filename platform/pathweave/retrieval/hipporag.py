@@ -115,10 +115,17 @@ class HippoRAG2Mode(RankingMode):
     name = "hipporag2"
 
     def searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        """The Triple vector index for the fact seeds (at least :data:`TOP_FACTS`) and the
+        Passage index for the passage seeds (``retrieval.stage1_passage_seeds``; spec §2)."""
         params = resources.settings.retrieval.for_device(resources.embedder.device)
         return {"facts": ("Triple", max(TOP_FACTS, 20)), "passages": ("Passage", params.stage1_passage_seeds)}
 
     def rank(self, frame: QueryFrame) -> Ranking:
+        """Passages by HippoRAG 2's Personalized PageRank (:func:`hipporag2`: fact-seeded
+        entities, passage seeds weighted :data:`PASSAGE_SEED`, damping :data:`DAMPING`), best
+        first, at most ``frame.depth``, with ``(P,)`` PPR mass as scores; on the whole
+        topology (read for it where the process holds frontiers; refused with
+        :class:`~pathweave.errors.PathweaveError` above ``query.whole_max_passages``)."""
         view = frame.view
         if frame.frontier is not None:
             view = visible_view(frame.resources.topology(view.version, whole=True).view(), frame.access)

@@ -286,15 +286,30 @@ class PropRAGMode(RankingMode):
     name = "proprag"
 
     def searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        """Stage 1's seeds (PropRAG §3.2, spec §1): the Proposition vector index for
+        ``retrieval.stage1_props`` propositions and the Passage index for
+        ``retrieval.stage1_passage_seeds`` passages (both for the embedder's device)."""
         params = resources.settings.retrieval.for_device(resources.embedder.device)
         return {"props": ("Proposition", params.stage1_props), "passages": ("Passage", params.stage1_passage_seeds)}
 
     def lexical_searches(self, resources, depth: int) -> dict[str, tuple[str, int]]:
+        """The Passage full-text index for as many passages as the vector seeds, and the
+        Entity full-text index for ``retrieval.lexical_entities`` entities when set."""
         params = resources.settings.retrieval
         return {"passages_text": ("Passage", params.stage1_passage_seeds),
                 **({"entities_text": ("Entity", params.lexical_entities)} if params.lexical_entities else {})}
 
     def rank(self, frame: QueryFrame) -> Ranking:
+        """Passages by :func:`proprag` (stage 1's Personalized PageRank, on the query's
+        frontier where the process holds one, in GDS for an unrestricted caller where the
+        store runs it; beam search over G_sub's proposition paths; stage 2's PPR from the
+        beam's entities), best first, at most ``frame.depth``, with stage 2's ``(P,)`` mass
+        as scores; with G_sub, the top paths (each step's linking entity) and stage 2's
+        seed entities by weight. Full-text passage hits join the passage seeds by
+        :func:`~pathweave.retrieval.lexical.rrf`; earlier similar questions' passages join
+        them with ``apr.proprag_question_runs`` (spec §3), those ``frame.access`` may read.
+        Raises :class:`~pathweave.graph.frontier.FrontierMoved` when the frontier started
+        again before the push's first round."""
         resources, view = frame.resources, frame.view
         params = resources.settings.retrieval.for_device(resources.embedder.device)
         passages = frame.found["passages"]

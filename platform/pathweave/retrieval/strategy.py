@@ -63,6 +63,7 @@ class RetrievalMode:
 
     @property
     def options(self) -> frozenset[str]:
+        """The request options this mode takes (:data:`pathweave.model.MODE_OPTIONS`)."""
         return MODE_OPTIONS[self.name]
 
     def lexical_searches(self, resources: QueryResources, depth: int) -> dict[str, tuple[str, int]]:

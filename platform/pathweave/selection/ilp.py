@@ -86,8 +86,8 @@ SOLVER_PARAMS: dict[str, int] = {
     "symmetry_level": 0,
 }
 """Light presolve: on these small models the default presolve (3 rounds with
-probing and symmetry detection) costs 10-30 ms, a large share of a 50 ms
-limit; measured p50 time to optimality at 30 nodes fell from 20 ms to 8 ms."""
+probing and symmetry detection) takes a large share of the default time limit, and
+the light one reaches optimality sooner (``pathweave bench select``; docs/benchmarks.md)."""
 
 
 def max_selectable_count(costs: Sequence[int], capacity: int) -> int:

@@ -71,9 +71,9 @@ score: about 1 MB)."""
 EXACT_PER_PLACE = 4.0
 """Before each widening, the tenant is scored exactly instead when it holds at most this many
 nodes per index place the widening is expected to need (``k`` x the places asked / the
-tenant's nodes among them: the tenant's share seen so far). Scoring 2,000 nodes exactly cost
-about what widening a crowded search past some 500 places cost, on both stores
-(``pathweave bench tenants``, docs/benchmarks.md): several rounds of growing k, each with its
+tenant's nodes among them: the tenant's share seen so far). Scoring a tenant exactly costs
+about what widening a crowded search costs when the tenant holds some four nodes per place,
+on both stores (``pathweave bench tenants``, figures in docs/benchmarks.md): several rounds of growing k, each with its
 own overhead, where the estimate counts only the last round's places."""
 
 EXACT_SIZE_TTL_S = 600.0
@@ -175,10 +175,10 @@ def ask_wider(found: int, mine: int, asked: int, need: int, last: int, max_k: in
     near-duplicates returns fewer than asked).
 
     A tenant beside one other with the same documents is not crowded: its twin takes as
-    many places as its own nodes, few of them, and a wider ask finds nothing new (MuSiQue,
-    150 documents ingested twice: with "any other tenant's node" as the rule the second
-    tenant's 3,116 synonymy and alias asks were all repeated at k = 64, for the same
-    SYNONYM and ALIAS_OF edges)."""
+    many places as its own nodes, few of them, and a wider ask finds nothing new (with "any
+    other tenant's node" as the rule, a tenant ingesting the same documents as another
+    repeated every synonymy and alias ask wider, for the same SYNONYM and ALIAS_OF edges;
+    docs/benchmarks.md)."""
     if mine >= need or asked >= max_k:
         return False
     return found >= asked or (2 * (found - mine) >= asked and found > last)
