@@ -36,6 +36,29 @@ class ScriptedClient:
             raise reply
         return reply if isinstance(reply, Completion) else completion(reply)
 
+    def chat_stream(self, messages, **kwargs) -> "ScriptedStream":
+        """The next reply, streamed word by word (:class:`ScriptedStream`)."""
+        return ScriptedStream(self.chat(messages, **kwargs))
+
+
+class ScriptedStream:
+    """A completion's text in pieces (its words, each with the space before it), then the
+    completion itself as ``completion`` (None when closed before the end)."""
+
+    def __init__(self, whole: Completion) -> None:
+        self.whole, self.completion, self.closed = whole, None, False
+
+    def __iter__(self):
+        words = self.whole.text.split(" ")
+        for i, word in enumerate(words):
+            if self.closed:
+                return
+            yield word if i == 0 else " " + word
+        self.completion = self.whole
+
+    def close(self) -> None:
+        self.closed = True
+
 
 def two_level_tree() -> list:
     """Replies that build a PruneRAG tree of three levels for the Marie Curie question: the root's

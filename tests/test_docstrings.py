@@ -1,5 +1,5 @@
 """Docstrings and comments are for readers of the code: no benchmark figure and no issue
-number in them (measurements and history live in ``docs/benchmarks.md``)."""
+number in them (measurements and history live in ``docs/benchmarks-history.md``)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 # it is installed on, whatever CPU the build runs on (issue 55): no -march=native, no AMX
 # kernels (a VM may advertise AMX, even grant the tile permission, and still fault on the
 # first `ldtilecfg`), no AVX-512 (not on every host, and measured to buy nothing here:
-# docs/benchmarks.md, "llama.cpp instruction sets"); AVX2 + FMA + F16C (x86-64-v3) as ggml's
+# docs/benchmarks-history.md, "llama.cpp instruction sets"); AVX2 + FMA + F16C (x86-64-v3) as ggml's
 # non-native default. No runtime-dispatched variants (GGML_CPU_ALL_VARIANTS would pick the AMX
 # variant from CPUID on such a VM).
 #

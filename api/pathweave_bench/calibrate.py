@@ -23,7 +23,7 @@ holds no question) with the default spaCy extractor:
 Nothing here sees a benchmark question, so the values are not tuned to the 100 MuSiQue
 questions. Prints a table and writes ``calibration.json``; the catalog's values
 (:data:`pathweave.embedding.catalog.CATALOG`) are copied from a run of it, recorded in
-docs/benchmarks.md.
+docs/benchmarks-history.md.
 """
 
 from __future__ import annotations

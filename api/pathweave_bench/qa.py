@@ -59,13 +59,13 @@ def _row_run(retriever: Retriever, client, question: str, row: str):
         result = retriever.search(question, "prunerag", 5, write_record=False).result
         return result, [hit.doc_id for hit in result.tree.retrieved_passages()], None
     if row == "proprag_stream":
-        started = time.perf_counter()
-        streamed = retriever.stream(question, "proprag", 5, write_record=False, answer=True)
-        first = None
-        for _piece in streamed.answer:
-            first = first if first is not None else (time.perf_counter() - started) * 1000
-        result = streamed.finish()
-        return result, [hit.doc_id for hit in result.passages], first
+        started, first = time.perf_counter(), []
+
+        def on_event(event) -> None:
+            if event.kind == "token" and not first:
+                first.append((time.perf_counter() - started) * 1000)
+        result = retriever.query(question, "proprag", 5, write_record=False, answer=True, on_event=on_event)
+        return result, [hit.doc_id for hit in result.passages], first[0] if first else None
     mode = "dense" if row == "dense_top5" else "proprag"
     budget = int(row.rsplit("_", 1)[1]) if "budget" in row else None
     result = retriever.search(question, mode, 5, write_record=False, token_budget=budget).result

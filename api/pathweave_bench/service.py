@@ -19,7 +19,7 @@ APPROXIMATE_SLACK = 5
 """SYNONYM and ALIAS_OF edges (from the store's approximate vector index, and alias groups
 built on them) of a benchmark's graph may differ from its replay's by 1 % or this many edges
 (a short soak's few dozen edges differed by 3 when its batches ran in another order; a long
-soak's thousands by 0.2 %: docs/benchmarks.md)."""
+soak's thousands by 0.2 %: docs/benchmarks-history.md)."""
 
 
 class Service:

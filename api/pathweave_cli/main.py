@@ -28,7 +28,7 @@ from pathweave_cli.jobs import jobs_app
 from pathweave_cli.llm import llm_app
 from pathweave_cli.models import models_app, reembed
 from pathweave_cli.train import train_app
-from pathweave_cli.render import print_result, print_step, print_streamed
+from pathweave_cli.render import EventPrinter
 from pathweave.terminal import console, stdout_console
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -328,7 +328,7 @@ def query(
     from pathweave.embedding.embedder_record import EmbedderMismatch, ReembedInProgress
     from pathweave.access import Access
     from pathweave.errors import BadRequest, LLMUnavailable
-    from pathweave.query.modes import strategy
+    from pathweave.query.modes import needs_llm
     from pathweave.retrieval.request import QueryRequest
     from pathweave.runtime import QueryRuntime
 
@@ -345,14 +345,11 @@ def query(
     runtime = QueryRuntime(settings)  # what the API keeps per process, for one question
     try:
         try:
-            if answer or strategy(request.mode).needs_llm:
+            if needs_llm(request):
                 runtime.llm_client()  # the model first: one that cannot be had is said before the store opens
             retriever = runtime.retriever(settings.tenant)
-            if (answer or strategy(request.mode).has_steps) and not as_json:
-                # the answer printed as the model writes it; PruneRAG's nodes as they are settled
-                print_streamed(retriever.stream(request, access=access, on_step=print_step))
-                return
-            result = retriever.query(request, access=access)
+            # each event printed as it happens (the answer as the model writes it), or the whole result as JSON
+            result = retriever.query(request, access=access, on_event=None if as_json else EventPrinter())
         except (BadRequest, LLMUnavailable, EmbedderMismatch, ReembedInProgress) as exc:  # bad input; no model;
             # another embedder's tenant, or one being re-embedded
             console.print(f"[red]error:[/] {exc}")
@@ -361,8 +358,6 @@ def query(
         runtime.close()  # the reasoning record is in the graph before the store closes
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
-        return
-    print_result(result)
 
 
 @app.command()

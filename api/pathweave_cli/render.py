@@ -47,29 +47,42 @@ def print_result(result) -> None:
     out.print("  [dim]timings ms: " + json.dumps(result.timings_ms) + "[/]")
 
 
-def print_streamed(streamed):
-    """A streamed query (:meth:`pathweave.query.retriever.Retriever.stream`): its retrieval
-    as :func:`print_result` prints it, then the answer as the model writes it, then what it
-    cites and cost. Returns the finished result (its record written)."""
-    print_result(streamed.retrieval.result)
-    if streamed.answer is None:
-        return streamed.finish()
-    out = stdout_console()
-    out.print("  [bold green]A:[/] ", end="")
-    try:
-        for piece in streamed.answer:
-            out.print(piece, end="", markup=False, highlight=False)
-    finally:  # Ctrl-C or a closed pipe: the model stops, the record keeps what was said
-        streamed.answer.close()
-        result = streamed.finish()
-    out.print()
-    answer = result.answer
-    if answer.error:
-        out.print(f"  [bold red]the answer stopped[/]: {answer.error}", markup=True, soft_wrap=True)
-    cited = f"cites {', '.join(answer.citations)}; " if answer.citations else ""
-    out.print(f"  [dim]{cited}{answer.model}, {answer.llm_calls} LLM call(s), {answer.prompt_tokens} prompt + "
-              f"{answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
-    return result
+class EventPrinter:
+    """Prints a query's events as they happen (``on_event`` of
+    :meth:`pathweave.query.retriever.Retriever.run`): each settled PruneRAG node on a line,
+    indented by its depth; the retrieval as :func:`print_result` prints it; the answer as the
+    model writes it, then what it cites and cost (an answer not streamed: whole, at the end)."""
+
+    def __init__(self) -> None:
+        self.out = stdout_console()
+        self.streamed = False
+
+    def __call__(self, event) -> None:
+        if event.kind == "step":
+            self.out.print(f"  step {'  ' * (event.node.depth - 1)}{_node_line(event.node)}", markup=False,
+                           highlight=False)
+        elif event.kind == "retrieval":
+            print_result(event.result)
+        elif event.kind == "token":
+            if not self.streamed:
+                self.out.print("  [bold green]A:[/] ", end="")
+                self.streamed = True
+            self.out.print(event.text, end="", markup=False, highlight=False)
+        elif event.result.answer is not None:
+            self.answered(event.result.answer)
+
+    def answered(self, answer) -> None:
+        """The end of the answer: after streamed pieces, why it stopped (if it did), what it
+        cites and cost; an answer not streamed, whole."""
+        if not self.streamed:
+            print_answer(self.out, answer)
+            return
+        self.out.print()
+        if answer.error:
+            self.out.print(f"  [bold red]the answer stopped[/]: {answer.error}", markup=True, soft_wrap=True)
+        cited = f"cites {', '.join(answer.citations)}; " if answer.citations else ""
+        self.out.print(f"  [dim]{cited}{answer.model}, {answer.llm_calls} LLM call(s), {answer.prompt_tokens} "
+                       f"prompt + {answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
 
 
 def print_answer(out: Console, answer) -> None:
@@ -89,13 +102,6 @@ def _node_line(node) -> str:
     answer = f" -> {node.answer}{conf}" if node.answer is not None else ""
     error = f" [{node.error[:80]}]" if node.error else ""
     return f"[{node.decision}] {node.kind}: {node.text}{answer}{error}"
-
-
-def print_step(node, parent_id: str | None) -> None:
-    """A PruneRAG tree node as it is settled (``on_step`` of
-    :meth:`pathweave.query.retriever.Retriever.stream`): one line, indented by its depth,
-    before the whole tree is printed with the result."""
-    stdout_console().print(f"  step {'  ' * (node.depth - 1)}{_node_line(node)}", markup=False, highlight=False)
 
 
 def print_tree(out: Console, tree) -> None:

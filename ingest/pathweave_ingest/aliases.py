@@ -191,7 +191,7 @@ def _neighbours(store: GraphStore, ids: Sequence[str], vectors: np.ndarray, k: i
     (``synonyms`` = their (threshold, max per entity), which must cover ``threshold`` and
     ``k``: ingestion's synonymy step, by the vector index or ``gds.knn``) they are read from
     those edges, so the index is not asked a second time for the same neighbours (alias
-    consolidation is a sizeable share of a worker's ingestion; figures in docs/benchmarks.md);
+    consolidation is a sizeable share of a worker's ingestion; figures in docs/benchmarks-history.md);
     otherwise the Entity vector index is asked (:func:`pathweave.store.backends.vector_knn`)."""
     if synonyms and synonyms[0] <= threshold and synonyms[1] >= k:
         by_source: dict[str, list[dict]] = {}

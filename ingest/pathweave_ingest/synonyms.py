@@ -17,7 +17,7 @@ from pathweave.text import alnum_count
 #: ``gds.knn`` (NN-descent) compares all of the tenant's entities whatever changed, while the
 #: vector index costs one search per new entity: GDS runs synonymy only where the new entities
 #: are at least this share of the tenant's (a first or bulk load). Figures on Neo4j 5.26 +
-#: GDS 2.13: see docs/benchmarks.md, "Synonymy on Neo4j".
+#: GDS 2.13: see docs/benchmarks-history.md, "Synonymy on Neo4j".
 TENANT_KNN_SHARE = 0.25
 #: Entity ids or pairs per statement of the synonym cap.
 BATCH = 1000

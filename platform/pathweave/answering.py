@@ -33,7 +33,7 @@ SYSTEM = ("You answer a question from the given sources only. Reply with one JSO
 placeholder value: a small reader (Qwen2.5-Coder-1.5B) copied such a placeholder as its answer
 and answered far more often with a sentence than with this wording and :data:`ANSWER_REMINDER`.
 There is deliberately no ``"reasoning"`` field before ``answer`` (chain of thought): it made the
-small reader both worse and several times slower. Figures in docs/benchmarks.md, section
+small reader both worse and several times slower. Figures in docs/benchmarks-history.md, section
 "Figures moved from the code's docstrings"."""
 
 ANSWER_REMINDER = "Give the short answer only, not a sentence."

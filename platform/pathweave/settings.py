@@ -206,7 +206,7 @@ class StoreSettings(_Section):
 class ModelSettings(_Section):
     """Section ``models`` (``PATHWEAVE_MODELS_<FIELD>``): the embedder, the extractor's spaCy
     pipeline and the device they run on. The default embedder and why: README,
-    docs/benchmarks.md."""
+    docs/benchmarks-history.md."""
 
     legacy_env_prefix: ClassVar[str | None] = ""
 
@@ -261,7 +261,7 @@ class IngestSettings(_Section):
         "index",
         description="How a batch's new entities find their synonyms: index (a vector index search per new entity) "
                     "or gds (Neo4j + GDS kNN over the tenant for bulk loads, the index otherwise; "
-                    "figures: docs/benchmarks.md).")
+                    "figures: docs/benchmarks-history.md).")
 
 
 class AliasSettings(_Section):
@@ -348,7 +348,7 @@ class SelectionSettings(_Section):
     path_weight: float = Field(
         1.0, ge=0.0,
         description="Weight (>= 0) of the final statement of each reasoning path against a passage's coverage "
-                    "weight; 0 = coverage first (the default's reasons: docs/benchmarks.md).")
+                    "weight; 0 = coverage first (the default's reasons: docs/benchmarks-history.md).")
 
 
 class RetrievalSettings(_Section):
@@ -359,7 +359,7 @@ class RetrievalSettings(_Section):
     lexical hits, then runs PPR over the tenant's graph; stage 2 beam-searches reasoning
     paths in the subgraph G_sub of the best stage-1 passages and re-ranks G_sub's passages
     with a second PPR seeded by the paths' entities. Measured figures behind the defaults:
-    docs/benchmarks.md."""
+    docs/benchmarks-history.md."""
 
     legacy_env_prefix: ClassVar[str | None] = "PROPRAG_"
 
@@ -449,7 +449,7 @@ class WorkerSettings(_Section):
     and the extractor batch more passages per call. A task of several groups keeps three in
     flight (extraction of the next, embedding of this one, writes and links of the
     previous), so its stages overlap; smaller tasks report progress more finely
-    (throughput: docs/benchmarks.md). The timeouts are related (checked): the longest retry
+    (throughput: docs/benchmarks-history.md). The timeouts are related (checked): the longest retry
     countdown at most half the visibility timeout, the lease below it."""
 
     legacy_env_prefix: ClassVar[str | None] = ""
@@ -670,7 +670,7 @@ class SelectorSettings(_Section):
     latency (ms): accuracy first, tokens and latency decide between combinations of (nearly)
     equal accuracy. Two action combinations of one query whose utilities differ by no more
     than ``min_margin`` are a tie (no preference pair): latency noise alone never ranks two
-    combinations that send the same context (the noise: docs/benchmarks.md). Training is
+    combinations that send the same context (the noise: docs/benchmarks-history.md). Training is
     deterministic (``seed``).
     """
 
@@ -698,7 +698,7 @@ class PruneRAGSettings(_Section):
     """Section ``prunerag`` (``PATHWEAVE_PRUNERAG_*``): PruneRAG (spec §4, paper defaults).
     Keeping the root's own passages in the aggregation is our improvement over the
     reference; ``aggregate_docs`` bounds the aggregation prompt (up to 7 nodes) on CPU, where
-    prompt tokens are slow (docs/benchmarks.md)."""
+    prompt tokens are slow (docs/benchmarks-history.md)."""
 
     top_k: int = Field(5, description="Passages retrieved per node (PropRAG).")
     max_depth: int = Field(3, description="Depth of the tree (root = 1).")
@@ -751,7 +751,7 @@ class AprSettings(_Section):
     session_memory: Literal["session", "tenant"] = Field(
         "session",
         description="Where a session's follow-up questions take their questions and answers channels from: session "
-                    "(its own runs) or tenant (the tenant's); the default's reasons: docs/benchmarks.md.")
+                    "(its own runs) or tenant (the tenant's); the default's reasons: docs/benchmarks-history.md.")
     facts_source: Literal["proprag", "index"] = Field(
         "proprag", description="Candidates of the facts channel: proprag (the fact runs of PropRAG's top "
                                "facts_passages passages) or index (the run vector index's nearest runs).")

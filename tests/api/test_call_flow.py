@@ -1,6 +1,7 @@
-"""How a question travels (issue 33): followed through its calls from the CLI's ``query`` and
-the API's ``POST /v1/query``, a proprag question returns to no file it has left more than
-once, and never passes through ``ingest/``.
+"""How a question travels: followed through its calls from the CLI's ``query`` and the API's
+``POST /v1/query``, a question of every mode, as one body and streamed, enters the core once
+(``Retriever.run``), returns to no file it has left more than once, and never passes
+through ``ingest/``; the route, the CLI and the MCP tools branch on no mode.
 
 "Returns to a file it has left": a call into a file of Pathweave that is already on the call
 stack below another of Pathweave's files (A -> B -> A: a mode reaching back into its
@@ -36,6 +37,7 @@ class CallFlow:
         self.stacks: dict[int, list[str | None]] = {}
         self.returns: dict[str, set[str]] = {}
         self.files: set[str] = set()
+        self.runs = 0  # calls of Retriever.run, the core's one entry of a query
         self.active = True  # counting (the stacks are kept either way)
 
     def __call__(self, frame, event: str, arg) -> None:
@@ -48,6 +50,8 @@ class CallFlow:
             return
         name = frame.f_code.co_filename
         own = name.startswith(SOURCES) and "/tests/" not in name
+        if own and self.active and frame.f_code.co_qualname == "Retriever.run":
+            self.runs += 1
         if own and self.active:
             ours = [f for f in stack if f is not None]
             if ours and ours[-1] != name and name in ours:
@@ -88,27 +92,66 @@ def test_a_question_from_the_cli_returns_to_no_file_more_than_once(client, new_t
         _check(flow)
 
 
+STREAMED = {"answer": True, "stream": True}
+
+
 def test_a_question_through_the_api_returns_to_no_file_more_than_once(
-        new_tenant, ingest, docs, settings, api_settings, worker_settings, runtime):
+        new_tenant, ingest, docs, settings, api_settings, worker_settings, runtime, monkeypatch):
+    """Every mode, as one JSON body and as a stream (an answer streamed token by token, a
+    PruneRAG tree node by node; the model's replies scripted): the request enters the core
+    once (``Retriever.run``) and returns to no file it has left more than once."""
     from fastapi.testclient import TestClient
 
+    from llm_scripted import ScriptedClient, two_level_tree
+    from pathweave.model import MODES
     from pathweave_api.app import create_app
 
     tenant, headers = new_tenant("flow-api")
     assert ingest(headers, docs["core"])["status"] == "done"
-    body = {"question": QUESTION, "mode": "proprag", "token_budget": 200}
-    with CallFlow() as flow:
-        flow.active = False
-        # a fresh app under the profiler: its worker threads start traced; counted: the request
-        with TestClient(create_app(settings, api_settings, worker_settings, runtime=runtime)) as fresh:
-            flow.active = True
-            response = fresh.post("/v1/query", headers=headers, json=body)
+    bodies = [{"mode": mode, **({"token_budget": 200} if mode in ("proprag", "dense") else {})}
+              for mode in RETRIEVAL_ONLY]
+    bodies += [{"mode": "proprag", **STREAMED}, {"mode": "prunerag", "stream": True}]
+    assert {body["mode"] for body in bodies} == set(MODES)
+    for body in bodies:
+        replies = two_level_tree() if body["mode"] == "prunerag" else ['Warsaw lies on the Vistula [1].']
+        monkeypatch.setattr(runtime, "_llm", ScriptedClient(replies))
+        with CallFlow() as flow:
             flow.active = False
-    assert response.status_code == 200, response.text
-    assert any(f.endswith("/routers/query.py") for f in flow.files)
-    assert any(f.endswith("/retrieval/proprag.py") for f in flow.files)
-    assert any(f.endswith("/retrieval/strategy.py") for f in flow.files)
-    _check(flow)
+            # a fresh app under the profiler: its worker threads start traced; counted: the request
+            with TestClient(create_app(settings, api_settings, worker_settings, runtime=runtime)) as fresh:
+                flow.active = True
+                response = fresh.post("/v1/query", headers=headers, json={"question": QUESTION, **body})
+                flow.active = False
+        assert response.status_code == 200, (body, response.text)
+        if body.get("stream"):
+            assert "event: answer" in response.text, response.text[-500:]
+        assert flow.runs == 1, (body, flow.runs)
+        assert any(f.endswith("/routers/query.py") for f in flow.files)
+        assert any(f.endswith("/query/retriever.py") for f in flow.files)
+        _check(flow)
+
+
+def test_the_route_the_cli_and_the_mcp_tools_have_no_mode_of_their_own():
+    """What a mode does is the core's (its strategy, :meth:`Retriever.run`): the query route,
+    the CLI's commands and the MCP tools read no mode's capabilities and compare no mode's
+    name, so a new mode is one strategy module and its registration."""
+    import ast
+
+    from pathweave.model import MODES
+
+    capabilities = {"has_steps", "answers_itself", "needs_llm"}
+    found = []
+    for part in ("api/pathweave_api/routers/query.py", "api/pathweave_cli/main.py", "api/pathweave_cli/render.py",
+                 "api/pathweave_api/mcp_server.py"):
+        for node in ast.walk(ast.parse((ROOT / part).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in capabilities:
+                found.append(f"{part}:{node.lineno} .{node.attr}")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "strategy":
+                found.append(f"{part}:{node.lineno} strategy(...)")
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in MODES
+                                                     for c in [node.left, *node.comparators]):
+                found.append(f"{part}:{node.lineno} compares a mode's name")
+    assert found == []
 
 
 def _check_ingestion(flow: CallFlow) -> None:

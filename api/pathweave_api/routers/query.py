@@ -80,13 +80,14 @@ def read_after(store, bookmarks: list[str]) -> None:
         raise ApiProblem(422, f"consistency: not a bookmark of this store ({exc.code})", "validation-error") from None
 
 
-def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: str, **options):
-    """``retriever.<how>(req, access=access, **options)`` (``query`` or ``stream``) for ``tenant``, after
-    the bookmarks of ``req.consistency`` (a restricted ``access``: also after the leader's
-    state, one read of the graph version there, whatever bookmarks it gave), with the core's errors as problems: its
-    :class:`~pathweave.errors.BadRequest` a 422 (``not-applicable`` for an option the mode
-    does not use; the CLI exits 2 with the same message), another embedder's tenant a 409,
-    one being re-embedded a 503, no LLM to be had a 503 ``llm-unavailable``."""
+def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, on_event=None):
+    """``retriever.run(req, access, on_event)`` (:meth:`pathweave.query.retriever.Retriever.run`)
+    for ``tenant``, after the bookmarks of ``req.consistency`` (a restricted ``access``: also
+    after the leader's state, one read of the graph version there, whatever bookmarks it
+    gave), with the core's errors as problems: its :class:`~pathweave.errors.BadRequest` a
+    422 (``not-applicable`` for an option the mode does not use; the CLI exits 2 with the same
+    message), another embedder's tenant a 409, one being re-embedded a 503, no LLM to be had a
+    503 ``llm-unavailable``. Returns the result."""
     from pathweave.embedding.embedder_record import EmbedderMismatch
     from pathweave.errors import BadRequest, LLMUnavailable, NotApplicable
 
@@ -95,7 +96,8 @@ def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: s
         read_after(retriever.store, req.consistency)
     svc.reader_store(tenant, access)  # a restricted caller: after the leader's state too
     try:
-        return _unless_reembedding(svc.guard, functools.partial(getattr(retriever, how), access=access, **options), req)
+        return _unless_reembedding(svc.guard, functools.partial(retriever.query, access=access, on_event=on_event),
+                                   req)
     except BadRequest as exc:
         raise ApiProblem(422, str(exc), "not-applicable" if isinstance(exc, NotApplicable)
                          else "validation-error") from None
@@ -106,12 +108,12 @@ def _retrieve(svc: Services, tenant: str, req: QueryBody, access: Access, how: s
 
 
 def run_query(svc: Services, tenant: str, req: QueryBody, access: Access = UNRESTRICTED) -> QueryResponse:
-    """Run the query (:meth:`pathweave.query.retriever.Retriever.query`: with ``answer``
-    or mode ``prunerag``, also the LLM's answer) and build the ``QueryResponse`` from the
-    cited result alone (:meth:`QueryResponse.from_result`), from what ``access`` may read
+    """Run the query (:meth:`pathweave.query.retriever.Retriever.run`: with ``answer`` or
+    mode ``prunerag``, also the LLM's answer) and build the ``QueryResponse`` from the cited
+    result alone (:meth:`QueryResponse.from_result`), from what ``access`` may read
     (:mod:`pathweave_api.callers`); errors as :func:`_retrieve` says."""
     started = time.perf_counter()
-    return answered(req, _retrieve(svc, tenant, req, access, "query"), started)
+    return answered(req, _retrieve(svc, tenant, req, access), started)
 
 
 def answered(req: QueryBody, result, started: float) -> QueryResponse:
@@ -129,16 +131,14 @@ def answered(req: QueryBody, result, started: float) -> QueryResponse:
 
 
 class _Feed:
-    """What a thread of its own produces (a model's pieces, a tree's nodes), handed to the
-    event loop as it comes: the request awaits :meth:`get` with no pool thread waiting the
-    seconds a token or a node may take. ``left``: set once the reader is gone (it stopped
-    waiting); ``ended``: set once the producer returned."""
+    """What the query's thread produces (its events), handed to the event loop as it comes:
+    the request awaits :meth:`get` with no pool thread waiting the seconds a token or a node
+    may take. ``left``: set once the reader is gone (it stopped waiting)."""
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._items: asyncio.Queue = asyncio.Queue()
         self.left = threading.Event()
-        self.ended = threading.Event()
 
     def put(self, item) -> None:
         """Hand ``item`` to the reader (from any thread)."""
@@ -149,12 +149,7 @@ class _Feed:
 
     def start(self, produce, name: str) -> None:
         """Run ``produce()`` in a new thread, in the caller's context (its trace)."""
-        def run() -> None:
-            try:
-                produce()
-            finally:
-                self.ended.set()
-        threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
+        threading.Thread(target=contextvars.copy_context().run, args=(produce,), name=name, daemon=True).start()
 
     async def get(self):
         """The next item; a reader cancelled meanwhile (the client left) sets ``left``."""
@@ -165,55 +160,9 @@ class _Feed:
             raise
 
 
-async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Access):
-    """``POST /v1/query`` answered as Server-Sent Events: ``retrieval`` (the response
-    without its answer), one ``token`` event (``{"text": piece}``) per piece of the answer
-    as the model writes it, then ``answer`` (the whole response: the answer with its
-    citations, the timings). The model's pieces come from a thread of their own; a client
-    that disconnects, or stops reading for ``api.stream_send_timeout_s``, closes the model's
-    request (its generation stops) and the record is written with what was answered. Errors before the first event are problem documents."""
-    import anyio
-    from sse_starlette.sse import EventSourceResponse
-
-    from pathweave.query.modes import strategy
-
-    started = time.perf_counter()
-    if strategy(req.mode).has_steps:
-        return await stream_steps(svc, tenant, req, access, started)
-    streamed = await run_in_threadpool(_retrieve, svc, tenant, req, access, "stream")
-
-    async def events():
-        feed = None
-        try:
-            yield {"event": "retrieval", "data": QueryResponse.from_result(streamed.retrieval.result).model_dump_json()}
-            if streamed.answer is not None:
-                feed, done = _Feed(), object()
-
-                def pump() -> None:
-                    try:
-                        for piece in streamed.answer:
-                            feed.put(piece)
-                    finally:
-                        feed.put(done)
-                feed.start(pump, "pathweave-answer-stream")
-                while (piece := await feed.get()) is not done:  # a client leaving cancels the wait at once
-                    yield {"event": "token", "data": json.dumps({"text": piece})}
-            result = await run_in_threadpool(streamed.finish)
-            yield {"event": "answer", "data": answered(req, result, started).model_dump_json()}
-        finally:  # the client left (or the stream failed): stop the model, then keep the record of what was said
-            if streamed.answer is not None:
-                streamed.answer.close()
-            with anyio.CancelScope(shield=True):
-                if feed is not None:
-                    await anyio.to_thread.run_sync(feed.ended.wait, 30.0)
-                await run_in_threadpool(streamed.finish)  # once: a finished query returns at once
-
-    headers = {TRACE_HEADER: streamed.retrieval.result.trace_id} if streamed.retrieval.result.trace_id else None
-    return EventSourceResponse(events(), headers=headers, send_timeout=svc.api.stream_send_timeout_s)
-
-
 class _ClientLeft(Exception):
-    """Raised into a query whose streamed steps nobody reads any more: its work stops."""
+    """Raised into a query whose streamed events nobody reads any more: its work stops (a
+    streamed answer is closed, the record keeps what was answered)."""
 
 
 def step_event(node, parent_id: str | None) -> dict:
@@ -225,28 +174,44 @@ def step_event(node, parent_id: str | None) -> dict:
         "passage_ids": [hit.passage_id for hit in node.passages]})}
 
 
-async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Access, started: float):
-    """A query of a mode with steps (PruneRAG) as Server-Sent Events: one ``step`` event per
-    tree node as it is settled (:func:`step_event`), then ``retrieval`` and ``answer`` as
-    :func:`stream_query` sends them. The query runs in a thread of its own (in the request's
-    trace) and hands each step to the event loop, so no pool thread waits for the model; a
-    client that leaves stops it at its next node (no record is written unless the tree was
-    settled already). Errors before the first event are problem documents; one after it is an
-    ``error`` event (a problem document) that ends the stream."""
+def sse_event(event, req: QueryBody, started: float) -> dict:
+    """The Server-Sent Event of a query event (:class:`pathweave.query.events.QueryEvent`):
+    ``step`` (:func:`step_event`), ``retrieval`` (the response without its answer),
+    ``token`` (``{"text": piece}``) and ``answer`` (the whole response, its query counted)."""
+    if event.kind == "step":
+        return step_event(event.node, event.parent_id)
+    if event.kind == "token":
+        return {"event": "token", "data": json.dumps({"text": event.text})}
+    if event.kind == "retrieval":
+        return {"event": "retrieval", "data": QueryResponse.from_result(event.result).model_dump_json()}
+    return {"event": "answer", "data": answered(req, event.result, started).model_dump_json()}
+
+
+async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Access):
+    """``POST /v1/query`` answered as Server-Sent Events, one per event of the query
+    (:func:`sse_event`): for every mode, in the order the core tells them. The query runs in
+    a thread of its own (in the request's trace) and hands each event to the event loop, so
+    no pool thread waits for the model. A client that disconnects, or stops reading for
+    ``api.stream_send_timeout_s``, stops the query at its next event (a streamed answer is
+    closed: its generation stops; the record keeps what was answered, and a tree not settled
+    yet writes none). Errors before the first event are problem documents; one after it is
+    an ``error`` event (a problem document) that ends the stream."""
     from sse_starlette.sse import EventSourceResponse
 
     from pathweave.telemetry import current_trace_id
 
-    feed = _Feed()
+    started = time.perf_counter()
+    feed, done = _Feed(), object()
 
-    def on_step(node, parent_id: str | None) -> None:
+    def on_event(event) -> None:
         if feed.left.is_set():
             raise _ClientLeft()
-        feed.put(("step", step_event(node, parent_id)))
+        feed.put(("event", event))
 
     def run() -> None:
         try:
-            feed.put(("done", _retrieve(svc, tenant, req, access, "stream", on_step=on_step)))
+            _retrieve(svc, tenant, req, access, on_event)
+            feed.put(("done", done))
         except BaseException as exc:  # noqa: BLE001 - handed to the request (or dropped: the client left)
             feed.put(("failed", exc))
 
@@ -255,33 +220,26 @@ async def stream_steps(svc: Services, tenant: str, req: QueryBody, access: Acces
         return {"event": "error", "data": json.dumps({"type": f"urn:pathweave:problem:{problem.kind}",
                                                       "status": problem.status, "detail": problem.detail})}
 
-    feed.start(run, "pathweave-steps")
-    first = await feed.get()  # a client leaving before the first step stops the tree
+    feed.start(run, "query-stream")  # the request's own work (not a background thread of the app)
+    first = await feed.get()  # a client leaving before the first event stops the query
     if first[0] == "failed":
+        feed.left.set()
         raise first[1]
 
     async def events():
         kind, item = first
         try:
-            while kind == "step":
-                yield item
-                kind, item = await feed.get()
-            if kind == "failed":
+            while kind == "event":
+                yield sse_event(item, req, started)
+                kind, item = await feed.get()  # a client leaving cancels the wait at once
+            if kind == "failed" and not isinstance(item, _ClientLeft):
                 yield problem_event(item)
-                return
-            try:
-                result = await run_in_threadpool(item.finish)
-                retrieval = QueryResponse.from_result(result.model_copy(update={"answer": None})).model_dump_json()
-                whole = answered(req, result, started).model_dump_json()
-            except Exception as exc:  # noqa: BLE001 - said as the stream's last event
-                yield problem_event(exc)
-                return
-            yield {"event": "retrieval", "data": retrieval}
-            yield {"event": "answer", "data": whole}
-        finally:
+        finally:  # the client left (or the stream ended): the query stops at its next event
             feed.left.set()
 
-    trace_id = current_trace_id()  # the request's trace (an instrumented service), which the query's joins
+    # the query's trace: the retrieval's, else the request's (an instrumented service), which the query's joins
+    trace_id = getattr(first[1].result, "trace_id", None) if first[0] == "event" else None
+    trace_id = trace_id or current_trace_id()
     return EventSourceResponse(events(), headers={TRACE_HEADER: trace_id} if trace_id else None,
                                send_timeout=svc.api.stream_send_timeout_s)
 

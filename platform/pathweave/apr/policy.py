@@ -297,7 +297,7 @@ def train_policy(features: np.ndarray, utilities: np.ndarray, settings: Selector
 
     previous_threads = torch.get_num_threads()
     # one intra-op thread: the network is tiny and threads only wait on each other (on a
-    # loaded small machine two threads were many times slower; see docs/benchmarks.md)
+    # loaded small machine two threads were many times slower; see docs/benchmarks-history.md)
     torch.set_num_threads(1)
     try:
         report = _dpo_epochs(policy, x, y_pos, y_neg, ref_pos, ref_neg, settings, progress)

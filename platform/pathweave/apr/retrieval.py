@@ -136,7 +136,7 @@ def fact_candidates(resources, question: str, passages: int) -> tuple[list[str],
     for ``question`` (nothing written), in their passages' order, and those passages best
     first, texts and citations included (the mode returns them without reading them again)."""
     request = QueryRequest.of(question, mode="proprag", k=passages)
-    hits = PropRAGMode().search(resources, request, False).result.passages
+    hits = PropRAGMode().search(resources, request).result.passages
     ranked = {hit.passage_id: hit.score for hit in hits}
     order = {pid: i for i, pid in enumerate(ranked)}
     rows = resources.store.run("apr_passage_fact_runs", ids=list(ranked))
@@ -151,7 +151,7 @@ def passage_ranking(fine_ranked: Sequence["Ranked"], proprag: dict[str, float] |
     score picks and orders the runs the prompt carries. Otherwise (the run index's facts
     channel, the paper's) the passages of the fact runs by their best run's fine score
     (spec §3). PropRAG's order is the default because it ranked best on MuSiQue (figures:
-    docs/benchmarks.md)."""
+    docs/benchmarks-history.md)."""
     if proprag is not None:
         return dict(proprag)
     fine: dict[str, float] = {}
@@ -387,7 +387,7 @@ class APRMode(RetrievalMode):
 
     name = "apr"
 
-    def search(self, resources, request, record: bool, access: Access = UNRESTRICTED) -> Retrieval:
+    def search(self, resources, request, access: Access = UNRESTRICTED) -> Retrieval:
         import time
 
         from pathweave.model import QueryResult
@@ -398,7 +398,7 @@ class APRMode(RetrievalMode):
                                 "prunerag")
 
         started = time.perf_counter()
-        outcome = retrieve(resources, request.question, request.session_id, write_record=record)
+        outcome = retrieve(resources, request.question, request.session_id)
         topology = resources.topology()
         ranked = list(outcome.passage_scores.items())[:request.k]
         result = QueryResult(query_id=outcome.query_id, question=request.question, mode="apr", passages=[],
@@ -408,8 +408,6 @@ class APRMode(RetrievalMode):
         else:
             result.passages = resources.passage_hits(resources.reader(topology), [p for p, _ in ranked],
                                                      [s for _, s in ranked])
-        if record:
-            resources.submit_record(result)  # SELECTED passages, like every mode
         result.timings_ms = {"total": round((time.perf_counter() - started) * 1000, 2)}
         return Retrieval(result, None, outcome.query, outcome)
 
@@ -424,5 +422,9 @@ class APRMode(RetrievalMode):
         result.answer = answer
 
     def write_record(self, resources, retrieval: Retrieval) -> None:
-        retrieval.state.record(retrieval.result.answer.text or None)  # the answer run (spec §3)
+        """The query's APR record first (its runs and session links, and the answer run from
+        the LLM's answer, else from the selected evidence; spec §3), then its reasoning
+        record (SELECTED passages, like every mode's)."""
+        answer = retrieval.result.answer
+        retrieval.state.record(answer.text or None if answer is not None else None)
         resources.submit_record(retrieval.result)

@@ -16,7 +16,7 @@ Cosine scales differ between models: MiniLM's 0.8 between two entity names is no
 0.8. :attr:`EmbeddingModel.calibration` holds each model's values of the settings that are
 cosine thresholds, derived from the 2Wiki corpus (no questions) by quantile matching against
 MiniLM's spec defaults (``pathweave bench calibrate``; the values and how they were derived:
-docs/benchmarks.md). A setting given explicitly (environment or ``pathweave.toml``) wins.
+docs/benchmarks-history.md). A setting given explicitly (environment or ``pathweave.toml``) wins.
 """
 
 from __future__ import annotations

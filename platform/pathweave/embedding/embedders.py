@@ -141,7 +141,7 @@ class ShardedEncoder:
 def _limit_blas() -> None:
     """numpy/scipy's OpenBLAS on one thread, for good: their worker threads spin after each
     call and took cores from the embedder's shards, which slowed PropRAG queries noticeably
-    (figures in docs/benchmarks.md); limiting per query and restoring did not hold once
+    (figures in docs/benchmarks-history.md); limiting per query and restoring did not hold once
     other threads had used OpenBLAS, so the process keeps one BLAS thread."""
     from threadpoolctl import threadpool_limits
 
@@ -183,7 +183,7 @@ class Embedder(ShardedEncoder):
     threads at every one of the ~100 operators of a forward pass; on a small machine where
     the store server or another query holds a core, each of those barriers waits for a
     descheduled thread, which made a short query many times slower (figures in
-    docs/benchmarks.md). Per-sequence shards only meet at the end.
+    docs/benchmarks-history.md). Per-sequence shards only meet at the end.
 
     ``encode(texts)`` -> ``(len(texts), dim)`` float32. Thread-safe.
 
@@ -269,7 +269,7 @@ class OnnxEmbedder(ShardedEncoder):
     ``tokenizer.json`` (the ``tokenizers`` library) and mean pooling, float32. Neither torch
     nor sentence-transformers is imported, so a process that only queries (``pathweave
     query``) starts several times faster (those two imports dominate its start-up; figures
-    in docs/benchmarks.md). Same vectors as :class:`Embedder` in float32 (cosine >= 0.9999).
+    in docs/benchmarks-history.md). Same vectors as :class:`Embedder` in float32 (cosine >= 0.9999).
 
     ``encode(texts)`` -> ``(len(texts), dim)`` float32, L2-normalized; sequences longer than
     the model's ``max_seq_length`` tokens are truncated, as sentence-transformers does.

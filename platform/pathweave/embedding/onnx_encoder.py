@@ -4,7 +4,7 @@ The packaged sentence-transformers model is exported once with ``torch.onnx.expo
 its local weights (nothing is downloaded) into ``<data_dir>/models/`` and then run by ONNX
 Runtime instead of PyTorch eager: same weights and arithmetic (cosine to the PyTorch vectors
 >= 0.99999), about half the time per forward pass for the short batches a query makes
-(figures in docs/benchmarks.md). Only the transformer is exported; token ids come from
+(figures in docs/benchmarks-history.md). Only the transformer is exported; token ids come from
 the model's own tokenizer and mean pooling is applied here, so only models made of
 ``Transformer -> mean Pooling [-> Normalize]`` qualify (:func:`supports`).
 """
@@ -59,7 +59,7 @@ def export(model_dir: Path, cache_dir: Path, timeout_s: float = 600.0) -> Path:
     read a partial file). Returns its path.
 
     The export runs in a child Python process (``python -m pathweave.embedding.onnx_encoder``): a
-    process that exports keeps the exporter's heap for good (figures in docs/benchmarks.md), and
+    process that exports keeps the exporter's heap for good (figures in docs/benchmarks-history.md), and
     the first process to start on a data dir is often a long-lived API replica or worker. Raises
     ``RuntimeError`` when the export fails or takes longer than ``timeout_s`` seconds."""
     import subprocess

@@ -9,7 +9,7 @@ numbered sentences (spaCy's rule-based sentencizer) and the output holds exactly
 of at least one proposition per sentence (``minItems = maxItems`` = the sentence count). Asked
 for a free list, Qwen2.5-Coder-1.5B often stopped after the first sentence and kept fewer
 propositions and fewer of the gold hop answers than with the groups (``pathweave bench
-extract``, figures in docs/benchmarks.md). Each
+extract``, figures in docs/benchmarks-history.md). Each
 proposition is then made :func:`.base.self_contained` (a leading pronoun becomes the title; a
 statement not naming the title is prefixed with it) and keeps only the entities its text
 names; the passage's entities are those of its propositions and triples, typed by spaCy's

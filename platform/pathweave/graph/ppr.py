@@ -29,7 +29,7 @@ class Walk:
     """A transition matrix prepared for power iteration: ``transposed`` ``(n, n)`` CSR
     float64 (``T^T``, so one iteration is one CSR mat-vec) and the ``dangling`` ``(n,)``
     bool mask of rows without edges. Built once per graph (snapshot), not per query:
-    transposing the graph costs more than the PPR iterations themselves (docs/benchmarks.md)."""
+    transposing the graph costs more than the PPR iterations themselves (docs/benchmarks-history.md)."""
 
     transposed: sp.csr_matrix
     dangling: np.ndarray
@@ -51,7 +51,7 @@ def personalized_pagerank(
     prepared :class:`Walk`; ``reset``: ``(n,)`` non-negative seed weights, normalized here
     to sum 1. Iterates ``p <- (1-d) r + d (p T + (p . dangling) r)`` until the L1 change
     is below ``tol`` (default 1e-6: the top passages' order is that of a far tighter solve,
-    in fewer iterations than 1e-8; docs/benchmarks.md). Raises
+    in fewer iterations than 1e-8; docs/benchmarks-history.md). Raises
     ValueError when ``reset`` has no positive mass.
     """
     reset = np.asarray(reset, dtype=np.float64)

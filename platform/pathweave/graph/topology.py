@@ -27,13 +27,13 @@ last version's when a query needs them: only the rows of what changed are replac
 the co-occurrence counts move by the changed propositions' own products, and the PPR
 graph is the last one shifted (passages after the new entities) plus the change, not
 re-stacked from scratch (keeping the SYNONYM edges as arrays and not re-stacking made a
-one-passage change markedly cheaper on a large tenant; figures in docs/benchmarks.md).
+one-passage change markedly cheaper on a large tenant; figures in docs/benchmarks-history.md).
 
 :class:`FrontierTopology` is the same structure holding only what queries' frontiers
 read (:mod:`pathweave.graph.frontier`): the default of a query process (``query.topology``).
 
 Memory: a few integers per edge (the SYNONYM edges are two arrays, not a dict of Python
-tuples; :attr:`Topology.bytes` estimates it, figures in docs/benchmarks.md); tenants unused
+tuples; :attr:`Topology.bytes` estimates it, figures in docs/benchmarks-history.md); tenants unused
 for ``idle_s`` or beyond ``max_tenants`` or the cache's byte bound are evicted from
 :class:`TopologyCache`.
 """

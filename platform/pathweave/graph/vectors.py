@@ -4,7 +4,7 @@ Every embedded node keeps its vector twice: ``embedding`` (a float list, what th
 store's vector index is built on) and ``vec`` (this encoding, what queries read back).
 Over Bolt the neo4j driver decodes a 384-float list or a byte array in Python, slowly for
 every row; the same vector as one 2,048-character string decodes an order of magnitude faster
-(figures in docs/benchmarks.md, section "Figures moved from the code's docstrings").
+(figures in docs/benchmarks-history.md, section "Figures moved from the code's docstrings").
 """
 
 from __future__ import annotations

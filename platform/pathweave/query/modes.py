@@ -24,3 +24,9 @@ STRATEGIES: dict[str, RetrievalMode] = {
 def strategy(mode: str) -> RetrievalMode:
     """The strategy of ``mode``; KeyError for an unknown name (requests are checked before)."""
     return STRATEGIES[mode]
+
+
+def needs_llm(request) -> bool:
+    """Whether the checked ``request`` needs an LLM: it asks for an answer, or its mode cannot
+    search without one (PruneRAG)."""
+    return bool(request.answer) or STRATEGIES[request.mode].needs_llm

@@ -1,7 +1,10 @@
-"""The query entry point: :class:`Retriever` checks a request, hands it to its mode's
-strategy (:mod:`pathweave.query.modes`) with the query resources
-(:mod:`pathweave.retrieval.resources`), runs the answer step when asked and writes the
-reasoning record back to the graph (by default).
+"""The query entry point: :meth:`Retriever.run` is a query's whole life, for every mode and
+for streaming alike. It checks a request, hands it to its mode's strategy
+(:mod:`pathweave.query.modes`; strategies only retrieve) with the query resources
+(:mod:`pathweave.retrieval.resources`), cites the result, runs the answer step when asked
+and writes the reasoning record back to the graph (by default), telling its caller each
+event as it happens (:mod:`pathweave.query.events`). The API, the CLI and the MCP tools
+only turn those events into their own form.
 
 Per proprag query the store answers: the vector searches (run concurrently; the first
 reads the graph version, and after a change the topology reads the change records:
@@ -18,12 +21,14 @@ from pathweave.access import UNRESTRICTED, Access
 from pathweave.model import Mode, QueryResult
 from pathweave.records.citations import cite_result
 from pathweave.records.reasoning import read_reasoning_record
-from pathweave.query.modes import strategy as mode_strategy
+from pathweave.query.events import OnEvent, QueryEvent
+from pathweave.query.modes import needs_llm, strategy as mode_strategy
 from pathweave.retrieval.request import QueryRequest
 from pathweave.retrieval.resources import QueryResources
 from pathweave.retrieval.strategy import Retrieval, RetrievalMode
 from pathweave.settings import Settings
-from pathweave.telemetry import TRACER, current_trace_id, in_span, traced
+from pathweave.telemetry import TRACER, current_trace_id, traced
+from pathweave.retrieval.stopwatch import Stopwatch
 from pathweave.store.graph_store import GraphStore
 from pathweave.graph.topology import TopologyCache
 
@@ -83,128 +88,113 @@ class Retriever:
         return time.perf_counter() - started
 
     def query(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
-              access: Access = UNRESTRICTED, **options) -> QueryResult:
-        """The :class:`~pathweave.model.QueryResult` of :meth:`search`."""
-        return self.search(question, mode, k, access=access, **options).result
+              access: Access = UNRESTRICTED, on_event: OnEvent | None = None, **options) -> QueryResult:
+        """The :class:`~pathweave.model.QueryResult` of :meth:`run`, for a
+        :class:`~pathweave.retrieval.request.QueryRequest` or a question with the request's
+        options as keywords."""
+        return self.run(request_of(question, mode, k, **options), access, on_event).result
 
     def search(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
-               access: Access = UNRESTRICTED, on_step=None, **options) -> Retrieval:
-        """Run one query: a :class:`~pathweave.retrieval.request.QueryRequest`, or a question
-        with the request's options as keywords (``token_budget``, ``selection_method``,
-        ``context_style``, ``session_id``, ``answer``, ``write_record``).
+               access: Access = UNRESTRICTED, **options) -> Retrieval:
+        """:meth:`run` without events, for a request or a question with the request's options
+        as keywords (``token_budget``, ``selection_method``, ``context_style``, ``session_id``,
+        ``answer``, ``write_record``): the result with the subgraph and ``(d,)`` query vector
+        it used."""
+        return self.run(request_of(question, mode, k, **options), access)
 
-        The mode's strategy (:func:`pathweave.query.modes.strategy`) retrieves; with
-        ``answer`` the mode's answer step follows (one LLM call; PruneRAG answers through its
-        tree anyway); then the reasoning record is written unless ``write_record`` is False
-        (default: setting ``query.write_reasoning``). The result comes back cited: every
-        passage and context line carries its reference. Returns the result with the subgraph
-        and ``(d,)`` query vector it used. ``access``: what the caller may read
-        (:mod:`pathweave.access`); every mode retrieves, answers and records from that only
-        (mode apr refuses a restricted caller). ``on_step``: hears of the steps of a mode that
-        has them as they are taken (PruneRAG's tree nodes,
-        :data:`~pathweave.retrieval.prunerag.OnStep`); what it raises ends the query. Raises
-        :class:`~pathweave.errors.BadRequest` / :class:`~pathweave.errors.NotApplicable` on a
-        bad request (nothing read or written) and :class:`~pathweave.errors.LLMUnavailable`
-        when a mode or the answer needs an LLM and none can be had.
-        """
-        request = question.check() if isinstance(question, QueryRequest) else \
-            QueryRequest.of(question, mode=mode, k=k, **options)
-        with self._span(request, access) as span:
-            retrieval = self._search(request, access, on_step)
-            retrieval.result.trace_id = retrieval.result.trace_id or current_trace_id()
+    def run(self, request: QueryRequest, access: Access = UNRESTRICTED, on_event: OnEvent | None = None) -> Retrieval:
+        """One query's whole life, for every mode (:mod:`pathweave.query.events`): the
+        request checked; the LLM had when the mode or the answer needs one (before anything
+        is retrieved); the mode's strategy retrieves (:func:`pathweave.query.modes.strategy`;
+        a mode with steps hands each to ``on_event`` as it is settled); the result cited
+        (every passage and context line carries its reference) and handed over as
+        ``retrieval``; with ``answer`` the answer step (a mode that answers itself already
+        did): with ``on_event`` written token by token where the mode answers with the
+        default step (prose citing ``[n]``, :class:`~pathweave.answering.AnswerStream`),
+        else one call; its milliseconds in ``timings_ms["answer"]``; then the reasoning
+        record, unless ``write_record`` is False (default: setting
+        ``query.write_reasoning``), also when ``on_event`` raised meanwhile (it keeps what was
+        answered); ``answer`` last. All of it in the query's span ``pathweave.query``.
+
+        ``access``: what the caller may read (:mod:`pathweave.access`); every mode retrieves,
+        answers and records from that only (mode apr refuses a restricted caller). Returns
+        the :class:`~pathweave.retrieval.strategy.Retrieval` (result, subgraph, ``(d,)``
+        query vector). Raises :class:`~pathweave.errors.BadRequest` /
+        :class:`~pathweave.errors.NotApplicable` on a bad request (nothing read or written),
+        :class:`~pathweave.errors.LLMUnavailable` when an LLM is needed and none can be had,
+        and what ``on_event`` raises."""
+        request = request.check()
+        strategy = mode_strategy(request.mode)
+        client = self.resources.llm_client() if needs_llm(request) else None  # before anything is retrieved
+        emit = on_event or _unheard
+        steps = {"on_step": lambda node, parent_id: emit(QueryEvent("step", node=node, parent_id=parent_id))} \
+            if strategy.has_steps and on_event is not None else {}
+        with self._span(request, access, streamed=on_event is not None) as span:
+            retrieval = strategy.search(self.resources, request, access, **steps)
+            result = retrieval.result
+            cite_result(self.store, result, access)  # passages left uncited, a budgeted context's lines
+            result.trace_id = result.trace_id or current_trace_id()
             if span.is_recording():
-                span.set_attribute("pathweave.query_id", retrieval.result.query_id)
+                span.set_attribute("pathweave.query_id", result.query_id)
+            if on_event is not None:
+                emit(QueryEvent("retrieval", result=result.model_copy(update={"answer": None}, deep=True)))
+            try:
+                if request.answer and not strategy.answers_itself:
+                    self._answer(strategy, retrieval, client, on_event)
+            finally:
+                if request.record(self.settings.query.write_reasoning):
+                    self._record(strategy, retrieval)
+            emit(QueryEvent("answer", result=result))
             return retrieval
 
-    def stream(self, question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, *,
-               access: Access = UNRESTRICTED, on_step=None, **options) -> "StreamedQuery":
-        """Run one query as :meth:`search` does, but leave its answer to be streamed: the
-        retrieval (cited, unanswered, its record not yet written) and, when the request asks
-        for an answer, an :class:`~pathweave.answering.AnswerStream` (prose with ``[n]``
-        citations) to iterate, in any thread; then :meth:`StreamedQuery.finish` puts the
-        answer into the result, writes the record and ends the query's span (the generation's
-        spans are its children). PruneRAG answers through its tree, whole: its query runs as
-        :meth:`search` runs it (``on_step`` hears of the tree's nodes as they are settled) and
-        has no stream, and so does APR (it answers from its compact prompt). Raises as
-        :meth:`search` does."""
+    def _answer(self, strategy: RetrievalMode, retrieval: Retrieval, client, on_event: OnEvent | None) -> None:
+        """The answer step: streamed to ``on_event`` (closed when it raises) where the mode
+        answers with the default step, else the mode's own (one call); its milliseconds added
+        to the result's timings."""
         from pathweave.answering import AnswerStream
 
-        request = question.check() if isinstance(question, QueryRequest) else \
-            QueryRequest.of(question, mode=mode, k=k, **options)
-        strategy = mode_strategy(request.mode)
-        if strategy.answers_itself or not request.answer or type(strategy).answer is not RetrievalMode.answer:
-            # PruneRAG's tree and APR's compact prompt answer their own way: whole
-            return StreamedQuery(self, self.search(request, access=access, on_step=on_step), None, False)
-        client = self.resources.llm_client()  # LLMUnavailable before anything is retrieved
-        span = self._span(request, access, streamed=True, current=False)  # ends in finish()
-        try:
-            with in_span(span):
-                retrieval = strategy.search(self.resources, request, False, access)
-                cite_result(self.store, retrieval.result, access)
-                retrieval.result.trace_id = current_trace_id()
-                answer = AnswerStream(client, retrieval.result)
-        except BaseException:
-            span.end()  # the failure is recorded on it already (by in_span)
-            raise
-        return StreamedQuery(self, retrieval, answer, request.record(self.settings.query.write_reasoning), span)
+        result = retrieval.result
+        if on_event is not None and type(strategy).answer is RetrievalMode.answer:
+            stream = AnswerStream(client, result)
+            pieces = iter(stream)
+            try:
+                for piece in pieces:
+                    on_event(QueryEvent("token", text=piece))
+            finally:  # the caller left (or the stream failed): the model stops, the answer keeps what was said
+                stream.close()
+                for _ in pieces:  # closed: it ends at once, and sets the answer it stopped at
+                    pass
+                result.answer = stream.answer
+        else:
+            with traced("answer", **{"pathweave.stage": "answer"}):
+                strategy.answer(self.resources, retrieval, client)
+        if result.answer is not None:
+            result.timings_ms["answer"] = result.answer.latency_ms
+            result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + result.answer.latency_ms, 2)
 
-    def _span(self, request: QueryRequest, access: Access, streamed: bool = False, current: bool = True):
-        """The query's span ``pathweave.query`` (tenant, mode, k, restricted): made current for
-        a ``with`` block, or (``current`` False) started only, for its owner to end."""
+    def _record(self, strategy: RetrievalMode, retrieval: Retrieval) -> None:
+        """The mode's record step (:meth:`RetrievalMode.write_record`: written now or
+        submitted, as its setting says), its milliseconds as ``timings_ms["record"]``."""
+        clock = Stopwatch()
+        strategy.write_record(self.resources, retrieval)
+        clock("record")
+        timings = retrieval.result.timings_ms
+        timings["record"] = clock.timings["record"]
+        timings["total"] = round(timings.get("total", 0.0) + clock.timings["record"], 2)
+
+    def _span(self, request: QueryRequest, access: Access, streamed: bool = False):
+        """The query's span ``pathweave.query`` (tenant, mode, k, restricted, streamed), made
+        current for a ``with`` block."""
         attributes = {"pathweave.tenant": self.store.tenant, "pathweave.mode": request.mode, "pathweave.k": request.k,
                       "pathweave.restricted": access.restricted, "pathweave.streamed": streamed}
-        if current:
-            return TRACER.start_as_current_span("pathweave.query", attributes=attributes)
-        return TRACER.start_span("pathweave.query", attributes=attributes)
-
-    def _search(self, request: QueryRequest, access: Access, on_step=None) -> Retrieval:
-        strategy = mode_strategy(request.mode)
-        steps = {"on_step": on_step} if on_step is not None and strategy.has_steps else {}
-        record = request.record(self.settings.query.write_reasoning)
-        if request.answer or strategy.needs_llm:
-            self.resources.llm_client()  # LLMUnavailable before anything is retrieved
-        if strategy.answers_itself or not request.answer:
-            retrieval = strategy.search(self.resources, request, record, access, **steps)
-        else:
-            retrieval = strategy.search(self.resources, request, False, access)
-            with traced("answer", **{"pathweave.stage": "answer"}):
-                strategy.answer(self.resources, retrieval, self.resources.llm_client())
-            timings = retrieval.result.timings_ms
-            timings["answer"] = retrieval.result.answer.latency_ms
-            timings["total"] = round(timings.get("total", 0.0) + timings["answer"], 2)
-            if record:
-                strategy.write_record(self.resources, retrieval)
-        cite_result(self.store, retrieval.result, access)  # passages left uncited, a budgeted context's lines
-        return retrieval
+        return TRACER.start_as_current_span("pathweave.query", attributes=attributes)
 
 
-class StreamedQuery:
-    """A query whose answer is streamed (:meth:`Retriever.stream`): ``retrieval`` (its result
-    cited, not yet answered), ``answer`` (an :class:`~pathweave.answering.AnswerStream`, or
-    None when there is nothing to stream) and whether its record is to be written."""
+def request_of(question: str | QueryRequest, mode: Mode = "proprag", k: int = 5, **options) -> QueryRequest:
+    """``question`` when it is a request, else the request of the question, mode, ``k`` and
+    options (unchecked: :meth:`Retriever.run` checks it)."""
+    return question if isinstance(question, QueryRequest) else QueryRequest.of(question, mode=mode, k=k, **options)
 
-    def __init__(self, retriever: Retriever, retrieval: Retrieval, answer, record: bool, span=None) -> None:
-        self.retriever, self.retrieval, self.answer, self.record = retriever, retrieval, answer, record
-        self._span = span  # the query's span, open while its answer streams
-        self._finished = False
 
-    def finish(self) -> QueryResult:
-        """After the stream: the answer (and its milliseconds, ``timings_ms["answer"]``) in
-        the result, the record written when asked, the query's span ended; once (a second
-        call returns the result). Returns the result."""
-        result = self.retrieval.result
-        if self._finished:
-            return result
-        self._finished = True
-        with in_span(self._span, end=True):
-            self._finish(result)
-        return result
-
-    def _finish(self, result: QueryResult) -> None:
-        if self.answer is not None:
-            result.answer = self.answer.answer
-            if result.answer is not None:
-                result.timings_ms["answer"] = result.answer.latency_ms
-                result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + result.answer.latency_ms, 2)
-            if self.record:
-                mode_strategy(result.mode).write_record(self.retriever.resources, self.retrieval)
+def _unheard(event: QueryEvent) -> None:
+    """The events of a query nobody listens to."""

@@ -54,7 +54,7 @@ statement from each of the best passages (reached directly from Q for the top
 more statements as the budget grows. This reaches the context recall of the top-5 passages
 with a fraction of their tokens, and the ILP proves optimality on these small candidate
 graphs (some tens of nodes) within the solver's time limit; figures from ``pathweave bench
-musique --budget 200,400,800`` in docs/benchmarks.md, section "Figures moved from the code's
+musique --budget 200,400,800`` in docs/benchmarks-history.md, section "Figures moved from the code's
 docstrings".
 """
 
@@ -79,7 +79,7 @@ passages themselves are coverage nodes without text, so Q links to what they sta
 PropRAG's stage 2 seeds every passage of its subgraph; 10 = the default
 ``context_passages``, so by default every candidate passage is a seed and only path
 statements from further passages need entities or path steps to connect. Fewer seed passages
-did not give a clearly better context recall on MuSiQue (figures in docs/benchmarks.md)."""
+did not give a clearly better context recall on MuSiQue (figures in docs/benchmarks-history.md)."""
 
 STATEMENTS_PER_PASSAGE = 3
 """Candidate statements per passage: its ``STATEMENTS_PER_PASSAGE`` most query-similar
@@ -88,7 +88,7 @@ statements plus its shortest and its lead one (statements on the top paths are a
 PROPOSITION_SCALE = 0.1
 """Proposition weight scale against the passage coverage weight (0.1 to 1): covering one
 more good passage is worth more than a second statement of a covered one. The smallest
-scale tried gave the best context recall on MuSiQue (figures in docs/benchmarks.md)."""
+scale tried gave the best context recall on MuSiQue (figures in docs/benchmarks-history.md)."""
 
 
 LEAD_WEIGHT = 0.05
@@ -99,7 +99,7 @@ more query-similar. An encyclopedic passage defines its subject in its first sen
 that is where a hop's answer most often stands in MuSiQue's answer passages. The value was
 chosen on MuSiQue with a small reader: with it, the answer is in a small-budget context more
 often and the answer F1 is higher than without the extra weight (figures in
-docs/benchmarks.md, section "Figures moved from the code's docstrings")."""
+docs/benchmarks-history.md, section "Figures moved from the code's docstrings")."""
 
 
 def _without_title(text: str, title: str | None) -> str:

@@ -92,7 +92,7 @@ def weak_passage_seeds(view: TopologyView, hits: list[tuple[str, float]],
     passage ``hits`` (spec §1 step 3, min-max over the top N passages the index returned;
     the rest get 0). Normalizing against the tenant's least similar passage instead costs one
     more vector search per query (with the negated query) and did not improve recall on
-    MuSiQue (figures in docs/benchmarks.md)."""
+    MuSiQue (figures in docs/benchmarks-history.md)."""
     index = [view.passage_index.get(pid, -1) for pid, _ in hits]
     keep = [i for i, p in enumerate(index) if 0 <= p < view.n_passages]
     if not keep:

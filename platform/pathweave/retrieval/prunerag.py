@@ -248,16 +248,14 @@ def build_tree(question: str, client, retrieve: Retrieve, params: PruneRAGSettin
 class PruneRAGMode(RetrievalMode):
     """Retrieval mode ``prunerag`` (spec §4): the tree with every node retrieved by PropRAG;
     the result carries the root's top-k passages, paths and seeds, the tree and the final
-    answer (it always answers); its reasoning record (with the tree) is written when
-    asked. Needs an LLM; a token budget and a session do not apply."""
+    answer (it always answers); its reasoning record holds the tree. Needs an LLM; a token budget and a session do not apply."""
 
     name = "prunerag"
     needs_llm = True
     answers_itself = True
     has_steps = True
 
-    def search(self, resources, request, record: bool, access: Access = UNRESTRICTED,
-               on_step: OnStep | None = None) -> Retrieval:
+    def search(self, resources, request, access: Access = UNRESTRICTED, on_step: OnStep | None = None) -> Retrieval:
         """The tree's query (see the class); ``on_step`` hears of each settled node
         (:func:`build_tree`)."""
         started = time.perf_counter()
@@ -266,12 +264,12 @@ class PruneRAGMode(RetrievalMode):
         question = request.question
         top = max(request.k, params.top_k)
         proprag = PropRAGMode()
-        root = proprag.search(resources, QueryRequest.of(question, mode="proprag", k=top), False, access)
+        root = proprag.search(resources, QueryRequest.of(question, mode="proprag", k=top), access)
 
         def retrieve(text: str, n: int) -> list[PassageHit]:
             if text == question and n <= top:
                 return root.result.passages[:n]
-            return proprag.search(resources, QueryRequest.of(text, mode="proprag", k=n), False, access).result.passages
+            return proprag.search(resources, QueryRequest.of(text, mode="proprag", k=n), access).result.passages
 
         tree, answer = build_tree(question, client, retrieve, params, on_step)
         result = root.result.model_copy(update={"mode": "prunerag", "passages": root.result.passages[:request.k],
@@ -279,6 +277,4 @@ class PruneRAGMode(RetrievalMode):
         result._principals = access.stored()
         result.timings_ms = {**root.result.timings_ms, "prunerag": round((time.perf_counter() - started) * 1000, 2)}
         result.timings_ms["total"] = result.timings_ms["prunerag"]
-        if record:
-            resources.submit_record(result)
         return dataclasses.replace(root, result=result)  # the root's Retrieval (subgraph, query vector)

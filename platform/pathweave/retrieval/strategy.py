@@ -4,9 +4,12 @@ dense, hipporag2).
 
 A mode gets a checked :class:`~pathweave.retrieval.request.QueryRequest` and the query
 resources (:class:`~pathweave.retrieval.resources.QueryResources`: topology view, node
-reader, vector search, passage hits, record writer, LLM client) and returns a :class:`Retrieval`. Answering is a step any mode
-takes after retrieval (:meth:`RetrievalMode.answer`), run by
-:meth:`~pathweave.query.retriever.Retriever.search`, not a second dispatcher.
+reader, vector search, passage hits, record writer, LLM client) and returns a
+:class:`Retrieval`; it only retrieves. Answering (:meth:`RetrievalMode.answer`) and the
+record (:meth:`RetrievalMode.write_record`) are steps a mode may shape, taken by
+:meth:`~pathweave.query.retriever.Retriever.run`, with the citations, the timings and the
+span: one lifecycle, not a second dispatcher. A new mode is one strategy module and its
+registration in :data:`pathweave.query.modes.STRATEGIES`.
 """
 
 from __future__ import annotations
@@ -72,10 +75,10 @@ class RetrievalMode:
         ``retrieval.lexical``); their hits are ``frame.found[name]``."""
         return {}
 
-    def search(self, resources: QueryResources, request: QueryRequest, record: bool,
-               access: Access = UNRESTRICTED) -> Retrieval:
+    def search(self, resources: QueryResources, request: QueryRequest, access: Access = UNRESTRICTED) -> Retrieval:
         """Retrieve for the checked ``request`` from what ``access`` may read
-        (:mod:`pathweave.access`); write the reasoning record when ``record``."""
+        (:mod:`pathweave.access`); nothing more (the answer step, the citations and the
+        record are :meth:`pathweave.query.retriever.Retriever.run`'s)."""
         raise NotImplementedError
 
     def answer(self, resources: QueryResources, retrieval: Retrieval, client) -> None:
@@ -86,7 +89,8 @@ class RetrievalMode:
         retrieval.result.answer = generate_answer(client, retrieval.result)
 
     def write_record(self, resources: QueryResources, retrieval: Retrieval) -> None:
-        """Write the reasoning record of an answered query (its ``ANSWERED`` edge too)."""
+        """Write the reasoning record of the query (its ``ANSWERED`` edge too when answered):
+        now or off the query path, as :meth:`QueryResources.submit_record` says."""
         resources.submit_record(retrieval.result)
 
 
@@ -140,8 +144,7 @@ class RankingMode(RetrievalMode):
         version too); their hits are ``frame.found[name]``."""
         return {}
 
-    def search(self, resources: QueryResources, request: QueryRequest, record: bool,
-               access: Access = UNRESTRICTED) -> Retrieval:
+    def search(self, resources: QueryResources, request: QueryRequest, access: Access = UNRESTRICTED) -> Retrieval:
         """Rank, read the ranked passages and (with a token budget) select the context, on
         what ``access`` may read (the topology view restricted to its readable passages,
         :func:`pathweave.graph.visibility.visible_view`, and vector and full-text hits
@@ -155,13 +158,6 @@ class RankingMode(RetrievalMode):
             retrieval = self._search(resources, request, access)
             if all(hit.text for hit in retrieval.result.passages):
                 break
-        result = retrieval.result
-        if record:
-            clock = Stopwatch()
-            resources.submit_record(result)  # off the query path, unless in a session
-            clock("record")
-            result.timings_ms["record"] = clock.timings["record"]
-            result.timings_ms["total"] = round(result.timings_ms["total"] + clock.timings["record"], 2)
         return retrieval
 
     def _search(self, resources: QueryResources, request: QueryRequest, access: Access) -> Retrieval:

@@ -35,7 +35,7 @@ node-separator inequality of the maximum-weight connected subgraph ILPs,
 Alvarez-Miranda, Ljubic and Mutzel 2013). Redundant for integer solutions, these
 strengthen CP-SAT's LP, which shortens the time to prove optimality on large candidate
 graphs and lets more of them be proved within the time limit (figures in
-docs/benchmarks.md, section "Figures moved from the code's docstrings").
+docs/benchmarks-history.md, section "Figures moved from the code's docstrings").
 
 Tightening used by both: ``M`` (flow capacity / largest order) is the most
 non-query nodes that fit the budget (cheapest-first count), not ``|V| - 1``;
@@ -87,7 +87,7 @@ SOLVER_PARAMS: dict[str, int] = {
 }
 """Light presolve: on these small models the default presolve (3 rounds with
 probing and symmetry detection) takes a large share of the default time limit, and
-the light one reaches optimality sooner (``pathweave bench select``; docs/benchmarks.md)."""
+the light one reaches optimality sooner (``pathweave bench select``; docs/benchmarks-history.md)."""
 
 
 def max_selectable_count(costs: Sequence[int], capacity: int) -> int:
@@ -170,7 +170,7 @@ def solve_ilp(
         num_workers: CP-SAT ``num_workers``. 1 by default: on a small machine
             a single LP-based worker proved optimality faster than several
             workers on graphs of a few hundred nodes (bench.py; figures in
-            docs/benchmarks.md).
+            docs/benchmarks-history.md).
         hint: Optional feasible selection (e.g. greedy's ``selected``), given
             to CP-SAT as a complete solution hint (``AddHint``, warm start).
         connectivity: ``"order"`` (default) or ``"flow"`` (see module doc);

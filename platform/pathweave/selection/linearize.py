@@ -26,7 +26,7 @@ never rendered.
 
 One line per item, not one per cited passage: grouping a context's statements under one
 label per passage (groups in the same ends-first order) saves a few prompt tokens but
-lowered a small reader's answer F1 on MuSiQue (figures in docs/benchmarks.md).
+lowered a small reader's answer F1 on MuSiQue (figures in docs/benchmarks-history.md).
 
 Source: graph context optimization seed, graph-context-optimization-ilp.md;
 spec §5.

@@ -23,7 +23,7 @@ AUTO_MAX_NODES = 80
 nodes. On real PropRAG candidate graphs of the MuSiQue sample, CP-SAT proves
 optimality within the time limit for graphs of the default size, and ever more
 rarely as the graph grows, while the greedy answer stays close to the best known
-(figures in docs/benchmarks.md). Above the threshold the limit is mostly spent
+(figures in docs/benchmarks-history.md). Above the threshold the limit is mostly spent
 without beating the greedy rules."""
 
 AUTO_MAX_EDGES = 320

@@ -73,7 +73,7 @@ EXACT_PER_PLACE = 4.0
 nodes per index place the widening is expected to need (``k`` x the places asked / the
 tenant's nodes among them: the tenant's share seen so far). Scoring a tenant exactly costs
 about what widening a crowded search costs when the tenant holds some four nodes per place,
-on both stores (``pathweave bench tenants``, figures in docs/benchmarks.md): several rounds of growing k, each with its
+on both stores (``pathweave bench tenants``, figures in docs/benchmarks-history.md): several rounds of growing k, each with its
 own overhead, where the estimate counts only the last round's places."""
 
 EXACT_SIZE_TTL_S = 600.0
@@ -178,7 +178,7 @@ def ask_wider(found: int, mine: int, asked: int, need: int, last: int, max_k: in
     many places as its own nodes, few of them, and a wider ask finds nothing new (with "any
     other tenant's node" as the rule, a tenant ingesting the same documents as another
     repeated every synonymy and alias ask wider, for the same SYNONYM and ALIAS_OF edges;
-    docs/benchmarks.md)."""
+    docs/benchmarks-history.md)."""
     if mine >= need or asked >= max_k:
         return False
     return found >= asked or (2 * (found - mine) >= asked and found > last)
@@ -367,7 +367,7 @@ def vector_knn(store: GraphStore, label: str, ids: Sequence[str], vectors: np.nd
     :func:`ask_wider` says so (all places taken above the threshold, or crowded by other
     tenants) until its ``k + 1`` best of the tenant are known. This is about twice as quick as
     asking each vector for ``k + 1`` places at once, with nearly the same pairs (the index is
-    approximate); figures in docs/benchmarks.md."""
+    approximate); figures in docs/benchmarks-history.md."""
     index = store.backend.vector_index_name(label)
     min_score = (1.0 + min_cosine) / 2.0
     out: list[dict] = []
