@@ -1,11 +1,8 @@
 """Route ``POST /v1/query``: ranked passages with citations, the proposition paths, the id
 of the stored reasoning record and, when asked (or with mode ``prunerag``), the LLM's answer; the body model's limits come from the settings."""
 
-import asyncio
-import contextvars
 import functools
 import json
-import threading
 import time
 
 from fastapi import APIRouter, Request, Response
@@ -19,8 +16,9 @@ from pathweave_api.auth import QueryKey
 from pathweave_api.bodies import json_body
 from pathweave_api.callers import Caller
 from pathweave_api.models import TEXT_PATTERN, QueryBody, QueryResponse, json_int
-from pathweave_api.problems import ApiProblem, errors, unexpected
+from pathweave_api.problems import ApiProblem, errors
 from pathweave_api.services import Services, ServicesDep, guard
+from pathweave_api.streaming import TRACE_HEADER, event_stream
 
 
 
@@ -31,8 +29,6 @@ SSE_EVENT = {"type": "object", "required": ["event", "data"], "description": "On
 """The OpenAPI schema of each event of a streamed query (OpenAPI before 3.2: ``schema``
 describes one event)."""
 
-TRACE_HEADER = "X-Pathweave-Trace-Id"
-"""The response header naming the query's OpenTelemetry trace, when the service traces."""
 
 
 def query_model(api: ApiSettings) -> type[QueryBody]:
@@ -130,41 +126,6 @@ def answered(req: QueryBody, result, started: float) -> QueryResponse:
     return QueryResponse.from_result(result, note)
 
 
-class _Feed:
-    """What the query's thread produces (its events), handed to the event loop as it comes:
-    the request awaits :meth:`get` with no pool thread waiting the seconds a token or a node
-    may take. ``left``: set once the reader is gone (it stopped waiting)."""
-
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._items: asyncio.Queue = asyncio.Queue()
-        self.left = threading.Event()
-
-    def put(self, item) -> None:
-        """Hand ``item`` to the reader (from any thread)."""
-        try:
-            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
-        except RuntimeError:  # the loop is closed: the service is stopping, nobody reads
-            self.left.set()
-
-    def start(self, produce, name: str) -> None:
-        """Run ``produce()`` in a new thread, in the caller's context (its trace)."""
-        threading.Thread(target=contextvars.copy_context().run, args=(produce,), name=name, daemon=True).start()
-
-    async def get(self):
-        """The next item; a reader cancelled meanwhile (the client left) sets ``left``."""
-        try:
-            return await self._items.get()
-        except BaseException:
-            self.left.set()
-            raise
-
-
-class _ClientLeft(Exception):
-    """Raised into a query whose streamed events nobody reads any more: its work stops (a
-    streamed answer is closed, the record keeps what was answered)."""
-
-
 def step_event(node, parent_id: str | None) -> dict:
     """The ``step`` event of a settled PruneRAG tree node: its id, its parent's, kind, text,
     depth, decision, answer and confidence, error, and the ids of the passages it retrieved."""
@@ -189,59 +150,13 @@ def sse_event(event, req: QueryBody, started: float) -> dict:
 
 async def stream_query(svc: Services, tenant: str, req: QueryBody, access: Access):
     """``POST /v1/query`` answered as Server-Sent Events, one per event of the query
-    (:func:`sse_event`): for every mode, in the order the core tells them. The query runs in
-    a thread of its own (in the request's trace) and hands each event to the event loop, so
-    no pool thread waits for the model. A client that disconnects, or stops reading for
-    ``api.stream_send_timeout_s``, stops the query at its next event (a streamed answer is
-    closed: its generation stops; the record keeps what was answered, and a tree not settled
-    yet writes none). Errors before the first event are problem documents; one after it is
-    an ``error`` event (a problem document) that ends the stream."""
-    from sse_starlette.sse import EventSourceResponse
-
-    from pathweave.telemetry import current_trace_id
-
+    (:func:`sse_event`), for every mode in the order the core tells them
+    (:func:`pathweave_api.streaming.event_stream`: the query in a thread of its own, a client
+    that leaves stopping it at its next event). Errors before the first event are problem
+    documents; one after it is an ``error`` event."""
     started = time.perf_counter()
-    feed, done = _Feed(), object()
-
-    def on_event(event) -> None:
-        if feed.left.is_set():
-            raise _ClientLeft()
-        feed.put(("event", event))
-
-    def run() -> None:
-        try:
-            _retrieve(svc, tenant, req, access, on_event)
-            feed.put(("done", done))
-        except BaseException as exc:  # noqa: BLE001 - handed to the request (or dropped: the client left)
-            feed.put(("failed", exc))
-
-    def problem_event(exc: BaseException) -> dict:
-        problem = exc if isinstance(exc, ApiProblem) else unexpected(exc, svc, f"streamed {req.mode} query")
-        return {"event": "error", "data": json.dumps({"type": f"urn:pathweave:problem:{problem.kind}",
-                                                      "status": problem.status, "detail": problem.detail})}
-
-    feed.start(run, "query-stream")  # the request's own work (not a background thread of the app)
-    first = await feed.get()  # a client leaving before the first event stops the query
-    if first[0] == "failed":
-        feed.left.set()
-        raise first[1]
-
-    async def events():
-        kind, item = first
-        try:
-            while kind == "event":
-                yield sse_event(item, req, started)
-                kind, item = await feed.get()  # a client leaving cancels the wait at once
-            if kind == "failed" and not isinstance(item, _ClientLeft):
-                yield problem_event(item)
-        finally:  # the client left (or the stream ended): the query stops at its next event
-            feed.left.set()
-
-    # the query's trace: the retrieval's, else the request's (an instrumented service), which the query's joins
-    trace_id = getattr(first[1].result, "trace_id", None) if first[0] == "event" else None
-    trace_id = trace_id or current_trace_id()
-    return EventSourceResponse(events(), headers={TRACE_HEADER: trace_id} if trace_id else None,
-                               send_timeout=svc.api.stream_send_timeout_s)
+    return await event_stream(svc, lambda on_event: _retrieve(svc, tenant, req, access, on_event),
+                              lambda event: sse_event(event, req, started), f"streamed {req.mode} query")
 
 
 def router(body: type[QueryBody]) -> APIRouter:
