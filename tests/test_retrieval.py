@@ -264,3 +264,24 @@ def test_gds_stage1_ranks_like_the_local_push_and_a_new_document_is_found_before
     pipeline.ingest(*load_path(tmp_path, settings.ingest.max_file_bytes))
     fresh = gds.query("Which town is famous for wooden Goral architecture?", k=3, write_record=False)
     assert "stage1_gds_fallback" in fresh.timings_ms and fresh.passages[0].title == "new"
+
+
+def test_a_listener_that_stops_the_query_keeps_its_record_and_one_that_hears_all_sees_the_order(retriever):
+    """The events of a query (Retriever.run): ``retrieval`` (its result not answered) then
+    ``answer``; a listener that raises at ``retrieval`` (a client that left) ends the query
+    with what it raised, and the record is written all the same."""
+    heard = []
+    result = retriever.query(QUESTION, mode="proprag", k=3, on_event=heard.append)
+    assert [event.kind for event in heard] == ["retrieval", "answer"]
+    assert heard[0].result.query_id == result.query_id and heard[-1].result is result
+
+    class Left(Exception):
+        pass
+    seen = []
+
+    def leave(event) -> None:
+        seen.append(event.result.query_id)
+        raise Left()
+    with pytest.raises(Left):
+        retriever.query(QUESTION, mode="proprag", k=3, write_record=True, on_event=leave)
+    assert retriever.read_record(seen[0])["query_id"] == seen[0]

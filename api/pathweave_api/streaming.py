@@ -31,13 +31,13 @@ class ClientLeft(Exception):
 
 class Feed:
     """What the query's thread produces, handed to the event loop as it comes. ``left``: set
-    once the reader is gone; ``ended``: set once the producer returned."""
+    once the reader is gone; ``ended``: set (on the loop) once the producer returned."""
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._items: asyncio.Queue = asyncio.Queue()
         self.left = threading.Event()
-        self.ended = threading.Event()
+        self.ended = asyncio.Event()
 
     def put(self, item) -> None:
         """Hand ``item`` to the reader (from any thread)."""
@@ -52,7 +52,10 @@ class Feed:
             try:
                 produce()
             finally:
-                self.ended.set()
+                try:
+                    self._loop.call_soon_threadsafe(self.ended.set)
+                except RuntimeError:  # the loop is closed: nobody waits
+                    pass
         threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
 
     async def get(self):
@@ -108,8 +111,8 @@ async def event_stream(svc, run: Callable[[Callable], object], to_sse: Callable[
                 yield problem_event(item)
         finally:  # the client left (or the stream ended): the query stops at its next event, and has ended
             feed.left.set()
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(feed.ended.wait, END_WAIT_S)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(END_WAIT_S):  # no pool thread waits
+                await feed.ended.wait()
 
     # the query's trace: the retrieval's, else the request's (an instrumented service), which the query's joins
     trace_id = getattr(first[1].result, "trace_id", None) if first[0] == "event" else None

@@ -126,7 +126,7 @@ class Retriever:
         request = request.check()
         strategy = mode_strategy(request.mode)
         client = self.resources.llm_client() if needs_llm(request) else None  # before anything is retrieved
-        emit = on_event or _unheard
+        emit = _Listener(on_event)
         steps = {"on_step": lambda node, parent_id: emit(QueryEvent("step", node=node, parent_id=parent_id))} \
             if strategy.has_steps and on_event is not None else {}
         with self._span(request, access, streamed=on_event is not None) as span:
@@ -136,13 +136,15 @@ class Retriever:
             result.trace_id = result.trace_id or current_trace_id()
             if span.is_recording():
                 span.set_attribute("pathweave.query_id", result.query_id)
-            if on_event is not None:
-                emit(QueryEvent("retrieval", result=result.model_copy(update={"answer": None}, deep=True)))
+            done = False
             try:
+                if on_event is not None:
+                    emit(QueryEvent("retrieval", result=result.model_copy(update={"answer": None}, deep=True)))
                 if request.answer and not strategy.answers_itself:
-                    self._answer(strategy, retrieval, client, on_event)
-            finally:
-                if request.record(self.settings.query.write_reasoning):
+                    self._answer(strategy, retrieval, client, emit if on_event is not None else None)
+                done = True
+            finally:  # also when the listener stopped the query (it keeps what was answered); not on a failure
+                if (done or emit.stopped) and request.record(self.settings.query.write_reasoning):
                     self._record(strategy, retrieval)
             emit(QueryEvent("answer", result=result))
             return retrieval
@@ -196,5 +198,18 @@ def request_of(question: str | QueryRequest, mode: Mode = "proprag", k: int = 5,
     return question if isinstance(question, QueryRequest) else QueryRequest.of(question, mode=mode, k=k, **options)
 
 
-def _unheard(event: QueryEvent) -> None:
-    """The events of a query nobody listens to."""
+class _Listener:
+    """``on_event`` (None: nobody listens), remembering whether what it raised stopped the
+    query (``stopped``: a client that left, an interrupted terminal)."""
+
+    def __init__(self, on_event: OnEvent | None) -> None:
+        self.on_event, self.stopped = on_event, False
+
+    def __call__(self, event: QueryEvent) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except BaseException:
+            self.stopped = True
+            raise
