@@ -81,8 +81,7 @@ class EventPrinter:
         if answer.error:
             self.out.print(f"  [bold red]the answer stopped[/]: {answer.error}", markup=True, soft_wrap=True)
         cited = f"cites {', '.join(answer.citations)}; " if answer.citations else ""
-        self.out.print(f"  [dim]{cited}{answer.model}, {answer.llm_calls} LLM call(s), {answer.prompt_tokens} "
-                       f"prompt + {answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
+        self.out.print(f"  [dim]{cited}{answer_cost(answer)}[/]")
 
 
 def print_answer(out: Console, answer) -> None:
@@ -92,8 +91,13 @@ def print_answer(out: Console, answer) -> None:
         return
     cited = f" [dim]cites {', '.join(answer.citations)}[/]" if answer.citations else ""
     out.print(f"  [bold green]A:[/] {answer.text}{cited}")
-    out.print(f"  [dim]{answer.model}, {answer.llm_calls} LLM call(s), {answer.prompt_tokens} prompt + "
-              f"{answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s[/]")
+    out.print(f"  [dim]{answer_cost(answer)}[/]")
+
+
+def answer_cost(answer) -> str:
+    """What an answer cost, in one line: its model, LLM calls, tokens and seconds."""
+    return (f"{answer.model}, {answer.llm_calls} LLM call(s), {answer.prompt_tokens} prompt + "
+            f"{answer.completion_tokens} completion tokens, {answer.latency_ms / 1000:.1f} s")
 
 
 def _node_line(node) -> str:

@@ -139,7 +139,9 @@ class Retriever:
             done = False
             try:
                 if on_event is not None:
-                    emit(QueryEvent("retrieval", result=result.model_copy(update={"answer": None}, deep=True)))
+                    # a copy as it stands now (the answer and the timings are set on the result later)
+                    emit(QueryEvent("retrieval", result=result.model_copy(
+                        update={"answer": None, "timings_ms": dict(result.timings_ms)})))
                 if request.answer and not strategy.answers_itself:
                     self._answer(strategy, retrieval, client, emit if on_event is not None else None)
                 done = True
@@ -171,8 +173,7 @@ class Retriever:
             with traced("answer", **{"pathweave.stage": "answer"}):
                 strategy.answer(self.resources, retrieval, client)
         if result.answer is not None:
-            result.timings_ms["answer"] = result.answer.latency_ms
-            result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + result.answer.latency_ms, 2)
+            _add_stage(result, "answer", result.answer.latency_ms)
 
     def _record(self, strategy: RetrievalMode, retrieval: Retrieval) -> None:
         """The mode's record step (:meth:`RetrievalMode.write_record`: written now or
@@ -180,9 +181,7 @@ class Retriever:
         clock = Stopwatch()
         strategy.write_record(self.resources, retrieval)
         clock("record")
-        timings = retrieval.result.timings_ms
-        timings["record"] = clock.timings["record"]
-        timings["total"] = round(timings.get("total", 0.0) + clock.timings["record"], 2)
+        _add_stage(retrieval.result, "record", clock.timings["record"])
 
     def _span(self, request: QueryRequest, access: Access, streamed: bool = False):
         """The query's span ``pathweave.query`` (tenant, mode, k, restricted, streamed), made
@@ -196,6 +195,12 @@ def request_of(question: str | QueryRequest, mode: Mode = "proprag", k: int = 5,
     """``question`` when it is a request, else the request of the question, mode, ``k`` and
     options (unchecked: :meth:`Retriever.run` checks it)."""
     return question if isinstance(question, QueryRequest) else QueryRequest.of(question, mode=mode, k=k, **options)
+
+
+def _add_stage(result: QueryResult, stage: str, ms: float) -> None:
+    """``result``'s milliseconds of ``stage`` (a step after retrieval), counted in its total."""
+    result.timings_ms[stage] = ms
+    result.timings_ms["total"] = round(result.timings_ms.get("total", 0.0) + ms, 2)
 
 
 class _Listener:
